@@ -1,0 +1,39 @@
+//! Elementwise ops: fill, add, scale, cast.
+
+use crate::precision::Element;
+use rayon::prelude::*;
+
+/// `out[i] = value`.
+pub fn fill<T: Element>(out: &mut [T], value: T) {
+    out.fill(value);
+}
+
+/// `out[i] = round(a[i] + b[i])`, the sum taken in f32.
+///
+/// # Panics
+/// If the three lengths differ.
+pub fn add<T: Element>(a: &[T], b: &[T], out: &mut [T]) {
+    assert_eq!(a.len(), out.len(), "add: a and out lengths differ");
+    assert_eq!(b.len(), out.len(), "add: b and out lengths differ");
+    out.par_iter_mut()
+        .zip(a.par_iter().zip(b))
+        .for_each(|(o, (x, y))| *o = T::from_f32(x.to_f32() + y.to_f32()));
+}
+
+/// `out[i] = round(alpha * x[i])`, the product taken in f32.
+///
+/// # Panics
+/// If the lengths differ.
+pub fn scale<T: Element>(x: &[T], alpha: f32, out: &mut [T]) {
+    assert_eq!(x.len(), out.len(), "scale: x and out lengths differ");
+    out.par_iter_mut().zip(x).for_each(|(o, v)| *o = T::from_f32(alpha * v.to_f32()));
+}
+
+/// `dst[i] = src[i]` converted through f32, rounding to nearest-even when narrowing.
+///
+/// # Panics
+/// If the lengths differ.
+pub fn cast<S: Element, D: Element>(src: &[S], dst: &mut [D]) {
+    assert_eq!(src.len(), dst.len(), "cast: src and dst lengths differ");
+    dst.par_iter_mut().zip(src).for_each(|(d, s)| *d = D::from_f32(s.to_f32()));
+}

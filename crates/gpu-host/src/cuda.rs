@@ -1,0 +1,279 @@
+//! The CUDA runtime: one device, one stream, the project's PTX module.
+
+use crate::device::{Device, DeviceBuffer, LaunchConfig, check_copy_len};
+use crate::element::DeviceElement;
+use crate::error::{DriverContext, GpuError, Result};
+use crate::ptx::{PtxArch, embedded_ptx};
+use crate::view::{DeviceView, DeviceViewMut};
+use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute, CUresult};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DeviceRepr,
+    DriverError, PushKernelArg, result,
+};
+use kernel_abi::{Kernel, KernelParams};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// Static facts about the GPU in use.
+#[derive(Clone, Debug)]
+pub struct GpuInfo {
+    /// Device name as the driver reports it.
+    pub name: String,
+    /// Compute capability (major, minor).
+    pub compute_capability: (i32, i32),
+    /// The PTX module loaded for it.
+    pub ptx_arch: PtxArch,
+    /// Number of streaming multiprocessors.
+    pub multiprocessors: u32,
+    /// Device memory in bytes.
+    pub total_memory: usize,
+    /// Largest dynamic shared memory a block can opt into, in bytes.
+    pub max_shared_per_block: u32,
+}
+
+/// A CUDA GPU with the project's kernels loaded.
+///
+/// Everything is issued on one stream, so work runs in issue order and buffers need no
+/// cross-stream event tracking (it is disabled).
+pub struct Gpu {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    module: Arc<CudaModule>,
+    functions: Mutex<HashMap<&'static str, LoadedFunction>>,
+    info: GpuInfo,
+}
+
+struct LoadedFunction {
+    function: CudaFunction,
+    /// Dynamic shared memory the function has been allowed so far (48 KiB by default).
+    shared_limit: u32,
+}
+
+const DEFAULT_SHARED_LIMIT: u32 = 48 * 1024;
+
+fn is_no_device(err: &DriverError) -> bool {
+    err.0 == CUresult::CUDA_ERROR_NO_DEVICE
+}
+
+impl Gpu {
+    /// Opens GPU 0. See [`Gpu::with_ordinal`].
+    pub fn new() -> Result<Self> {
+        Self::with_ordinal(0)
+    }
+
+    /// Opens GPU `ordinal` and loads the PTX module for its architecture.
+    ///
+    /// Errors, in the order they are checked: [`GpuError::NoDriver`] (no libcuda, or it
+    /// fails to initialise), [`GpuError::NoDevice`], [`GpuError::UnsupportedArch`],
+    /// [`GpuError::PtxNotBuilt`], [`GpuError::PtxLoad`]. Never panics.
+    pub fn with_ordinal(ordinal: usize) -> Result<Self> {
+        // SAFETY: only attempts to dlopen libcuda; cudarc panics on first use without it.
+        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+            return Err(GpuError::NoDriver("libcuda.so (the NVIDIA driver) not found".into()));
+        }
+        let count = CudaContext::device_count().map_err(|e| match is_no_device(&e) {
+            true => GpuError::NoDevice,
+            false => GpuError::NoDriver(format!("driver initialisation failed: {e}")),
+        })?;
+        if ordinal >= count.max(0) as usize {
+            return Err(if count <= 0 {
+                GpuError::NoDevice
+            } else {
+                GpuError::invalid("Gpu::with_ordinal", "ordinal", format!("only {count} GPUs"))
+            });
+        }
+        let ctx = CudaContext::new(ordinal).during("creating the CUDA context")?;
+        // SAFETY: the runtime uses a single stream, so no cross-stream synchronisation is
+        // needed for buffers allocated from here on.
+        unsafe { ctx.disable_event_tracking() };
+        let name = ctx.name().during("reading the device name")?;
+        let (major, minor) = ctx.compute_capability().during("reading compute capability")?;
+        let ptx_arch = PtxArch::for_compute_capability(major, minor)
+            .ok_or_else(|| GpuError::UnsupportedArch { name: name.clone(), major, minor })?;
+        let ptx = embedded_ptx(ptx_arch).ok_or(GpuError::PtxNotBuilt { arch: ptx_arch.name() })?;
+        let module = ctx
+            .load_module(cudarc::nvrtc::Ptx::from_src(ptx))
+            .map_err(|source| GpuError::PtxLoad { arch: ptx_arch.name(), source })?;
+        let attribute = |a| ctx.attribute(a).during("reading device attributes");
+        let info = GpuInfo {
+            name,
+            compute_capability: (major, minor),
+            ptx_arch,
+            multiprocessors: attribute(
+                CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+            )? as u32,
+            total_memory: ctx.total_mem().during("reading device memory size")?,
+            max_shared_per_block: attribute(
+                CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+            )? as u32,
+        };
+        let stream = ctx.default_stream();
+        Ok(Self { ctx, stream, module, functions: Mutex::new(HashMap::new()), info })
+    }
+
+    /// Static facts about this GPU.
+    pub fn info(&self) -> &GpuInfo {
+        &self.info
+    }
+
+    /// The cudarc context (for baselines such as cuBLAS in benchmarks).
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// The stream all work is issued on.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// The function `name`, allowed at least `shared_bytes` of dynamic shared memory.
+    fn function(&self, name: &'static str, shared_bytes: u32) -> Result<CudaFunction> {
+        let mut functions = self.functions.lock().unwrap_or_else(|p| p.into_inner());
+        if !functions.contains_key(name) {
+            let function = self.module.load_function(name).map_err(|e| match e.0 {
+                CUresult::CUDA_ERROR_NOT_FOUND => GpuError::MissingKernel { name },
+                _ => GpuError::Driver { op: name, source: e },
+            })?;
+            functions.insert(name, LoadedFunction { function, shared_limit: DEFAULT_SHARED_LIMIT });
+        }
+        let loaded = functions.get_mut(name).expect("inserted above");
+        if shared_bytes > loaded.shared_limit {
+            if shared_bytes > self.info.max_shared_per_block {
+                return Err(GpuError::invalid(
+                    name,
+                    "shared_mem_bytes",
+                    format!(
+                        "{shared_bytes} bytes exceeds the device limit of {} per block",
+                        self.info.max_shared_per_block
+                    ),
+                ));
+            }
+            loaded
+                .function
+                .set_attribute(
+                    CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    shared_bytes as i32,
+                )
+                .during(name)?;
+            loaded.shared_limit = shared_bytes;
+        }
+        Ok(loaded.function.clone())
+    }
+
+    fn out_of_memory(&self, bytes: usize, err: DriverError) -> GpuError {
+        if err.0 != CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+            return GpuError::Driver { op: "allocating device memory", source: err };
+        }
+        let (free, total) = self.ctx.mem_get_info().unwrap_or((0, self.info.total_memory));
+        GpuError::OutOfMemory { bytes, free, total }
+    }
+}
+
+/// A kernel parameter struct passed by value (`cuLaunchKernel` copies its bytes).
+#[repr(transparent)]
+struct ByValue<P>(P);
+
+// SAFETY: `P: KernelParams` is a #[repr(C)] plain-data struct whose layout the kernel reads.
+unsafe impl<P: KernelParams> DeviceRepr for ByValue<P> {}
+
+/// A device allocation on a [`Gpu`].
+pub struct CudaBuffer<T> {
+    slice: CudaSlice<T>,
+    addr: u64,
+}
+
+impl<T: DeviceElement> DeviceBuffer<T> for CudaBuffer<T> {
+    fn len(&self) -> usize {
+        self.slice.len()
+    }
+
+    fn view(&self) -> DeviceView<'_, T> {
+        // SAFETY: the address and length are those of the live allocation borrowed here.
+        unsafe { DeviceView::from_raw_parts(self.addr, self.slice.len()) }
+    }
+
+    fn view_mut(&mut self) -> DeviceViewMut<'_, T> {
+        // SAFETY: as above, borrowed mutably.
+        unsafe { DeviceViewMut::from_raw_parts(self.addr, self.slice.len()) }
+    }
+}
+
+impl Device for Gpu {
+    type Buffer<T: DeviceElement> = CudaBuffer<T>;
+
+    fn describe(&self) -> String {
+        let i = &self.info;
+        format!(
+            "{} (compute {}.{}, {} SMs, {:.1} GiB, PTX {})",
+            i.name,
+            i.compute_capability.0,
+            i.compute_capability.1,
+            i.multiprocessors,
+            i.total_memory as f64 / (1u64 << 30) as f64,
+            i.ptx_arch.name()
+        )
+    }
+
+    fn alloc<T: DeviceElement>(&self, len: usize) -> Result<CudaBuffer<T>> {
+        let bytes = len.checked_mul(size_of::<T>()).ok_or_else(|| {
+            GpuError::invalid("alloc", "len", format!("{len} elements overflow usize bytes"))
+        })?;
+        // SAFETY: device memory of plain-data elements; contents are unspecified but every
+        // bit pattern is a valid `T` (DeviceElement contract).
+        let slice =
+            unsafe { self.stream.alloc::<T>(len) }.map_err(|e| self.out_of_memory(bytes, e))?;
+        let addr = slice.device_ptr(&self.stream).0;
+        Ok(CudaBuffer { slice, addr })
+    }
+
+    fn copy_to_device<T: DeviceElement>(&self, src: &[T], dst: DeviceViewMut<'_, T>) -> Result<()> {
+        check_copy_len("copy_to_device", src.len(), dst.len())?;
+        if src.is_empty() {
+            return Ok(());
+        }
+        self.ctx.bind_to_thread().during("copy_to_device")?;
+        // SAFETY: `dst` is a live view of `src.len()` elements on this device; the driver
+        // stages pageable host memory before returning, so `src` may be reused afterwards.
+        unsafe { result::memcpy_htod_async(dst.addr(), src, self.stream.cu_stream()) }
+            .during("copy_to_device")
+    }
+
+    fn copy_to_host<T: DeviceElement>(&self, src: DeviceView<'_, T>, dst: &mut [T]) -> Result<()> {
+        check_copy_len("copy_to_host", dst.len(), src.len())?;
+        if dst.is_empty() {
+            return Ok(());
+        }
+        self.ctx.bind_to_thread().during("copy_to_host")?;
+        // SAFETY: `src` is a live view of `dst.len()` elements; the stream is synchronised
+        // before `dst` is used.
+        unsafe { result::memcpy_dtoh_async(dst, src.addr(), self.stream.cu_stream()) }
+            .during("copy_to_host")?;
+        self.stream.synchronize().during("copy_to_host")
+    }
+
+    unsafe fn launch<P: KernelParams>(
+        &self,
+        kernel: Kernel<P>,
+        config: LaunchConfig,
+        params: P,
+    ) -> Result<()> {
+        let name = kernel.name();
+        config.check(name)?;
+        let function = self.function(name, config.shared_mem_bytes)?;
+        let params = ByValue(params);
+        let mut launch = self.stream.launch_builder(&function);
+        launch.arg(&params);
+        let cfg = cudarc::driver::LaunchConfig {
+            grid_dim: config.grid,
+            block_dim: config.block,
+            shared_mem_bytes: config.shared_mem_bytes,
+        };
+        // SAFETY: the caller guarantees the pointers in `params` cover what the kernel
+        // accesses; the parameter layout matches the kernel (checked by build-ptx).
+        unsafe { launch.launch(cfg) }.map(drop).during(name)
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        self.stream.synchronize().during("synchronize")
+    }
+}

@@ -1,0 +1,121 @@
+//! The runtime abstraction every launcher is written against.
+
+use crate::element::DeviceElement;
+use crate::error::{GpuError, Result};
+use crate::view::{DeviceView, DeviceViewMut};
+use kernel_abi::{Kernel, KernelParams};
+
+/// Grid, block and dynamic shared memory of one launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchConfig {
+    /// Blocks in x, y, z.
+    pub grid: (u32, u32, u32),
+    /// Threads per block in x, y, z.
+    pub block: (u32, u32, u32),
+    /// Bytes of dynamic shared memory per block.
+    pub shared_mem_bytes: u32,
+}
+
+/// Largest grid in y and z, and threads per block, on every sm_80+ GPU.
+const MAX_GRID_YZ: u32 = 65_535;
+const MAX_BLOCK_THREADS: u64 = 1024;
+
+impl LaunchConfig {
+    /// A one-dimensional launch with no dynamic shared memory.
+    pub fn linear(blocks: u32, threads: u32) -> Self {
+        Self { grid: (blocks, 1, 1), block: (threads, 1, 1), shared_mem_bytes: 0 }
+    }
+
+    /// Rejects shapes no sm_80+ GPU accepts, with an error naming `kernel`.
+    pub fn check(&self, kernel: &'static str) -> Result<()> {
+        let (gx, gy, gz) = self.grid;
+        let (bx, by, bz) = self.block;
+        let bad = |arg, reason: String| Err(GpuError::invalid(kernel, arg, reason));
+        let grid_ok = gx > 0 && gy > 0 && gz > 0 && gx <= i32::MAX as u32;
+        if !grid_ok || gy > MAX_GRID_YZ || gz > MAX_GRID_YZ {
+            return bad("grid", format!("{:?} is empty or too large", self.grid));
+        }
+        let threads = bx as u64 * by as u64 * bz as u64;
+        if threads == 0 || threads > MAX_BLOCK_THREADS || bz > 64 {
+            return bad("block", format!("{:?} must hold 1..=1024 threads", self.block));
+        }
+        Ok(())
+    }
+}
+
+/// A device allocation of `len()` elements of `T`, freed on drop.
+pub trait DeviceBuffer<T: DeviceElement> {
+    /// Number of elements.
+    fn len(&self) -> usize;
+    /// Whether the buffer has no elements.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The whole buffer, read-only.
+    fn view(&self) -> DeviceView<'_, T>;
+    /// The whole buffer, writable.
+    fn view_mut(&mut self) -> DeviceViewMut<'_, T>;
+}
+
+/// A kernel runtime: CUDA ([`crate::Gpu`]) or the PTX simulator.
+///
+/// Work is ordered as issued (one stream). Launchers in [`crate::kernels`] are generic over
+/// this trait, so tests run the same code on every runtime.
+pub trait Device {
+    /// This runtime's buffer type.
+    type Buffer<T: DeviceElement>: DeviceBuffer<T>;
+
+    /// Human-readable description (device name and architecture).
+    fn describe(&self) -> String;
+
+    /// Allocates `len` elements with unspecified contents.
+    fn alloc<T: DeviceElement>(&self, len: usize) -> Result<Self::Buffer<T>>;
+
+    /// Copies `src` into `dst` (same length).
+    fn copy_to_device<T: DeviceElement>(&self, src: &[T], dst: DeviceViewMut<'_, T>) -> Result<()>;
+
+    /// Copies `src` into `dst` (same length), waiting for earlier work that writes `src`.
+    fn copy_to_host<T: DeviceElement>(&self, src: DeviceView<'_, T>, dst: &mut [T]) -> Result<()>;
+
+    /// Launches `kernel` with `params`.
+    ///
+    /// # Safety
+    /// Every pointer in `params` must come from a live view of this device that covers what
+    /// the kernel will access given the other parameters and `config`; the typed launchers in
+    /// [`crate::kernels`] establish this.
+    unsafe fn launch<P: KernelParams>(
+        &self,
+        kernel: Kernel<P>,
+        config: LaunchConfig,
+        params: P,
+    ) -> Result<()>;
+
+    /// Waits for all issued work and reports any asynchronous failure.
+    fn synchronize(&self) -> Result<()>;
+
+    /// Allocates a buffer holding a copy of `src`.
+    fn upload<T: DeviceElement>(&self, src: &[T]) -> Result<Self::Buffer<T>> {
+        let mut buffer = self.alloc(src.len())?;
+        self.copy_to_device(src, buffer.view_mut())?;
+        Ok(buffer)
+    }
+
+    /// Copies a view back into a new vector.
+    fn download<T: DeviceElement>(&self, src: DeviceView<'_, T>) -> Result<Vec<T>> {
+        let mut host = vec![T::zeroed(); src.len()];
+        self.copy_to_host(src, &mut host)?;
+        Ok(host)
+    }
+}
+
+/// Fails unless the host and device sides of a copy have the same length.
+pub(crate) fn check_copy_len(op: &'static str, host: usize, device: usize) -> Result<()> {
+    if host != device {
+        return Err(GpuError::invalid(
+            op,
+            "dst",
+            format!("host side has {host} elements, device side {device}"),
+        ));
+    }
+    Ok(())
+}

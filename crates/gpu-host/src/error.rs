@@ -1,0 +1,102 @@
+//! Errors of the host runtime.
+
+use cudarc::driver::DriverError;
+
+/// Result of host-runtime operations.
+pub type Result<T, E = GpuError> = std::result::Result<T, E>;
+
+/// Everything that can go wrong between the host and a device.
+#[derive(Debug, thiserror::Error)]
+pub enum GpuError {
+    /// The CUDA driver library is not installed or cannot be initialised.
+    #[error("no CUDA driver: {0}")]
+    NoDriver(String),
+    /// The driver works but sees no GPU.
+    #[error("no CUDA device found")]
+    NoDevice,
+    /// The GPU is older than the oldest architecture the kernels are built for.
+    #[error("GPU {name} has compute capability {major}.{minor}; the kernels need 8.0 or newer")]
+    UnsupportedArch {
+        /// Device name.
+        name: String,
+        /// Compute capability, major.
+        major: i32,
+        /// Compute capability, minor.
+        minor: i32,
+    },
+    /// The PTX for this GPU was not embedded at build time.
+    #[error("PTX for {arch} not built: run `cargo xtask build-ptx`, then rebuild")]
+    PtxNotBuilt {
+        /// The architecture whose module is missing (`sm_80`, `sm_90a`).
+        arch: &'static str,
+    },
+    /// The driver rejected the PTX module.
+    #[error("loading the {arch} PTX module failed: {source}")]
+    PtxLoad {
+        /// The architecture of the module.
+        arch: &'static str,
+        /// Driver error.
+        source: DriverError,
+    },
+    /// A kernel named by kernel-abi is not in the loaded module.
+    #[error("kernel `{name}` is not in the PTX module (stale PTX? run `cargo xtask build-ptx`)")]
+    MissingKernel {
+        /// Entry name.
+        name: &'static str,
+    },
+    /// A device allocation failed for lack of memory.
+    #[error("out of GPU memory allocating {bytes} bytes ({free} bytes free of {total})")]
+    OutOfMemory {
+        /// Requested size.
+        bytes: usize,
+        /// Free device memory at the time, as reported by the driver.
+        free: usize,
+        /// Total device memory.
+        total: usize,
+    },
+    /// A launcher or copy was given arguments that do not fit together.
+    #[error("{op}: invalid `{arg}`: {reason}")]
+    InvalidArgument {
+        /// Operation (kernel or copy) that rejected the arguments.
+        op: &'static str,
+        /// The offending argument.
+        arg: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// Any other driver error, with the operation that produced it.
+    #[error("{op}: {source}")]
+    Driver {
+        /// What was being done.
+        op: &'static str,
+        /// Driver error.
+        source: DriverError,
+    },
+    /// A failure reported by a non-CUDA runtime (the PTX simulator).
+    #[error("{0}")]
+    Runtime(String),
+}
+
+impl GpuError {
+    /// Shorthand for [`GpuError::InvalidArgument`].
+    pub fn invalid(op: &'static str, arg: &'static str, reason: impl Into<String>) -> Self {
+        GpuError::InvalidArgument { op, arg, reason: reason.into() }
+    }
+
+    /// Whether the error means "there is no usable GPU here" (no driver or no device), as
+    /// opposed to a GPU that is present but failed.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, GpuError::NoDriver(_) | GpuError::NoDevice)
+    }
+}
+
+/// Attaches the operation name to a driver error.
+pub(crate) trait DriverContext<T> {
+    fn during(self, op: &'static str) -> Result<T>;
+}
+
+impl<T> DriverContext<T> for std::result::Result<T, DriverError> {
+    fn during(self, op: &'static str) -> Result<T> {
+        self.map_err(|source| GpuError::Driver { op, source })
+    }
+}

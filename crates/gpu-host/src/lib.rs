@@ -1,0 +1,27 @@
+//! Host side of the project's GPU kernels.
+//!
+//! - [`Device`]: what a kernel runtime offers (allocate, copy, launch, synchronize). [`Gpu`]
+//!   implements it on CUDA through `cudarc`; the PTX simulator implements it on the CPU, so
+//!   every launcher and test runs on both.
+//! - [`DeviceView`] / [`DeviceViewMut`]: typed, borrow-checked windows into device buffers,
+//!   the arguments of every launcher.
+//! - [`kernels`]: one safe function per kernel. Each checks shapes, lengths and alignment and
+//!   returns [`GpuError::InvalidArgument`] naming the argument, then launches.
+//!
+//! Nothing here panics on a machine without CUDA: [`Gpu::new`] returns
+//! [`GpuError::NoDriver`] / [`GpuError::NoDevice`] / [`GpuError::PtxNotBuilt`].
+
+mod cuda;
+mod device;
+mod element;
+mod error;
+pub mod kernels;
+mod ptx;
+mod view;
+
+pub use cuda::{Gpu, GpuInfo};
+pub use device::{Device, DeviceBuffer, LaunchConfig};
+pub use element::DeviceElement;
+pub use error::{GpuError, Result};
+pub use ptx::{PtxArch, embedded_ptx};
+pub use view::{DeviceView, DeviceViewMut};

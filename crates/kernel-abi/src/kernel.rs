@@ -1,0 +1,67 @@
+//! Kernel handles: an entry-point name tied to its parameter struct.
+
+use core::marker::PhantomData;
+use core::mem::{align_of, size_of};
+
+/// Marker for a `#[repr(C)]` struct that is passed by value as a kernel's only parameter.
+///
+/// # Safety
+/// The implementing type must be `#[repr(C)]`, contain only plain data (integers, floats,
+/// [`crate::DevicePtr`]s), and have no padding whose contents the device could read. Its
+/// layout is what the device code's `extern "ptx-kernel" fn(P)` reads from the parameter space.
+pub unsafe trait KernelParams: Copy + 'static {}
+
+/// A kernel entry point of the PTX module, typed by its parameter struct.
+pub struct Kernel<P> {
+    name: &'static str,
+    _params: PhantomData<fn(P)>,
+}
+
+impl<P: KernelParams> Kernel<P> {
+    /// A handle for the `.entry` called `name` that takes one `P` by value.
+    #[inline]
+    pub const fn new(name: &'static str) -> Self {
+        Self { name, _params: PhantomData }
+    }
+
+    /// The `.entry` name in the PTX.
+    #[inline]
+    pub const fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Name and parameter layout, for checking the built PTX against this crate.
+    #[inline]
+    pub const fn sig(&self) -> KernelSig {
+        KernelSig { name: self.name, param_size: size_of::<P>(), param_align: align_of::<P>() }
+    }
+}
+
+impl<P> Clone for Kernel<P> {
+    #[inline]
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<P> Copy for Kernel<P> {}
+
+impl<P> core::fmt::Debug for Kernel<P> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "Kernel({})", self.name)
+    }
+}
+
+/// Name and by-value parameter layout of one entry point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelSig {
+    /// The `.entry` name.
+    pub name: &'static str,
+    /// Size in bytes of the single by-value parameter.
+    pub param_size: usize,
+    /// Alignment in bytes of that parameter.
+    pub param_align: usize,
+}
+
+/// Every entry point `kernels-gpu` must export, grouped by kernel family.
+pub const ALL_KERNELS: &[&[KernelSig]] = &[crate::elementwise::KERNELS, crate::probe::KERNELS];

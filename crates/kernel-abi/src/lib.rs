@@ -1,0 +1,22 @@
+//! The contract between the device crate (`kernels-gpu`) and the host crates.
+//!
+//! This crate is `no_std` and dependency-free so that it compiles both for the host and for
+//! `nvptx64-nvidia-cuda`. It holds:
+//! - [`ptr`]: typed device pointers used inside parameter structs;
+//! - [`kernel`]: [`Kernel`] handles (entry name + parameter type) and the list of every entry
+//!   point, [`ALL_KERNELS`], which `cargo xtask build-ptx` checks against the PTX it built;
+//! - one module per kernel family with its `#[repr(C)]` parameter structs;
+//! - [`fragment`]: the lane/register ↔ (row, col) algebra of `mma.sync` and `ldmatrix`.
+//!
+//! Every function here is `#[inline]` (or `const`): device code calls it, and a non-inlined
+//! function of another crate would be an undefined `.extern .func` in the kernels' PTX.
+#![no_std]
+
+pub mod elementwise;
+pub mod fragment;
+pub mod kernel;
+pub mod probe;
+pub mod ptr;
+
+pub use kernel::{ALL_KERNELS, Kernel, KernelParams, KernelSig};
+pub use ptr::{Bf16, DevicePtr, DevicePtrMut, F16};

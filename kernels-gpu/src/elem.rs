@@ -1,0 +1,99 @@
+//! Storage element types on the device: f32, bf16 and f16, with f32 arithmetic.
+
+use crate::arch::{cvt, global};
+use kernel_abi::{Bf16, F16};
+
+/// A storage type whose elements are computed on in f32.
+pub trait Elem: Copy {
+    /// Exact widening to f32.
+    fn to_f32(self) -> f32;
+    /// Narrowing from f32, rounding to nearest-even.
+    fn from_f32(x: f32) -> Self;
+    /// This element's bits repeated to fill a 32-bit word.
+    fn splat_word(self) -> u32;
+    /// Loads the 8 elements at `p` as f32, with 16-byte accesses.
+    ///
+    /// # Safety
+    /// `p` must be a 16-byte aligned global address of 8 readable elements.
+    unsafe fn load8(p: *const Self) -> [f32; 8];
+    /// Rounds 8 values and stores them at `p`, with 16-byte accesses.
+    ///
+    /// # Safety
+    /// `p` must be a 16-byte aligned global address of 8 writable elements.
+    unsafe fn store8(p: *mut Self, v: [f32; 8]);
+}
+
+/// bf16 bits → f32 (exact: bf16 is the top half of an f32).
+#[inline(always)]
+pub fn bf16_bits_to_f32(bits: u16) -> f32 {
+    f32::from_bits((bits as u32) << 16)
+}
+
+impl Elem for f32 {
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        self
+    }
+    #[inline(always)]
+    fn from_f32(x: f32) -> Self {
+        x
+    }
+    #[inline(always)]
+    fn splat_word(self) -> u32 {
+        self.to_bits()
+    }
+    #[inline(always)]
+    unsafe fn load8(p: *const Self) -> [f32; 8] {
+        // SAFETY: the caller guarantees 8 aligned readable f32 = two 16-byte vectors.
+        let (lo, hi) = unsafe {
+            let w = p.cast::<u32>();
+            (global::ld_global_v4_u32(w), global::ld_global_v4_u32(w.add(4)))
+        };
+        core::array::from_fn(|i| f32::from_bits(if i < 4 { lo[i] } else { hi[i - 4] }))
+    }
+    #[inline(always)]
+    unsafe fn store8(p: *mut Self, v: [f32; 8]) {
+        let w = p.cast::<u32>();
+        let bits = v.map(f32::to_bits);
+        // SAFETY: the caller guarantees 8 aligned writable f32 = two 16-byte vectors.
+        unsafe {
+            global::st_global_v4_u32(w, [bits[0], bits[1], bits[2], bits[3]]);
+            global::st_global_v4_u32(w.add(4), [bits[4], bits[5], bits[6], bits[7]]);
+        }
+    }
+}
+
+/// Shared implementation of the two 16-bit types: 8 elements are one 16-byte vector.
+macro_rules! half_elem {
+    ($ty:ident, $widen:expr, $pack:path) => {
+        impl Elem for $ty {
+            #[inline(always)]
+            fn to_f32(self) -> f32 {
+                $widen(self.0)
+            }
+            #[inline(always)]
+            fn from_f32(x: f32) -> Self {
+                $ty($pack(x, 0.0) as u16)
+            }
+            #[inline(always)]
+            fn splat_word(self) -> u32 {
+                (self.0 as u32) * 0x0001_0001
+            }
+            #[inline(always)]
+            unsafe fn load8(p: *const Self) -> [f32; 8] {
+                // SAFETY: the caller guarantees 8 aligned readable 16-bit elements.
+                let w = unsafe { global::ld_global_v4_u32(p.cast::<u32>()) };
+                core::array::from_fn(|i| $widen((w[i / 2] >> (16 * (i % 2))) as u16))
+            }
+            #[inline(always)]
+            unsafe fn store8(p: *mut Self, v: [f32; 8]) {
+                let w = core::array::from_fn(|i| $pack(v[2 * i], v[2 * i + 1]));
+                // SAFETY: the caller guarantees 8 aligned writable 16-bit elements.
+                unsafe { global::st_global_v4_u32(p.cast::<u32>(), w) }
+            }
+        }
+    };
+}
+
+half_elem!(Bf16, bf16_bits_to_f32, cvt::pack_bf16x2);
+half_elem!(F16, cvt::f16_to_f32, cvt::pack_f16x2);

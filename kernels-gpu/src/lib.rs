@@ -1,0 +1,24 @@
+//! GPU kernels of the project, compiled to PTX by `cargo xtask build-ptx`.
+//!
+//! - [`arch`]: the only module with inline PTX (`asm!`), one wrapper per instruction;
+//! - [`elem`], [`warp`]: element conversions and warp collectives built on it;
+//! - one module per kernel family ([`elementwise`], [`probe`]); entry points are
+//!   `#[unsafe(no_mangle)] extern "ptx-kernel"` functions taking one `kernel_abi` struct.
+//!
+//! Device code is panic-free: no bounds-checked indexing, no `core` function that could stay
+//! an undefined `.extern .func` in the PTX (build-ptx rejects such PTX). Kernels trust the
+//! shapes in their parameters; the host launchers in `gpu-host` check them before launching.
+#![no_std]
+#![feature(abi_ptx, asm_experimental_arch)]
+
+pub mod arch;
+pub mod elem;
+pub mod elementwise;
+pub mod probe;
+pub mod warp;
+
+/// Device code never unwinds; a panic (which the code is written never to reach) traps.
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo) -> ! {
+    arch::trap()
+}

@@ -1,0 +1,55 @@
+//! Small helpers for running commands and locating the workspace.
+
+use anyhow::{Context, Result, bail};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The workspace root (the parent of the xtask crate).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives one level below the workspace root")
+        .to_path_buf()
+}
+
+/// The workspace's target directory (honours `CARGO_TARGET_DIR`).
+pub fn target_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => workspace_root().join("target"),
+    }
+}
+
+/// Runs `cmd`, streaming its output, and fails with the command line if it does not succeed.
+pub fn run(cmd: &mut Command) -> Result<()> {
+    let shown = format!("{cmd:?}");
+    let status = cmd.status().with_context(|| format!("could not start {shown}"))?;
+    if !status.success() {
+        bail!("command failed ({status}): {shown}");
+    }
+    Ok(())
+}
+
+/// Runs `cmd` and returns its standard output; fails with stderr if it does not succeed.
+pub fn output(cmd: &mut Command) -> Result<String> {
+    let shown = format!("{cmd:?}");
+    let out = cmd.output().with_context(|| format!("could not start {shown}"))?;
+    if !out.status.success() {
+        bail!("command failed ({}): {shown}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Writes `contents` to `path` atomically (temporary file in the same folder, then rename).
+pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
+    let dir = path.parent().context("path has no parent folder")?;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let tmp = dir.join(format!(
+        ".{}.tmp{}",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("file"),
+        std::process::id()
+    ));
+    std::fs::write(&tmp, contents).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
+    Ok(())
+}

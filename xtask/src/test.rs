@@ -1,0 +1,48 @@
+//! `cargo xtask test`: everything CI checks, in the order that fails fastest.
+
+use crate::cmd::{self, workspace_root};
+use anyhow::Result;
+use std::process::Command;
+
+/// build-ptx + check-ptx, then clippy and rustfmt (host workspace and the device crate), then
+/// the workspace tests in release mode (they are numeric and much slower unoptimized).
+pub fn run() -> Result<()> {
+    crate::check_ptx::run()?;
+    let root = workspace_root();
+    let kernels = root.join("kernels-gpu/Cargo.toml");
+    step("rustfmt", Command::new("cargo").args(["fmt", "--all", "--check"]))?;
+    step(
+        "rustfmt (kernels-gpu)",
+        Command::new("cargo").args(["fmt", "--check", "--manifest-path"]).arg(&kernels),
+    )?;
+    step(
+        "clippy",
+        Command::new("cargo").args([
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--locked",
+            "--",
+            "-D",
+            "warnings",
+        ]),
+    )?;
+    step(
+        "clippy (kernels-gpu)",
+        Command::new("rustup")
+            .args(["run", "nightly", "cargo", "clippy", "--release", "--locked"])
+            .args(["--target", "nvptx64-nvidia-cuda", "-Zbuild-std=core", "--manifest-path"])
+            .arg(&kernels)
+            .arg("--target-dir")
+            .arg(crate::cmd::target_dir().join("kernels-gpu").join("clippy"))
+            .args(["--", "-D", "warnings"]),
+    )?;
+    step("tests", Command::new("cargo").args(["test", "--workspace", "--release", "--locked"]))?;
+    println!("xtask test: all checks passed");
+    Ok(())
+}
+
+fn step(name: &str, command: &mut Command) -> Result<()> {
+    println!("xtask test: {name}");
+    cmd::run(command.current_dir(workspace_root()))
+}
