@@ -1,7 +1,36 @@
 //! CPU reference implementations.
 //!
-//! Each function here states, in the plainest code that is still reasonably fast, what the GPU
-//! kernel of the same name must compute. GPU and simulator tests compare against these.
+//! Each function here states, in plain code that is still reasonably fast (rayon, a packed
+//! GEMM), what the GPU kernel of the same name must compute. GPU and simulator tests compare
+//! against these, and the trainer's CPU backend is built from them.
+//!
+//! Conventions for the GPT-2 ops: f32 slices with explicit shapes, row-major, llm.c layouts
+//! (`(b, t, c)` activations, `nn.Linear` `(out, in)` weights, `[q | k | v]` fused qkv). Forward
+//! outputs are written. In backward functions, parameter gradients accumulate (`+=`) and
+//! activation gradients are written, except [`layernorm_backward`]'s input gradient, which
+//! accumulates into the residual-stream gradient. Every function is deterministic: its
+//! result does not depend on the thread count or scheduling.
 
+pub mod adamw;
+pub mod attention;
+pub mod classifier;
 pub mod elementwise;
+pub mod encoder;
+pub mod gelu;
+pub mod layernorm;
+pub mod matmul;
+pub mod norm;
 pub mod precision;
+pub mod residual;
+#[cfg(test)]
+mod testing;
+
+pub use adamw::{AdamWStep, adamw_update};
+pub use attention::{attention_backward, attention_forward};
+pub use classifier::fused_classifier;
+pub use encoder::{encoder_backward, encoder_forward};
+pub use gelu::{gelu_backward, gelu_forward};
+pub use layernorm::{LAYERNORM_EPS, layernorm_backward, layernorm_forward};
+pub use matmul::{matmul_backward, matmul_forward};
+pub use norm::global_norm;
+pub use residual::residual_forward;
