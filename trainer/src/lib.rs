@@ -1,1 +1,18 @@
-//! GPT-2 trainer.
+//! GPT-2 training in the manner of llm.c, over a compute [`backend::Backend`].
+//!
+//! - [`backend`]: the op interface the model is written against, and the CPU backend.
+//! - [`model`]: GPT-2 dimensions, parameters, initialisation, forward and backward.
+//! - [`optim`]: AdamW with per-tensor weight decay, gradient clipping, LR schedules.
+//! - [`data`]: llm.c token shards, the batch loader, the GPT-2 tokenizer, bundled data.
+//! - [`checkpoint`]: llm.c model checkpoints and the optimizer-state file.
+//! - [`train`], [`sample`], [`bench`]: the commands of the `trainer` binary.
+
+pub mod backend;
+pub mod error;
+pub mod model;
+pub mod rng;
+
+pub use error::{Error, Result};
+pub mod data;
+pub mod io;
+pub mod optim;

@@ -1,0 +1,158 @@
+//! GPT-2 model dimensions and the named sizes.
+
+use crate::error::{Error, Result};
+
+/// GPT-2's BPE vocabulary size (50,000 merges + 256 bytes + `<|endoftext|>`).
+pub const GPT2_VOCAB_SIZE: usize = 50_257;
+/// GPT-2's context length.
+pub const GPT2_MAX_SEQ_LEN: usize = 1024;
+/// The padded vocabulary is a multiple of this by default (50,257 -> 50,304).
+pub const VOCAB_PAD_MULTIPLE: usize = 128;
+
+/// The dimensions of a GPT-2 model (the fields of llm.c's checkpoint header).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Gpt2Config {
+    /// Longest sequence the position embedding covers (maxT).
+    pub max_seq_len: usize,
+    /// Real vocabulary size (V): token ids and softmax columns.
+    pub vocab_size: usize,
+    /// Rows of the token embedding and columns of the logits (Vp >= V).
+    pub padded_vocab_size: usize,
+    /// Transformer blocks (L).
+    pub num_layers: usize,
+    /// Attention heads (NH).
+    pub num_heads: usize,
+    /// Embedding width (C), a multiple of NH.
+    pub channels: usize,
+}
+
+/// The named model sizes of `--model`: depth L, L heads of 64 channels (C = 64 L), GPT-2's
+/// vocabulary (V = 50,257, Vp = 50,304) and context (maxT = 1,024). d12 is GPT-2 small (124M).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModelSize {
+    /// L = 2, NH = 2, C = 128: 6.97M parameters (6.57M of them in the embeddings).
+    D2,
+    /// L = 4, NH = 4, C = 256: 16.3M parameters.
+    D4,
+    /// L = 6, NH = 6, C = 384: 30.4M parameters.
+    D6,
+    /// L = 12, NH = 12, C = 768: 124.5M parameters (GPT-2 small).
+    D12,
+}
+
+impl ModelSize {
+    /// Number of transformer blocks.
+    pub fn depth(self) -> usize {
+        match self {
+            Self::D2 => 2,
+            Self::D4 => 4,
+            Self::D6 => 6,
+            Self::D12 => 12,
+        }
+    }
+}
+
+/// `v` rounded up to a multiple of [`VOCAB_PAD_MULTIPLE`].
+pub fn padded_vocab(v: usize) -> usize {
+    v.div_ceil(VOCAB_PAD_MULTIPLE) * VOCAB_PAD_MULTIPLE
+}
+
+impl Gpt2Config {
+    /// A model with GPT-2's vocabulary (padded to a multiple of 128) and context length.
+    pub fn gpt2_shape(num_layers: usize, num_heads: usize, channels: usize) -> Self {
+        Self {
+            max_seq_len: GPT2_MAX_SEQ_LEN,
+            vocab_size: GPT2_VOCAB_SIZE,
+            padded_vocab_size: padded_vocab(GPT2_VOCAB_SIZE),
+            num_layers,
+            num_heads,
+            channels,
+        }
+    }
+
+    /// The dimensions of a named size.
+    pub fn from_size(size: ModelSize) -> Self {
+        let depth = size.depth();
+        Self::gpt2_shape(depth, depth, 64 * depth)
+    }
+
+    /// Checks the dimensions describe a model this trainer can build.
+    pub fn validate(&self) -> Result<()> {
+        let Self { max_seq_len, vocab_size, padded_vocab_size, num_layers, num_heads, channels } =
+            *self;
+        let positive = [
+            ("max_seq_len", max_seq_len),
+            ("vocab_size", vocab_size),
+            ("num_layers", num_layers),
+            ("num_heads", num_heads),
+            ("channels", channels),
+        ];
+        if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
+            return Err(Error::invalid(format!("model {name} must be positive")));
+        }
+        if channels % num_heads != 0 {
+            return Err(Error::invalid(format!(
+                "model channels ({channels}) must be a multiple of the number of heads ({num_heads})"
+            )));
+        }
+        if padded_vocab_size < vocab_size {
+            return Err(Error::invalid(format!(
+                "padded vocabulary ({padded_vocab_size}) is smaller than the vocabulary ({vocab_size})"
+            )));
+        }
+        if vocab_size > 1 << 16 {
+            return Err(Error::invalid(format!(
+                "vocabulary size {vocab_size} does not fit the u16 tokens of the data shards"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Channels per head.
+    pub fn head_size(&self) -> usize {
+        self.channels / self.num_heads
+    }
+
+    /// A one-line description: `L12 NH12 C768 maxT1024 V50257 (Vp 50304)`.
+    pub fn describe(&self) -> String {
+        format!(
+            "L{} NH{} C{} maxT{} V{} (Vp {})",
+            self.num_layers,
+            self.num_heads,
+            self.channels,
+            self.max_seq_len,
+            self.vocab_size,
+            self.padded_vocab_size
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ParamKind;
+
+    fn params(size: ModelSize) -> usize {
+        let config = Gpt2Config::from_size(size);
+        ParamKind::ALL.iter().map(|k| k.len(&config)).sum()
+    }
+
+    #[test]
+    fn named_sizes_have_the_documented_parameter_counts() {
+        assert_eq!(padded_vocab(50_257), 50_304);
+        assert_eq!(params(ModelSize::D12), 124_475_904); // llm.c's count for GPT-2 small
+        assert_eq!(params(ModelSize::D2), 6_966_784);
+        assert_eq!(params(ModelSize::D4), 16_299_520);
+        assert_eq!(params(ModelSize::D6), 30_357_504);
+    }
+
+    #[test]
+    fn validate_rejects_inconsistent_dimensions() {
+        let mut config = Gpt2Config::from_size(ModelSize::D2);
+        config.num_heads = 3;
+        assert!(config.validate().unwrap_err().to_string().contains("multiple of the number of heads"));
+        let mut config = Gpt2Config::from_size(ModelSize::D2);
+        config.padded_vocab_size = 100;
+        assert!(config.validate().unwrap_err().to_string().contains("padded vocabulary"));
+    }
+}

@@ -1,0 +1,181 @@
+//! AdamW over the parameter tensors, gradient clipping and the learning-rate schedule.
+
+use crate::backend::{AdamWStep, Backend, View, ViewMut};
+use crate::error::Result;
+use crate::model::{Gpt2Config, ParamKind, Params, alloc_params};
+
+/// Shape of the learning rate over the run (after the warm-up).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LrSchedule {
+    /// The peak learning rate throughout.
+    Constant,
+    /// Cosine decay from the peak towards `min_lr_frac × peak`, which it reaches at step
+    /// `total_steps` (one past the last step, as in llm.c).
+    Cosine,
+}
+
+/// The learning rate as a function of the step (llm.c's `get_learning_rate`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LrConfig {
+    /// Peak learning rate.
+    pub lr: f32,
+    /// Floor of the cosine decay, as a fraction of the peak.
+    pub min_lr_frac: f32,
+    /// Constant or cosine.
+    pub schedule: LrSchedule,
+    /// Steps of linear warm-up: step s < warmup uses `lr × (s + 1) / warmup`.
+    pub warmup_steps: u64,
+    /// Total number of steps of the run.
+    pub total_steps: u64,
+}
+
+impl LrConfig {
+    /// The learning rate of step `step` (0-based).
+    pub fn at(&self, step: u64) -> f32 {
+        let peak = f64::from(self.lr);
+        if step < self.warmup_steps {
+            return (peak * (step + 1) as f64 / self.warmup_steps as f64) as f32;
+        }
+        match self.schedule {
+            LrSchedule::Constant => self.lr,
+            LrSchedule::Cosine => {
+                let span = self.total_steps.saturating_sub(self.warmup_steps);
+                let ratio = if span == 0 {
+                    0.0
+                } else {
+                    ((step - self.warmup_steps) as f64 / span as f64).min(1.0)
+                };
+                let floor = peak * f64::from(self.min_lr_frac);
+                let coeff = 0.5 * (1.0 + (std::f64::consts::PI * ratio).cos());
+                (floor + coeff * (peak - floor)) as f32
+            }
+        }
+    }
+}
+
+/// AdamW hyperparameters and gradient clipping.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdamWConfig {
+    /// First-moment decay.
+    pub beta1: f32,
+    /// Second-moment decay.
+    pub beta2: f32,
+    /// Denominator epsilon.
+    pub eps: f32,
+    /// Decoupled weight decay.
+    pub weight_decay: f32,
+    /// Decay every tensor, not just the weight matrices ([`ParamKind::is_matrix`]).
+    pub decay_all: bool,
+    /// Scale the gradients so their global norm is at most this; 0 disables clipping.
+    pub grad_clip: f32,
+}
+
+impl AdamWConfig {
+    /// The factor applied to every gradient for a gradient norm of `norm`.
+    pub fn clip_scale(&self, norm: f32) -> f32 {
+        if self.grad_clip > 0.0 && norm > self.grad_clip { self.grad_clip / norm } else { 1.0 }
+    }
+
+    /// The weight decay of tensor `kind`.
+    pub fn decay_of(&self, kind: ParamKind) -> f32 {
+        if self.decay_all || kind.is_matrix() { self.weight_decay } else { 0.0 }
+    }
+}
+
+/// AdamW moments, one pair of buffers per parameter tensor.
+pub struct AdamW<B: Backend> {
+    /// First moments.
+    pub m: Params<B::Buffer>,
+    /// Second moments.
+    pub v: Params<B::Buffer>,
+}
+
+impl<B: Backend> AdamW<B> {
+    /// Zero moments for a model of `config`.
+    pub fn new(backend: &B, config: &Gpt2Config) -> Result<Self> {
+        Ok(Self { m: alloc_params(backend, config)?, v: alloc_params(backend, config)? })
+    }
+
+    /// Applies update number `t` (1-based) to every tensor.
+    #[allow(clippy::too_many_arguments)]
+    pub fn update(
+        &mut self,
+        backend: &B,
+        cfg: &AdamWConfig,
+        params: &mut Params<B::Buffer>,
+        grads: &Params<B::Buffer>,
+        lr: f32,
+        t: u32,
+        grad_scale: f32,
+    ) -> Result<()> {
+        for (((kind, p), m), v) in params.iter_mut().zip(&mut self.m.0).zip(&mut self.v.0) {
+            let step = AdamWStep {
+                lr,
+                beta1: cfg.beta1,
+                beta2: cfg.beta2,
+                eps: cfg.eps,
+                weight_decay: cfg.decay_of(kind),
+                t,
+                grad_scale,
+            };
+            backend.adamw_update(
+                ViewMut::all(p),
+                View::all(&grads[kind]),
+                ViewMut::all(m),
+                ViewMut::all(v),
+                &step,
+            )?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lr(schedule: LrSchedule, warmup_steps: u64) -> LrConfig {
+        LrConfig { lr: 1.0, min_lr_frac: 0.1, schedule, warmup_steps, total_steps: 12 }
+    }
+
+    #[test]
+    fn warmup_then_cosine_to_the_floor() {
+        let cfg = lr(LrSchedule::Cosine, 2);
+        assert_eq!(cfg.at(0), 0.5);
+        assert_eq!(cfg.at(1), 1.0);
+        assert_eq!(cfg.at(2), 1.0);
+        assert!((cfg.at(7) - 0.55).abs() < 1e-6, "midpoint is halfway to the floor");
+        assert!(cfg.at(11) > 0.1 && cfg.at(11) < 0.13, "the last step is just above the floor");
+        assert!((cfg.at(12) - 0.1).abs() < 1e-6, "the floor is reached one past the last step");
+        assert!((cfg.at(50) - 0.1).abs() < 1e-6);
+    }
+
+    #[test]
+    fn constant_schedule_only_warms_up() {
+        let cfg = lr(LrSchedule::Constant, 4);
+        assert_eq!(cfg.at(0), 0.25);
+        assert_eq!(cfg.at(3), 1.0);
+        assert_eq!(cfg.at(10), 1.0);
+        assert_eq!(lr(LrSchedule::Constant, 0).at(0), 1.0);
+    }
+
+    #[test]
+    fn clipping_and_decay_selection() {
+        let mut cfg = AdamWConfig {
+            beta1: 0.9,
+            beta2: 0.95,
+            eps: 1e-8,
+            weight_decay: 0.1,
+            decay_all: false,
+            grad_clip: 1.0,
+        };
+        assert_eq!(cfg.clip_scale(4.0), 0.25);
+        assert_eq!(cfg.clip_scale(0.5), 1.0);
+        assert_eq!(cfg.decay_of(ParamKind::Qkvw), 0.1);
+        assert_eq!(cfg.decay_of(ParamKind::Qkvb), 0.0);
+        cfg.decay_all = true;
+        assert_eq!(cfg.decay_of(ParamKind::Ln1w), 0.1);
+        cfg.grad_clip = 0.0;
+        assert_eq!(cfg.clip_scale(1e9), 1.0);
+    }
+}
