@@ -13,6 +13,10 @@ pub mod model;
 pub mod rng;
 
 pub use error::{Error, Result};
+pub mod bench;
+pub mod checkpoint;
 pub mod data;
 pub mod io;
 pub mod optim;
+pub mod sample;
+pub mod train;

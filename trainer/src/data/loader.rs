@@ -14,9 +14,6 @@ use crate::rng;
 use rand::RngExt;
 use std::path::PathBuf;
 
-const SHARD_ORDER_STREAM: u64 = 1;
-const WINDOW_ORDER_STREAM: u64 = 2;
-
 /// The next batch a loader will return: window `window` (in visiting order) of the `shard`-th
 /// shard (in visiting order) of epoch `epoch`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -121,7 +118,7 @@ impl DataLoader {
     fn order_shards(&mut self) {
         self.shard_order = match self.shuffle_seed {
             Some(seed) => {
-                let stream = rng::stream(seed, &[SHARD_ORDER_STREAM, self.pos.epoch]);
+                let stream = rng::stream(seed, &[rng::family::SHARD_ORDER, self.pos.epoch]);
                 permutation(self.shards.len(), stream).into_iter().map(|i| i as usize).collect()
             }
             None => (0..self.shards.len()).collect(),
@@ -133,7 +130,7 @@ impl DataLoader {
         self.window_order = match self.shuffle_seed {
             Some(seed) => {
                 let stream =
-                    rng::stream(seed, &[WINDOW_ORDER_STREAM, self.pos.epoch, shard as u64]);
+                    rng::stream(seed, &[rng::family::WINDOW_ORDER, self.pos.epoch, shard as u64]);
                 permutation(self.windows(shard) as usize, stream)
             }
             None => Vec::new(),
@@ -262,7 +259,10 @@ mod tests {
         // B·T = 6: shard 0 (20 tokens) has 3 windows, shard 1 (13 tokens) has 2.
         let pattern = shards(dir.path(), &[20, 13]);
         let mut loader = DataLoader::open(&pattern, "--data", 2, 3, 5000, None).unwrap();
-        assert_eq!((loader.num_shards(), loader.num_tokens(), loader.batches_per_epoch()), (2, 33, 5));
+        assert_eq!(
+            (loader.num_shards(), loader.num_tokens(), loader.batches_per_epoch()),
+            (2, 33, 5)
+        );
         let starts: Vec<u32> = batches(&mut loader, 6).iter().map(|x| x[0]).collect();
         assert_eq!(starts, [0, 6, 12, 1000, 1006, 0]);
         assert_eq!(loader.position(), LoaderPosition { epoch: 1, shard: 0, window: 1 });
@@ -305,7 +305,10 @@ mod tests {
         let mut loader = DataLoader::open(&pattern, "--data", 1, 12, 10, None).unwrap();
         let (mut x, mut y) = (vec![0; 12], vec![0; 12]);
         let err = loader.next_batch(&mut x, &mut y).unwrap_err().to_string();
-        assert!(err.contains("token id 10 at position 10") && err.contains("vocabulary size 10"), "{err}");
+        assert!(
+            err.contains("token id 10 at position 10") && err.contains("vocabulary size 10"),
+            "{err}"
+        );
         let missing = dir.path().join("none_*.bin").to_string_lossy().into_owned();
         let err = DataLoader::open(&missing, "--val-data", 1, 4, 10, None).unwrap_err().to_string();
         assert!(err.contains("--val-data") && err.contains("matches no files"), "{err}");

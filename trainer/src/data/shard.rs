@@ -45,7 +45,9 @@ impl Shard {
         if size < HEADER_BYTES {
             return Err(Error::bad_file(
                 path,
-                format!("truncated token shard: {size} bytes, less than the {HEADER_BYTES}-byte header"),
+                format!(
+                    "truncated token shard: {size} bytes, less than the {HEADER_BYTES}-byte header"
+                ),
             ));
         }
         let header = read_i32s(&mut file, HEADER_INTS).map_err(|e| Error::io(path, e))?;
@@ -62,7 +64,10 @@ impl Shard {
             ));
         }
         let num_tokens = usize::try_from(header[2]).map_err(|_| {
-            Error::bad_file(path, format!("corrupt token shard: negative token count {}", header[2]))
+            Error::bad_file(
+                path,
+                format!("corrupt token shard: negative token count {}", header[2]),
+            )
         })?;
         let expected = HEADER_BYTES + 2 * num_tokens as u64;
         if size != expected {

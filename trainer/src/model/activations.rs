@@ -21,6 +21,12 @@ impl<B: Backend> Slab<B> {
         View::of(&self.buf, l * self.stride..l * self.stride + len)
     }
 
+    /// Elements `offset .. offset + len` of layer `l`'s slice.
+    pub fn window(&self, l: usize, offset: usize, len: usize) -> View<'_, B::Buffer> {
+        let start = l * self.stride + offset;
+        View::of(&self.buf, start..start + len)
+    }
+
     /// The first `len` elements of layer `l`'s slice, writable.
     pub fn at_mut(&mut self, l: usize, len: usize) -> ViewMut<'_, B::Buffer> {
         ViewMut::of(&mut self.buf, l * self.stride..l * self.stride + len)

@@ -150,7 +150,9 @@ mod tests {
     fn validate_rejects_inconsistent_dimensions() {
         let mut config = Gpt2Config::from_size(ModelSize::D2);
         config.num_heads = 3;
-        assert!(config.validate().unwrap_err().to_string().contains("multiple of the number of heads"));
+        assert!(
+            config.validate().unwrap_err().to_string().contains("multiple of the number of heads")
+        );
         let mut config = Gpt2Config::from_size(ModelSize::D2);
         config.padded_vocab_size = 100;
         assert!(config.validate().unwrap_err().to_string().contains("padded vocabulary"));

@@ -89,7 +89,13 @@ impl<B: Backend> Gpt2<B> {
 
     /// Forward pass of `b × t` tokens (already in `acts.inputs`): fills `acts` up to the
     /// logits.
-    pub fn forward(&self, backend: &B, acts: &mut Activations<B>, b: usize, t: usize) -> Result<()> {
+    pub fn forward(
+        &self,
+        backend: &B,
+        acts: &mut Activations<B>,
+        b: usize,
+        t: usize,
+    ) -> Result<()> {
         let cfg = &self.config;
         assert!(b <= acts.max_b && t <= acts.max_t, "batch larger than the activations");
         let (c, nh, bt, l_last) = (cfg.channels, cfg.num_heads, b * t, cfg.num_layers - 1);
@@ -300,7 +306,11 @@ impl<B: Backend> Gpt2<B> {
                 4 * c,
                 c,
             )?;
-            backend.gelu_backward(s.dfch.at_mut(0, 4 * n), a.fch.at(l, 4 * n), s.dfch_gelu.at(0, 4 * n))?;
+            backend.gelu_backward(
+                s.dfch.at_mut(0, 4 * n),
+                a.fch.at(l, 4 * n),
+                s.dfch_gelu.at(0, 4 * n),
+            )?;
             backend.matmul_backward(
                 s.dln.at_mut(0, n),
                 layer_mut(g_fcw, ParamKind::Fcw, cfg, l),

@@ -26,7 +26,8 @@ pub fn gpt2_init(config: &Gpt2Config, seed: u64) -> Params<Vec<f32>> {
         let real = if kind == ParamKind::Wte { config.vocab_size * config.channels } else { len };
         let mut values = vec![0.0f32; len];
         values[..real].par_chunks_mut(CHUNK).enumerate().for_each(|(chunk, out)| {
-            let mut stream = rng::stream(seed, &[kind.index() as u64, chunk as u64]);
+            let mut stream =
+                rng::stream(seed, &[rng::family::INIT, kind.index() as u64, chunk as u64]);
             out.iter_mut().for_each(|x| *x = std * rng::normal(&mut stream));
         });
         values

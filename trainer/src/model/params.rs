@@ -114,7 +114,10 @@ impl ParamKind {
     /// Whether the tensor is a weight matrix (embeddings and linear weights): the tensors that
     /// get weight decay by default. Biases and layernorm parameters do not.
     pub fn is_matrix(self) -> bool {
-        matches!(self, Self::Wte | Self::Wpe | Self::Qkvw | Self::Attprojw | Self::Fcw | Self::Fcprojw)
+        matches!(
+            self,
+            Self::Wte | Self::Wpe | Self::Qkvw | Self::Attprojw | Self::Fcw | Self::Fcprojw
+        )
     }
 }
 

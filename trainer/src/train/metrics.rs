@@ -1,0 +1,184 @@
+//! The metrics file (one JSON object per step) and the loss plot.
+
+use crate::error::{Error, Result};
+use crate::io::write_atomic;
+use plotters::prelude::*;
+use serde::{Deserialize, Serialize};
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+
+/// One line of the metrics file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepRecord {
+    /// Step number, from 0.
+    pub step: u64,
+    /// Mean training loss of the step.
+    pub train_loss: f32,
+    /// Learning rate used by the step's update.
+    pub lr: f32,
+    /// Global gradient norm before clipping.
+    pub grad_norm: f32,
+    /// Wall time of the step (forward, backward, update), without evaluation or checkpoints.
+    pub step_ms: f64,
+    /// Training tokens processed per second during the step.
+    pub tokens_per_sec: f64,
+    /// Validation loss of the parameters the step started from, on evaluation steps.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub val_loss: Option<f32>,
+}
+
+/// An open metrics file and the records it holds.
+pub struct MetricsLog {
+    path: PathBuf,
+    file: File,
+    records: Vec<StepRecord>,
+}
+
+impl MetricsLog {
+    /// Opens `path` for a run starting at step `first_step`: records of earlier steps already
+    /// in the file (from the run being resumed) are kept, later ones dropped.
+    pub fn open(path: &Path, first_step: u64) -> Result<Self> {
+        let mut records = Vec::new();
+        if first_step > 0 && path.is_file() {
+            let file = File::open(path).map_err(|e| Error::io(path, e))?;
+            for line in BufReader::new(file).lines() {
+                let line = line.map_err(|e| Error::io(path, e))?;
+                let record: StepRecord = serde_json::from_str(&line)
+                    .map_err(|e| Error::bad_file(path, format!("not a metrics line: {e}")))?;
+                if record.step < first_step {
+                    records.push(record);
+                }
+            }
+        }
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        }
+        write_atomic(path, |w| {
+            for record in &records {
+                writeln!(w, "{}", serde_json::to_string(record).map_err(std::io::Error::other)?)?;
+            }
+            Ok(())
+        })?;
+        let file = OpenOptions::new().append(true).open(path).map_err(|e| Error::io(path, e))?;
+        Ok(Self { path: path.to_path_buf(), file, records })
+    }
+
+    /// Appends one record (written and flushed at once).
+    pub fn append(&mut self, record: StepRecord) -> Result<()> {
+        let line = serde_json::to_string(&record).map_err(|e| Error::invalid(e.to_string()))?;
+        writeln!(self.file, "{line}")
+            .and_then(|()| self.file.flush())
+            .map_err(|e| Error::io(&self.path, e))?;
+        self.records.push(record);
+        Ok(())
+    }
+
+    /// The records so far.
+    pub fn records(&self) -> &[StepRecord] {
+        &self.records
+    }
+
+    /// The plot's path: the metrics path with extension `png`.
+    pub fn plot_path(&self) -> PathBuf {
+        self.path.with_extension("png")
+    }
+}
+
+/// Draws train and val loss against the step into a PNG at `path`.
+pub fn plot_losses(records: &[StepRecord], path: &Path) -> Result<()> {
+    // Fonts are embedded (no system font lookup); registering twice is harmless.
+    let _ =
+        plotters::style::register_font("sans-serif", FontStyle::Normal, dejavu::sans::regular());
+    let tmp = path.with_extension("tmp.png");
+    draw(records, &tmp)
+        .map_err(|e| Error::io(path, std::io::Error::other(format!("plotting failed: {e}"))))?;
+    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+}
+
+fn draw(
+    records: &[StepRecord],
+    path: &Path,
+) -> std::result::Result<(), Box<dyn std::error::Error>> {
+    let train: Vec<(f64, f64)> =
+        records.iter().map(|r| (r.step as f64, f64::from(r.train_loss))).collect();
+    let val: Vec<(f64, f64)> =
+        records.iter().filter_map(|r| r.val_loss.map(|v| (r.step as f64, f64::from(v)))).collect();
+    let losses = train.iter().chain(&val).map(|p| p.1).filter(|v| v.is_finite());
+    let (lo, hi) = losses.fold((f64::MAX, f64::MIN), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    let (lo, hi) = if lo <= hi { (lo, hi) } else { (0.0, 1.0) };
+    let pad = ((hi - lo) * 0.05).max(1e-3);
+    let last = records.last().map_or(1.0, |r| r.step as f64).max(1.0);
+
+    let root = BitMapBackend::new(path, (900, 540)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption("GPT-2 training loss", ("sans-serif", 24))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..last, (lo - pad)..(hi + pad))?;
+    chart.configure_mesh().x_desc("step").y_desc("loss").draw()?;
+    chart
+        .draw_series(LineSeries::new(train, &BLUE))?
+        .label("train")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLUE));
+    if !val.is_empty() {
+        chart
+            .draw_series(LineSeries::new(val.clone(), RED.stroke_width(2)))?
+            .label("val")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], RED));
+        chart.draw_series(val.into_iter().map(|p| Circle::new(p, 3, RED.filled())))?;
+    }
+    chart.configure_series_labels().border_style(BLACK).background_style(WHITE).draw()?;
+    root.present()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(step: u64, val_loss: Option<f32>) -> StepRecord {
+        StepRecord {
+            step,
+            train_loss: 10.0 - step as f32 * 0.1,
+            lr: 1e-3,
+            grad_norm: 1.5,
+            step_ms: 12.5,
+            tokens_per_sec: 20480.0,
+            val_loss,
+        }
+    }
+
+    #[test]
+    fn records_are_json_lines_and_resume_keeps_earlier_steps() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run/metrics.jsonl");
+        let mut log = MetricsLog::open(&path, 0).unwrap();
+        for step in 0..4 {
+            log.append(record(step, (step == 0).then_some(9.5))).unwrap();
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let first: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        for key in
+            ["step", "train_loss", "lr", "grad_norm", "step_ms", "tokens_per_sec", "val_loss"]
+        {
+            assert!(first.get(key).is_some(), "missing {key}");
+        }
+        assert!(!text.lines().nth(1).unwrap().contains("val_loss"));
+        let log = MetricsLog::open(&path, 2).unwrap();
+        assert_eq!(log.records(), [record(0, Some(9.5)), record(1, None)]);
+        assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 2);
+    }
+
+    #[test]
+    fn plot_is_a_png() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("loss.png");
+        let records: Vec<_> = (0..50).map(|s| record(s, (s % 10 == 0).then_some(9.0))).collect();
+        plot_losses(&records, &path).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(&bytes[1..4], b"PNG");
+    }
+}
