@@ -28,7 +28,8 @@ pub fn gpt2_init(config: &Gpt2Config, seed: u64) -> Params<Vec<f32>> {
         values[..real].par_chunks_mut(CHUNK).enumerate().for_each(|(chunk, out)| {
             let mut stream =
                 rng::stream(seed, &[rng::family::INIT, kind.index() as u64, chunk as u64]);
-            out.iter_mut().for_each(|x| *x = std * rng::normal(&mut stream));
+            rng::fill_normal(&mut stream, out);
+            out.iter_mut().for_each(|x| *x *= std);
         });
         values
     })
