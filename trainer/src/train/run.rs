@@ -5,8 +5,8 @@ use super::progress::Progress;
 use super::session::Session;
 use crate::backend::Backend;
 use crate::checkpoint::{
-    OptimizerState, latest_resumable, model_path, read_model, read_state, state_path, write_model,
-    write_state,
+    OptimizerState, latest_resumable, model_path, read_model, read_state, resumable_steps,
+    state_path, write_model, write_state,
 };
 use crate::data::DataLoader;
 use crate::error::{Error, Result};
@@ -162,7 +162,7 @@ fn grad_accum_steps(opts: &TrainOptions) -> Result<usize> {
         return Err(Error::invalid("--batch-size, --seq-len and --steps must be positive"));
     }
     let total = opts.total_batch_tokens.unwrap_or(b * t);
-    if total == 0 || total % (b * t) != 0 {
+    if total == 0 || !total.is_multiple_of(b * t) {
         return Err(Error::invalid(format!(
             "--total-batch-tokens {total} is not a positive multiple of B×T = {b}×{t} = {}",
             b * t
@@ -178,7 +178,7 @@ fn group_digits(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, ch) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(ch);
@@ -321,15 +321,13 @@ pub fn run<B: Backend>(backend: &B, opts: &TrainOptions) -> Result<TrainReport> 
         let step_lr = lr.at(step);
         let timer = Instant::now();
         let update = u32::try_from(step + 1).map_err(|_| Error::invalid("too many steps"))?;
-        let out = session.train_step(&mut train_data, step_lr, update).map_err(|e| match e {
-            Error::Diverged(why) => Error::Diverged(format!(
-                "training stopped at step {step}: {why}; the parameters were not updated. Last good checkpoint: {}",
-                last_checkpoint
-                    .as_ref()
-                    .map_or("none written".to_string(), |p: &PathBuf| p.display().to_string())
-            )),
-            other => other,
-        })?;
+        let out = match session.train_step(&mut train_data, step_lr, update) {
+            Ok(out) => out,
+            Err(Error::Diverged(why)) => {
+                return Err(diverged(step, &why, checkpoint_dir.as_deref()));
+            }
+            Err(other) => return Err(other),
+        };
         let seconds = timer.elapsed().as_secs_f64();
         final_loss = out.loss;
         let record = StepRecord {
@@ -363,6 +361,31 @@ pub fn run<B: Backend>(backend: &B, opts: &TrainOptions) -> Result<TrainReport> 
     Ok(TrainReport { first_step, final_loss, final_val_loss, last_checkpoint, plot })
 }
 
+/// The error for a non-finite loss or gradient norm at `step`. The parameters that produced it
+/// are those after `step` updates: a checkpoint of exactly that step is not good, so it is
+/// removed (a later `--resume` then starts from the last good one), and the message names the
+/// last good checkpoint: the latest earlier one in the checkpoint directory.
+fn diverged(step: u64, why: &str, checkpoint_dir: Option<&Path>) -> Error {
+    let mut removed = String::new();
+    let mut last_good = "none written".to_string();
+    if let Some(dir) = checkpoint_dir {
+        let model = model_path(dir, step);
+        if model.is_file() {
+            let _ = std::fs::remove_file(state_path(dir, step));
+            let _ = std::fs::remove_file(&model);
+            removed = format!(" (removed {}, whose parameters give it)", model.display());
+        }
+        let mut earlier =
+            resumable_steps(dir).unwrap_or_default().into_iter().filter(|&s| s < step);
+        if let Some(good) = earlier.next_back() {
+            last_good = model_path(dir, good).display().to_string();
+        }
+    }
+    Error::Diverged(format!(
+        "training stopped at step {step}: {why}{removed}; the parameters were not updated. Last good checkpoint: {last_good}"
+    ))
+}
+
 /// Writes `model_<step>.bin` then `state_<step>.bin` into `dir`; returns the model path.
 fn save_checkpoint<B: Backend>(
     session: &Session<'_, B>,
@@ -375,7 +398,7 @@ fn save_checkpoint<B: Backend>(
     let config = session.model().config();
     let path = model_path(dir, step);
     write_model(&path, config, &session.params()?)?;
-    let (m, v) = session.moments()?;
+    let [m, v] = session.moments()?;
     let state = OptimizerState {
         step,
         batch_size: opts.batch_size as u64,

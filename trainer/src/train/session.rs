@@ -104,11 +104,11 @@ impl<'b, B: Backend> Session<'b, B> {
     }
 
     /// The AdamW moments (m, v), copied to the host.
-    pub fn moments(&self) -> Result<(Params<Vec<f32>>, Params<Vec<f32>>)> {
-        Ok((
+    pub fn moments(&self) -> Result<[Params<Vec<f32>>; 2]> {
+        Ok([
             download_params(self.backend, &self.adamw.m)?,
             download_params(self.backend, &self.adamw.v)?,
-        ))
+        ])
     }
 
     /// Loads the next batch into the activations' token buffers.

@@ -1,0 +1,101 @@
+//! The other commands: help, shard, sample.
+
+use crate::common::{Files, arg, tiny, trainer, trainer_ok};
+use trainer::data::Shard;
+
+#[test]
+fn train_help_lists_every_documented_flag() {
+    let help = trainer_ok(&["train", "--help"]);
+    for flag in [
+        "--device",
+        "--init",
+        "--train-data",
+        "--val-data",
+        "--batch-size",
+        "--seq-len",
+        "--total-batch-tokens",
+        "--steps",
+        "--lr",
+        "--min-lr-frac",
+        "--lr-schedule",
+        "--warmup-steps",
+        "--beta1",
+        "--beta2",
+        "--eps",
+        "--weight-decay",
+        "--grad-clip",
+        "--no-shuffle",
+        "--seed",
+        "--val-every",
+        "--val-batches",
+        "--checkpoint-dir",
+        "--checkpoint-every",
+        "--resume",
+        "--metrics-jsonl",
+        "--model",
+        "--n-layer",
+        "--n-head",
+        "--n-embd",
+        "--max-seq-len",
+    ] {
+        assert!(help.contains(flag), "`trainer train --help` does not mention {flag}");
+    }
+    for dims in ["d2", "d4", "d6", "d12", "L12 NH12 C768"] {
+        assert!(help.contains(dims), "help does not document {dims}");
+    }
+}
+
+#[test]
+fn shard_command_writes_eot_separated_shards() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.txt"), dir.path().join("b.txt"));
+    std::fs::write(&a, "Hello world").unwrap();
+    std::fs::write(&b, " Hello").unwrap();
+    let out = dir.path().join("shards");
+    trainer_ok(&["shard", "--out-dir", &arg(&out), "--val-fraction", "0.4", &arg(&a), &arg(&b)]);
+    let read = |name: &str| Shard::open(&out.join(name)).unwrap().read_all().unwrap();
+    assert_eq!(read("train_000000.bin"), [50256, 15496, 995]);
+    assert_eq!(read("val_000000.bin"), [50256, 18435]);
+}
+
+#[test]
+fn sample_is_seeded_and_decodes_text() {
+    let files = Files::new(&tiny(), 3, 200, 100);
+    let ckpt = arg(&files.ckpt);
+    let sample = |seed: &str| {
+        trainer_ok(&[
+            "sample",
+            "--device",
+            "cpu",
+            "--checkpoint",
+            &ckpt,
+            "--prompt",
+            "x",
+            "--max-tokens",
+            "12",
+            "--seed",
+            seed,
+        ])
+    };
+    let first = sample("1");
+    assert_eq!(first, sample("1"), "same seed, same text");
+    assert!(first.starts_with('x'));
+    assert_ne!(first, sample("2"), "another seed, another text");
+    assert!(first.trim_end().chars().count() > 1, "nothing generated: {first:?}");
+    let greedy = ["sample", "--checkpoint", &ckpt, "--prompt", "x", "--temperature", "0"];
+    assert_eq!(trainer_ok(&greedy), trainer_ok(&greedy));
+}
+
+#[test]
+fn sample_rejects_bad_input() {
+    let out = trainer(&["sample", "--checkpoint", "/nonexistent/model.bin"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("/nonexistent/model.bin"), "{err}");
+    let files = Files::new(&tiny(), 3, 200, 100);
+    let out = trainer(&["sample", "--checkpoint", &arg(&files.ckpt), "--temperature=-1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("--temperature"), "{err}");
+    let out = trainer(&["sample", "--checkpoint", &arg(&files.ckpt)]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("pass a prompt"), "{err}");
+}

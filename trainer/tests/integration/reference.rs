@@ -1,0 +1,150 @@
+//! The trainer against the independent f64 model of llm.c's `train_gpt2.c`.
+
+use crate::common::{Files, arg, metrics, random_params, tiny, tokens, trainer_ok};
+use crate::llmc_f64::{self, WTE};
+use trainer::backend::{CpuBackend, ViewMut};
+use trainer::checkpoint::write_model;
+use trainer::model::{Activations, Gpt2, Gpt2Config, GradScratch, alloc_params, download_params};
+
+/// The f64 reference is itself right: its gradient matches central differences of its loss.
+#[test]
+fn reference_gradients_match_finite_differences() {
+    let config = Gpt2Config {
+        max_seq_len: 6,
+        vocab_size: 20,
+        padded_vocab_size: 24,
+        num_layers: 2,
+        num_heads: 2,
+        channels: 8,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.bin");
+    write_model(&path, &config, &random_params(&config, 0.3, 1)).unwrap();
+    let mut model = llmc_f64::read_checkpoint(&path);
+    let (b, t) = (2, 5);
+    let toks = tokens(b * t + 1, 20, 2);
+    let (inputs, targets) = (&toks[..b * t], &toks[1..]);
+    let (_, grads) = model.loss_and_grads(inputs, targets, b, t);
+    for (k, grad) in grads.iter().enumerate() {
+        for i in (0..grad.len()).step_by(7) {
+            let x = model.params[k][i];
+            let h = 1e-5;
+            model.params[k][i] = x + h;
+            let up = model.loss(inputs, targets, b, t);
+            model.params[k][i] = x - h;
+            let down = model.loss(inputs, targets, b, t);
+            model.params[k][i] = x;
+            let fd = (up - down) / (2.0 * h);
+            let err = (fd - grad[i]).abs();
+            assert!(
+                err < 1e-7 + 1e-5 * fd.abs(),
+                "tensor {k}[{i}]: fd {fd}, analytic {}",
+                grads[k][i]
+            );
+        }
+    }
+}
+
+/// One forward/backward of the trainer's model gives the reference's loss and gradients.
+#[test]
+fn trainer_gradients_match_reference() {
+    let config = tiny();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("m.bin");
+    let params = random_params(&config, 0.1, 3);
+    write_model(&path, &config, &params).unwrap();
+    let reference = llmc_f64::read_checkpoint(&path);
+    let (b, t) = (2, 64);
+    let toks = tokens(b * t + 1, config.vocab_size, 4);
+    let (want_loss, want) = reference.loss_and_grads(&toks[..b * t], &toks[1..], b, t);
+
+    let backend = CpuBackend;
+    let model = Gpt2::new(&backend, config, &params).unwrap();
+    let mut acts = Activations::new(&backend, &config, b, t).unwrap();
+    let widen = |x: &[u16]| x.iter().map(|&v| u32::from(v)).collect::<Vec<_>>();
+    let inputs = widen(&toks[..b * t]);
+    let targets = widen(&toks[1..]);
+    use trainer::backend::Backend;
+    backend.upload_tokens(&inputs, ViewMut::all(&mut acts.inputs)).unwrap();
+    backend.upload_tokens(&targets, ViewMut::all(&mut acts.targets)).unwrap();
+    model.forward(&backend, &mut acts, b, t).unwrap();
+    let loss = model.classify(&backend, &mut acts, b, t, 1.0 / (b * t) as f32).unwrap();
+    let mut grads = alloc_params(&backend, &config).unwrap();
+    let mut scratch = GradScratch::new(&backend, &config, b, t).unwrap();
+    model.backward(&backend, &acts, &mut grads, &mut scratch, b, t).unwrap();
+    let grads = download_params(&backend, &grads).unwrap();
+
+    assert!((f64::from(loss) - want_loss).abs() < 1e-5, "loss {loss} vs {want_loss}");
+    for (k, (kind, got)) in grads.iter().enumerate() {
+        let scale = want[k].iter().fold(0.0f64, |m, g| m.max(g.abs()));
+        let worst =
+            got.iter().zip(&want[k]).map(|(&g, w)| (f64::from(g) - w).abs()).fold(0.0, f64::max);
+        assert!(
+            worst <= 1e-4 * scale + 1e-9,
+            "{}: max error {worst:e} (max |grad| {scale:e})",
+            kind.name()
+        );
+    }
+    assert!(want[WTE][config.vocab_size * config.channels..].iter().all(|&g| g == 0.0));
+}
+
+/// The correctness bar: an llm.c v3 checkpoint and llm.c shards, B=4, T=64, constant LR
+/// 1e-4, betas 0.9/0.999, eps 1e-8, no weight decay, no clipping, no shuffling: the
+/// trainer's 40 losses match llm.c's semantics to 1e-3.
+#[test]
+fn forty_steps_reproduce_llmc_losses() {
+    let config = tiny();
+    let (b, t, steps) = (4, 64, 40);
+    let files = Files::new(&config, 7, steps * b * t + 1, 1000);
+    let metrics_path = files.path("metrics.jsonl");
+    trainer_ok(&[
+        "train",
+        "--device",
+        "cpu",
+        "--init",
+        &arg(&files.ckpt),
+        "--train-data",
+        &arg(&files.train),
+        "--batch-size",
+        "4",
+        "--seq-len",
+        "64",
+        "--steps",
+        "40",
+        "--lr",
+        "1e-4",
+        "--lr-schedule",
+        "constant",
+        "--beta1",
+        "0.9",
+        "--beta2",
+        "0.999",
+        "--eps",
+        "1e-8",
+        "--weight-decay",
+        "0",
+        "--grad-clip",
+        "0",
+        "--no-shuffle",
+        "--val-every",
+        "0",
+        "--metrics-jsonl",
+        &arg(&metrics_path),
+    ]);
+    let got: Vec<f64> =
+        metrics(&metrics_path).iter().map(|r| r["train_loss"].as_f64().unwrap()).collect();
+    assert_eq!(got.len(), steps);
+
+    let mut model = llmc_f64::read_checkpoint(&files.ckpt);
+    let data = llmc_f64::read_shard(&files.train);
+    let mut worst = 0.0f64;
+    for (step, &loss) in got.iter().enumerate() {
+        let window = &data[step * b * t..step * b * t + b * t + 1];
+        let (want, grads) = model.loss_and_grads(&window[..b * t], &window[1..], b, t);
+        model.adamw(&grads, 1e-4, 0.9, 0.999, 1e-8, 0.0);
+        worst = worst.max((loss - want).abs());
+        assert!((loss - want).abs() < 1e-3, "step {step}: trainer {loss}, llm.c reference {want}");
+    }
+    assert!(got[0] - got[steps - 1] > 0.05, "the loss should fall: {got:?}");
+    eprintln!("largest loss difference to the f64 reference over {steps} steps: {worst:e}");
+}
