@@ -131,6 +131,7 @@ impl Heap {
         GlobalMemory {
             allocs: live.values().cloned().collect(),
             locks: (0..ATOMIC_STRIPES).map(|_| Mutex::new(())).collect(),
+            handed_out: GLOBAL_BASE..self.next_addr.load(Ordering::Relaxed),
         }
     }
 }
@@ -141,6 +142,8 @@ const ATOMIC_STRIPES: usize = 64;
 pub struct GlobalMemory {
     allocs: Vec<Arc<Allocation>>,
     locks: Vec<Mutex<()>>,
+    /// Every address the heap has handed out so far (live, freed or guard gap).
+    handed_out: std::ops::Range<u64>,
 }
 
 impl GlobalMemory {
@@ -174,16 +177,12 @@ impl GlobalMemory {
             (_, Some(b)) if b.base - addr <= GUARD_BYTES => {
                 let _ = write!(msg, "{} bytes before the start of {}", b.base - addr, b.describe());
             }
-            _ if (GLOBAL_BASE..self.next_hint()).contains(&addr) => {
+            _ if self.handed_out.contains(&addr) => {
                 msg.push_str("not in any live allocation (freed, or between allocations)")
             }
             _ => msg.push_str("not a device address of this simulator"),
         }
         msg
-    }
-
-    fn next_hint(&self) -> u64 {
-        self.allocs.last().map_or(GLOBAL_BASE, |a| a.base + a.len() + GUARD_BYTES)
     }
 
     /// Reads `out.len()` bytes at `addr`.
