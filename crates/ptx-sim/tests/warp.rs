@@ -46,8 +46,7 @@ fn shuffles_follow_the_isa_lane_arithmetic() {
 
 #[test]
 fn votes_and_reductions() {
-    let body = format!(
-        "\tsetp.lt.u32 %p1, %r60, 10;\n\tvote.sync.ballot.b32 %r1, %p1, -1;\n\
+    let body = "\tsetp.lt.u32 %p1, %r60, 10;\n\tvote.sync.ballot.b32 %r1, %p1, -1;\n\
          \tvote.sync.any.pred %p2, %p1, -1;\n\tvote.sync.all.pred %p3, %p1, -1;\n\
          \tsetp.ne.u32 %p4, 0, 0;\n\tsetp.ne.u32 %p5, 0, 0;\n\t@!%p1 bra HIGH;\n\
          \tvote.sync.uni.pred %p4, !%p1, 0x3ff;\n\tbra.uni JOIN;\n\
@@ -58,10 +57,9 @@ fn votes_and_reductions() {
          \tredux.sync.add.u32 %r10, %r60, -1;\n\tredux.sync.min.s32 %r11, %r7, -1;\n\
          \tredux.sync.max.u32 %r12, %r7, -1;\n\tredux.sync.or.b32 %r13, %r1, -1;\n\
          \tsetp.eq.u32 %p6, %r60, 0;\n\t@!%p6 bra END;\n\
-         \tst.global.v4.u32 [%rd0], {{%r1, %r10, %r11, %r12}};\n\tst.global.u32 [%rd0+16], %r13;\nEND:\n\
-         \tmul.wide.u32 %rd30, %r0, 4;\n\tadd.s64 %rd31, %rd0, %rd30;\n\tst.global.u32 [%rd31+32], %r6;\n"
-    );
-    let got = run(&body, block(32), &[], 40).unwrap();
+         \tst.global.v4.u32 [%rd0], {%r1, %r10, %r11, %r12};\n\tst.global.u32 [%rd0+16], %r13;\nEND:\n\
+         \tmul.wide.u32 %rd30, %r0, 4;\n\tadd.s64 %rd31, %rd0, %rd30;\n\tst.global.u32 [%rd31+32], %r6;\n";
+    let got = run(body, block(32), &[], 40).unwrap();
     // min.s32 of 15 - lane is -16; max.u32 sees 15 - 16 as 0xffffffff.
     assert_eq!(&got[..5], &[0x3ff, 496, (15 - 31) as u32, u32::MAX, 0x3ff]);
     for l in 0..32 {
