@@ -34,17 +34,18 @@ fn packs_f32_pairs_to_bf16_and_f16_nearest_even() {
 \tmov.b32 %f2, 0f7F800000;\n\tmov.b32 %f3, 0f3F800000;\n\
 \tcvt.rn.satfinite.bf16x2.f32 %r1, %f2, %f3;\n\tst.global.u32 [%rd0+16], %r1;\n";
     let got = run1(body, 5);
+    let pair = |hi: u32, lo: u32| hi << 16 | lo;
     // bf16: 1 + 2^-8 is a tie -> 1.0 (even); 1 + 3 * 2^-8 is a tie -> 1 + 2^-6 (even).
     // The first source goes to the upper half.
-    assert_eq!(got[0], 0x3f80 << 16 | 0x3f82);
+    assert_eq!(got[0], pair(0x3f80, 0x3f82));
     // f16: 65520 rounds to infinity, 65519.996 to 65504.
-    assert_eq!(got[1], 0x7c00 << 16 | 0x7bff);
+    assert_eq!(got[1], pair(0x7c00, 0x7bff));
     // f16 subnormals: 2^-25 is a tie between 0 and 2^-24 -> 0; 1.5 * 2^-24 is a tie -> 2^-23.
-    assert_eq!(got[2], 0x0000 << 16 | 0x0002);
+    assert_eq!(got[2], pair(0x0000, 0x0002));
     // relu: -2 -> +0; NaN -> canonical NaN.
-    assert_eq!(got[3], 0x0000 << 16 | 0x7fff);
+    assert_eq!(got[3], pair(0x0000, 0x7fff));
     // satfinite: inf -> largest finite bf16.
-    assert_eq!(got[4], 0x7f7f << 16 | 0x3f80);
+    assert_eq!(got[4], pair(0x7f7f, 0x3f80));
 }
 
 #[test]
@@ -161,5 +162,6 @@ fn f64_to_f32_in_every_rounding_mode() {
     let third = 1.0f64 / 3.0;
     let rn = third as f32; // 0x3eaaaaab, above 1/3
     let got = run1(body, 5);
+    let pair = |hi: u32, lo: u32| hi << 16 | lo;
     assert_eq!(got, [f(rn), f(rn.next_down()), f(rn), f(-rn), f(-rn)]);
 }
