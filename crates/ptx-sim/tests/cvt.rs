@@ -162,6 +162,5 @@ fn f64_to_f32_in_every_rounding_mode() {
     let third = 1.0f64 / 3.0;
     let rn = third as f32; // 0x3eaaaaab, above 1/3
     let got = run1(body, 5);
-    let pair = |hi: u32, lo: u32| hi << 16 | lo;
     assert_eq!(got, [f(rn), f(rn.next_down()), f(rn), f(-rn), f(-rn)]);
 }
