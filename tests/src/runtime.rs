@@ -62,6 +62,11 @@ impl TestRng {
             .ok()
             .and_then(|s| s.parse().ok())
             .unwrap_or_else(rand::random::<u64>);
+        Self::with_seed(seed)
+    }
+
+    /// A source with a fixed seed (to give two runtimes the same inputs).
+    pub fn with_seed(seed: u64) -> Self {
         Self { rng: StdRng::seed_from_u64(seed), seed }
     }
 
