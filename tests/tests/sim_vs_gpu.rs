@@ -89,8 +89,11 @@ fn ulps(a: f32, b: f32) -> u32 {
     (key(a) - key(b)).unsigned_abs() as u32
 }
 
+/// Named outputs of one runtime: raw bytes (compared bit for bit) or f32 values.
+type Outputs<T> = Vec<(String, Vec<T>)>;
+
 /// Every elementwise kernel on special and random inputs.
-fn elementwise_outputs<D: Device>(dev: &D, seed: u64) -> Vec<(String, Vec<u8>)> {
+fn elementwise_outputs<D: Device>(dev: &D, seed: u64) -> Outputs<u8> {
     let mut rng = TestRng::with_seed(seed);
     let n = 4099;
     let words = operands(&mut rng, n);
@@ -163,10 +166,7 @@ fn elementwise_outputs<D: Device>(dev: &D, seed: u64) -> Vec<(String, Vec<u8>)> 
 }
 
 /// The bit-exact probes (ldmatrix, cp.async, shuffles) and the mma probes' raw outputs.
-fn probe_outputs<D: Device>(
-    dev: &D,
-    seed: u64,
-) -> (Vec<(String, Vec<u8>)>, Vec<(String, Vec<f32>)>) {
+fn probe_outputs<D: Device>(dev: &D, seed: u64) -> (Outputs<u8>, Outputs<f32>) {
     let mut rng = TestRng::with_seed(seed);
     let mut exact = Vec::new();
     let src = dev.upload(&rng.u16s(256)).unwrap();
