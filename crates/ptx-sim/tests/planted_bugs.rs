@@ -222,7 +222,7 @@ fn member_mask_naming_an_exited_lane() {
     expect_err(
         run(body, block(40), &[], 1),
         SimErrorKind::IllegalCollective,
-        &["names lanes 8-31"],
+        &["names lanes 8-31 that have exited or do not exist"],
     );
 }
 
