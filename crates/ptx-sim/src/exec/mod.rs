@@ -486,7 +486,7 @@ impl<'a> Block<'a> {
             Op::FBinary { op, ty, ftz, sat, d, a, b } => {
                 each!(|l| float::binary(op, ty, ftz, sat, self.read(w, a, l), self.read(w, b, l)) => d)
             }
-            Op::FUnary { op, ty, ftz, d, a, .. } => {
+            Op::FUnary { op, ty, ftz, d, a } => {
                 each!(|l| float::unary(op, ty, ftz, self.read(w, a, l)) => d)
             }
             Op::Fma { ty, ftz, sat, d, a, b, c } => each!(|l| float::fma(
