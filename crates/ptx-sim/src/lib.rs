@@ -48,9 +48,12 @@
 //!   different `mma` instructions). Stricter than sm_70+ hardware in one respect: lanes of a
 //!   non-`.aligned` collective must meet at the same instruction (the CUDA programming rule).
 //! - `bar.sync`/`barrier.sync` complete when every live thread of the block waits at a barrier
-//!   (exited threads do not count); lanes of one warp must wait at the same `bar.sync`
-//!   (`.aligned`); threads waiting at different barrier numbers are a deadlock. A thread count
-//!   other than the block size is not supported.
+//!   (exited threads do not count); lanes of one warp must wait at the same `bar.sync` or
+//!   `barrier.sync.aligned` (`barrier.sync` without `.aligned` may differ); threads waiting at
+//!   different barrier numbers are a deadlock. A thread count other than the block size is not
+//!   supported.
+//! - `activemask` returns the lanes the simulator executes together, which need not match a
+//!   GPU's convergence after divergent code.
 //! - Kernels run synchronously inside `launch`, which returns the first fault of the
 //!   lowest-numbered failing block; `synchronize` has nothing left to report.
 //!

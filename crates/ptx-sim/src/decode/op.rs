@@ -794,6 +794,9 @@ pub enum Op {
         id: Src,
         /// Expected thread count.
         count: Option<Src>,
+        /// `bar.sync` and `barrier.sync.aligned`: the lanes of a warp must wait at the same
+        /// instruction (`barrier.sync` without `.aligned` lets them differ).
+        aligned: bool,
     },
     /// `bar.warp.sync mask`.
     BarWarp {

@@ -225,7 +225,10 @@ impl<'a> Block<'a> {
         for w in warps.iter() {
             let waiting = w.mask_of(Lane::Barrier);
             let Some(lead) = bits(waiting).next() else { continue };
-            if let Some(other) = bits(waiting).find(|&l| w.pc[l] != w.pc[lead]) {
+            let aligned = bits(waiting).any(|l| {
+                matches!(self.kernel.instrs[w.pc[l] as usize].op, Op::Bar { aligned: true, .. })
+            });
+            if let Some(other) = bits(waiting).find(|&l| aligned && w.pc[l] != w.pc[lead]) {
                 let what = format!(
                     "bar.sync is .aligned: lanes {} of warp {} wait at PTX line {}, lane {other} at line {} (the lanes of a warp must execute the same barrier instruction)",
                     lane_list(
@@ -244,7 +247,7 @@ impl<'a> Block<'a> {
                 ));
             }
             for lane in bits(waiting) {
-                let Op::Bar { id, count } = &self.kernel.instrs[w.pc[lane] as usize].op else {
+                let Op::Bar { id, count, .. } = &self.kernel.instrs[w.pc[lane] as usize].op else {
                     unreachable!("lanes wait only at bar.sync");
                 };
                 let id = self.read(w, *id, lane) & 0xffff_ffff;
