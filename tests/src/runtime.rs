@@ -42,13 +42,6 @@ pub fn sim() -> &'static Simulator {
     })
 }
 
-/// Whether `dev` is the PTX simulator. Only for tests whose full sizes are too slow to
-/// interpret: pick smaller sizes on the simulator (keeping partial tiles and several blocks),
-/// never skip it.
-pub fn is_simulator<D: Device + 'static>(_dev: &D) -> bool {
-    std::any::TypeId::of::<D>() == std::any::TypeId::of::<Simulator>()
-}
-
 /// Writes one line to stderr, bypassing the test harness's output capture (once per
 /// process, since callers hold a `OnceLock`).
 fn note(line: &str) {
