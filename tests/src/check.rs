@@ -1,0 +1,80 @@
+//! Comparisons of kernel output against the CPU reference.
+
+use std::fmt::Write;
+
+/// Per-element tolerance: `|got - want| <= abs + rel * |want|`.
+#[derive(Clone, Copy, Debug)]
+pub struct Tolerance {
+    /// Absolute part.
+    pub abs: f64,
+    /// Relative part.
+    pub rel: f64,
+}
+
+impl Tolerance {
+    /// f32 arithmetic in a different order than the reference.
+    pub const F32: Tolerance = Tolerance { abs: 1e-6, rel: 1e-5 };
+    /// TF32 tensor-core inputs.
+    pub const TF32: Tolerance = Tolerance { abs: 1e-4, rel: 1e-3 };
+    /// bf16/f16 storage or inputs.
+    pub const HALF: Tolerance = Tolerance { abs: 1e-3, rel: 1e-2 };
+}
+
+const SHOWN: usize = 8;
+
+/// Fails (listing the first mismatches and the seed) unless every `got[i]` is within `tol` of
+/// `want[i]`. NaN or infinity in `got` always fails.
+pub fn assert_close(what: &str, seed: u64, got: &[f32], want: &[f32], tol: Tolerance) {
+    assert_eq!(got.len(), want.len(), "{what}: length {} != reference {}", got.len(), want.len());
+    let bad: Vec<usize> = (0..got.len())
+        .filter(|&i| {
+            let (g, w) = (got[i] as f64, want[i] as f64);
+            !g.is_finite() || (g - w).abs() > tol.abs + tol.rel * w.abs()
+        })
+        .collect();
+    if bad.is_empty() {
+        return;
+    }
+    let mut msg =
+        format!("{what}: {} of {} elements out of tolerance {tol:?}", bad.len(), got.len());
+    for &i in bad.iter().take(SHOWN) {
+        let _ = write!(msg, "\n  [{i}] got {} want {}", got[i], want[i]);
+    }
+    panic!("{msg}\n  (TEST_SEED={seed} reproduces)");
+}
+
+/// Fails (listing the first mismatches and the seed) unless `got` and `want` are identical
+/// bit patterns, element by element: for exactly rounded operations.
+pub fn assert_bits_eq<T: bytemuck::Pod + std::fmt::Debug>(
+    what: &str,
+    seed: u64,
+    got: &[T],
+    want: &[T],
+) {
+    assert_eq!(got.len(), want.len(), "{what}: length {} != reference {}", got.len(), want.len());
+    let bits = |v: &T| bytemuck::bytes_of(v).to_vec();
+    let bad: Vec<usize> = (0..got.len()).filter(|&i| bits(&got[i]) != bits(&want[i])).collect();
+    if bad.is_empty() {
+        return;
+    }
+    let mut msg = format!("{what}: {} of {} elements differ", bad.len(), got.len());
+    for &i in bad.iter().take(SHOWN) {
+        let _ = write!(msg, "\n  [{i}] got {:?} want {:?}", got[i], want[i]);
+    }
+    panic!("{msg}\n  (TEST_SEED={seed} reproduces)");
+}
+
+/// Like [`assert_bits_eq`] for float elements, except that every NaN equals every NaN: the
+/// payload and sign of a NaN are not specified across CPU and GPU (x86 produces `0xffc00000`
+/// for `inf - inf`, NVIDIA GPUs the canonical `0x7fffffff`).
+pub fn assert_floats_eq<T: cpu_ref::precision::Element + bytemuck::Pod>(
+    what: &str,
+    seed: u64,
+    got: &[T],
+    want: &[T],
+) {
+    let canonical = |v: &[T]| -> Vec<T> {
+        v.iter().map(|x| if x.to_f32().is_nan() { T::from_f32(f32::NAN) } else { *x }).collect()
+    };
+    assert_bits_eq(what, seed, &canonical(got), &canonical(want));
+}

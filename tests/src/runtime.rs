@@ -1,0 +1,114 @@
+//! The runtimes kernel tests run on, and their random inputs.
+
+use gpu_host::{Device, DeviceElement, Gpu, GpuError};
+use ptx_sim::Simulator;
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+use std::io::Write;
+use std::sync::OnceLock;
+
+/// The CUDA GPU shared by all tests of this process, or `None` (after printing one
+/// `skipped: no GPU (reason)` line) when the machine has no driver or no device.
+///
+/// # Panics
+/// When a GPU is present but unusable (PTX not built or not loadable): that is a failure,
+/// not a reason to skip.
+pub fn gpu() -> Option<&'static Gpu> {
+    static GPU: OnceLock<Result<Gpu, String>> = OnceLock::new();
+    let gpu = GPU.get_or_init(|| match Gpu::new() {
+        Ok(gpu) => {
+            note(&format!("kernel tests on {}", gpu.describe()));
+            Ok(gpu)
+        }
+        Err(e) if e.is_unavailable() => {
+            note(&format!("skipped: no GPU ({e})"));
+            Err(e.to_string())
+        }
+        Err(e) => panic!("a GPU is present but unusable: {e}"),
+    });
+    gpu.as_ref().ok()
+}
+
+/// The PTX simulator of the project's sm_80 module, shared by all tests of this process.
+///
+/// # Panics
+/// When the PTX was not built (`cargo xtask build-ptx`) or does not parse: the simulator
+/// tests run on every machine, so missing PTX is a failure, not a reason to skip.
+pub fn sim() -> &'static Simulator {
+    static SIM: OnceLock<Simulator> = OnceLock::new();
+    SIM.get_or_init(|| match Simulator::new() {
+        Ok(sim) => sim,
+        Err(e) => panic!("the PTX simulator cannot load the project's PTX: {e}"),
+    })
+}
+
+/// Writes one line to stderr, bypassing the test harness's output capture (once per
+/// process, since callers hold a `OnceLock`).
+fn note(line: &str) {
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
+/// A seeded random source for test inputs: the seed comes from `TEST_SEED` or is fresh, and
+/// is part of every failure message.
+pub struct TestRng {
+    rng: StdRng,
+    seed: u64,
+}
+
+impl TestRng {
+    /// A new source (seed from `TEST_SEED`, else random).
+    pub fn new() -> Self {
+        let seed = std::env::var("TEST_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(rand::random::<u64>);
+        Self::with_seed(seed)
+    }
+
+    /// A source with a fixed seed (to give two runtimes the same inputs).
+    pub fn with_seed(seed: u64) -> Self {
+        Self { rng: StdRng::seed_from_u64(seed), seed }
+    }
+
+    /// The seed (rerun with `TEST_SEED=<seed>` to reproduce).
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// `n` values uniform in `[lo, hi)`.
+    pub fn uniform(&mut self, n: usize, lo: f32, hi: f32) -> Vec<f32> {
+        (0..n).map(|_| self.rng.random_range(lo..hi)).collect()
+    }
+
+    /// `n` random u16 values.
+    pub fn u16s(&mut self, n: usize) -> Vec<u16> {
+        (0..n).map(|_| self.rng.random()).collect()
+    }
+
+    /// `n` random bytes.
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.rng.random()).collect()
+    }
+
+    /// A value uniform in `[lo, hi)`.
+    pub fn scalar(&mut self, lo: f32, hi: f32) -> f32 {
+        self.rng.random_range(lo..hi)
+    }
+}
+
+impl Default for TestRng {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Uploads `len` elements with every bit set (NaN for the float types), so an element the
+/// kernel fails to write shows up.
+pub fn poisoned<D: Device, T: DeviceElement>(
+    dev: &D,
+    len: usize,
+) -> Result<D::Buffer<T>, GpuError> {
+    let mut poison = T::zeroed();
+    bytemuck::bytes_of_mut(&mut poison).fill(0xff);
+    dev.upload(&vec![poison; len])
+}

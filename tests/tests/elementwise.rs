@@ -1,0 +1,171 @@
+//! fill / add / scale / cast kernels against cpu-ref, bit for bit (all are exactly rounded;
+//! NaNs, which `inf - inf` produces in the f16 tests, compare equal whatever their payload).
+
+use cpu_ref::precision::Element;
+use gpu_host::kernels::elementwise::{
+    CastTo, FloatElement, add, add_assign, cast, fill, scale, scale_in_place,
+};
+use gpu_host::{Device, DeviceBuffer, DeviceElement, GpuError};
+use half::{bf16, f16};
+use integration_tests::{TestRng, assert_bits_eq, assert_floats_eq, kernel_tests, poisoned};
+
+/// Lengths around the 8-element vector chunk, a few blocks, and a long odd length.
+const LENGTHS: &[usize] = &[1, 7, 8, 9, 1000, 4099, 100_003];
+
+/// Element offsets of the views: 0 keeps 16-byte alignment (vector path), 1 breaks it
+/// (scalar path).
+const OFFSETS: &[usize] = &[0, 1];
+
+/// Values spread over many binades (including f16 subnormals and f16 overflow), both signs.
+fn spread<T: Element>(rng: &mut TestRng, n: usize) -> Vec<T> {
+    let exps = rng.uniform(n, -30.0, 20.0);
+    let mants = rng.uniform(n, -2.0, 2.0);
+    exps.iter().zip(&mants).map(|(e, m)| T::from_f32(m * e.exp2())).collect()
+}
+
+fn poison<T: DeviceElement>() -> T {
+    let mut v = T::zeroed();
+    bytemuck::bytes_of_mut(&mut v).fill(0xff);
+    v
+}
+
+/// Runs `launch(out window)` on a poisoned buffer of `offset + n` elements and returns what
+/// the device holds afterwards.
+fn run_into<D: Device, T: DeviceElement>(
+    dev: &D,
+    n: usize,
+    offset: usize,
+    launch: impl FnOnce(gpu_host::DeviceViewMut<'_, T>) -> Result<(), GpuError>,
+) -> Vec<T> {
+    let mut out = poisoned::<D, T>(dev, offset + n).expect("alloc");
+    launch(out.view_mut().slice_mut(offset..offset + n).expect("window")).expect("launch");
+    dev.download(out.view()).expect("download")
+}
+
+fn check_fill<T: FloatElement + Element>(dev: &impl Device) {
+    let mut rng = TestRng::new();
+    for &n in LENGTHS {
+        for &offset in OFFSETS {
+            let value = T::from_f32(rng.scalar(-3.0, 3.0));
+            let got = run_into(dev, n, offset, |out| fill(dev, out, value));
+            let mut want = vec![poison::<T>(); offset + n];
+            cpu_ref::elementwise::fill(&mut want[offset..], value);
+            assert_bits_eq(
+                &format!("fill_{} n={n} offset={offset}", <T as DeviceElement>::NAME),
+                rng.seed(),
+                &got,
+                &want,
+            );
+        }
+    }
+}
+
+fn check_add<T: FloatElement + Element>(dev: &impl Device) {
+    let mut rng = TestRng::new();
+    for &n in LENGTHS {
+        for &offset in OFFSETS {
+            let (a, b) = (spread::<T>(&mut rng, n), spread::<T>(&mut rng, n));
+            let (da, db) = (dev.upload(&a).unwrap(), dev.upload(&b).unwrap());
+            let got = run_into(dev, n, offset, |out| add(dev, da.view(), db.view(), out));
+            let mut want = vec![poison::<T>(); offset + n];
+            cpu_ref::elementwise::add(&a, &b, &mut want[offset..]);
+            assert_floats_eq(
+                &format!("add_{} n={n} offset={offset}", <T as DeviceElement>::NAME),
+                rng.seed(),
+                &got,
+                &want,
+            );
+
+            // In place: acc += b.
+            let mut acc = dev.upload(&a).unwrap();
+            add_assign(dev, acc.view_mut(), db.view()).unwrap();
+            let got = dev.download(acc.view()).unwrap();
+            assert_floats_eq(
+                &format!("add_assign_{} n={n}", <T as DeviceElement>::NAME),
+                rng.seed(),
+                &got,
+                &want[offset..],
+            );
+        }
+    }
+}
+
+fn check_scale<T: FloatElement + Element>(dev: &impl Device) {
+    let mut rng = TestRng::new();
+    for &n in LENGTHS {
+        for &offset in OFFSETS {
+            let x = spread::<T>(&mut rng, n);
+            let alpha = rng.scalar(-2.0, 2.0);
+            let dx = dev.upload(&x).unwrap();
+            let got = run_into(dev, n, offset, |out| scale(dev, dx.view(), alpha, out));
+            let mut want = vec![poison::<T>(); offset + n];
+            cpu_ref::elementwise::scale(&x, alpha, &mut want[offset..]);
+            assert_floats_eq(
+                &format!("scale_{} n={n} offset={offset}", <T as DeviceElement>::NAME),
+                rng.seed(),
+                &got,
+                &want,
+            );
+
+            let mut inplace = dev.upload(&x).unwrap();
+            scale_in_place(dev, inplace.view_mut(), alpha).unwrap();
+            let got = dev.download(inplace.view()).unwrap();
+            assert_floats_eq(
+                &format!("scale_in_place_{} n={n}", <T as DeviceElement>::NAME),
+                rng.seed(),
+                &got,
+                &want[offset..],
+            );
+        }
+    }
+}
+
+fn check_cast<S: CastTo<T> + Element, T: DeviceElement + Element>(dev: &impl Device) {
+    let mut rng = TestRng::new();
+    for &n in LENGTHS {
+        for &offset in OFFSETS {
+            let src = spread::<S>(&mut rng, n);
+            let dsrc = dev.upload(&src).unwrap();
+            let got = run_into(dev, n, offset, |out| cast(dev, dsrc.view(), out));
+            let mut want = vec![poison::<T>(); offset + n];
+            cpu_ref::elementwise::cast(&src, &mut want[offset..]);
+            let what = format!(
+                "cast_{}_{} n={n} offset={offset}",
+                <S as DeviceElement>::NAME,
+                <T as DeviceElement>::NAME
+            );
+            assert_floats_eq(&what, rng.seed(), &got, &want);
+        }
+    }
+}
+
+/// Mismatched lengths are rejected before launch, naming the argument.
+fn check_length_errors(dev: &impl Device) {
+    let a = dev.upload(&[1.0f32; 10]).unwrap();
+    let mut out = dev.alloc::<f32>(12).unwrap();
+    let err = add(dev, a.view(), a.view(), out.view_mut()).unwrap_err();
+    assert!(
+        matches!(&err, GpuError::InvalidArgument { op: "add", arg: "a", .. }),
+        "unexpected error: {err}"
+    );
+    let mut half_out = dev.alloc::<bf16>(9).unwrap();
+    let err = cast(dev, a.view(), half_out.view_mut()).unwrap_err();
+    assert!(err.to_string().contains("cast: invalid `src`"), "unexpected error: {err}");
+}
+
+kernel_tests! {
+    fill_f32 => check_fill::<f32>;
+    fill_bf16 => check_fill::<bf16>;
+    fill_f16 => check_fill::<f16>;
+    add_f32 => check_add::<f32>;
+    add_bf16 => check_add::<bf16>;
+    add_f16 => check_add::<f16>;
+    scale_f32 => check_scale::<f32>;
+    scale_bf16 => check_scale::<bf16>;
+    scale_f16 => check_scale::<f16>;
+    cast_f32_bf16 => check_cast::<f32, bf16>;
+    cast_bf16_f32 => check_cast::<bf16, f32>;
+    cast_f32_f16 => check_cast::<f32, f16>;
+    cast_f16_f32 => check_cast::<f16, f32>;
+    length_errors => check_length_errors;
+}
