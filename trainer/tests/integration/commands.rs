@@ -99,3 +99,33 @@ fn sample_rejects_bad_input() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("pass a prompt"), "{err}");
 }
+
+#[test]
+fn fresh_model_dimensions_come_from_model_and_overrides() {
+    let files = Files::new(&tiny(), 3, 400, 100);
+    let out = trainer_ok(&[
+        "train",
+        "--device",
+        "cpu",
+        "--model",
+        "d2",
+        "--n-layer",
+        "1",
+        "--n-embd",
+        "64",
+        "--max-seq-len",
+        "32",
+        "--train-data",
+        &arg(&files.train),
+        "--batch-size",
+        "2",
+        "--seq-len",
+        "16",
+        "--steps",
+        "1",
+        "--val-every",
+        "0",
+    ]);
+    assert!(out.contains("L1 NH2 C64 maxT32 V50257 (Vp 50304)"), "{out}");
+    assert!(out.contains("fresh GPT-2 initialisation (seed 1337)"), "{out}");
+}

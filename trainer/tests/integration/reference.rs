@@ -148,3 +148,68 @@ fn forty_steps_reproduce_llmc_losses() {
     assert!(got[0] - got[steps - 1] > 0.05, "the loss should fall: {got:?}");
     eprintln!("largest loss difference to the f64 reference over {steps} steps: {worst:e}");
 }
+
+/// Gradient accumulation: a step over two micro-batches is the reference's step on the mean of
+/// their losses and gradients.
+#[test]
+fn gradient_accumulation_matches_reference() {
+    let config = tiny();
+    let (b, t, steps) = (2, 32, 3);
+    let files = Files::new(&config, 9, 2 * steps * b * t + 1, 1000);
+    let metrics_path = files.path("metrics.jsonl");
+    trainer_ok(&[
+        "train",
+        "--device",
+        "cpu",
+        "--init",
+        &arg(&files.ckpt),
+        "--train-data",
+        &arg(&files.train),
+        "--batch-size",
+        "2",
+        "--seq-len",
+        "32",
+        "--total-batch-tokens",
+        "128",
+        "--steps",
+        "3",
+        "--lr",
+        "1e-3",
+        "--lr-schedule",
+        "constant",
+        "--beta2",
+        "0.999",
+        "--weight-decay",
+        "0",
+        "--grad-clip",
+        "0",
+        "--no-shuffle",
+        "--val-every",
+        "0",
+        "--metrics-jsonl",
+        &arg(&metrics_path),
+    ]);
+    let got: Vec<f64> =
+        metrics(&metrics_path).iter().map(|r| r["train_loss"].as_f64().unwrap()).collect();
+    let mut model = llmc_f64::read_checkpoint(&files.ckpt);
+    let data = llmc_f64::read_shard(&files.train);
+    for (step, &loss) in got.iter().enumerate() {
+        let mut mean_loss = 0.0;
+        let mut mean_grads: Vec<Vec<f64>> =
+            model.params.iter().map(|p| vec![0.0; p.len()]).collect();
+        for micro in 0..2 {
+            let start = (2 * step + micro) * b * t;
+            let window = &data[start..start + b * t + 1];
+            let (loss, grads) = model.loss_and_grads(&window[..b * t], &window[1..], b, t);
+            mean_loss += loss / 2.0;
+            for (m, g) in mean_grads.iter_mut().zip(&grads) {
+                m.iter_mut().zip(g).for_each(|(m, g)| *m += g / 2.0);
+            }
+        }
+        model.adamw(&mean_grads, 1e-3, 0.9, 0.999, 1e-8, 0.0);
+        assert!(
+            (loss - mean_loss).abs() < 1e-4,
+            "step {step}: trainer {loss}, reference {mean_loss}"
+        );
+    }
+}
