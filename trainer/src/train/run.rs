@@ -195,6 +195,79 @@ fn describe_data(loader: &DataLoader, pattern: &str) -> String {
     )
 }
 
+/// What the run prints before its first step.
+struct Summary<'a> {
+    backend: String,
+    config: &'a Gpt2Config,
+    origin: &'a str,
+    train: &'a DataLoader,
+    val: Option<(&'a DataLoader, usize)>,
+    accum: usize,
+    first_step: u64,
+}
+
+impl Summary<'_> {
+    fn lines(&self, opts: &TrainOptions) -> Vec<String> {
+        let Self { config, train, accum, first_step, .. } = *self;
+        let (b, t) = (opts.batch_size, opts.seq_len);
+        let num_params: usize = ParamKind::ALL.iter().map(|k| k.len(config)).sum();
+        let tokens_per_step = b * t * accum;
+        vec![
+            format!(
+                "model    {}, {} parameters",
+                config.describe(),
+                group_digits(num_params as u64)
+            ),
+            format!("         {}", self.origin),
+            format!("device   {}", self.backend),
+            format!(
+                "train    {}{}",
+                describe_data(train, &opts.train_data),
+                if opts.shuffle {
+                    format!(", shuffled (seed {})", opts.seed)
+                } else {
+                    String::new()
+                }
+            ),
+            match (self.val, &opts.val_data) {
+                (Some((v, val_batches)), Some(pattern)) => format!(
+                    "val      {}; {val_batches} batches every {} steps",
+                    describe_data(v, pattern),
+                    opts.val_every
+                ),
+                _ => "val      none".to_string(),
+            },
+            format!(
+                "batch    B={b} × T={t} = {} tokens, {accum} micro-batch(es) per step = {} tokens per step",
+                b * t,
+                tokens_per_step
+            ),
+            format!(
+                "optim    AdamW lr {:e} ({:?}{}, {} warm-up steps), betas ({}, {}), eps {:e}, weight decay {} ({}), grad clip {}",
+                opts.lr,
+                opts.lr_schedule,
+                if opts.lr_schedule == LrSchedule::Cosine {
+                    format!(" to {}×", opts.min_lr_frac)
+                } else {
+                    String::new()
+                },
+                opts.warmup_steps,
+                opts.adamw.beta1,
+                opts.adamw.beta2,
+                opts.adamw.eps,
+                opts.adamw.weight_decay,
+                if opts.adamw.decay_all { "all tensors" } else { "weight matrices" },
+                if opts.adamw.grad_clip > 0.0 {
+                    opts.adamw.grad_clip.to_string()
+                } else {
+                    "off".into()
+                }
+            ),
+            format!("steps    {} .. {}", first_step, opts.steps),
+        ]
+    }
+}
+
 /// Runs training on `backend` as `opts` says, printing a summary and progress.
 pub fn run<B: Backend>(backend: &B, opts: &TrainOptions) -> Result<TrainReport> {
     let accum = grad_accum_steps(opts)?;
@@ -252,55 +325,18 @@ pub fn run<B: Backend>(backend: &B, opts: &TrainOptions) -> Result<TrainReport> 
         opts.val_batches.min(usize::try_from(v.batches_per_epoch()).unwrap_or(usize::MAX))
     });
 
-    let progress = Progress::new(first_step, opts.steps);
-    let num_params: usize = ParamKind::ALL.iter().map(|k| k.len(&config)).sum();
     let tokens_per_step = b * t * accum;
-    let lines = [
-        format!("model    {}, {} parameters", config.describe(), group_digits(num_params as u64)),
-        format!("         {}", start.origin),
-        format!("device   {}", backend.describe()),
-        format!(
-            "train    {}{}",
-            describe_data(&train_data, &opts.train_data),
-            if opts.shuffle { format!(", shuffled (seed {})", opts.seed) } else { String::new() }
-        ),
-        match (&val_data, &opts.val_data) {
-            (Some(v), Some(pattern)) => format!(
-                "val      {}; {val_batches} batches every {} steps",
-                describe_data(v, pattern),
-                opts.val_every
-            ),
-            _ => "val      none".to_string(),
-        },
-        format!(
-            "batch    B={b} × T={t} = {} tokens, {accum} micro-batch(es) per step = {} tokens per step",
-            b * t,
-            tokens_per_step
-        ),
-        format!(
-            "optim    AdamW lr {:e} ({:?}{}, {} warm-up steps), betas ({}, {}), eps {:e}, weight decay {} ({}), grad clip {}",
-            opts.lr,
-            opts.lr_schedule,
-            if opts.lr_schedule == LrSchedule::Cosine {
-                format!(" to {}×", opts.min_lr_frac)
-            } else {
-                String::new()
-            },
-            opts.warmup_steps,
-            opts.adamw.beta1,
-            opts.adamw.beta2,
-            opts.adamw.eps,
-            opts.adamw.weight_decay,
-            if opts.adamw.decay_all { "all tensors" } else { "weight matrices" },
-            if opts.adamw.grad_clip > 0.0 {
-                opts.adamw.grad_clip.to_string()
-            } else {
-                "off".into()
-            }
-        ),
-        format!("steps    {} .. {}", first_step, opts.steps),
-    ];
-    for line in lines {
+    let progress = Progress::new(first_step, opts.steps);
+    let summary = Summary {
+        backend: backend.describe(),
+        config: &config,
+        origin: &start.origin,
+        train: &train_data,
+        val: val_data.as_ref().map(|v| (v, val_batches)),
+        accum,
+        first_step,
+    };
+    for line in summary.lines(opts) {
         progress.println(&line);
     }
 
@@ -324,6 +360,7 @@ pub fn run<B: Backend>(backend: &B, opts: &TrainOptions) -> Result<TrainReport> 
         let out = match session.train_step(&mut train_data, step_lr, update) {
             Ok(out) => out,
             Err(Error::Diverged(why)) => {
+                progress.finish();
                 return Err(diverged(step, &why, checkpoint_dir.as_deref()));
             }
             Err(other) => return Err(other),
