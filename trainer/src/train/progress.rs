@@ -17,7 +17,7 @@ impl Progress {
         let bar = std::io::stderr().is_terminal().then(|| {
             let bar = ProgressBar::new(total);
             let style = ProgressStyle::with_template(
-                "{elapsed_precise} [{bar:30.cyan/blue}] step {pos}/{len} {msg} (eta {eta})",
+                "[{bar:20.cyan/blue}] {pos}/{len} {msg} eta {eta}",
             )
             .unwrap_or_else(|_| ProgressStyle::default_bar())
             .progress_chars("=> ");
@@ -49,7 +49,10 @@ impl Progress {
                 if record.val_loss.is_some() || last {
                     bar.suspend(|| println!("step {:>6}/{total} | {summary}", record.step));
                 }
-                bar.set_message(summary);
+                bar.set_message(format!(
+                    "loss {:.4} | {:.0} tok/s",
+                    record.train_loss, record.tokens_per_sec
+                ));
                 bar.set_position(record.step + 1);
             }
             None => {
