@@ -5,18 +5,19 @@
 //! - [`optim`]: AdamW with per-tensor weight decay, gradient clipping, LR schedules.
 //! - [`data`]: llm.c token shards, the batch loader, the GPT-2 tokenizer, bundled data.
 //! - [`checkpoint`]: llm.c model checkpoints and the optimizer-state file.
-//! - [`train`], [`sample`], [`bench`]: the commands of the `trainer` binary.
+//! - [`io`], [`rng`], [`error`]: atomic file writes, seeded random streams, the error type.
+//! - [`train`], [`sample`], [`mod@bench`]: the commands of the `trainer` binary.
 
 pub mod backend;
-pub mod error;
-pub mod model;
-pub mod rng;
-
-pub use error::{Error, Result};
 pub mod bench;
 pub mod checkpoint;
 pub mod data;
+pub mod error;
 pub mod io;
+pub mod model;
 pub mod optim;
+pub mod rng;
 pub mod sample;
 pub mod train;
+
+pub use error::{Error, Result};
