@@ -216,20 +216,22 @@ mod tests {
     #[test]
     fn forward_matches_naive_f64() {
         let mut rng = rng(30);
-        let (b, t, c, nh) = (2, 7, 12, 3);
-        let qkv = uniform(&mut rng, b * t * 3 * c, 1.5);
-        let mut out = vec![f32::NAN; b * t * c];
-        let mut att = vec![f32::NAN; b * nh * t * t];
-        attention_forward(&mut out, &mut att, &qkv, b, t, c, nh);
-        let (want_out, want_att) = naive_forward(&f64s(&qkv), b, t, c, nh);
-        assert_close("out", &out, &want_out, 1e-6);
-        assert_close("att", &att, &want_att, 1e-6);
+        // hs = 20 (a 16-lane block and a tail of the vectorised dot product), hs = 4, hs = 64
+        for (b, t, c, nh) in [(2, 7, 60, 3), (1, 5, 12, 3), (1, 33, 128, 2)] {
+            let qkv = uniform(&mut rng, b * t * 3 * c, 1.5);
+            let mut out = vec![f32::NAN; b * t * c];
+            let mut att = vec![f32::NAN; b * nh * t * t];
+            attention_forward(&mut out, &mut att, &qkv, b, t, c, nh);
+            let (want_out, want_att) = naive_forward(&f64s(&qkv), b, t, c, nh);
+            assert_close("out", &out, &want_out, 1e-5);
+            assert_close("att", &att, &want_att, 1e-5);
+        }
     }
 
     #[test]
     fn backward_matches_finite_differences() {
         let mut rng = rng(31);
-        let (b, t, c, nh) = (2, 5, 8, 2);
+        let (b, t, c, nh) = (2, 5, 40, 2);
         let qkv = uniform(&mut rng, b * t * 3 * c, 1.5);
         let dout = uniform(&mut rng, b * t * c, 1.0);
         let mut out = vec![0.0; b * t * c];

@@ -65,6 +65,11 @@ impl<'a, S: Storage> View<'a, S> {
         Self::of(buf, 0..len)
     }
 
+    /// The buffer and the window's element range in it (what a backend launches ops on).
+    pub fn parts(&self) -> (&'a S, Range<usize>) {
+        (self.buf, self.range.clone())
+    }
+
     /// Number of elements in the window.
     pub fn len(&self) -> usize {
         self.range.len()
@@ -96,6 +101,11 @@ impl<'a, S: Storage> ViewMut<'a, S> {
         Self::of(buf, 0..len)
     }
 
+    /// The buffer and the window's element range in it (what a backend launches ops on).
+    pub fn into_parts(self) -> (&'a mut S, Range<usize>) {
+        (self.buf, self.range)
+    }
+
     /// Number of elements in the window.
     pub fn len(&self) -> usize {
         self.range.len()
@@ -110,13 +120,15 @@ impl<'a, S: Storage> ViewMut<'a, S> {
 impl<'a, T: Send + Sync> View<'a, Vec<T>> {
     /// The window as a host slice (host-memory backends only).
     pub fn as_slice(&self) -> &'a [T] {
-        &self.buf[self.range.clone()]
+        let (buf, range) = self.parts();
+        &buf[range]
     }
 }
 
 impl<'a, T: Send + Sync> ViewMut<'a, Vec<T>> {
     /// The window as a host slice (host-memory backends only).
     pub fn into_slice(self) -> &'a mut [T] {
-        &mut self.buf[self.range]
+        let (buf, range) = self.into_parts();
+        &mut buf[range]
     }
 }

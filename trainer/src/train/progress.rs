@@ -16,11 +16,10 @@ impl Progress {
     pub fn new(first: u64, total: u64) -> Self {
         let bar = std::io::stderr().is_terminal().then(|| {
             let bar = ProgressBar::new(total);
-            let style = ProgressStyle::with_template(
-                "[{bar:20.cyan/blue}] {pos}/{len} {msg} eta {eta}",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> ");
+            let style =
+                ProgressStyle::with_template("[{bar:20.cyan/blue}] {pos}/{len} {msg} eta {eta}")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar())
+                    .progress_chars("=> ");
             bar.set_style(style);
             bar.set_position(first);
             bar
