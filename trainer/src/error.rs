@@ -6,13 +6,14 @@ use std::path::{Path, PathBuf};
 /// file, flag or value at fault.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// An operating-system error on a file or directory.
-    #[error("{}: {source}", path.display())]
+    /// An operating-system error on a file or directory (the message includes the OS error,
+    /// so it is not repeated as a `source`).
+    #[error("{}: {error}", path.display())]
     Io {
         /// The file or directory.
         path: PathBuf,
         /// The underlying error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A file exists but its content is not what it must be (wrong magic, version or size).
     #[error("{}: {reason}", path.display())]
@@ -35,8 +36,8 @@ pub enum Error {
 
 impl Error {
     /// An I/O error on `path`.
-    pub fn io(path: &Path, source: std::io::Error) -> Self {
-        Self::Io { path: path.to_path_buf(), source }
+    pub fn io(path: &Path, error: std::io::Error) -> Self {
+        Self::Io { path: path.to_path_buf(), error }
     }
 
     /// A malformed file.

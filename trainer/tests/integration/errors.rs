@@ -32,6 +32,7 @@ fn train_error(files: &Files, extra: &[&str]) -> String {
     assert!(!out.status.success(), "trainer {args:?} should fail");
     assert_eq!(stderr.lines().count(), 1, "expected one line on stderr, got:\n{stderr}");
     assert!(stderr.starts_with("error: "), "{stderr}");
+    assert!(stderr.matches("(os error").count() <= 1, "repeated cause: {stderr}");
     stderr
 }
 
