@@ -9,8 +9,8 @@ use anyhow::Result;
 /// Where the default run writes its checkpoints, metrics and plot.
 const RUN_DIR: &str = "runs/shakespeare-d2";
 
-/// The default run: d2 (L2 NH2 C128, 7M parameters) on B=8 × T=64 for 400 steps, about two
-/// minutes on 2 CPU cores. Later options override these (the trainer's flags take the last
+/// The default run: d2 (L2 NH2 C128, 7M parameters) on B=8 × T=64 for 1000 steps: about 80 s
+/// on 2 idle CPU cores (val loss 10.8 -> 5.9). Later options override these (the trainer's flags take the last
 /// occurrence).
 const DEFAULTS: &[&str] = &[
     "--device",
@@ -22,7 +22,7 @@ const DEFAULTS: &[&str] = &[
     "--seq-len",
     "64",
     "--steps",
-    "400",
+    "1000",
     "--lr",
     "2e-3",
     "--warmup-steps",
@@ -34,11 +34,11 @@ const DEFAULTS: &[&str] = &[
     "--weight-decay",
     "0.1",
     "--val-every",
-    "50",
+    "100",
     "--val-batches",
     "10",
     "--checkpoint-every",
-    "100",
+    "250",
     "--checkpoint-dir",
     RUN_DIR,
     "--metrics-jsonl",
