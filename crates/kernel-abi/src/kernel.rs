@@ -64,4 +64,5 @@ pub struct KernelSig {
 }
 
 /// Every entry point `kernels-gpu` must export, grouped by kernel family.
-pub const ALL_KERNELS: &[&[KernelSig]] = &[crate::elementwise::KERNELS, crate::probe::KERNELS];
+pub const ALL_KERNELS: &[&[KernelSig]] =
+    &[crate::elementwise::KERNELS, crate::probe::KERNELS, crate::gemm::KERNELS];

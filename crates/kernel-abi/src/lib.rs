@@ -14,6 +14,7 @@
 
 pub mod elementwise;
 pub mod fragment;
+pub mod gemm;
 pub mod kernel;
 pub mod probe;
 pub mod ptr;
