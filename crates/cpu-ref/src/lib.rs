@@ -4,4 +4,5 @@
 //! kernel of the same name must compute. GPU and simulator tests compare against these.
 
 pub mod elementwise;
+pub mod gemm;
 pub mod precision;

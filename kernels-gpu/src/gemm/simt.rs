@@ -70,7 +70,7 @@ impl<const ALONG_K: bool> Operand<ALONG_K> {
         // SAFETY: only the `valid` elements inside the matrix are read; the vector path needs
         // all 4 and 16-byte alignment (aligned base, ld and stride; `at` a multiple of 4).
         unsafe {
-            let p = self.base.add(at as usize);
+            let p = self.base.wrapping_add(at as usize);
             if self.vector && valid == 4 {
                 return global::ld_global_nc_v4_u32(p.cast()).map(f32::from_bits);
             }
