@@ -66,7 +66,7 @@ pub fn run() -> Result<Vec<BuiltPtx>> {
 }
 
 /// How to invoke the toolchain that builds the device crate.
-struct Toolchain {
+pub struct Toolchain {
     /// rustup toolchain name (`nightly`, or `stable` with `RUSTC_BOOTSTRAP`).
     name: &'static str,
     /// Whether unstable flags must be unlocked on a stable compiler.
@@ -76,7 +76,7 @@ struct Toolchain {
 impl Toolchain {
     /// Picks nightly if installed, else stable with `RUSTC_BOOTSTRAP=1`; makes sure `rust-src`
     /// is present (installing it with rustup when missing).
-    fn detect() -> Result<Self> {
+    pub fn detect() -> Result<Self> {
         let has = |name: &str| {
             Command::new("rustup")
                 .args(["run", name, "rustc", "--version"])
@@ -99,6 +99,24 @@ impl Toolchain {
         };
         toolchain.ensure_rust_src()?;
         Ok(toolchain)
+    }
+
+    /// `cargo <subcommand>` of this toolchain for the device crate: nvptx64 target, `core`
+    /// built from source, kernels-gpu's manifest, and a target folder of its own.
+    pub fn device_cargo(&self, subcommand: &str, target_subdir: &str) -> Command {
+        let mut cargo = Command::new("rustup");
+        cargo
+            .args(["run", self.name, "cargo", subcommand, "--release", "--locked"])
+            .args(["--target", "nvptx64-nvidia-cuda", "-Zbuild-std=core"])
+            .arg("--manifest-path")
+            .arg(workspace_root().join("kernels-gpu/Cargo.toml"))
+            .arg("--target-dir")
+            .arg(target_dir().join("kernels-gpu").join(target_subdir))
+            .env_remove("CARGO_ENCODED_RUSTFLAGS");
+        if self.bootstrap {
+            cargo.env("RUSTC_BOOTSTRAP", "1");
+        }
+        cargo
     }
 
     fn ensure_rust_src(&self) -> Result<()> {
@@ -125,23 +143,11 @@ impl Toolchain {
 
 /// Compiles kernels-gpu for `arch` and returns the path of rustc's PTX output.
 fn compile(toolchain: &Toolchain, arch: &PtxArch) -> Result<PathBuf> {
-    let root = workspace_root();
-    let target = target_dir().join("kernels-gpu").join(arch.name);
-    let mut cargo = Command::new("rustup");
+    let mut cargo = toolchain.device_cargo("build", arch.name);
     cargo
-        .args(["run", toolchain.name, "cargo", "build", "--release", "--locked"])
-        .args(["--target", "nvptx64-nvidia-cuda", "-Zbuild-std=core"])
-        .arg("--manifest-path")
-        .arg(root.join("kernels-gpu/Cargo.toml"))
-        .arg("--target-dir")
-        .arg(&target)
         .args(["--message-format", "json-render-diagnostics"])
         .env("RUSTFLAGS", format!("-C target-cpu={} --emit=asm", arch.name))
-        .env_remove("CARGO_ENCODED_RUSTFLAGS")
         .stderr(std::process::Stdio::inherit());
-    if toolchain.bootstrap {
-        cargo.env("RUSTC_BOOTSTRAP", "1");
-    }
     let messages = cmd::output(&mut cargo).context("building kernels-gpu")?;
     let rlib = messages
         .lines()

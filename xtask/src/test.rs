@@ -27,15 +27,10 @@ pub fn run() -> Result<()> {
             "warnings",
         ]),
     )?;
+    let toolchain = crate::build_ptx::Toolchain::detect()?;
     step(
         "clippy (kernels-gpu)",
-        Command::new("rustup")
-            .args(["run", "nightly", "cargo", "clippy", "--release", "--locked"])
-            .args(["--target", "nvptx64-nvidia-cuda", "-Zbuild-std=core", "--manifest-path"])
-            .arg(&kernels)
-            .arg("--target-dir")
-            .arg(crate::cmd::target_dir().join("kernels-gpu").join("clippy"))
-            .args(["--", "-D", "warnings"]),
+        toolchain.device_cargo("clippy", "clippy").args(["--", "-D", "warnings"]),
     )?;
     step("tests", Command::new("cargo").args(["test", "--workspace", "--release", "--locked"]))?;
     println!("xtask test: all checks passed");

@@ -91,9 +91,18 @@ impl Gpu {
         let ptx_arch = PtxArch::for_compute_capability(major, minor)
             .ok_or_else(|| GpuError::UnsupportedArch { name: name.clone(), major, minor })?;
         let ptx = embedded_ptx(ptx_arch).ok_or(GpuError::PtxNotBuilt { arch: ptx_arch.name() })?;
-        let module = ctx
-            .load_module(cudarc::nvrtc::Ptx::from_src(ptx))
-            .map_err(|source| GpuError::PtxLoad { arch: ptx_arch.name(), source })?;
+        let module = ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx)).map_err(|source| {
+            GpuError::PtxLoad {
+                arch: ptx_arch.name(),
+                hint: match source.0 {
+                    CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION => {
+                        " (the driver is older than the PTX ISA version: update the NVIDIA driver)"
+                    }
+                    _ => "",
+                },
+                source,
+            }
+        })?;
         let attribute = |a| ctx.attribute(a).during("reading device attributes");
         let info = GpuInfo {
             name,

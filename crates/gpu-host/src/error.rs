@@ -31,12 +31,14 @@ pub enum GpuError {
         arch: &'static str,
     },
     /// The driver rejected the PTX module.
-    #[error("loading the {arch} PTX module failed: {source}")]
+    #[error("loading the {arch} PTX module failed: {source}{hint}")]
     PtxLoad {
         /// The architecture of the module.
         arch: &'static str,
         /// Driver error.
         source: DriverError,
+        /// What to do about it, when known (starts with a separator, or is empty).
+        hint: &'static str,
     },
     /// A kernel named by kernel-abi is not in the loaded module.
     #[error("kernel `{name}` is not in the PTX module (stale PTX? run `cargo xtask build-ptx`)")]
