@@ -10,7 +10,7 @@ pub mod check;
 pub mod runtime;
 
 pub use check::{Tolerance, assert_bits_eq, assert_close};
-pub use runtime::{TestRng, gpu, poisoned};
+pub use runtime::{TestRng, gpu, is_gpu, poisoned};
 
 /// Declares kernel tests: each `name => function` (a path resolved in the calling module)
 /// becomes a `#[test]` in module `gpu` that

@@ -28,6 +28,12 @@ pub fn gpu() -> Option<&'static Gpu> {
     gpu.as_ref().ok()
 }
 
+/// Whether `dev` is the CUDA GPU (as opposed to the simulator): tests use it to pick problem
+/// sizes per runtime (GPT-2 shapes on the GPU, small ones on the simulator).
+pub fn is_gpu<D: Device + 'static>(_dev: &D) -> bool {
+    std::any::TypeId::of::<D>() == std::any::TypeId::of::<Gpu>()
+}
+
 /// Writes one line to stderr, bypassing the test harness's output capture (once per
 /// process, since callers hold a `OnceLock`).
 fn note(line: &str) {

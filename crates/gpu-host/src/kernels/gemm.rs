@@ -179,10 +179,9 @@ fn extent(batch: usize, stride: usize, rows: usize, cols: usize, ld: usize) -> u
 
 /// The activation of the epilogue, with its pre-activation matrix (same `ldc` and
 /// `stride_c` as C, output element type).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub enum Activation<'a, O> {
     /// `C = v`.
-    #[default]
     None,
     /// `C = gelu(v)` (tanh approximation), storing `v` to `pre_act` when given.
     Gelu {
@@ -197,12 +196,25 @@ pub enum Activation<'a, O> {
 }
 
 /// Everything after the product: `v = alpha·A·B + beta·C + bias`, then the activation.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Epilogue<'a, O> {
     /// Added to every row (length ≥ N), or none.
     pub bias: Option<DeviceView<'a, O>>,
     /// Applied to `v`.
     pub activation: Activation<'a, O>,
+}
+
+impl<O> Default for Activation<'_, O> {
+    fn default() -> Self {
+        Activation::None
+    }
+}
+
+impl<O> Default for Epilogue<'_, O> {
+    /// No bias, no activation.
+    fn default() -> Self {
+        Self { bias: None, activation: Activation::None }
+    }
 }
 
 /// Input element types and the output types their variants produce: `f32 → f32` (FP32 and
