@@ -13,7 +13,7 @@
 
 use cpu_ref::gemm::{self as reference, Gemm, Rounding};
 use cpu_ref::precision::Element;
-use gpu_host::kernels::elementwise::fill;
+use gpu_host::kernels::elementwise::{FloatElement, fill};
 use gpu_host::kernels::gemm::{
     Activation, Epilogue, GemmSpec, GemmTypes, Layout, Precision, bias_grad, gemm,
 };
@@ -353,12 +353,10 @@ fn check_unaligned_and_edges<
 
 /// The GPT-2 124M matmuls at B·T = 16384 (forward, input and weight gradients of qkv, attention
 /// projection, fc, fc projection and the 50304-wide classifier), checked on a sample of rows.
-fn check_gpt2_shapes<D: Device + 'static, I: GemmTypes<O> + Element, O: DeviceElement + Element>(
+fn check_gpt2_shapes<D: Device + 'static, I: GemmTypes<O> + Element, O: FloatElement + Element>(
     dev: &D,
     precision: Precision,
-) where
-    O: gpu_host::kernels::elementwise::FloatElement,
-{
+) {
     if !is_gpu(dev) {
         return;
     }
@@ -377,13 +375,11 @@ fn check_gpt2_shapes<D: Device + 'static, I: GemmTypes<O> + Element, O: DeviceEl
 }
 
 /// Runs `s` (bias on the forward shapes) and checks 24 sampled rows of C against f64 products.
-fn check_sampled<D: Device, I: GemmTypes<O> + Element, O: DeviceElement + Element>(
+fn check_sampled<D: Device, I: GemmTypes<O> + Element, O: FloatElement + Element>(
     dev: &D,
     rng: &mut TestRng,
     s: &GemmSpec,
-) where
-    O: gpu_host::kernels::elementwise::FloatElement,
-{
+) {
     let g = reference_gemm(s);
     let a: Vec<I> = random(rng, s.a_len(), -1.0, 1.0);
     let b: Vec<I> = random(rng, s.b_len(), -1.0, 1.0);

@@ -1,5 +1,6 @@
 //! `cargo xtask <command>`: the project's build, check and test automation.
 
+mod bench_gemm;
 mod build_ptx;
 mod check_ptx;
 mod cmd;
@@ -26,6 +27,20 @@ enum Command {
     CheckPtx,
     /// The full test pipeline: build-ptx, check-ptx, clippy, rustfmt, cargo test.
     Test,
+    /// Benchmarks (GPU ones need a CUDA GPU).
+    Bench {
+        /// What to benchmark.
+        #[command(subcommand)]
+        which: BenchTarget,
+    },
+}
+
+/// The benchmark groups of `cargo xtask bench`.
+#[derive(Subcommand)]
+enum BenchTarget {
+    /// GEMM variants vs cuBLAS / cuBLASLt on 4096³ and the GPT-2 124M matmuls (CUDA GPU
+    /// only); writes bench/gemm-<device>.md.
+    Gemm(bench_gemm::Args),
 }
 
 fn main() -> Result<()> {
@@ -33,5 +48,6 @@ fn main() -> Result<()> {
         Command::BuildPtx => build_ptx::run().map(drop),
         Command::CheckPtx => check_ptx::run(),
         Command::Test => test::run(),
+        Command::Bench { which: BenchTarget::Gemm(args) } => bench_gemm::run(&args),
     }
 }

@@ -421,6 +421,9 @@ mod tests {
 
     const KINDS: [(bool, u32); 4] = [(true, 2), (true, 4), (false, 2), (false, 4)];
 
+    /// An `ldmatrix` row-address formula: (lane, tile, k-step) → (row, chunk).
+    type Provider = fn(u32, u32, u32) -> (u32, u32);
+
     fn rows(k_major: bool, elem_bytes: u32) -> u32 {
         tc::TILE_BYTES / 16 / tc::row_chunks(k_major, elem_bytes)
     }
@@ -433,7 +436,7 @@ mod tests {
             for row in 0..rows(k_major, eb) {
                 for chunk in 0..chunks {
                     let off = tc::tile_offset(k_major, eb, row, chunk);
-                    assert!(off < tc::TILE_BYTES && off % 16 == 0);
+                    assert!(off < tc::TILE_BYTES && off.is_multiple_of(16));
                     assert!(seen.insert(off), "k_major={k_major} eb={eb} row={row} chunk={chunk}");
                 }
             }
@@ -469,7 +472,7 @@ mod tests {
     fn ldmatrix_reads_are_conflict_free() {
         for kk in 0..2u32 {
             for t in 0..4u32 {
-                let cases: [(bool, u32, fn(u32, u32, u32) -> (u32, u32)); 6] = [
+                let cases: [(bool, u32, Provider); 6] = [
                     (true, 2, tc::a_ldsm_k_major),
                     (true, 4, tc::a_ldsm_k_major),
                     (false, 2, tc::a_ldsm_m_major),

@@ -28,7 +28,7 @@ pub unsafe fn bias_grad<T: VecIo<8>>(p: BiasGradParams<T>) {
     let n0 = block_idx_x() * COLS;
     let dy = p.dy.as_ptr();
     let ld = p.ld as u64;
-    let vector = aligned16(p.dy.addr() | ld * size_of::<T>() as u64) && n0 + COLS <= p.n;
+    let vector = aligned16(p.dy.addr() | (ld * size_of::<T>() as u64)) && n0 + COLS <= p.n;
     let mut sums = [0.0f32; COLS as usize];
     let mut m = tid;
     while m < p.m {

@@ -96,9 +96,13 @@ impl TensorOp for Tf32Op {
     }
     #[inline(always)]
     unsafe fn load_chunk(p: *const f32, valid: u32) -> [u32; 4] {
-        // SAFETY: only the first `valid` elements are read (the caller's contract).
-        core::array::from_fn(
-            |e| if (e as u32) < valid { unsafe { (*p.add(e)).to_bits() } } else { 0 },
-        )
+        core::array::from_fn(|e| {
+            if (e as u32) < valid {
+                // SAFETY: element e < valid is readable (the caller's contract).
+                unsafe { (*p.add(e)).to_bits() }
+            } else {
+                0
+            }
+        })
     }
 }

@@ -204,12 +204,6 @@ pub struct Epilogue<'a, O> {
     pub activation: Activation<'a, O>,
 }
 
-impl<O> Default for Activation<'_, O> {
-    fn default() -> Self {
-        Activation::None
-    }
-}
-
 impl<O> Default for Epilogue<'_, O> {
     /// No bias, no activation.
     fn default() -> Self {
