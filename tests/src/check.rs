@@ -63,3 +63,18 @@ pub fn assert_bits_eq<T: bytemuck::Pod + std::fmt::Debug>(
     }
     panic!("{msg}\n  (TEST_SEED={seed} reproduces)");
 }
+
+/// Like [`assert_bits_eq`] for float elements, except that every NaN equals every NaN: the
+/// payload and sign of a NaN are not specified across CPU and GPU (x86 produces `0xffc00000`
+/// for `inf - inf`, NVIDIA GPUs the canonical `0x7fffffff`).
+pub fn assert_floats_eq<T: cpu_ref::precision::Element + bytemuck::Pod>(
+    what: &str,
+    seed: u64,
+    got: &[T],
+    want: &[T],
+) {
+    let canonical = |v: &[T]| -> Vec<T> {
+        v.iter().map(|x| if x.to_f32().is_nan() { T::from_f32(f32::NAN) } else { *x }).collect()
+    };
+    assert_bits_eq(what, seed, &canonical(got), &canonical(want));
+}

@@ -1,6 +1,7 @@
 //! The runtimes kernel tests run on, and their random inputs.
 
 use gpu_host::{Device, DeviceElement, Gpu, GpuError};
+use ptx_sim::Simulator;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use std::io::Write;
@@ -26,6 +27,19 @@ pub fn gpu() -> Option<&'static Gpu> {
         Err(e) => panic!("a GPU is present but unusable: {e}"),
     });
     gpu.as_ref().ok()
+}
+
+/// The PTX simulator of the project's sm_80 module, shared by all tests of this process.
+///
+/// # Panics
+/// When the PTX was not built (`cargo xtask build-ptx`) or does not parse: the simulator
+/// tests run on every machine, so missing PTX is a failure, not a reason to skip.
+pub fn sim() -> &'static Simulator {
+    static SIM: OnceLock<Simulator> = OnceLock::new();
+    SIM.get_or_init(|| match Simulator::new() {
+        Ok(sim) => sim,
+        Err(e) => panic!("the PTX simulator cannot load the project's PTX: {e}"),
+    })
 }
 
 /// Whether `dev` is the CUDA GPU (as opposed to the simulator): tests use it to pick problem

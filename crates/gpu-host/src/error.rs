@@ -77,6 +77,63 @@ pub enum GpuError {
     /// A failure reported by a non-CUDA runtime (the PTX simulator).
     #[error("{0}")]
     Runtime(String),
+    /// The PTX simulator stopped a kernel: a fault a GPU would not report precisely (an
+    /// out-of-bounds access, a shared-memory race, ...) or PTX it cannot run. `detail` names
+    /// the kernel, block, thread, PTX line and instruction, and the address involved.
+    #[error("ptx-sim: {kind}: {detail}")]
+    Sim {
+        /// What went wrong.
+        kind: SimErrorKind,
+        /// Where and how, in words.
+        detail: String,
+    },
+}
+
+/// The kinds of [`GpuError::Sim`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SimErrorKind {
+    /// A load or store outside every allocation, outside the block's shared memory, or
+    /// outside the parameter or local space.
+    OutOfBounds,
+    /// An access whose address is not a multiple of its size.
+    Misaligned,
+    /// Two threads touched the same shared-memory bytes, at least one writing, with no
+    /// barrier between them.
+    SharedRace,
+    /// Shared-memory bytes accessed while a `cp.async` into them is still in flight (a missing
+    /// or too late `cp.async.wait_group`).
+    AsyncCopyHazard,
+    /// A read of shared-memory bytes that no thread of the block has written.
+    UninitializedShared,
+    /// A warp-collective or barrier rule of the PTX ISA was broken: lanes of an `.aligned`
+    /// instruction at different instructions, a member mask naming an exited lane or a lane
+    /// that never arrives.
+    IllegalCollective,
+    /// Every live thread of a block waits and none can proceed.
+    Deadlock,
+    /// The kernel executed `trap`.
+    Trap,
+    /// An integer division by zero (the result is unspecified in PTX).
+    DivisionByZero,
+    /// PTX the simulator does not parse or an instruction or modifier it does not implement.
+    Unsupported,
+}
+
+impl std::fmt::Display for SimErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SimErrorKind::OutOfBounds => "out-of-bounds access",
+            SimErrorKind::Misaligned => "misaligned access",
+            SimErrorKind::SharedRace => "shared-memory race",
+            SimErrorKind::AsyncCopyHazard => "cp.async hazard",
+            SimErrorKind::UninitializedShared => "uninitialized shared-memory read",
+            SimErrorKind::IllegalCollective => "illegal collective",
+            SimErrorKind::Deadlock => "deadlock",
+            SimErrorKind::Trap => "trap",
+            SimErrorKind::DivisionByZero => "integer division by zero",
+            SimErrorKind::Unsupported => "unsupported PTX",
+        })
+    }
 }
 
 impl GpuError {

@@ -22,6 +22,6 @@ mod view;
 pub use cuda::{Gpu, GpuInfo};
 pub use device::{Device, DeviceBuffer, LaunchConfig};
 pub use element::DeviceElement;
-pub use error::{GpuError, Result};
+pub use error::{GpuError, Result, SimErrorKind};
 pub use ptx::{PtxArch, embedded_ptx};
 pub use view::{DeviceView, DeviceViewMut};
