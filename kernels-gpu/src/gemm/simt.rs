@@ -160,22 +160,6 @@ pub unsafe fn gemm<const A_ROW: bool, const B_COL: bool>(p: GemmParams<f32, f32>
                 });
             });
             if prefetch {
-                (a_op.load(kt + 1), b_op.load(kt + 1))
-            } else {
-                ([0.0; 4], [0.0; 4])
-            };
-            for k in 0..BK {
-                let (lo, hi) = (ld4(a_tile(cur), k, 4 * ty), ld4(a_tile(cur), k, 64 + 4 * ty));
-                let a_frag = [lo[0], lo[1], lo[2], lo[3], hi[0], hi[1], hi[2], hi[3]];
-                let (lo, hi) = (ld4(b_tile(cur), k, 4 * tx), ld4(b_tile(cur), k, 64 + 4 * tx));
-                let b_frag = [lo[0], lo[1], lo[2], lo[3], hi[0], hi[1], hi[2], hi[3]];
-                for i in 0..8 {
-                    for j in 0..8 {
-                        acc[i][j] = core::f32::math::mul_add(a_frag[i], b_frag[j], acc[i][j]);
-                    }
-                }
-            }
-            if prefetch {
                 a_op.store(a_tile(next), a_next);
                 b_op.store(b_tile(next), b_next);
             }
