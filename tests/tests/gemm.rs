@@ -15,7 +15,8 @@ use cpu_ref::gemm::{self as reference, Gemm, Rounding};
 use cpu_ref::precision::Element;
 use gpu_host::kernels::elementwise::{FloatElement, fill};
 use gpu_host::kernels::gemm::{
-    Activation, Epilogue, GemmSpec, GemmTypes, Layout, Precision, bias_grad, gemm,
+    Activation, Epilogue, GemmOutput, GemmSpec, GemmTypes, Layout, Precision, bias_grad, gemm,
+    gemm_split_k,
 };
 use gpu_host::{Device, DeviceBuffer, DeviceElement, GpuError};
 use half::{bf16, f16};
@@ -166,7 +167,7 @@ fn assert_matches<O: DeviceElement + Element>(
 fn run<D: Device, I, O>(dev: &D, rng: &mut TestRng, case: &Case)
 where
     I: GemmTypes<O> + Element,
-    O: DeviceElement + Element,
+    O: GemmOutput + Element,
 {
     let s = &case.spec;
     let [a_off, b_off, c_off] = case.offsets;
@@ -194,15 +195,16 @@ where
             Act::DGelu => Activation::DGelu { pre_act: dpre.view().slice(c_off..c_total).unwrap() },
         };
         let epilogue = Epilogue { bias: dbias.as_ref().map(|d| d.view()), activation };
-        gemm(
-            dev,
-            s,
-            da.view().slice(a_off..a_off + s.a_len()).unwrap(),
-            db.view().slice(b_off..b_off + s.b_len()).unwrap(),
-            dc.view_mut().slice_mut(c_off..c_total).unwrap(),
-            epilogue,
-        )
-        .unwrap_or_else(|e| panic!("launch of {case:?} failed: {e}"));
+        let a_view = da.view().slice(a_off..a_off + s.a_len()).unwrap();
+        let b_view = db.view().slice(b_off..b_off + s.b_len()).unwrap();
+        let c_view = dc.view_mut().slice_mut(c_off..c_total).unwrap();
+        let launched = if s.split_k > 1 {
+            let mut workspace = poisoned::<D, f32>(dev, s.workspace_len()).unwrap();
+            gemm_split_k(dev, s, a_view, b_view, c_view, epilogue, workspace.view_mut())
+        } else {
+            gemm(dev, s, a_view, b_view, c_view, epilogue)
+        };
+        launched.unwrap_or_else(|e| panic!("launch of {case:?} failed: {e}"));
     }
     let got = dev.download(dc.view()).unwrap();
     let got_pre = dev.download(dpre.view()).unwrap();
@@ -271,13 +273,13 @@ where
 /// A 2×2-block problem with partial tiles in M, N and K, for runtimes that interpret the PTX;
 /// larger on a GPU.
 fn small_shape<D: Device + 'static>(dev: &D) -> (usize, usize, usize) {
-    if is_gpu(dev) { (517, 389, 263) } else { (130, 137, 41) }
+    if is_gpu(dev) { (517, 389, 263) } else { (130, 137, 167) }
 }
 
 /// Every layout combination, with 16-byte aligned padded rows (`cp.async` and vector paths,
 /// zero-filled partial chunks at the K and M/N edges) and dense (unaligned rows, fallback
 /// paths), alpha ≠ 1.
-fn check_layouts<D: Device + 'static, I: GemmTypes<O> + Element, O: DeviceElement + Element>(
+fn check_layouts<D: Device + 'static, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
     dev: &D,
     precision: Precision,
 ) {
@@ -298,12 +300,12 @@ fn check_layouts<D: Device + 'static, I: GemmTypes<O> + Element, O: DeviceElemen
 /// Bias, GELU (with and without the stored pre-activation), GELU backward, beta ≠ 0 and
 /// beta = 1 accumulation, spread over the layouts; vector epilogue (aligned rows) except one
 /// case with dense, unaligned rows.
-fn check_epilogues<D: Device + 'static, I: GemmTypes<O> + Element, O: DeviceElement + Element>(
+fn check_epilogues<D: Device + 'static, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
     dev: &D,
     precision: Precision,
 ) {
     let mut rng = TestRng::new();
-    let (m, n, k) = if is_gpu(dev) { (300, 500, 200) } else { (70, 150, 33) };
+    let (m, n, k) = if is_gpu(dev) { (300, 500, 200) } else { (70, 150, 77) };
     let acts = [
         (Act::Gelu { store: true }, true, 0.0),
         (Act::Gelu { store: false }, false, 0.0),
@@ -326,7 +328,7 @@ fn check_epilogues<D: Device + 'static, I: GemmTypes<O> + Element, O: DeviceElem
 
 /// Batched products with gaps between batches, a broadcast operand (stride 0) and a bias:
 /// aligned rows and strides, then odd ones.
-fn check_batched<D: Device + 'static, I: GemmTypes<O> + Element, O: DeviceElement + Element>(
+fn check_batched<D: Device + 'static, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
     dev: &D,
     precision: Precision,
 ) {
@@ -348,13 +350,41 @@ fn check_batched<D: Device + 'static, I: GemmTypes<O> + Element, O: DeviceElemen
     }
 }
 
+/// Split-K: slices that divide the K steps and ones that do not, more slices requested than
+/// there are K steps, with the epilogues (bias, GELU with stored pre-activation, GELU
+/// backward, beta ≠ 0), batches, aligned and unaligned rows.
+fn check_split_k<D: Device + 'static, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
+    dev: &D,
+    precision: Precision,
+) {
+    let mut rng = TestRng::new();
+    let (m, n, k) = if is_gpu(dev) { (300, 264, 4000) } else { (100, 136, 300) };
+    let cases = [
+        (3, true, Act::Gelu { store: true }, true, 0.5, 1),
+        (4, false, Act::DGelu, false, 0.0, 2),
+        (64, true, Act::None, true, 1.0, 1),
+    ];
+    for (i, (split, aligned, act, bias, beta, batch)) in cases.into_iter().enumerate() {
+        let case = Case::new(m, n, if i == 2 { 40 } else { k }, LAYOUTS[(i + 1) % 4], precision);
+        let mut case = if aligned { case.aligned() } else { case.odd_padded() };
+        (case.act, case.bias) = (act, bias);
+        let s = &mut case.spec;
+        (s.split_k, s.beta, s.batch) = (split, beta, batch);
+        s.stride_a = s.a_len();
+        s.stride_b = s.b_len();
+        s.stride_c = s.c_len();
+        assert!(s.split_plan().0 > 1, "case {i} must split: {:?}", s.split_plan());
+        run::<D, I, O>(dev, &mut rng, &case);
+    }
+}
+
 /// Operands that are not 16-byte aligned (odd leading dimensions, views starting one element
 /// in), which take the element-wise fallback paths, and shapes at the edges: one element,
 /// K smaller than one instruction, K = 0 (`C = beta·C + bias`).
 fn check_unaligned_and_edges<
     D: Device + 'static,
     I: GemmTypes<O> + Element,
-    O: DeviceElement + Element,
+    O: GemmOutput + Element,
 >(
     dev: &D,
     precision: Precision,
@@ -378,7 +408,11 @@ fn check_unaligned_and_edges<
 
 /// The GPT-2 124M matmuls at B·T = 16384 (forward, input and weight gradients of qkv, attention
 /// projection, fc, fc projection and the 50304-wide classifier), checked on a sample of rows.
-fn check_gpt2_shapes<D: Device + 'static, I: GemmTypes<O> + Element, O: FloatElement + Element>(
+fn check_gpt2_shapes<
+    D: Device + 'static,
+    I: GemmTypes<O> + Element,
+    O: FloatElement + GemmOutput + Element,
+>(
     dev: &D,
     precision: Precision,
 ) {
@@ -400,7 +434,7 @@ fn check_gpt2_shapes<D: Device + 'static, I: GemmTypes<O> + Element, O: FloatEle
 }
 
 /// Runs `s` (bias on the forward shapes) and checks 24 sampled rows of C against f64 products.
-fn check_sampled<D: Device, I: GemmTypes<O> + Element, O: FloatElement + Element>(
+fn check_sampled<D: Device, I: GemmTypes<O> + Element, O: FloatElement + GemmOutput + Element>(
     dev: &D,
     rng: &mut TestRng,
     s: &GemmSpec,
@@ -500,10 +534,16 @@ fn check_argument_errors(dev: &impl Device) {
     expect(GemmSpec { precision: Precision::Bf16, ..s }, "precision");
     expect(GemmSpec { batch: 2, stride_c: 8, ..s }, "stride_c");
     expect(GemmSpec { batch: 0, ..s }, "batch");
+    expect(GemmSpec { k: 64, split_k: 2, ..s }, "split_k");
     let short_bias = dev.upload(&[0.0f32; 7]).unwrap();
     let epilogue = Epilogue { bias: Some(short_bias.view()), ..Epilogue::default() };
     let err = gemm(dev, &s, a.view(), a.view(), c.view_mut(), epilogue).unwrap_err();
     assert!(err.to_string().contains("`bias`"), "unexpected error: {err}");
+    let split = GemmSpec { m: 4, n: 4, k: 16, lda: 16, ldb: 4, ldc: 4, split_k: 2, ..s };
+    let mut short = dev.alloc::<f32>(split.workspace_len() - 1).unwrap();
+    let (av, cv, wv) = (a.view(), c.view_mut(), short.view_mut());
+    let err = gemm_split_k(dev, &split, av, av, cv, Epilogue::default(), wv).unwrap_err();
+    assert!(err.to_string().contains("`workspace`"), "unexpected error: {err}");
     let mut db = dev.alloc::<f32>(8).unwrap();
     let err = bias_grad(dev, a.view(), 9, 8, db.view_mut(), 0.0).unwrap_err();
     assert!(err.to_string().contains("`dy`"), "unexpected error: {err}");
@@ -525,6 +565,9 @@ macro_rules! precision_tests {
             }
             pub fn unaligned_and_edges(dev: &(impl Device + 'static)) {
                 check_unaligned_and_edges::<_, $in, $out>(dev, Precision::$precision);
+            }
+            pub fn split_k(dev: &(impl Device + 'static)) {
+                check_split_k::<_, $in, $out>(dev, Precision::$precision);
             }
         }
     )*};
@@ -561,30 +604,36 @@ kernel_tests! {
     gemm_fp32_epilogues => fp32::epilogues;
     gemm_fp32_batched => fp32::batched;
     gemm_fp32_unaligned_and_edges => fp32::unaligned_and_edges;
+    gemm_fp32_split_k => fp32::split_k;
     gemm_fp32_gpt2_shapes => gpt2_fp32;
     gemm_tf32_layouts => tf32::layouts;
     gemm_tf32_epilogues => tf32::epilogues;
     gemm_tf32_batched => tf32::batched;
     gemm_tf32_unaligned_and_edges => tf32::unaligned_and_edges;
+    gemm_tf32_split_k => tf32::split_k;
     gemm_tf32_gpt2_shapes => gpt2_tf32;
     gemm_bf16_layouts => bf16_bf16::layouts;
     gemm_bf16_epilogues => bf16_bf16::epilogues;
     gemm_bf16_batched => bf16_bf16::batched;
     gemm_bf16_unaligned_and_edges => bf16_bf16::unaligned_and_edges;
+    gemm_bf16_split_k => bf16_bf16::split_k;
     gemm_bf16_gpt2_shapes => gpt2_bf16;
     gemm_bf16_f32out_layouts => bf16_f32::layouts;
     gemm_bf16_f32out_epilogues => bf16_f32::epilogues;
     gemm_bf16_f32out_batched => bf16_f32::batched;
     gemm_bf16_f32out_unaligned_and_edges => bf16_f32::unaligned_and_edges;
+    gemm_bf16_f32out_split_k => bf16_f32::split_k;
     gemm_f16_layouts => f16_f16::layouts;
     gemm_f16_epilogues => f16_f16::epilogues;
     gemm_f16_batched => f16_f16::batched;
     gemm_f16_unaligned_and_edges => f16_f16::unaligned_and_edges;
+    gemm_f16_split_k => f16_f16::split_k;
     gemm_f16_gpt2_shapes => gpt2_f16;
     gemm_f16_f32out_layouts => f16_f32::layouts;
     gemm_f16_f32out_epilogues => f16_f32::epilogues;
     gemm_f16_f32out_batched => f16_f32::batched;
     gemm_f16_f32out_unaligned_and_edges => f16_f32::unaligned_and_edges;
+    gemm_f16_f32out_split_k => f16_f32::split_k;
     bias_grad_f32 => check_bias_grad::<_, f32>;
     bias_grad_bf16 => check_bias_grad::<_, bf16>;
     bias_grad_f16 => check_bias_grad::<_, f16>;

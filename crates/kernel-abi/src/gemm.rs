@@ -23,7 +23,14 @@
 //! - `bias`, `pre_act_store` and `pre_act_load` have the output element type; the
 //!   pre-activation matrices use `ldc` and `stride_c`, like `C`.
 //! - gelu is the tanh approximation `0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))` and gelu' its
-//!   exact derivative (llm.c's `gelu_forward` / `gelu_backward`).
+//!   exact derivative (llm.c's `gelu_forward` / `gelu_backward`), applied to the f32 value `v`
+//!   (a stored pre-activation is `v` rounded to the output type).
+//!
+//! # Split-K
+//! With `split_k > 1` the GEMM entry only computes partial products over K slices into an f32
+//! workspace, and a second launch (`gemm_split_reduce_<out>`, same parameters) sums the slices
+//! in slice order (deterministic) and applies the whole epilogue. It fills the GPU when the
+//! output has few tiles and K is long (the weight gradients: M·N = 768·768, K = B·T).
 //!
 //! # Entry points
 //! Layouts and the input/output element types are compile-time (one entry per combination):
@@ -33,7 +40,7 @@
 //! the main loop. Entries are named `gemm_<variant>_<a><b>_<out>`, with `<a>`/`<b>` = `r` (row-
 //! major) or `c` (column-major): e.g. `gemm_bf16_rc_bf16` is the forward `X·Wᵀ` in bf16.
 
-use crate::kernel::{Kernel, KernelParams, KernelSig};
+use crate::kernel::{Kernel, KernelParams, KernelSig, LaunchBounds};
 use crate::ptr::{Bf16, DevicePtr, DevicePtrMut, F16};
 
 /// Storage order of an operand.
@@ -69,6 +76,10 @@ pub struct GemmParams<I: Copy, O: Copy> {
     pub pre_act_store: DevicePtrMut<O>,
     /// The pre-activation `ACT_DGELU` differentiates at (null otherwise).
     pub pre_act_load: DevicePtr<O>,
+    /// Split-K partial sums (null when `split_k == 1`): the block of slice `s`, batch `z`
+    /// writes the raw f32 products of its tile to `workspace[(z·split_k + s)·M·N + m·N + n]`;
+    /// [`SPLIT_REDUCE_F32`] and friends then sum the slices and apply the epilogue.
+    pub workspace: DevicePtrMut<f32>,
     /// Elements between consecutive batches of A.
     pub stride_a: u64,
     /// Elements between consecutive batches of B.
@@ -97,6 +108,10 @@ pub struct GemmParams<I: Copy, O: Copy> {
     pub tiles_m: u32,
     /// Tiles in N (`ceil(N / BN)`).
     pub tiles_n: u32,
+    /// Number of K slices (`grid.y`); 1 = no split-K.
+    pub split_k: u32,
+    /// K tiles per slice: slice `s` multiplies K tiles `[s·k_tiles_per_split, …)`.
+    pub k_tiles_per_split: u32,
 }
 
 // SAFETY: #[repr(C)] struct of device pointers (8 bytes), u64s, then u32/f32 fields; the only
@@ -150,16 +165,16 @@ pub const fn raster(tile: u32, tiles_m: u32, tiles_n: u32, group: u32) -> (u32, 
 
 /// `a / b`, or 0 when `b == 0` (no panic path in device code).
 #[inline]
-const fn div(a: u32, b: u32) -> u32 {
+pub const fn div(a: u32, b: u32) -> u32 {
     match a.checked_div(b) {
         Some(q) => q,
         None => 0,
     }
 }
 
-/// `a % b`, or 0 when `b == 0`.
+/// `a % b`, or 0 when `b == 0` (no panic path in device code).
 #[inline]
-const fn rem(a: u32, b: u32) -> u32 {
+pub const fn rem(a: u32, b: u32) -> u32 {
     match a.checked_rem(b) {
         Some(r) => r,
         None => 0,
@@ -170,7 +185,8 @@ const fn rem(a: u32, b: u32) -> u32 {
 pub const RASTER_GROUP: u32 = 8;
 
 /// FP32 SIMT kernel geometry: 128×128 block tile, BK = 8, 256 threads, 8×8 outputs per thread
-/// (two 4×4 quadrants 64 apart in each dimension), double-buffered shared memory.
+/// (two 4×4 quadrants 64 apart in each dimension), double-buffered shared memory, an epilogue
+/// staged through shared memory in 4 phases of 32 rows.
 pub mod simt {
     /// Block tile rows.
     pub const BM: u32 = 128;
@@ -187,6 +203,8 @@ pub mod simt {
     pub const TILE_BYTES: u32 = BK * ROW_FLOATS * 4;
     /// Dynamic shared memory: two buffers of the A and B tiles.
     pub const SMEM_BYTES: u32 = 2 * 2 * TILE_BYTES;
+    /// The epilogue stages 32 rows of the block tile at a time through the same memory.
+    const _: () = assert!(32 * ROW_FLOATS * 4 <= SMEM_BYTES);
 }
 
 /// Tensor-core (`mma.sync`) kernel geometry, shared by the TF32, BF16 and FP16 variants.
@@ -371,6 +389,16 @@ gemm_family!(/// `gemm_f16_*_f16`: `mma.sync` m16n8k16 FP16, f16 output.
 gemm_family!(/// `gemm_f16_*_f32`: `mma.sync` m16n8k16 FP16, f32 output.
     F16_F32: F16 => f32, "gemm_f16", "f32");
 
+/// `gemm_split_reduce_f32`: sums split-K partials, applies the epilogue, f32 output.
+pub const SPLIT_REDUCE_F32: Kernel<GemmParams<f32, f32>> = Kernel::new("gemm_split_reduce_f32");
+/// `gemm_split_reduce_bf16`: as [`SPLIT_REDUCE_F32`], bf16 output.
+pub const SPLIT_REDUCE_BF16: Kernel<GemmParams<f32, Bf16>> = Kernel::new("gemm_split_reduce_bf16");
+/// `gemm_split_reduce_f16`: as [`SPLIT_REDUCE_F32`], f16 output.
+pub const SPLIT_REDUCE_F16: Kernel<GemmParams<f32, F16>> = Kernel::new("gemm_split_reduce_f16");
+
+/// Threads per block of the split-K reduction (each sums one run of 8 columns of one row).
+pub const SPLIT_REDUCE_THREADS: u32 = 256;
+
 /// `bias_grad_f32`.
 pub const BIAS_GRAD_F32: Kernel<BiasGradParams<f32>> = Kernel::new("bias_grad_f32");
 /// `bias_grad_bf16`.
@@ -378,8 +406,8 @@ pub const BIAS_GRAD_BF16: Kernel<BiasGradParams<Bf16>> = Kernel::new("bias_grad_
 /// `bias_grad_f16`.
 pub const BIAS_GRAD_F16: Kernel<BiasGradParams<F16>> = Kernel::new("bias_grad_f16");
 
-/// The 24 GEMM entries, then the 3 bias-gradient entries.
-const SIGS: [KernelSig; 27] = {
+/// The 24 GEMM entries, the 3 bias-gradient entries, the 3 split-K reductions.
+const SIGS: [KernelSig; 30] = {
     let families = [
         SIMT_F32.sigs(),
         TF32_F32.sigs(),
@@ -388,7 +416,7 @@ const SIGS: [KernelSig; 27] = {
         F16_F16.sigs(),
         F16_F32.sigs(),
     ];
-    let mut out = [BIAS_GRAD_F32.sig(); 27];
+    let mut out = [BIAS_GRAD_F32.sig(); 30];
     let mut i = 0;
     while i < 24 {
         out[i] = families[i / 4][i % 4];
@@ -396,11 +424,28 @@ const SIGS: [KernelSig; 27] = {
     }
     out[25] = BIAS_GRAD_BF16.sig();
     out[26] = BIAS_GRAD_F16.sig();
+    out[27] = SPLIT_REDUCE_F32.sig();
+    out[28] = SPLIT_REDUCE_BF16.sig();
+    out[29] = SPLIT_REDUCE_F16.sig();
     out
 };
 
 /// Every GEMM entry point.
 pub const KERNELS: &[KernelSig] = &SIGS;
+
+/// Two blocks per SM for every GEMM variant: the SIMT kernel then stays within 128 registers
+/// (256 threads), the tensor-core kernels within 255 (128 threads, their 64 KiB of shared
+/// memory also fits twice).
+pub const LAUNCH_BOUNDS: &[LaunchBounds] = &{
+    let mut out = [LaunchBounds { name: "", max_threads: 0, min_blocks_per_sm: 2 }; 24];
+    let mut i = 0;
+    while i < 24 {
+        let threads = if i < 4 { simt::THREADS } else { tc::THREADS };
+        out[i] = LaunchBounds { name: SIGS[i].name, max_threads: threads, min_blocks_per_sm: 2 };
+        i += 1;
+    }
+    out
+};
 
 #[cfg(test)]
 mod tests {

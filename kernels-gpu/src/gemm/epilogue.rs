@@ -9,7 +9,7 @@ use crate::arch::global;
 use crate::arch::math::tanh_approx_f32;
 use crate::elem::Elem;
 use crate::unroll::unroll;
-use kernel_abi::gemm::{ACT_DGELU, ACT_GELU, GemmParams};
+use kernel_abi::gemm::{ACT_DGELU, ACT_GELU, ACT_NONE, GemmParams};
 
 /// √(2/π).
 const GELU_SCALE: f32 = 0.797_884_6;
@@ -89,7 +89,7 @@ macro_rules! store_run {
         where
             O: VecIo<$len>,
         {
-            let at = (m as u64 * self.ldc + n as u64) as usize;
+            let at = (m as u64 * self.ldc as u64 + n as u64) as usize;
             let mut v = acc.map(|x| self.alpha * x);
             if self.vector && n + $len <= self.n {
                 // SAFETY: the run is inside row m of every epilogue matrix and 16-byte aligned
@@ -105,12 +105,12 @@ macro_rules! store_run {
                         v = core::array::from_fn(|e| v[e] + bias[e]);
                     }
                     if self.activation == ACT_GELU {
-                        if !self.pre_store.is_null() {
-                            O::store_vec(self.pre_store.add(at), v);
+                        if !self.pre_act.is_null() {
+                            O::store_vec(self.pre_act.add(at), v);
                         }
                         v = v.map(gelu);
                     } else if self.activation == ACT_DGELU {
-                        let x = O::load_vec(self.pre_load.add(at));
+                        let x = O::load_vec(self.pre_act.add(at));
                         v = core::array::from_fn(|e| v[e] * gelu_grad(x[e]));
                     }
                     O::store_vec(self.c.add(at), v);
@@ -131,9 +131,9 @@ macro_rules! store_run {
 pub struct Epilogue<O> {
     c: *mut O,
     bias: *const O,
-    pre_store: *mut O,
-    pre_load: *const O,
-    ldc: u64,
+    /// The pre-activation: written under `ACT_GELU` (when not null), read under `ACT_DGELU`.
+    pre_act: *mut O,
+    ldc: u32,
     n: u32,
     alpha: f32,
     beta: f32,
@@ -162,17 +162,14 @@ impl<O: Elem> Epilogue<O> {
             Self {
                 c: p.c.as_mut_ptr().add(offset as usize),
                 bias: p.bias.as_ptr(),
-                pre_store: if p.pre_act_store.is_null() {
+                pre_act: if p.activation == ACT_DGELU {
+                    p.pre_act_load.as_ptr().cast_mut().add(offset as usize)
+                } else if p.pre_act_store.is_null() {
                     core::ptr::null_mut()
                 } else {
                     p.pre_act_store.as_mut_ptr().add(offset as usize)
                 },
-                pre_load: if p.pre_act_load.is_null() {
-                    core::ptr::null()
-                } else {
-                    p.pre_act_load.as_ptr().add(offset as usize)
-                },
-                ldc: p.ldc as u64,
+                ldc: p.ldc,
                 n: p.n,
                 alpha: p.alpha,
                 beta: p.beta,
@@ -213,14 +210,59 @@ impl<O: Elem> Epilogue<O> {
                 v += (*self.bias.add(col)).to_f32();
             }
             if self.activation == ACT_GELU {
-                if !self.pre_store.is_null() {
-                    *self.pre_store.add(at) = O::from_f32(v);
+                if !self.pre_act.is_null() {
+                    *self.pre_act.add(at) = O::from_f32(v);
                 }
                 v = gelu(v);
             } else if self.activation == ACT_DGELU {
-                v *= gelu_grad((*self.pre_load.add(at)).to_f32());
+                v *= gelu_grad((*self.pre_act.add(at)).to_f32());
             }
             *self.c.add(at) = O::from_f32(v);
+        }
+    }
+}
+
+/// A destination for runs of 8 finished accumulators: a launch's epilogue, or the split-K
+/// partial sums (which are always f32, whatever the output type).
+pub trait Runs8 {
+    /// As [`Epilogue::store8`].
+    ///
+    /// # Safety
+    /// As [`Epilogue::store8`].
+    unsafe fn store8(&self, m: u32, n: u32, acc: [f32; 8]);
+}
+
+impl<O: VecIo<8>> Runs8 for Epilogue<O> {
+    #[inline(always)]
+    unsafe fn store8(&self, m: u32, n: u32, acc: [f32; 8]) {
+        // SAFETY: forwarded contract.
+        unsafe { Epilogue::store8(self, m, n, acc) }
+    }
+}
+
+impl Epilogue<f32> {
+    /// Stores split-K partial sums as they are (alpha 1, no C, bias or activation): slice
+    /// `slice` of batch `batch` of the launch `p` goes to its dense M×N block of
+    /// `p.workspace` (see `kernel_abi::gemm::GemmParams::workspace`).
+    ///
+    /// # Safety
+    /// `p.workspace` must hold `batch count · split_k · M · N` f32, `batch < batch count`,
+    /// `slice < split_k`.
+    #[inline(always)]
+    pub unsafe fn partials<I: Copy, T: Copy>(p: &GemmParams<I, T>, batch: u32, slice: u32) -> Self {
+        let block = (batch as u64 * p.split_k as u64 + slice as u64) * p.m as u64 * p.n as u64;
+        // SAFETY: the block lies inside the workspace (the caller's contract).
+        let c = unsafe { p.workspace.as_mut_ptr().add(block as usize) };
+        Self {
+            c,
+            bias: core::ptr::null(),
+            pre_act: core::ptr::null_mut(),
+            ldc: p.n,
+            n: p.n,
+            alpha: 1.0,
+            beta: 0.0,
+            activation: ACT_NONE,
+            vector: aligned16(p.workspace.addr() | (p.n as u64 * 4)),
         }
     }
 }

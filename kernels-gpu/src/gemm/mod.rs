@@ -4,6 +4,7 @@
 //! - [`mma`]: tensor cores through `mma.sync`, instantiated for TF32 ([`tensor_op::Tf32Op`]),
 //!   BF16 and FP16, with [`tile_copy`] (global → shared, `cp.async`), [`fragments`] (shared →
 //!   registers, `ldmatrix`) and the shared [`epilogue`];
+//! - [`split_reduce`]: the second pass of split-K (sums the K slices, applies the epilogue);
 //! - [`bias_grad`]: the column-sum reduction for bias gradients.
 //!
 //! Every entry point below is one instantiation: variant × A layout × B layout × output type.
@@ -13,6 +14,7 @@ pub mod epilogue;
 pub mod fragments;
 pub mod mma;
 pub mod simt;
+pub mod split_reduce;
 pub mod tensor_op;
 pub mod tile_copy;
 
@@ -60,6 +62,9 @@ entries! {
     gemm_f16_rc_f32(GemmParams<F16, f32>) => mma::gemm::<F16Op, f32, true, true>;
     gemm_f16_cr_f32(GemmParams<F16, f32>) => mma::gemm::<F16Op, f32, false, false>;
     gemm_f16_cc_f32(GemmParams<F16, f32>) => mma::gemm::<F16Op, f32, false, true>;
+    gemm_split_reduce_f32(GemmParams<f32, f32>) => split_reduce::split_reduce::<f32>;
+    gemm_split_reduce_bf16(GemmParams<f32, Bf16>) => split_reduce::split_reduce::<Bf16>;
+    gemm_split_reduce_f16(GemmParams<f32, F16>) => split_reduce::split_reduce::<F16>;
     bias_grad_f32(BiasGradParams<f32>) => bias_grad::bias_grad::<f32>;
     bias_grad_bf16(BiasGradParams<Bf16>) => bias_grad::bias_grad::<Bf16>;
     bias_grad_f16(BiasGradParams<F16>) => bias_grad::bias_grad::<F16>;

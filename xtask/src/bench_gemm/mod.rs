@@ -20,7 +20,9 @@ use anyhow::{Context, Result, bail};
 use cublas::{Api, Blas, LtPlan, Mode};
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
 use gpu_host::kernels::elementwise::{FloatElement, fill};
-use gpu_host::kernels::gemm::{Epilogue, GemmSpec, GemmTypes, Layout, Precision, gemm};
+use gpu_host::kernels::gemm::{
+    Epilogue, GemmOutput, GemmSpec, GemmTypes, Layout, Precision, gemm_split_k,
+};
 use gpu_host::{Device, DeviceBuffer, DeviceElement, Gpu};
 use half::{bf16, f16};
 use report::{Meta, Row};
@@ -131,6 +133,7 @@ pub fn run(args: &Args) -> Result<()> {
         for (precision, mode, label) in VARIANTS {
             let mut spec = problem.spec;
             spec.precision = precision;
+            let spec = spec.with_split_k_for(info.multiprocessors as usize);
             let problem = Problem { name: problem.name.clone(), spec };
             let row = match mode {
                 Mode::Fp32 | Mode::Tf32 => bench.measure::<f32>(&problem, mode, label),
@@ -186,7 +189,7 @@ fn default_report_path(device_name: &str) -> PathBuf {
 }
 
 /// Element types the benchmark fills with random values.
-trait Sample: DeviceElement + FloatElement + GemmTypes<Self> {
+trait Sample: DeviceElement + FloatElement + GemmOutput + GemmTypes<Self> {
     fn from_f32(x: f32) -> Self;
     fn to_f64(self) -> f64;
 }
@@ -298,9 +301,11 @@ impl<'a> Bench<'a> {
         let spec = &problem.spec;
         let mut ops = self.operands::<T>(spec)?;
         let n_sets = ops.sets.len();
+        let mut workspace = self.gpu.alloc::<f32>(spec.workspace_len().max(1))?;
         let ours_ms = self.time(n_sets, |set| {
             let [a, b, c] = &mut ops.sets[set];
-            Ok(gemm(self.gpu, spec, a.view(), b.view(), c.view_mut(), Epilogue::default())?)
+            let (a, b, c, w) = (a.view(), b.view(), c.view_mut(), workspace.view_mut());
+            Ok(gemm_split_k(self.gpu, spec, a, b, c, Epilogue::default(), w)?)
         })?;
         let lt = LtPlan::new(mode, spec, self.workspace.view().addr(), WORKSPACE_BYTES)?;
         let stream = self.gpu.stream().cu_stream().cast();
@@ -320,7 +325,7 @@ impl<'a> Bench<'a> {
         })?;
         let (best_api, best_ms) =
             if blas_ms <= lt_ms { (Api::Blas, blas_ms) } else { (Api::Lt, lt_ms) };
-        let rel_diff = self.compare::<T>(spec, &ops, mode, best_api, &lt)?;
+        let rel_diff = self.compare::<T>(spec, &ops, mode, best_api, &lt, &mut workspace)?;
         let tflops = |ms: f64| spec.flops() / (ms * 1e-3) / 1e12;
         Ok(Row {
             problem: problem.name.clone(),
@@ -342,13 +347,15 @@ impl<'a> Bench<'a> {
         mode: Mode,
         api: Api,
         lt: &LtPlan,
+        workspace: &mut <Gpu as Device>::Buffer<f32>,
     ) -> Result<f64> {
         let [a, b, _] = &ops.sets[0];
         let mut reference = self.gpu.alloc::<T>(spec.c_len())?;
         let mut ours = self.gpu.alloc::<T>(spec.c_len())?;
         fill(self.gpu, reference.view_mut(), T::from_f32(0.0))?;
         fill(self.gpu, ours.view_mut(), T::from_f32(0.0))?;
-        gemm(self.gpu, spec, a.view(), b.view(), ours.view_mut(), Epilogue::default())?;
+        let (av, bv, w) = (a.view(), b.view(), workspace.view_mut());
+        gemm_split_k(self.gpu, spec, av, bv, ours.view_mut(), Epilogue::default(), w)?;
         let (a, b, r) = (a.view().addr(), b.view().addr(), reference.view().addr());
         // SAFETY: the buffers hold the problem's matrices in T.
         unsafe {

@@ -93,7 +93,11 @@ pub fn utc_date(time: SystemTime) -> String {
 fn layouts(spec: &GemmSpec) -> String {
     let l = |x| if x == Layout::RowMajor { "r" } else { "c" };
     let beta = if spec.beta != 0.0 { ", β=1" } else { "" };
-    format!("{}{}{beta}", l(spec.a_layout), l(spec.b_layout))
+    let split = match spec.split_plan().0 {
+        1 => String::new(),
+        slices => format!(", split-K {slices}"),
+    };
+    format!("{}{}{beta}{split}", l(spec.a_layout), l(spec.b_layout))
 }
 
 /// One line per measurement while the benchmark runs.
@@ -145,7 +149,8 @@ pub fn markdown(meta: &Meta, rows: &[Row]) -> String {
     let _ = writeln!(
         s,
         "- Layouts: `rc` = A row-major, B column-major (`X·Wᵀ`), `rr` = `dY·W`, `cr` = \
-         `dYᵀ·X` (β=1 accumulates into dW). GPT-2 124M at B·T = 16384 tokens.\n"
+         `dYᵀ·X` (β=1 accumulates into dW); \"split-K n\": our kernel ran as n K slices plus \
+         the reduction pass (both timed). GPT-2 124M at B·T = 16384 tokens.\n"
     );
     let mut variants: Vec<&str> = Vec::new();
     for row in rows {

@@ -16,7 +16,8 @@ use crate::view::{DeviceView, DeviceViewMut};
 use half::{bf16, f16};
 use kernel_abi::gemm::{
     ACT_DGELU, ACT_GELU, ACT_NONE, BF16_BF16, BF16_F32, BIAS_GRAD_BF16, BIAS_GRAD_F16,
-    BIAS_GRAD_F32, BiasGradParams, F16_F16, F16_F32, GemmKernels, GemmParams, SIMT_F32, TF32_F32,
+    BIAS_GRAD_F32, BiasGradParams, F16_F16, F16_F32, GemmKernels, GemmParams, SIMT_F32,
+    SPLIT_REDUCE_BF16, SPLIT_REDUCE_F16, SPLIT_REDUCE_F32, SPLIT_REDUCE_THREADS, TF32_F32,
     bias_grad as bg, simt, tc,
 };
 use kernel_abi::{DevicePtr, DevicePtrMut, Kernel};
@@ -70,6 +71,8 @@ pub struct GemmSpec {
     pub beta: f32,
     /// Which variant multiplies.
     pub precision: Precision,
+    /// Split K into this many slices (1: no split-K; see [`gemm_split_k`]).
+    pub split_k: usize,
 }
 
 impl GemmSpec {
@@ -101,6 +104,7 @@ impl GemmSpec {
             alpha: 1.0,
             beta: 0.0,
             precision,
+            split_k: 1,
         }
     }
 
@@ -167,6 +171,54 @@ impl GemmSpec {
     pub fn c_len(&self) -> usize {
         extent(self.batch, self.stride_c, self.m, self.n, self.ldc)
     }
+
+    /// K per pipeline step of the variant (8 FP32, 16 TF32, 32 BF16/FP16).
+    pub fn block_k(&self) -> usize {
+        match self.precision {
+            Precision::Fp32 => simt::BK as usize,
+            Precision::Tf32 => (tc::BK_BYTES / 4) as usize,
+            Precision::Bf16 | Precision::Fp16 => (tc::BK_BYTES / 2) as usize,
+        }
+    }
+
+    /// (slices, K steps per slice) actually launched for `split_k`: every slice gets the same
+    /// whole number of K steps except the last, and none is empty.
+    pub fn split_plan(&self) -> (usize, usize) {
+        let steps = self.k.div_ceil(self.block_k());
+        if self.split_k <= 1 || steps <= 1 {
+            return (1, steps);
+        }
+        let per_slice = steps.div_ceil(self.split_k);
+        (steps.div_ceil(per_slice), per_slice)
+    }
+
+    /// f32 elements of split-K workspace [`gemm_split_k`] needs (0 without split-K).
+    pub fn workspace_len(&self) -> usize {
+        match self.split_plan() {
+            (1, _) => 0,
+            (slices, _) => self.batch * slices * self.m * self.n,
+        }
+    }
+
+    /// Picks `split_k` for a GPU with `multiprocessors` SMs: when the output tiles fill less
+    /// than half of the blocks the GPU runs at once (2 per SM), split K so that the slices fill
+    /// about one wave, keeping at least 8 K steps per slice (at most 16 slices). A heuristic,
+    /// not a tuner: it targets the GPT-2 weight gradients (768×768 output, K = B·T).
+    pub fn with_split_k_for(mut self, multiprocessors: usize) -> Self {
+        let (bm, bn) = match self.precision {
+            Precision::Fp32 => (simt::BM, simt::BN),
+            _ => (tc::BM, tc::BN),
+        };
+        let tiles = self.m.div_ceil(bm as usize) * self.n.div_ceil(bn as usize) * self.batch;
+        let resident = 2 * multiprocessors;
+        let steps = self.k.div_ceil(self.block_k());
+        self.split_k = if tiles == 0 || 2 * tiles > resident {
+            1
+        } else {
+            (resident / tiles).min(steps / 8).clamp(1, 16)
+        };
+        self
+    }
 }
 
 /// Elements spanned by `batch` matrices of `rows` stored rows of `cols` elements `ld` apart.
@@ -211,9 +263,25 @@ impl<O> Default for Epilogue<'_, O> {
     }
 }
 
+/// Output element types: f32, bf16, f16.
+pub trait GemmOutput: DeviceElement {
+    /// The split-K reduction into this type.
+    const SPLIT_REDUCE: Kernel<GemmParams<f32, Self::Abi>>;
+}
+
+impl GemmOutput for f32 {
+    const SPLIT_REDUCE: Kernel<GemmParams<f32, f32>> = SPLIT_REDUCE_F32;
+}
+impl GemmOutput for bf16 {
+    const SPLIT_REDUCE: Kernel<GemmParams<f32, kernel_abi::Bf16>> = SPLIT_REDUCE_BF16;
+}
+impl GemmOutput for f16 {
+    const SPLIT_REDUCE: Kernel<GemmParams<f32, kernel_abi::F16>> = SPLIT_REDUCE_F16;
+}
+
 /// Input element types and the output types their variants produce: `f32 → f32` (FP32 and
 /// TF32), `bf16 → bf16 | f32`, `f16 → f16 | f32`.
-pub trait GemmTypes<O: DeviceElement>: DeviceElement {
+pub trait GemmTypes<O: GemmOutput>: DeviceElement {
     /// The precision modes that take this input type.
     const PRECISIONS: &'static [Precision];
     /// The entry points of `precision`, if it takes these types.
@@ -330,19 +398,57 @@ fn validate(spec: &GemmSpec) -> Result<()> {
 }
 
 /// `C = act(alpha · op(A) · op(B) + beta · C + bias)` on every batch (see the module docs and
-/// `kernel_abi::gemm`), with the variant of `spec.precision`.
+/// `kernel_abi::gemm`), with the variant of `spec.precision`, in one pass (`spec.split_k` must
+/// be 1; see [`gemm_split_k`]).
 ///
 /// Errors (`GpuError::InvalidArgument`, before anything is launched): a precision that does not
 /// take these element types, leading dimensions smaller than the stored rows, a batch count
 /// outside 1..=65535, overlapping batches of C, a view shorter than the shape needs (bias:
-/// N), or a dimension that does not fit in 32 bits.
-pub fn gemm<D: Device, I: GemmTypes<O>, O: DeviceElement>(
+/// N), a dimension that does not fit in 32 bits, or `split_k > 1`.
+pub fn gemm<D: Device, I: GemmTypes<O>, O: GemmOutput>(
+    dev: &D,
+    spec: &GemmSpec,
+    a: DeviceView<'_, I>,
+    b: DeviceView<'_, I>,
+    c: DeviceViewMut<'_, O>,
+    epilogue: Epilogue<'_, O>,
+) -> Result<()> {
+    if spec.split_plan().0 > 1 {
+        return Err(invalid(
+            "split_k",
+            format!("{} needs an f32 workspace: call gemm_split_k", spec.split_k),
+        ));
+    }
+    launch(dev, spec, a, b, c, epilogue, None)
+}
+
+/// [`gemm`] with K split into `spec.split_k` slices: the first launch writes each slice's f32
+/// partial products to `workspace` (at least [`GemmSpec::workspace_len`] elements), a second
+/// sums the slices in order (deterministic) and applies the epilogue. For outputs with few
+/// tiles and a long K (see [`GemmSpec::with_split_k_for`]). With `split_k == 1` it is [`gemm`]
+/// and the workspace is unused.
+pub fn gemm_split_k<D: Device, I: GemmTypes<O>, O: GemmOutput>(
+    dev: &D,
+    spec: &GemmSpec,
+    a: DeviceView<'_, I>,
+    b: DeviceView<'_, I>,
+    c: DeviceViewMut<'_, O>,
+    epilogue: Epilogue<'_, O>,
+    workspace: DeviceViewMut<'_, f32>,
+) -> Result<()> {
+    check_covers("workspace", workspace.len(), spec.workspace_len())?;
+    launch(dev, spec, a, b, c, epilogue, Some(workspace))
+}
+
+/// Validates and launches (both passes when split).
+fn launch<D: Device, I: GemmTypes<O>, O: GemmOutput>(
     dev: &D,
     spec: &GemmSpec,
     a: DeviceView<'_, I>,
     b: DeviceView<'_, I>,
     mut c: DeviceViewMut<'_, O>,
     epilogue: Epilogue<'_, O>,
+    workspace: Option<DeviceViewMut<'_, f32>>,
 ) -> Result<()> {
     let kernels = I::kernels(spec.precision).ok_or_else(|| {
         invalid(
@@ -390,6 +496,15 @@ pub fn gemm<D: Device, I: GemmTypes<O>, O: DeviceElement>(
     let tiles_m = spec.m.div_ceil(bm as usize);
     let tiles_n = spec.n.div_ceil(bn as usize);
     let blocks = to_u32("m", tiles_m * tiles_n)?;
+    let (slices, steps_per_slice) = spec.split_plan();
+    if slices > 65_535 {
+        return Err(invalid("split_k", format!("{slices} slices exceed the grid's 65535")));
+    }
+    let workspace = match (slices, workspace) {
+        (1, _) => DevicePtrMut::null(),
+        (_, Some(mut w)) => w.ptr(),
+        (_, None) => return Err(invalid("split_k", "a split launch needs a workspace")),
+    };
     let params = GemmParams {
         a: a.ptr(),
         b: b.ptr(),
@@ -397,6 +512,7 @@ pub fn gemm<D: Device, I: GemmTypes<O>, O: DeviceElement>(
         bias,
         pre_act_store,
         pre_act_load,
+        workspace,
         stride_a: spec.stride_a as u64,
         stride_b: spec.stride_b as u64,
         stride_c: spec.stride_c as u64,
@@ -411,17 +527,59 @@ pub fn gemm<D: Device, I: GemmTypes<O>, O: DeviceElement>(
         activation,
         tiles_m: tiles_m as u32,
         tiles_n: tiles_n as u32,
+        split_k: slices as u32,
+        k_tiles_per_split: steps_per_slice as u32,
     };
     let config = LaunchConfig {
-        grid: (blocks, 1, spec.batch as u32),
+        grid: (blocks, slices as u32, spec.batch as u32),
         block: (threads, 1, 1),
         shared_mem_bytes: smem,
     };
     // SAFETY: every view covers the elements the kernel reads or writes for this shape, leading
     // dimensions and batch strides (checked above); batches of C do not overlap; the bias covers
-    // N; C and a stored pre-activation are distinct mutable borrows; the grid, block and shared
-    // memory are the kernel family's.
-    unsafe { dev.launch(kernel, config, params) }
+    // N; C and a stored pre-activation are distinct mutable borrows; a split launch has a
+    // workspace of batch · slices · M · N f32 (checked by `gemm_split_k`); the grid, block and
+    // shared memory are the kernel family's.
+    unsafe { dev.launch(kernel, config, params) }?;
+    if slices == 1 {
+        return Ok(());
+    }
+    let runs = spec.m * spec.n.div_ceil(8);
+    let reduce_blocks = to_u32("m", runs.div_ceil(SPLIT_REDUCE_THREADS as usize))?;
+    let reduce = GemmParams {
+        a: DevicePtr::null(),
+        b: DevicePtr::null(),
+        c: params.c,
+        bias: params.bias,
+        pre_act_store: params.pre_act_store,
+        pre_act_load: params.pre_act_load,
+        workspace: params.workspace,
+        stride_a: 0,
+        stride_b: 0,
+        stride_c: params.stride_c,
+        m: params.m,
+        n: params.n,
+        k: params.k,
+        lda: 0,
+        ldb: 0,
+        ldc: params.ldc,
+        alpha: params.alpha,
+        beta: params.beta,
+        activation: params.activation,
+        tiles_m: params.tiles_m,
+        tiles_n: params.tiles_n,
+        split_k: params.split_k,
+        k_tiles_per_split: params.k_tiles_per_split,
+    };
+    let config = LaunchConfig {
+        grid: (reduce_blocks, 1, spec.batch as u32),
+        block: (SPLIT_REDUCE_THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: as for the first pass; the reduction reads the workspace the first pass wrote
+    // (same stream, so in order) and writes C and the pre-activation exactly as the one-pass
+    // epilogue does.
+    unsafe { dev.launch(O::SPLIT_REDUCE, config, reduce) }
 }
 
 /// Element types of [`bias_grad`]: f32, bf16, f16 (sums are f32 in every case).
