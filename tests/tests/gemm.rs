@@ -417,6 +417,7 @@ fn check_gpt2_shapes<
     precision: Precision,
 ) {
     if !is_gpu(dev) {
+        eprintln!("gpt2_shapes: GPU only (B·T = 16384 shapes are too large for the simulator)");
         return;
     }
     let mut rng = TestRng::new();

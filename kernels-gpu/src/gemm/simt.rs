@@ -1,5 +1,5 @@
 //! FP32 SIMT GEMM (the fp32 rung): 128×128×8 block tile, 256 threads, 8×8 outputs per
-//! thread, register-staged double buffering of shared memory.
+//! thread, double-buffered shared memory.
 //!
 //! Thread `t` (tx = t % 16, ty = t / 16) owns rows `{4ty .. 4ty+4, 64+4ty .. 64+4ty+4}` and
 //! columns `{4tx .. 4tx+4, 64+4tx .. 64+4tx+4}` of the block tile: per k it reads four 16-byte
@@ -34,8 +34,9 @@ const _: () = assert!(BK == 8, "the k loop below is unrolled 8 times");
 /// `ALONG_K`: the operand is contiguous along K (A row-major, B column-major): the thread loads
 /// 4 consecutive k of one row (m or n) into registers and transposes them into shared memory.
 /// Otherwise its 4 consecutive m (or n) of one k go straight to shared memory with `cp.async`
-/// (element by element, synchronously, when the matrix is not 16-byte aligned). Everything that does not change with the k-tile is
-/// folded into a line pointer and a bound once, to keep the registers of the main loop few.
+/// (element by element, synchronously, when the matrix is not 16-byte aligned). Everything that
+/// does not change with the k-tile is folded into a line pointer and a bound once, to keep the
+/// registers of the main loop few.
 struct Operand<const ALONG_K: bool> {
     /// Along K: start of the thread's row of the batch's matrix. Otherwise: the thread's first
     /// column in row 0.
@@ -249,7 +250,9 @@ pub unsafe fn gemm<const A_ROW: bool, const B_COL: bool>(p: GemmParams<f32, f32>
                 let m = m0 + local;
                 let col = 4 * (t % 32);
                 if m < p.m {
-                    epilogue.store4(m, n0 + col, ld4(smem, 0, s * ROW_FLOATS + col));
+                    // Row s < 32 of the staging area, which fits in the pipeline buffers.
+                    let staged = smem::ld_shared_v4_u32(smem + (s * ROW_FLOATS + col) * 4);
+                    epilogue.store4(m, n0 + col, staged.map(f32::from_bits));
                 }
             }
             sync::bar_sync();

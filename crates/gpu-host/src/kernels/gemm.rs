@@ -1,5 +1,6 @@
 //! GEMM launchers: [`gemm`] (every matmul of GPT-2 training, see `kernel_abi::gemm` for the
-//! exact semantics) and [`bias_grad`] (column sums for bias gradients).
+//! exact semantics), [`gemm_split_k`] (the same with K split over more blocks, for outputs too
+//! small to fill the GPU) and [`bias_grad`] (column sums for bias gradients).
 //!
 //! The variant follows the [`Precision`] mode and the element types: `Fp32` → FP32 SIMT,
 //! `Tf32` → `mma.sync` TF32 (both f32 in and out), `Bf16` / `Fp16` → `mma.sync` with bf16 / f16
@@ -196,7 +197,9 @@ impl GemmSpec {
     pub fn workspace_len(&self) -> usize {
         match self.split_plan() {
             (1, _) => 0,
-            (slices, _) => self.batch * slices * self.m * self.n,
+            (slices, _) => {
+                [slices, self.m, self.n].iter().fold(self.batch, |a, &b| a.saturating_mul(b))
+            }
         }
     }
 
@@ -436,6 +439,7 @@ pub fn gemm_split_k<D: Device, I: GemmTypes<O>, O: GemmOutput>(
     epilogue: Epilogue<'_, O>,
     workspace: DeviceViewMut<'_, f32>,
 ) -> Result<()> {
+    validate(spec)?;
     check_covers("workspace", workspace.len(), spec.workspace_len())?;
     launch(dev, spec, a, b, c, epilogue, Some(workspace))
 }
@@ -692,6 +696,33 @@ mod tests {
         assert!(validate(&s).is_ok());
         s.batch = 70_000;
         assert!(matches!(validate(&s), Err(GpuError::InvalidArgument { arg: "batch", .. })));
+    }
+
+    #[test]
+    fn split_plans_have_no_empty_slices() {
+        let mut s =
+            GemmSpec::new(100, 100, 300, Layout::RowMajor, Layout::RowMajor, Precision::Bf16);
+        assert_eq!(s.block_k(), 32);
+        for (split, plan) in [(1, (1, 10)), (3, (3, 4)), (4, (4, 3)), (64, (10, 1))] {
+            s.split_k = split;
+            assert_eq!(s.split_plan(), plan, "split_k = {split}");
+        }
+        assert_eq!(s.workspace_len(), 10 * 100 * 100);
+        s.k = 0;
+        assert_eq!((s.split_plan(), s.workspace_len()), ((1, 0), 0));
+    }
+
+    #[test]
+    fn split_heuristic_targets_small_outputs_with_long_k() {
+        let dw = |out, inp| GemmSpec::linear_backward_weight(16384, inp, out, Precision::Bf16);
+        assert_eq!(dw(768, 768).with_split_k_for(132).split_k, 7);
+        assert_eq!(dw(2304, 768).with_split_k_for(132).split_k, 2);
+        assert_eq!(dw(3072, 768).with_split_k_for(132).split_k, 1);
+        let fwd = GemmSpec::linear_forward(16384, 768, 768, Precision::Bf16);
+        assert_eq!(fwd.with_split_k_for(132).split_k, 1);
+        let short =
+            GemmSpec::new(128, 128, 64, Layout::RowMajor, Layout::RowMajor, Precision::Fp32);
+        assert_eq!(short.with_split_k_for(132).split_k, 1);
     }
 
     #[test]
