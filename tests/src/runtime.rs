@@ -42,12 +42,6 @@ pub fn sim() -> &'static Simulator {
     })
 }
 
-/// Whether `dev` is the CUDA GPU (as opposed to the simulator): tests use it to pick problem
-/// sizes per runtime (GPT-2 shapes on the GPU, small ones on the simulator).
-pub fn is_gpu<D: Device + 'static>(_dev: &D) -> bool {
-    std::any::TypeId::of::<D>() == std::any::TypeId::of::<Gpu>()
-}
-
 /// Writes one line to stderr, bypassing the test harness's output capture (once per
 /// process, since callers hold a `OnceLock`).
 fn note(line: &str) {
@@ -68,6 +62,11 @@ impl TestRng {
             .ok()
             .and_then(|s| s.parse().ok())
             .unwrap_or_else(rand::random::<u64>);
+        Self::with_seed(seed)
+    }
+
+    /// A source with a fixed seed (to give two runtimes the same inputs).
+    pub fn with_seed(seed: u64) -> Self {
         Self { rng: StdRng::seed_from_u64(seed), seed }
     }
 

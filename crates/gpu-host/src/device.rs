@@ -93,6 +93,13 @@ pub trait Device {
     /// Waits for all issued work and reports any asynchronous failure.
     fn synchronize(&self) -> Result<()>;
 
+    /// Whether this runtime interprets the PTX on the CPU (the PTX simulator). Only for tests
+    /// whose full sizes are too slow to interpret: they may pick smaller sizes on it (keeping
+    /// the edge cases), never skip it.
+    fn is_simulator(&self) -> bool {
+        false
+    }
+
     /// Allocates a buffer holding a copy of `src`.
     fn upload<T: DeviceElement>(&self, src: &[T]) -> Result<Self::Buffer<T>> {
         let mut buffer = self.alloc(src.len())?;

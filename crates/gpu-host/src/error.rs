@@ -74,9 +74,6 @@ pub enum GpuError {
         /// Driver error.
         source: DriverError,
     },
-    /// A failure reported by a non-CUDA runtime (the PTX simulator).
-    #[error("{0}")]
-    Runtime(String),
     /// The PTX simulator stopped a kernel: a fault a GPU would not report precisely (an
     /// out-of-bounds access, a shared-memory race, ...) or PTX it cannot run. `detail` names
     /// the kernel, block, thread, PTX line and instruction, and the address involved.

@@ -289,4 +289,8 @@ impl Device for Simulator {
     fn synchronize(&self) -> Result<()> {
         Ok(())
     }
+
+    fn is_simulator(&self) -> bool {
+        true
+    }
 }

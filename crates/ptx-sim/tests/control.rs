@@ -4,6 +4,7 @@
 mod common;
 use common::*;
 use gpu_host::LaunchConfig;
+use ptx_sim::SimOptions;
 
 /// Stores `%r9` at `out[linear thread index]`.
 const STORE_R9: &str =
@@ -74,6 +75,8 @@ fn special_registers_in_three_dimensions() {
 \tmul.wide.u32 %rd30, %r22, 4;\n\tadd.s64 %rd31, %rd0, %rd30;\n\tst.global.u32 [%rd31], %r9;\n";
     let config = LaunchConfig { grid: (2, 3, 1), block: (8, 4, 2), shared_mem_bytes: 0 };
     let got = run(body, config, &[], 6 * 64).unwrap();
+    let sequential = SimOptions { parallel_blocks: false, ..SimOptions::default() };
+    assert_eq!(run_with(body, sequential, config, &[], 6 * 64).unwrap(), got);
     for (i, &v) in got.iter().enumerate() {
         let (block, t) = (i / 64, i % 64);
         let (bx, by) = (block % 2, block / 2);

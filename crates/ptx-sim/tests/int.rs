@@ -223,11 +223,12 @@ fn conversions_between_integer_widths() {
             "cvt.s16.s32 %rs1, -1;\n\tcvt.s32.s16 %r1, %rs1;",
             "cvt.sat.s8.s32 %r1, 300;",
             "cvt.sat.u8.s32 %r1, -5;",
+            "cvt.sat.s8.s32 %r1, -300;",
             "cvt.s32.s8 %r1, 0x80;",
             "mov.b32 %r1, {%rs2, %rs3};\n\tmov.u16 %rs2, 0x1111;\n\tmov.u16 %rs3, 0x2222;\n\tmov.b32 %r1, {%rs2, %rs3};",
             "mov.b32 {%rs4, %rs5}, 0xaaaabbbb;\n\tcvt.u32.u16 %r1, %rs5;",
         ]),
-        [0x2345, u32::MAX, 127, 0, 0xffff_ff80, 0x2222_1111, 0xaaaa]
+        [0x2345, u32::MAX, 127, 0, 0xffff_ff80, 0xffff_ff80, 0x2222_1111, 0xaaaa]
     );
     assert_eq!(
         each64(&[

@@ -222,7 +222,7 @@ fn member_mask_naming_an_exited_lane() {
     expect_err(
         run(body, block(40), &[], 1),
         SimErrorKind::IllegalCollective,
-        &["names lanes 8-31"],
+        &["names lanes 8-31 that have exited or do not exist"],
     );
 }
 
@@ -252,6 +252,9 @@ fn barriers_reached_at_different_instructions() {
         SimErrorKind::IllegalCollective,
         &["bar.sync is .aligned", "lanes 0-15 of warp 0 wait at PTX line", "lane 16 at line"],
     );
+    // barrier.sync without .aligned lets the lanes of a warp wait at different instructions.
+    let body = body.replace("bar.sync 0", "barrier.sync 0");
+    run(&body, block(32), &[], 1).unwrap();
     let body = "\tmov.u32 %r1, %warpid;\n\tbar.sync %r1;\n";
     expect_err(run(body, block(64), &[], 1), SimErrorKind::Deadlock, &["different barriers"]);
 }

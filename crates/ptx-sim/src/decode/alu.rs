@@ -262,7 +262,7 @@ fn float_arith(d: &FnDecoder, m: &mut Mods, ops: &[Operand], ty: FTy) -> R<Op> {
             arity(ops, 2, base)?;
             let op = if base == "abs" { FUnOp::Abs } else { FUnOp::Neg };
             let a = d.src(&ops[1], fwant(ty))?;
-            return Ok(Op::FUnary { op, ty, ftz, sat: false, d: d.dst(&ops[0])?, a });
+            return Ok(Op::FUnary { op, ty, ftz, d: d.dst(&ops[0])?, a });
         }
         other => return Err(format!("`{other}` on floating-point types is not supported")),
     };
@@ -308,7 +308,7 @@ fn float_unary(d: &FnDecoder, m: &mut Mods, ops: &[Operand]) -> R<Op> {
         _ => return Err(format!("this form of `{base}` is not supported")),
     };
     arity(ops, 2, base)?;
-    Ok(Op::FUnary { op, ty, ftz, sat: false, d: d.dst(&ops[0])?, a: d.src(&ops[1], fwant(ty))? })
+    Ok(Op::FUnary { op, ty, ftz, d: d.dst(&ops[0])?, a: d.src(&ops[1], fwant(ty))? })
 }
 
 fn int_arith(d: &FnDecoder, m: &mut Mods, ops: &[Operand], ty: IntTy) -> R<Op> {

@@ -61,12 +61,13 @@ fn barrier(d: &FnDecoder, m: &mut Mods, ops: &[Operand]) -> R<Op> {
             m.base
         ));
     }
-    m.has("aligned");
+    let aligned = m.has("aligned") || m.base == "bar";
     match ops.len() {
-        1 => Ok(Op::Bar { id: d.src(&ops[0], Want::Int(32))?, count: None }),
+        1 => Ok(Op::Bar { id: d.src(&ops[0], Want::Int(32))?, count: None, aligned }),
         2 => Ok(Op::Bar {
             id: d.src(&ops[0], Want::Int(32))?,
             count: Some(d.src(&ops[1], Want::Int(32))?),
+            aligned,
         }),
         n => Err(format!("bar.sync takes 1 or 2 operands, found {n}")),
     }

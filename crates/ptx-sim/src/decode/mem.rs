@@ -177,12 +177,11 @@ fn atom(d: &FnDecoder, m: &mut Mods, ops: &[Operand]) -> R<Op> {
     if matches!(ty, AtomTy::F32 | AtomTy::F64) && !float_ok {
         return Err(format!("atomic {op:?} on .{t} is not supported"));
     }
-    let (bits, want) = match ty {
-        AtomTy::Int(i) => (i.bits, Want::Int(i.bits)),
-        AtomTy::F32 => (32, Want::F32),
-        AtomTy::F64 => (64, Want::F64),
+    let want = match ty {
+        AtomTy::Int(i) => Want::Int(i.bits),
+        AtomTy::F32 => Want::F32,
+        AtomTy::F64 => Want::F64,
     };
-    let _ = bits;
     let operands = if op == AtomOp::Cas { 3 } else { 2 } + !is_red as usize + hint as usize;
     arity(ops, operands, m.base)?;
     let (dst, rest) = if is_red { (None, ops) } else { (Some(d.dst(&ops[0])?), &ops[1..]) };

@@ -124,11 +124,11 @@ struct SharedLayout {
     externs: Vec<String>,
 }
 
-/// How a register was declared.
+/// How a register was declared: a predicate or a data register (`.b16` .. `.f64`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum RegKind {
     Pred,
-    Bits(u8),
+    Data,
 }
 
 /// What an immediate operand must be encoded as.
@@ -216,8 +216,8 @@ fn decode_kernel(
                 d.scopes.pop();
             }
             Stmt::Label(_) => {}
-            Stmt::Reg { ty, names } => {
-                d.declare(ty, names).map_err(|m| fail(f.line, ty, m))?;
+            Stmt::Reg { ty, names, line } => {
+                d.declare(ty, names).map_err(|m| fail(*line, ty, m))?;
             }
             Stmt::Var(v) => d.declare_var(v).map_err(|m| fail(v.line, &v.name, m))?,
             Stmt::Instr(ast) => {
@@ -246,7 +246,7 @@ impl FnDecoder<'_> {
         let kind = match ty {
             ".pred" => RegKind::Pred,
             _ => match type_size(ty) {
-                Some(size @ (2 | 4 | 8)) => RegKind::Bits(size as u8 * 8),
+                Some(2 | 4 | 8) => RegKind::Data,
                 _ => return Err(format!("unsupported register type `{ty}`")),
             },
         };

@@ -36,9 +36,9 @@ pub enum Special {
     LaneMask(LaneMask),
     /// `%clock` / `%clock64`: a per-thread count of executed instructions.
     Clock,
-    /// `%smid` (always 0) and `%nsmid` (always 1).
+    /// `%smid` (always 0).
     SmId,
-    /// `%nsmid`.
+    /// `%nsmid` (always 1).
     NSmId,
     /// `%dynamic_smem_size`.
     DynamicSmemSize,
@@ -639,8 +639,6 @@ pub enum Op {
         ty: FTy,
         /// `.ftz`
         ftz: bool,
-        /// `.sat`
-        sat: bool,
         /// Destination.
         d: Slot,
         /// Operand.
@@ -796,6 +794,9 @@ pub enum Op {
         id: Src,
         /// Expected thread count.
         count: Option<Src>,
+        /// `bar.sync` and `barrier.sync.aligned`: the lanes of a warp must wait at the same
+        /// instruction (`barrier.sync` without `.aligned` lets them differ).
+        aligned: bool,
     },
     /// `bar.warp.sync mask`.
     BarWarp {

@@ -6,7 +6,9 @@
 //! clamps; narrowing float conversions round with `.rn` (to nearest even) or, for tf32,
 //! `.rna` (to nearest, ties away from zero); `.relu` clamps negative results to +0;
 //! `.satfinite` turns infinities into the largest finite value of the destination; NaN
-//! results are canonical (`0x7fff` for f16/bf16, `0x7fffffff` for f32 and tf32).
+//! results are canonical (`0x7fff` for f16/bf16, `0x7fffffff` for f32 and tf32); an integer
+//! result narrower than its destination register is sign-extended for signed types and
+//! zero-extended otherwise.
 
 use super::float::{NAN32, NAN64, flush32};
 use super::int::{mask, sext};
@@ -114,6 +116,12 @@ fn int_range(t: IntTy) -> (i128, i128) {
     }
 }
 
+/// An integer result in a register: sign-extended for signed types, zero-extended otherwise
+/// (the PTX rule for destination registers wider than the instruction type).
+fn extend(v: u64, to: IntTy) -> u64 {
+    if to.signed { sext(v, to.bits) as u64 } else { v & mask(to.bits) }
+}
+
 /// `x` rounded to f32 with a directed mode, given the nearest-even result `rn`.
 fn directed_f32(exact_cmp: std::cmp::Ordering, rn: f32, rnd: Rnd) -> f32 {
     use std::cmp::Ordering::*;
@@ -149,13 +157,13 @@ pub fn convert(c: &Cvt, v: u64) -> u64 {
             } else {
                 x
             };
-            x as u64 & mask(to.bits)
+            extend(x as u64, to)
         }
         (from, NumTy::Int(to)) => {
             let x = round_integral(float_value(from, v, c.ftz), c.rnd);
             let (lo, hi) = int_range(to);
             let r = if x.is_nan() { 0 } else { (x.max(lo as f64).min(hi as f64)) as i128 };
-            r as u64 & mask(to.bits)
+            extend(r as u64, to)
         }
         (NumTy::Int(from), to) => {
             let x = if from.signed {

@@ -68,17 +68,18 @@ pub fn unary(op: UnOp, ty: IntTy, a: u64) -> u64 {
 /// Two-operand ops; `Err` for a division by zero.
 pub fn binary(op: BinOp, ty: IntTy, a: u64, b: u64) -> Result<u64, &'static str> {
     let m = mask(ty.bits);
-    let (va, vb) = (value(a, ty), value(b, ty));
+    let (va, vb) = (|| value(a, ty), || value(b, ty));
     let bits = ty.bits as u32;
     Ok(match op {
         BinOp::Add => a.wrapping_add(b) & m,
         BinOp::Sub => a.wrapping_sub(b) & m,
-        BinOp::AddSat => (va + vb).clamp(i32::MIN as i128, i32::MAX as i128) as u64 & m,
-        BinOp::SubSat => (va - vb).clamp(i32::MIN as i128, i32::MAX as i128) as u64 & m,
+        BinOp::AddSat => (va() + vb()).clamp(i32::MIN as i128, i32::MAX as i128) as u64 & m,
+        BinOp::SubSat => (va() - vb()).clamp(i32::MIN as i128, i32::MAX as i128) as u64 & m,
         BinOp::MulLo => a.wrapping_mul(b) & m,
         BinOp::MulHi => (full_product(a, b, ty) >> bits) as u64 & m,
         BinOp::MulWide => full_product(a, b, ty) as u64 & mask(ty.bits * 2),
         BinOp::Div | BinOp::Rem => {
+            let (va, vb) = (va(), vb());
             if vb == 0 {
                 return Err("integer division by zero");
             }
@@ -86,8 +87,8 @@ pub fn binary(op: BinOp, ty: IntTy, a: u64, b: u64) -> Result<u64, &'static str>
             let q = if op == BinOp::Div { va / vb } else { va % vb };
             q as u64 & m
         }
-        BinOp::Min => va.min(vb) as u64 & m,
-        BinOp::Max => va.max(vb) as u64 & m,
+        BinOp::Min => va().min(vb()) as u64 & m,
+        BinOp::Max => va().max(vb()) as u64 & m,
         BinOp::And => a & b & m,
         BinOp::Or => (a | b) & m,
         BinOp::Xor => (a ^ b) & m,

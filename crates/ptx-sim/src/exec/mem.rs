@@ -132,8 +132,8 @@ impl Block<'_> {
                     return Err(self.fault(SimErrorKind::OutOfBounds, w, lane, pc, what));
                 }
                 let (d, s) = (self.address(w, dst, lane), self.address(w, src, lane));
-                self.check_aligned(w, lane, pc, d, cp_size, "cp.async destination")?;
-                self.check_aligned(w, lane, pc, s, cp_size, "cp.async source")?;
+                self.check_aligned(w, lane, pc, d, cp_size, || "cp.async destination".into())?;
+                self.check_aligned(w, lane, pc, s, cp_size, || "cp.async source".into())?;
                 let mut data = [0u8; 16];
                 if n > 0 {
                     self.launch.global.load(s, &mut data[..n]).map_err(|m| {
@@ -188,6 +188,8 @@ impl Block<'_> {
         Ok(())
     }
 
+    /// Fails unless `addr` is a multiple of `size`; `what` names the access (built only on
+    /// failure: this runs for every access).
     fn check_aligned(
         &self,
         w: &Warp,
@@ -195,11 +197,13 @@ impl Block<'_> {
         pc: u32,
         addr: u64,
         size: usize,
-        what: &str,
+        what: impl Fn() -> String,
     ) -> Result<(), GpuError> {
         if !addr.is_multiple_of(size as u64) {
-            let what =
-                format!("{what} of {size} bytes at {addr:#x}, which is not {size}-byte aligned");
+            let what = format!(
+                "{} of {size} bytes at {addr:#x}, which is not {size}-byte aligned",
+                what()
+            );
             return Err(self.fault(SimErrorKind::Misaligned, w, lane, pc, what));
         }
         Ok(())
@@ -256,7 +260,7 @@ impl Block<'_> {
         out: &mut [u8],
     ) -> Result<(), GpuError> {
         let len = out.len();
-        self.check_aligned(w, lane, pc, v, len, &format!("{} load", space.name()))?;
+        self.check_aligned(w, lane, pc, v, len, || format!("{} load", space.name()))?;
         match target(space, v) {
             Target::Global(a) => self.launch.global.load(a, out).map_err(|m| {
                 self.fault(SimErrorKind::OutOfBounds, w, lane, pc, format!("global load of {m}"))
@@ -304,7 +308,7 @@ impl Block<'_> {
         data: &[u8],
     ) -> Result<(), GpuError> {
         let len = data.len();
-        self.check_aligned(w, lane, pc, v, len, &format!("{} store", space.name()))?;
+        self.check_aligned(w, lane, pc, v, len, || format!("{} store", space.name()))?;
         match target(space, v) {
             Target::Global(a) => self.launch.global.store(a, data).map_err(|m| {
                 self.fault(SimErrorKind::OutOfBounds, w, lane, pc, format!("global store of {m}"))
@@ -340,7 +344,7 @@ impl Block<'_> {
         (space, v, size): (Space, u64, usize),
         apply: impl Fn(u64) -> u64,
     ) -> Result<u64, GpuError> {
-        self.check_aligned(w, lane, pc, v, size, "atomic")?;
+        self.check_aligned(w, lane, pc, v, size, || "atomic".into())?;
         let mut buf = [0u8; 8];
         match target(space, v) {
             Target::Global(a) => {

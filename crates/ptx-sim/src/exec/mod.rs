@@ -4,9 +4,8 @@
 //! # Scheduling
 //! A block runs one warp at a time until it waits at a barrier or exits. Within a warp, the
 //! ready lanes with the lowest program counter run the next instruction together; the others
-//! wait. Lanes that branch apart therefore reconverge where their paths meet (for the code
-//! LLVM emits, at the immediate post-dominator), and a loop's early leavers wait past the
-//! loop for the others. A barrier completes when every live thread of the block waits at one.
+//! wait. Lanes that branch apart therefore reconverge where their paths meet again (the join
+//! block of structured code), and a loop's early leavers wait past the loop for the others. A barrier completes when every live thread of the block waits at one.
 //!
 //! Warp collectives (`shfl.sync`, `vote.sync`, `redux.sync`, `bar.warp.sync`, `mma.sync`,
 //! `ldmatrix`) execute once every lane their member mask names (all 32 for `.aligned` ones)
@@ -87,6 +86,8 @@ enum Lane {
 struct Warp {
     /// Index of the warp in its block.
     index: u32,
+    /// Lanes that exist (all but the tail of a partial last warp).
+    exists: u32,
     pc: [u32; 32],
     state: [Lane; 32],
     /// Register `slot` of lane `l` is `regs[slot * 32 + l]`.
@@ -177,6 +178,7 @@ impl<'a> Block<'a> {
         state[..live as usize].fill(Lane::Ready);
         Warp {
             index,
+            exists: if live == 32 { u32::MAX } else { (1 << live) - 1 },
             pc: [0; 32],
             state,
             regs: vec![0; slots * 32],
@@ -223,7 +225,10 @@ impl<'a> Block<'a> {
         for w in warps.iter() {
             let waiting = w.mask_of(Lane::Barrier);
             let Some(lead) = bits(waiting).next() else { continue };
-            if let Some(other) = bits(waiting).find(|&l| w.pc[l] != w.pc[lead]) {
+            let aligned = bits(waiting).any(|l| {
+                matches!(self.kernel.instrs[w.pc[l] as usize].op, Op::Bar { aligned: true, .. })
+            });
+            if let Some(other) = bits(waiting).find(|&l| aligned && w.pc[l] != w.pc[lead]) {
                 let what = format!(
                     "bar.sync is .aligned: lanes {} of warp {} wait at PTX line {}, lane {other} at line {} (the lanes of a warp must execute the same barrier instruction)",
                     lane_list(
@@ -242,7 +247,7 @@ impl<'a> Block<'a> {
                 ));
             }
             for lane in bits(waiting) {
-                let Op::Bar { id, count } = &self.kernel.instrs[w.pc[lane] as usize].op else {
+                let Op::Bar { id, count, .. } = &self.kernel.instrs[w.pc[lane] as usize].op else {
                     unreachable!("lanes wait only at bar.sync");
                 };
                 let id = self.read(w, *id, lane) & 0xffff_ffff;
@@ -484,7 +489,7 @@ impl<'a> Block<'a> {
             Op::FBinary { op, ty, ftz, sat, d, a, b } => {
                 each!(|l| float::binary(op, ty, ftz, sat, self.read(w, a, l), self.read(w, b, l)) => d)
             }
-            Op::FUnary { op, ty, ftz, d, a, .. } => {
+            Op::FUnary { op, ty, ftz, d, a } => {
                 each!(|l| float::unary(op, ty, ftz, self.read(w, a, l)) => d)
             }
             Op::Fma { ty, ftz, sat, d, a, b, c } => each!(|l| float::fma(

@@ -35,6 +35,11 @@ impl Block<'_> {
                     ".aligned warp instruction, but lanes {} of the warp have exited: all 32 lanes must execute it together",
                     lane_list(gone)
                 )
+            } else if gone & !w.exists != 0 {
+                format!(
+                    "member mask {required:#010x} names lanes {} that have exited or do not exist (the block ends inside this warp)",
+                    lane_list(gone)
+                )
             } else {
                 format!(
                     "member mask {required:#010x} names lanes {} that have exited",

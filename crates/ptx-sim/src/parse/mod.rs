@@ -117,6 +117,8 @@ pub enum Stmt {
         ty: String,
         /// Names and, for `%r<N>`, the count N.
         names: Vec<(String, Option<u32>)>,
+        /// Source line.
+        line: u32,
     },
     /// `.local`/`.shared` declaration inside a function.
     Var(VarDecl),
@@ -475,6 +477,7 @@ impl Parser<'_> {
     }
 
     fn reg_decl(&mut self) -> Result<Stmt, ParseError> {
+        let line = self.line();
         let mut ty = self.ident()?;
         if ty == ".v2" || ty == ".v4" {
             return self.err("vector register declarations are not supported");
@@ -499,7 +502,7 @@ impl Parser<'_> {
             }
         }
         self.expect_punct(';')?;
-        Ok(Stmt::Reg { ty, names })
+        Ok(Stmt::Reg { ty, names, line })
     }
 
     fn instruction(&mut self) -> Result<InstrAst, ParseError> {

@@ -1,0 +1,493 @@
+//! Validation of the PTX simulator against a GPU: the same kernels with the same random inputs
+//! run on both; exactly rounded results must be bit-identical and `.approx` ones must agree
+//! within the PTX ISA's documented error. This is what checks the simulator's semantic
+//! assumptions (canonical NaNs, tf32 rounding, min/max of signed zeros, float-to-integer
+//! saturation, shuffle lane arithmetic, ...). The GPU tests print `skipped: no GPU (...)` and
+//! pass where there is none; `instruction_zoo_runs_on_the_simulator` always runs, so the zoo's
+//! PTX stays executable.
+//!
+//! Two parts: the project's kernels (through the `gpu-host` launchers) and an instruction
+//! "zoo", a hand-written PTX kernel applying ~75 instructions to special and random operands,
+//! loaded on the GPU through cudarc.
+
+use cudarc::driver::{LaunchConfig as CudaLaunchConfig, PushKernelArg};
+use cudarc::nvrtc::Ptx;
+use gpu_host::kernels::elementwise::{add, cast, fill, scale};
+use gpu_host::kernels::probe::{self, MmaKind};
+use gpu_host::{Device, DeviceBuffer, Gpu, LaunchConfig};
+use half::{bf16, f16};
+use integration_tests::{TestRng, gpu, sim};
+use ptx_sim::Simulator;
+
+/// Operand patterns that exercise every special case the kernels can meet.
+const SPECIALS: &[u32] = &[
+    0x0000_0000,
+    0x8000_0000,
+    0x3f80_0000,
+    0xbf80_0000,
+    0x7f80_0000,
+    0xff80_0000,
+    0x7fc0_0000,
+    0xffc0_0001,
+    0x7f80_0001,
+    0x0000_0001,
+    0x807f_ffff,
+    0x7f7f_ffff,
+    0x0080_0000,
+    0x477f_f000,
+    0x3f80_8000,
+    0x3f81_8000,
+    0x3f80_1000,
+    0x7f7f_f000,
+    0x4020_0000,
+    0xc020_0000,
+    0x3f00_0000,
+    0x4f00_0000,
+    0xcf00_0000,
+    0x4f80_0000,
+    0x8000_0001,
+    0xffff_ffff,
+    0x7fff_ffff,
+    0x3380_0000,
+    0x3300_0000,
+    0x33c0_0000,
+];
+
+/// `n` operands: half special patterns, a quarter random bit patterns, a quarter random floats
+/// over many binades.
+fn operands(rng: &mut TestRng, n: usize) -> Vec<u32> {
+    let bits = rng.bytes(4 * n);
+    let mags = rng.uniform(n, -40.0, 40.0);
+    let picks = rng.u16s(n);
+    (0..n)
+        .map(|i| {
+            let word = u32::from_le_bytes([
+                bits[4 * i],
+                bits[4 * i + 1],
+                bits[4 * i + 2],
+                bits[4 * i + 3],
+            ]);
+            match picks[i] % 4 {
+                0 | 1 => SPECIALS[word as usize % SPECIALS.len()],
+                2 => word,
+                _ => (mags[i].exp2() * if word & 1 == 0 { 1.0 } else { -1.0 }).to_bits(),
+            }
+        })
+        .collect()
+}
+
+fn both() -> Option<(&'static Gpu, &'static Simulator)> {
+    Some((gpu()?, sim()))
+}
+
+/// Distance in units in the last place between two finite floats of the same sign.
+fn ulps(a: f32, b: f32) -> u32 {
+    let key = |x: f32| {
+        let b = x.to_bits() as i64;
+        if b < 0x8000_0000 { b } else { 0x8000_0000 - b }
+    };
+    (key(a) - key(b)).unsigned_abs() as u32
+}
+
+/// Named outputs of one runtime: raw bytes (compared bit for bit) or f32 values.
+type Outputs<T> = Vec<(String, Vec<T>)>;
+
+/// Every elementwise kernel on special and random inputs.
+fn elementwise_outputs<D: Device>(dev: &D, seed: u64) -> Outputs<u8> {
+    let mut rng = TestRng::with_seed(seed);
+    let n = 4099;
+    let words = operands(&mut rng, n);
+    let f32s: Vec<f32> = words.iter().map(|w| f32::from_bits(*w)).collect();
+    let f32b: Vec<f32> = operands(&mut rng, n).iter().map(|w| f32::from_bits(*w)).collect();
+    let h16 = rng.u16s(n);
+    let h16b = rng.u16s(n);
+    let alpha = rng.scalar(-3.0, 3.0);
+    let mut out = Vec::new();
+    macro_rules! family {
+        ($ty:ty, $a:expr, $b:expr) => {{
+            let a: Vec<$ty> = $a;
+            let b: Vec<$ty> = $b;
+            let (da, db) = (dev.upload(&a).unwrap(), dev.upload(&b).unwrap());
+            let mut o = dev.alloc::<$ty>(n).unwrap();
+            add(dev, da.view(), db.view(), o.view_mut()).unwrap();
+            out.push((
+                format!("add_{}", stringify!($ty)),
+                bytemuck::cast_slice(&dev.download(o.view()).unwrap()).to_vec(),
+            ));
+            scale(dev, da.view(), alpha, o.view_mut()).unwrap();
+            out.push((
+                format!("scale_{}", stringify!($ty)),
+                bytemuck::cast_slice(&dev.download(o.view()).unwrap()).to_vec(),
+            ));
+            fill(dev, o.view_mut(), a[7]).unwrap();
+            out.push((
+                format!("fill_{}", stringify!($ty)),
+                bytemuck::cast_slice(&dev.download(o.view()).unwrap()).to_vec(),
+            ));
+        }};
+    }
+    family!(f32, f32s.clone(), f32b.clone());
+    family!(
+        bf16,
+        h16.iter().map(|b| bf16::from_bits(*b)).collect(),
+        h16b.iter().map(|b| bf16::from_bits(*b)).collect()
+    );
+    family!(
+        f16,
+        h16.iter().map(|b| f16::from_bits(*b)).collect(),
+        h16b.iter().map(|b| f16::from_bits(*b)).collect()
+    );
+    let src = dev.upload(&f32s).unwrap();
+    let mut to_bf16 = dev.alloc::<bf16>(n).unwrap();
+    cast(dev, src.view(), to_bf16.view_mut()).unwrap();
+    out.push((
+        "cast_f32_bf16".into(),
+        bytemuck::cast_slice(&dev.download(to_bf16.view()).unwrap()).to_vec(),
+    ));
+    let mut to_f16 = dev.alloc::<f16>(n).unwrap();
+    cast(dev, src.view(), to_f16.view_mut()).unwrap();
+    out.push((
+        "cast_f32_f16".into(),
+        bytemuck::cast_slice(&dev.download(to_f16.view()).unwrap()).to_vec(),
+    ));
+    let mut back = dev.alloc::<f32>(n).unwrap();
+    cast(dev, to_bf16.view(), back.view_mut()).unwrap();
+    out.push((
+        "cast_bf16_f32".into(),
+        bytemuck::cast_slice(&dev.download(back.view()).unwrap()).to_vec(),
+    ));
+    let h = dev.upload(&h16.iter().map(|b| f16::from_bits(*b)).collect::<Vec<_>>()).unwrap();
+    cast(dev, h.view(), back.view_mut()).unwrap();
+    out.push((
+        "cast_f16_f32".into(),
+        bytemuck::cast_slice(&dev.download(back.view()).unwrap()).to_vec(),
+    ));
+    out
+}
+
+/// The bit-exact probes (ldmatrix, cp.async, shuffles) and the mma probes' raw outputs.
+fn probe_outputs<D: Device>(dev: &D, seed: u64) -> (Outputs<u8>, Outputs<f32>) {
+    let mut rng = TestRng::with_seed(seed);
+    let mut exact = Vec::new();
+    let src = dev.upload(&rng.u16s(256)).unwrap();
+    for matrices in [1, 2, 4] {
+        for trans in [false, true] {
+            let mut o = dev.alloc::<u32>(128).unwrap();
+            probe::ldmatrix(dev, matrices, trans, src.view(), o.view_mut()).unwrap();
+            exact.push((
+                format!("ldmatrix x{matrices} trans={trans}"),
+                bytemuck::cast_slice(&dev.download(o.view()).unwrap()).to_vec(),
+            ));
+        }
+    }
+    let bytes = dev.upload(&rng.bytes(512)).unwrap();
+    for len in [0, 5, 17, 511, 512] {
+        let mut o = dev.alloc::<u8>(512).unwrap();
+        probe::cp_async(dev, bytes.view().slice(0..len).unwrap(), o.view_mut()).unwrap();
+        exact.push((format!("cp.async {len}"), dev.download(o.view()).unwrap()));
+    }
+    let x: Vec<f32> = operands(&mut rng, 32).iter().map(|w| f32::from_bits(*w)).collect();
+    let dx = dev.upload(&x).unwrap();
+    let mut o = dev.alloc::<f32>(128).unwrap();
+    probe::warp(dev, dx.view(), o.view_mut()).unwrap();
+    exact.push(("warp".into(), bytemuck::cast_slice(&dev.download(o.view()).unwrap()).to_vec()));
+    let mut mma = Vec::new();
+    for kind in [MmaKind::Bf16, MmaKind::F16, MmaKind::Tf32] {
+        // `n` values as operand words (one per word for tf32, two for the 16-bit kinds).
+        let words = |n: usize, rng: &mut TestRng| -> Vec<u32> {
+            let v = rng.uniform(n, -4.0, 4.0);
+            match kind {
+                MmaKind::Tf32 => v.iter().map(|x| x.to_bits()).collect(),
+                MmaKind::Bf16 => v
+                    .chunks(2)
+                    .map(|p| {
+                        bf16::from_f32(p[0]).to_bits() as u32
+                            | (bf16::from_f32(p[1]).to_bits() as u32) << 16
+                    })
+                    .collect(),
+                MmaKind::F16 => v
+                    .chunks(2)
+                    .map(|p| {
+                        f16::from_f32(p[0]).to_bits() as u32
+                            | (f16::from_f32(p[1]).to_bits() as u32) << 16
+                    })
+                    .collect(),
+            }
+        };
+        let k = kind.k();
+        let a = dev.upload(&words(16 * k, &mut rng)).unwrap();
+        let b = dev.upload(&words(8 * k, &mut rng)).unwrap();
+        let c = dev.upload(&rng.uniform(128, -1.0, 1.0)).unwrap();
+        let mut d = dev.alloc::<f32>(128).unwrap();
+        probe::mma(dev, kind, a.view(), b.view(), c.view(), d.view_mut()).unwrap();
+        mma.push((format!("mma {kind:?}"), dev.download(d.view()).unwrap()));
+    }
+    (exact, mma)
+}
+
+#[test]
+fn project_kernels_agree_bit_for_bit() {
+    let Some((gpu, sim)) = both() else { return };
+    let seed = TestRng::new().seed();
+    let (g, s) = (elementwise_outputs(gpu, seed), elementwise_outputs(sim, seed));
+    let ((ge, gm), (se, sm)) = (probe_outputs(gpu, seed), probe_outputs(sim, seed));
+    let mut failures = Vec::new();
+    for ((name, gv), (_, sv)) in g.iter().zip(&s).chain(ge.iter().zip(&se)) {
+        if let Some(i) = (0..gv.len()).find(|&i| gv[i] != sv[i]) {
+            failures.push(format!(
+                "{name}: first difference at byte {i}: gpu {:#04x} sim {:#04x}",
+                gv[i], sv[i]
+            ));
+        }
+    }
+    for ((name, gv), (_, sv)) in gm.iter().zip(&sm) {
+        let worst = gv.iter().zip(sv).map(|(a, b)| ulps(*a, *b)).max().unwrap_or(0);
+        eprintln!("sim_vs_gpu: {name}: largest difference {worst} ulp");
+        if worst > 4 {
+            failures.push(format!("{name}: results differ by up to {worst} ulp"));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "simulator and GPU disagree (TEST_SEED={seed}):\n{}",
+        failures.join("\n")
+    );
+    eprintln!("sim_vs_gpu: project kernels agree on {} (seed {seed})", gpu.describe());
+}
+
+/// How a zoo result is compared.
+#[derive(Clone, Copy)]
+enum Check {
+    /// Bit-identical.
+    Exact,
+    /// `|gpu - sim| <= abs + rel * |sim|` (NaN matches NaN, infinities must be equal).
+    Approx { rel: f64, abs: f64 },
+}
+
+const EXACT: Check = Check::Exact;
+const fn approx(rel_log2: i32, abs_log2: i32) -> Check {
+    Check::Approx { rel: pow2(rel_log2), abs: pow2(abs_log2) }
+}
+const fn pow2(e: i32) -> f64 {
+    let mut v = 1.0;
+    let mut i = 0;
+    while i < -e {
+        v /= 2.0;
+        i += 1;
+    }
+    v
+}
+
+/// The zoo: each op reads `%r1` = a, `%r2` = b (special or random bits) and `%r3` = c (a
+/// float in [-pi, pi]) and leaves a 32-bit result in `%r10`. Bounds of `.approx` ops are the
+/// PTX ISA's, loosened by a factor of 2.
+const ZOO: &[(&str, Check)] = &[
+    ("add.rn.f32 %r10, %r1, %r2;", EXACT),
+    ("sub.rn.f32 %r10, %r1, %r2;", EXACT),
+    ("mul.rn.f32 %r10, %r1, %r2;", EXACT),
+    ("fma.rn.f32 %r10, %r1, %r2, %r3;", EXACT),
+    ("div.rn.f32 %r10, %r1, %r2;", EXACT),
+    ("sqrt.rn.f32 %r10, %r1;", EXACT),
+    ("rcp.rn.f32 %r10, %r1;", EXACT),
+    ("add.rn.ftz.f32 %r10, %r1, %r2;", EXACT),
+    ("mul.rn.ftz.f32 %r10, %r1, %r2;", EXACT),
+    ("fma.rn.ftz.sat.f32 %r10, %r1, %r2, %r3;", EXACT),
+    ("min.f32 %r10, %r1, %r2;", EXACT),
+    ("max.f32 %r10, %r1, %r2;", EXACT),
+    ("min.NaN.f32 %r10, %r1, %r2;", EXACT),
+    ("max.ftz.f32 %r10, %r1, %r2;", EXACT),
+    ("abs.f32 %r10, %r1;", EXACT),
+    ("neg.f32 %r10, %r1;", EXACT),
+    ("copysign.f32 %r10, %r1, %r2;", EXACT),
+    ("testp.subnormal.f32 %p1, %r1;\n\tselp.u32 %r10, 1, 0, %p1;", EXACT),
+    (
+        "setp.lt.f32 %p1, %r1, %r2;\n\tsetp.ltu.f32 %p2, %r1, %r2;\n\tsetp.neu.f32 %p3, %r1, %r2;\n\
+      \tselp.u32 %r11, 1, 0, %p1;\n\tselp.u32 %r12, 2, 0, %p2;\n\tselp.u32 %r13, 4, 0, %p3;\n\
+      \tor.b32 %r10, %r11, %r12;\n\tor.b32 %r10, %r10, %r13;",
+        EXACT,
+    ),
+    ("cvt.rn.f16x2.f32 %r10, %r1, %r2;", EXACT),
+    ("cvt.rn.bf16x2.f32 %r10, %r1, %r2;", EXACT),
+    ("cvt.rn.relu.f16x2.f32 %r10, %r1, %r2;", EXACT),
+    ("cvt.rna.tf32.f32 %r10, %r1;", EXACT),
+    ("cvt.rzi.s32.f32 %r10, %r1;", EXACT),
+    ("cvt.rni.s32.f32 %r10, %r1;", EXACT),
+    ("cvt.rmi.u32.f32 %r10, %r1;", EXACT),
+    ("cvt.rzi.s16.f32 %r10, %r1;", EXACT),
+    ("cvt.rn.f32.s32 %r10, %r1;", EXACT),
+    ("cvt.rz.f32.u32 %r10, %r1;", EXACT),
+    ("cvt.rni.f32.f32 %r10, %r1;", EXACT),
+    ("cvt.rmi.f32.f32 %r10, %r1;", EXACT),
+    ("cvt.rn.f16.f32 %rs1, %r1;\n\tcvt.u32.u16 %r10, %rs1;", EXACT),
+    ("mov.b32 {%rs1, %rs2}, %r1;\n\tcvt.f32.f16 %r10, %rs1;", EXACT),
+    ("cvt.sat.s8.s32 %r10, %r1;", EXACT),
+    ("cvt.s16.s32 %r10, %r1;", EXACT),
+    ("mul.hi.s32 %r10, %r1, %r2;", EXACT),
+    ("mul.hi.u32 %r10, %r1, %r2;", EXACT),
+    ("mad.lo.s32 %r10, %r1, %r2, %r3;", EXACT),
+    ("or.b32 %r11, %r2, 1;\n\tdiv.s32 %r10, %r1, %r11;", EXACT),
+    ("or.b32 %r11, %r2, 1;\n\trem.s32 %r10, %r1, %r11;", EXACT),
+    ("shl.b32 %r10, %r1, %r2;", EXACT),
+    ("shr.s32 %r10, %r1, %r2;", EXACT),
+    ("shr.u32 %r10, %r1, %r2;", EXACT),
+    ("bfe.s32 %r10, %r1, %r2, %r3;", EXACT),
+    ("bfe.u32 %r10, %r1, %r2, %r3;", EXACT),
+    ("bfi.b32 %r10, %r1, %r2, %r3, %r2;", EXACT),
+    ("prmt.b32 %r10, %r1, %r2, %r3;", EXACT),
+    ("shf.l.wrap.b32 %r10, %r1, %r2, %r3;", EXACT),
+    ("shf.r.clamp.b32 %r10, %r1, %r2, %r3;", EXACT),
+    ("lop3.b32 %r10, %r1, %r2, %r3, 0xE8;", EXACT),
+    ("popc.b32 %r10, %r1;", EXACT),
+    ("clz.b32 %r10, %r1;", EXACT),
+    ("brev.b32 %r10, %r1;", EXACT),
+    ("bfind.s32 %r10, %r1;", EXACT),
+    ("bfind.shiftamt.u32 %r10, %r1;", EXACT),
+    ("min.s32 %r10, %r1, %r2;", EXACT),
+    ("max.u32 %r10, %r1, %r2;", EXACT),
+    ("add.sat.s32 %r10, %r1, %r2;", EXACT),
+    ("sub.sat.s32 %r10, %r1, %r2;", EXACT),
+    ("shfl.sync.up.b32 %r10, %r1, 3, 0x1000, -1;", EXACT),
+    ("and.b32 %r11, %r2, 31;\n\tshfl.sync.idx.b32 %r10, %r1, %r11, 0x1f, -1;", EXACT),
+    (
+        "shfl.sync.bfly.b32 %r10|%p1, %r1, %r2, 0x81f, -1;\n\tselp.u32 %r11, 0x1, 0, %p1;\n\txor.b32 %r10, %r10, %r11;",
+        EXACT,
+    ),
+    ("setp.lt.u32 %p1, %r1, %r2;\n\tvote.sync.ballot.b32 %r10, %p1, -1;", EXACT),
+    ("redux.sync.min.s32 %r10, %r1, -1;", EXACT),
+    ("redux.sync.add.u32 %r10, %r1, -1;", EXACT),
+    ("mul.rn.f32 %r11, %r3, 0f41A00000;\n\tex2.approx.f32 %r10, %r11;", approx(-21, -126)),
+    ("mul.rn.f32 %r11, %r3, 0f41A00000;\n\tex2.approx.ftz.f32 %r10, %r11;", approx(-21, -126)),
+    ("abs.f32 %r11, %r1;\n\tlg2.approx.f32 %r10, %r11;", approx(-21, -21)),
+    ("rcp.approx.f32 %r10, %r1;", approx(-22, -126)),
+    ("rcp.approx.ftz.f32 %r10, %r1;", approx(-22, -126)),
+    ("abs.f32 %r11, %r1;\n\trsqrt.approx.f32 %r10, %r11;", approx(-21, -126)),
+    ("abs.f32 %r11, %r1;\n\tsqrt.approx.f32 %r10, %r11;", approx(-22, -126)),
+    ("mul.rn.f32 %r11, %r3, 0f40400000;\n\ttanh.approx.f32 %r10, %r11;", approx(-10, -20)),
+    ("sin.approx.f32 %r10, %r3;", approx(-60, -19)),
+    ("cos.approx.f32 %r10, %r3;", approx(-60, -19)),
+    ("div.approx.f32 %r10, %r1, %r2;", approx(-21, -126)),
+    ("div.full.f32 %r10, %r1, %r2;", approx(-21, -126)),
+];
+
+/// The zoo kernel `zoo(.u64 out, .u64 in)`: thread t reads (a, b, c) from `in[3t..]` and
+/// writes op j's result to `out[t * ZOO.len() + j]`.
+fn zoo_ptx() -> String {
+    let mut body = String::new();
+    for (j, (op, _)) in ZOO.iter().enumerate() {
+        body.push_str(&format!("\t{op}\n\tst.global.u32 [%rd4+{}], %r10;\n", 4 * j));
+    }
+    format!(
+        ".version 7.8\n.target sm_80\n.address_size 64\n\
+         .visible .entry zoo(.param .u64 zoo_out, .param .u64 zoo_in)\n{{\n\
+         \t.reg .pred %p<4>;\n\t.reg .b16 %rs<4>;\n\t.reg .b32 %r<16>;\n\t.reg .b64 %rd<8>;\n\
+         \tld.param.u64 %rd0, [zoo_out];\n\tld.param.u64 %rd1, [zoo_in];\n\
+         \tcvta.to.global.u64 %rd0, %rd0;\n\tcvta.to.global.u64 %rd1, %rd1;\n\
+         \tmov.u32 %r4, %ctaid.x;\n\tmov.u32 %r5, %ntid.x;\n\tmov.u32 %r6, %tid.x;\n\
+         \tmad.lo.u32 %r7, %r4, %r5, %r6;\n\
+         \tmul.wide.u32 %rd2, %r7, 12;\n\tadd.s64 %rd3, %rd1, %rd2;\n\
+         \tld.global.u32 %r1, [%rd3];\n\tld.global.u32 %r2, [%rd3+4];\n\tld.global.u32 %r3, [%rd3+8];\n\
+         \tmul.wide.u32 %rd2, %r7, {};\n\tadd.s64 %rd4, %rd0, %rd2;\n{body}\tret;\n}}\n",
+        4 * ZOO.len()
+    )
+}
+
+const ZOO_THREADS: usize = 4096;
+
+fn zoo_inputs(seed: u64) -> Vec<u32> {
+    let mut rng = TestRng::with_seed(seed);
+    let a = operands(&mut rng, ZOO_THREADS);
+    let b = operands(&mut rng, ZOO_THREADS);
+    let c = rng.uniform(ZOO_THREADS, -std::f32::consts::PI, std::f32::consts::PI);
+    (0..ZOO_THREADS).flat_map(|t| [a[t], b[t], c[t].to_bits()]).collect()
+}
+
+fn zoo_on_sim(input: &[u32]) -> Vec<u32> {
+    let sim = Simulator::from_ptx(&zoo_ptx()).expect("zoo PTX parses");
+    let din = sim.upload(input).unwrap();
+    let mut out = sim.alloc::<u32>(ZOO_THREADS * ZOO.len()).unwrap();
+    let mut params = out.view_mut().addr().to_le_bytes().to_vec();
+    params.extend_from_slice(&din.view().addr().to_le_bytes());
+    sim.launch_bytes("zoo", LaunchConfig::linear((ZOO_THREADS / 256) as u32, 256), &params)
+        .unwrap();
+    sim.download(out.view()).unwrap()
+}
+
+fn zoo_on_gpu(gpu: &Gpu, input: &[u32]) -> Vec<u32> {
+    let module = gpu.context().load_module(Ptx::from_src(zoo_ptx())).expect("the zoo PTX loads");
+    let function = module.load_function("zoo").expect("zoo entry");
+    let stream = gpu.stream();
+    let din = stream.clone_htod(input).unwrap();
+    let mut out = stream.alloc_zeros::<u32>(ZOO_THREADS * ZOO.len()).unwrap();
+    let mut launch = stream.launch_builder(&function);
+    launch.arg(&mut out).arg(&din);
+    let cfg = CudaLaunchConfig {
+        grid_dim: ((ZOO_THREADS / 256) as u32, 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: `out` and `din` have the sizes the zoo kernel indexes for ZOO_THREADS threads.
+    unsafe { launch.launch(cfg) }.expect("zoo launch");
+    stream.clone_dtoh(&out).unwrap()
+}
+
+/// The zoo always runs on the simulator (every op decodes and executes without a fault).
+#[test]
+fn instruction_zoo_runs_on_the_simulator() {
+    let out = zoo_on_sim(&zoo_inputs(TestRng::new().seed()));
+    assert_eq!(out.len(), ZOO_THREADS * ZOO.len());
+}
+
+#[test]
+fn instruction_zoo_agrees() {
+    let Some((gpu, _)) = both() else { return };
+    let seed = TestRng::new().seed();
+    let input = zoo_inputs(seed);
+    let (g, s) = (zoo_on_gpu(gpu, &input), zoo_on_sim(&input));
+    let mut failures = Vec::new();
+    for (j, (op, check)) in ZOO.iter().enumerate() {
+        let mut worst = 0f64;
+        let mut bad = 0;
+        for t in 0..ZOO_THREADS {
+            let (gv, sv) = (g[t * ZOO.len() + j], s[t * ZOO.len() + j]);
+            let ok = match *check {
+                Check::Exact => gv == sv,
+                Check::Approx { rel, abs } => {
+                    let (gf, sf) = (f32::from_bits(gv) as f64, f32::from_bits(sv) as f64);
+                    if gf.is_nan() || sf.is_nan() || gf.is_infinite() || sf.is_infinite() {
+                        gf.is_nan() == sf.is_nan() && (gf.is_nan() || gf == sf)
+                    } else {
+                        let err = (gf - sf).abs();
+                        worst = worst.max(if sf != 0.0 { err / sf.abs() } else { err });
+                        err <= abs + rel * sf.abs()
+                    }
+                }
+            };
+            if !ok {
+                bad += 1;
+                if bad <= 3 {
+                    let [a, b, c] = [input[3 * t], input[3 * t + 1], input[3 * t + 2]];
+                    failures.push(format!(
+                        "`{}` a={a:#010x} b={b:#010x} c={c:#010x} (thread {t}): gpu {gv:#010x} sim {sv:#010x}",
+                        op.split(";\n").last().unwrap_or(op).trim()
+                    ));
+                }
+            }
+        }
+        if let Check::Approx { .. } = check {
+            eprintln!("sim_vs_gpu: `{}`: largest relative difference {worst:.3e}", op.trim());
+        }
+        if bad > 3 {
+            failures.push(format!("  ... {bad} mismatches in total for op {j}"));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "zoo: simulator and GPU disagree (TEST_SEED={seed}):\n{}",
+        failures.join("\n")
+    );
+    eprintln!(
+        "sim_vs_gpu: {} zoo ops x {ZOO_THREADS} operand sets agree on {} (seed {seed})",
+        ZOO.len(),
+        gpu.describe()
+    );
+}
