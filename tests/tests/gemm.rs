@@ -553,19 +553,19 @@ macro_rules! precision_tests {
     ($($name:ident: $in:ty => $out:ty, $precision:ident;)*) => {$(
         mod $name {
             use super::*;
-            pub fn layouts(dev: &(impl Device)) {
+            pub fn layouts(dev: &impl Device) {
                 check_layouts::<_, $in, $out>(dev, Precision::$precision);
             }
-            pub fn epilogues(dev: &(impl Device)) {
+            pub fn epilogues(dev: &impl Device) {
                 check_epilogues::<_, $in, $out>(dev, Precision::$precision);
             }
-            pub fn batched(dev: &(impl Device)) {
+            pub fn batched(dev: &impl Device) {
                 check_batched::<_, $in, $out>(dev, Precision::$precision);
             }
-            pub fn unaligned_and_edges(dev: &(impl Device)) {
+            pub fn unaligned_and_edges(dev: &impl Device) {
                 check_unaligned_and_edges::<_, $in, $out>(dev, Precision::$precision);
             }
-            pub fn split_k(dev: &(impl Device)) {
+            pub fn split_k(dev: &impl Device) {
                 check_split_k::<_, $in, $out>(dev, Precision::$precision);
             }
         }
@@ -582,19 +582,19 @@ precision_tests! {
 }
 
 /// The GPT-2 shapes in each training mode's types (GPU only).
-fn gpt2_fp32(dev: &(impl Device)) {
+fn gpt2_fp32(dev: &impl Device) {
     check_gpt2_shapes::<_, f32, f32>(dev, Precision::Fp32);
 }
 
-fn gpt2_tf32(dev: &(impl Device)) {
+fn gpt2_tf32(dev: &impl Device) {
     check_gpt2_shapes::<_, f32, f32>(dev, Precision::Tf32);
 }
 
-fn gpt2_bf16(dev: &(impl Device)) {
+fn gpt2_bf16(dev: &impl Device) {
     check_gpt2_shapes::<_, bf16, bf16>(dev, Precision::Bf16);
 }
 
-fn gpt2_f16(dev: &(impl Device)) {
+fn gpt2_f16(dev: &impl Device) {
     check_gpt2_shapes::<_, f16, f16>(dev, Precision::Fp16);
 }
 
