@@ -511,6 +511,24 @@ mod tests {
         }
     }
 
+    /// The device computes chunk `i`'s offset as chunk 0's plus `i` row steps (the swizzle
+    /// repeats with the row step): check that this equals [`tc::tile_offset`] of the chunk.
+    #[test]
+    fn copy_offsets_advance_by_whole_row_steps() {
+        for (k_major, eb) in KINDS {
+            let chunks = tc::row_chunks(k_major, eb);
+            let row_step_bytes = tc::THREADS / chunks * chunks * 16;
+            for tid in 0..tc::THREADS {
+                let (r0, c0) = tc::copy_chunk(tid, 0, k_major, eb);
+                let first = tc::tile_offset(k_major, eb, r0, c0);
+                for i in 0..tc::COPIES_PER_THREAD {
+                    let (r, c) = tc::copy_chunk(tid, i, k_major, eb);
+                    assert_eq!(tc::tile_offset(k_major, eb, r, c), first + i * row_step_bytes);
+                }
+            }
+        }
+    }
+
     /// Every `ldmatrix` the kernels issue reads 8 rows of 16 bytes per matrix; each matrix is
     /// one phase and must be conflict-free.
     #[test]
