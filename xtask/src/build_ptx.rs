@@ -55,15 +55,34 @@ pub fn run() -> Result<Vec<BuiltPtx>> {
             cmd::write_atomic(&path, ptx.as_bytes())?;
         }
         println!(
-            "build-ptx: {} -> {} ({} kernels: {})",
+            "build-ptx: {} -> {} ({} kernels)",
             arch.name,
             path.strip_prefix(workspace_root()).unwrap_or(&path).display(),
             entries.len(),
-            entries.keys().cloned().collect::<Vec<_>>().join(", ")
         );
+        print_wrapped("  ", entries.keys().map(String::as_str));
         built.push(BuiltPtx { arch, path });
     }
     Ok(built)
+}
+
+/// Prints `words` separated by spaces, wrapped at 100 columns, each line starting with
+/// `indent`.
+fn print_wrapped<'a>(indent: &str, words: impl Iterator<Item = &'a str>) {
+    let mut line = String::from(indent);
+    for word in words {
+        if line.len() > indent.len() && line.len() + 1 + word.len() > 100 {
+            println!("{line}");
+            line = String::from(indent);
+        }
+        if line.len() > indent.len() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if line.len() > indent.len() {
+        println!("{line}");
+    }
 }
 
 /// How to invoke the toolchain that builds the device crate.

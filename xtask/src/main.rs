@@ -1,6 +1,6 @@
 //! `cargo xtask <command>`: the project's build, check and test automation.
 
-mod bench_gemm;
+mod bench;
 mod build_ptx;
 mod check_ptx;
 mod cmd;
@@ -39,8 +39,13 @@ enum Command {
 #[derive(Subcommand)]
 enum BenchTarget {
     /// GEMM variants vs cuBLAS / cuBLASLt on 4096³ and the GPT-2 124M matmuls (CUDA GPU
-    /// only); writes bench/gemm-<device>.md.
-    Gemm(bench_gemm::Args),
+    /// only); writes bench/gemm-<device>.md. Arguments after `--` go to `gpu-bench gemm`
+    /// (see `cargo xtask bench gemm -- --help`).
+    Gemm {
+        /// Arguments for `gpu-bench gemm`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 fn main() -> Result<()> {
@@ -48,6 +53,6 @@ fn main() -> Result<()> {
         Command::BuildPtx => build_ptx::run().map(drop),
         Command::CheckPtx => check_ptx::run(),
         Command::Test => test::run(),
-        Command::Bench { which: BenchTarget::Gemm(args) } => bench_gemm::run(&args),
+        Command::Bench { which: BenchTarget::Gemm { args } } => bench::gpu("gemm", &args),
     }
 }

@@ -8,16 +8,12 @@
 //! two is the reference for "% of cuBLAS". A sampled-rows comparison of our output against
 //! cuBLAS's guards the numbers against a kernel that is fast because it is wrong.
 //!
-//! Needs a CUDA GPU: without one it fails with a one-line message. Without `--no-build` it first
-//! runs `build-ptx` and re-runs itself in release mode so the freshly built PTX is embedded.
+//! Needs a CUDA GPU: without one it fails with a one-line message. `cargo xtask bench gemm`
+//! builds the PTX first and then this binary, so the kernels measured are the current ones.
 
-mod cublas;
-mod report;
-
-use crate::build_ptx;
-use crate::cmd::{self, workspace_root};
+use crate::cublas::{self, Api, Blas, LtPlan, Mode};
+use crate::report::{self, Meta, Row};
 use anyhow::{Context, Result, bail};
-use cublas::{Api, Blas, LtPlan, Mode};
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
 use gpu_host::kernels::elementwise::{FloatElement, fill};
 use gpu_host::kernels::gemm::{
@@ -25,7 +21,6 @@ use gpu_host::kernels::gemm::{
 };
 use gpu_host::{Device, DeviceBuffer, DeviceElement, Gpu};
 use half::{bf16, f16};
-use report::{Meta, Row};
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -47,10 +42,6 @@ pub struct Args {
     /// Only problems whose name contains this (e.g. `fc`, `4096`).
     #[arg(long)]
     pub only: Option<String>,
-    /// Use the PTX embedded in this binary as is (no build-ptx, no release re-run); for
-    /// machines without cargo.
-    #[arg(long)]
-    pub no_build: bool,
 }
 
 /// One benchmarked GEMM.
@@ -107,9 +98,6 @@ pub fn run(args: &Args) -> Result<()> {
     if args.reps < 20 {
         bail!("--reps must be at least 20 (the report states a median of ≥ 20)");
     }
-    if !args.no_build {
-        return rebuild_and_rerun(args);
-    }
     let gpu = Gpu::new().map_err(|e| anyhow::anyhow!("bench gemm needs a CUDA GPU: {e}"))?;
     cublas::ensure_present()?;
     let info = gpu.info().clone();
@@ -147,29 +135,9 @@ pub fn run(args: &Args) -> Result<()> {
     }
     let text = report::markdown(&meta, &rows);
     let path = args.out.clone().unwrap_or_else(|| default_report_path(&info.name));
-    cmd::write_atomic(&path, text.as_bytes())?;
+    crate::write_atomic(&path, &text)?;
     println!("\n{text}\nbench gemm: wrote {}", path.display());
     Ok(())
-}
-
-/// Builds the PTX, then runs the release build of this command with `--no-build`, so the
-/// binary that measures embeds the PTX just built.
-fn rebuild_and_rerun(args: &Args) -> Result<()> {
-    build_ptx::run()?;
-    let mut command = Command::new("cargo");
-    command
-        .args(["run", "--release", "--locked", "--package", "xtask", "--", "bench", "gemm"])
-        .arg("--no-build")
-        .args(["--reps", &args.reps.to_string(), "--warmup", &args.warmup.to_string()]);
-    for (flag, value) in [("--commit", &args.commit), ("--only", &args.only)] {
-        if let Some(value) = value {
-            command.args([flag, value]);
-        }
-    }
-    if let Some(out) = &args.out {
-        command.arg("--out").arg(out);
-    }
-    cmd::run(command.current_dir(workspace_root()))
 }
 
 fn git_commit() -> String {
@@ -180,12 +148,10 @@ fn git_commit() -> String {
     }
 }
 
-/// `bench/gemm-<slug>.md` under the workspace (or the current folder when the workspace this
-/// binary was built in does not exist here).
+/// `bench/gemm-<slug>.md` under the current folder (`cargo xtask bench gemm` runs from the
+/// workspace root).
 fn default_report_path(device_name: &str) -> PathBuf {
-    let root = workspace_root();
-    let root = if root.is_dir() { root } else { PathBuf::from(".") };
-    root.join("bench").join(format!("gemm-{}.md", report::device_slug(device_name)))
+    PathBuf::from("bench").join(format!("gemm-{}.md", report::device_slug(device_name)))
 }
 
 /// Element types the benchmark fills with random values.
