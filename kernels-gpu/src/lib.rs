@@ -2,19 +2,21 @@
 //!
 //! - [`arch`]: the only module with inline PTX (`asm!`), one wrapper per instruction;
 //! - [`elem`], [`warp`]: element conversions and warp collectives built on it;
-//! - one module per kernel family ([`elementwise`], [`probe`]); entry points are
+//! - one module per kernel family ([`elementwise`], [`gemm`], [`probe`]); entry points are
 //!   `#[unsafe(no_mangle)] extern "ptx-kernel"` functions taking one `kernel_abi` struct.
 //!
 //! Device code is panic-free: no bounds-checked indexing, no `core` function that could stay
 //! an undefined `.extern .func` in the PTX (build-ptx rejects such PTX). Kernels trust the
 //! shapes in their parameters; the host launchers in `gpu-host` check them before launching.
 #![no_std]
-#![feature(abi_ptx, asm_experimental_arch)]
+#![feature(abi_ptx, asm_experimental_arch, core_float_math)]
 
 pub mod arch;
 pub mod elem;
 pub mod elementwise;
+pub mod gemm;
 pub mod probe;
+mod unroll;
 pub mod warp;
 
 /// Device code never unwinds; a panic (which the code is written never to reach) traps.

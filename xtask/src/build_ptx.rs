@@ -7,7 +7,7 @@
 
 use crate::cmd::{self, target_dir, workspace_root};
 use anyhow::{Context, Result, bail, ensure};
-use kernel_abi::{ALL_KERNELS, KernelSig};
+use kernel_abi::{ALL_KERNELS, ALL_LAUNCH_BOUNDS, KernelSig, LaunchBounds};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -49,20 +49,40 @@ pub fn run() -> Result<Vec<BuiltPtx>> {
         let ptx = std::fs::read_to_string(&asm)
             .with_context(|| format!("reading rustc's PTX output {}", asm.display()))?;
         let entries = validate(&ptx).with_context(|| format!("PTX for {}", arch.name))?;
+        let ptx = apply_launch_bounds(&ptx).with_context(|| format!("PTX for {}", arch.name))?;
         let path = ptx_path(arch.name);
         if std::fs::read_to_string(&path).ok().as_deref() != Some(ptx.as_str()) {
             cmd::write_atomic(&path, ptx.as_bytes())?;
         }
         println!(
-            "build-ptx: {} -> {} ({} kernels: {})",
+            "build-ptx: {} -> {} ({} kernels)",
             arch.name,
             path.strip_prefix(workspace_root()).unwrap_or(&path).display(),
             entries.len(),
-            entries.keys().cloned().collect::<Vec<_>>().join(", ")
         );
+        print_wrapped("  ", entries.keys().map(String::as_str));
         built.push(BuiltPtx { arch, path });
     }
     Ok(built)
+}
+
+/// Prints `words` separated by spaces, wrapped at 100 columns, each line starting with
+/// `indent`.
+fn print_wrapped<'a>(indent: &str, words: impl Iterator<Item = &'a str>) {
+    let mut line = String::from(indent);
+    for word in words {
+        if line.len() > indent.len() && line.len() + 1 + word.len() > 100 {
+            println!("{line}");
+            line = String::from(indent);
+        }
+        if line.len() > indent.len() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if line.len() > indent.len() {
+        println!("{line}");
+    }
 }
 
 /// How to invoke the toolchain that builds the device crate.
@@ -219,6 +239,36 @@ pub fn validate(ptx: &str) -> Result<BTreeMap<String, usize>> {
     Ok(entries.into_iter().map(|(name, (size, _))| (name, size)).collect())
 }
 
+/// Writes kernel-abi's [`LaunchBounds`] into the PTX: `.maxntid` and `.minnctapersm` after the
+/// parameter list of each listed entry (PTX "performance-tuning directives").
+pub fn apply_launch_bounds(ptx: &str) -> Result<String> {
+    let bounds: BTreeMap<&str, &LaunchBounds> =
+        ALL_LAUNCH_BOUNDS.iter().flat_map(|family| family.iter()).map(|b| (b.name, b)).collect();
+    let mut out = String::with_capacity(ptx.len() + 64 * bounds.len());
+    let mut pending: Option<&LaunchBounds> = None;
+    let mut applied = 0;
+    for line in ptx.lines() {
+        out.push_str(line);
+        out.push('\n');
+        if let Some(rest) = line.trim().strip_prefix(".visible .entry ") {
+            pending = bounds.get(rest.trim_end_matches('(').trim()).copied();
+        } else if let Some(b) = pending.filter(|_| line.trim() == ")") {
+            out.push_str(&format!(
+                ".maxntid {}, 1, 1\n.minnctapersm {}\n",
+                b.max_threads, b.min_blocks_per_sm
+            ));
+            pending = None;
+            applied += 1;
+        }
+    }
+    ensure!(
+        applied == bounds.len(),
+        "launch bounds name {} entries, {applied} found in the PTX",
+        bounds.len()
+    );
+    Ok(out)
+}
+
 /// `.entry name( .param .align A .b8 name_param_0[S] )` → name → (S, A). Every kernel of this
 /// project takes exactly one by-value struct.
 fn parse_entries(ptx: &str) -> Result<BTreeMap<String, (usize, usize)>> {
@@ -269,6 +319,25 @@ mod tests {
         let ptx = ".visible .entry k(\n\t.param .u64 k_param_0\n)\n{\n}\n";
         assert!(parse_entries(ptx).is_err());
         assert!(validate(".extern .func foo();\n").is_err());
+    }
+
+    #[test]
+    fn launch_bounds_follow_the_parameter_list() {
+        let ptx = ".visible .entry gemm_simt_rr_f32(\n\t.param .align 8 .b8 p[8]\n)\n{\n}\n";
+        let err = apply_launch_bounds(ptx).unwrap_err().to_string();
+        assert!(err.contains("entries"), "{err}");
+        let mut all = String::new();
+        for family in ALL_LAUNCH_BOUNDS {
+            for b in family.iter() {
+                all.push_str(&format!(
+                    ".visible .entry {}(\n\t.param .b8 p[8]\n)\n{{\n}}\n",
+                    b.name
+                ));
+            }
+        }
+        let out = apply_launch_bounds(&all).unwrap();
+        assert!(out.contains(".visible .entry gemm_simt_rr_f32(\n\t.param .b8 p[8]\n)\n.maxntid 256, 1, 1\n.minnctapersm 2\n{"));
+        assert!(out.contains("gemm_bf16_rc_bf16(\n\t.param .b8 p[8]\n)\n.maxntid 128, 1, 1\n"));
     }
 
     #[test]

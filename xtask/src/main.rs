@@ -10,7 +10,7 @@ mod train;
 mod trainer_bin;
 
 use anyhow::Result;
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 
 /// Project automation for the GPT-2 Rust kernels workspace.
 #[derive(Parser)]
@@ -45,17 +45,27 @@ enum Command {
         #[arg(last = true)]
         args: Vec<String>,
     },
-    /// Benchmark the trainer: ms/step and tokens/s for d2 and d12 at B=4, T=64.
+    /// Benchmarks (GPU ones need a CUDA GPU).
     Bench {
         /// What to benchmark.
-        target: BenchTarget,
+        #[command(subcommand)]
+        which: BenchTarget,
     },
 }
 
-/// Targets of `cargo xtask bench`.
-#[derive(Clone, Copy, ValueEnum)]
+/// The benchmark groups of `cargo xtask bench`.
+#[derive(Subcommand)]
 enum BenchTarget {
-    /// The CPU backend.
+    /// GEMM variants vs cuBLAS / cuBLASLt on 4096³ and the GPT-2 124M matmuls (CUDA GPU
+    /// only); writes bench/gemm-<device>.md. Arguments after `--` go to `gpu-bench gemm`
+    /// (see `cargo xtask bench gemm -- --help`).
+    Gemm {
+        /// Arguments for `gpu-bench gemm`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// The CPU trainer: ms/step and tokens/s of full training steps for d2 and d12 at B=4,
+    /// T=64 (median of 7 steps after 2 warm-up steps).
     Cpu,
 }
 
@@ -66,6 +76,7 @@ fn main() -> Result<()> {
         Command::Test => test::run(),
         Command::Train { args } => train::run(&args),
         Command::Data { args } => data::run(&args),
-        Command::Bench { target: BenchTarget::Cpu } => bench::cpu(),
+        Command::Bench { which: BenchTarget::Gemm { args } } => bench::gpu("gemm", &args),
+        Command::Bench { which: BenchTarget::Cpu } => bench::cpu(),
     }
 }

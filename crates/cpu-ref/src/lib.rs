@@ -17,6 +17,7 @@ pub mod classifier;
 pub mod elementwise;
 pub mod encoder;
 pub mod gelu;
+pub mod gemm;
 pub mod layernorm;
 pub mod matmul;
 pub mod norm;

@@ -63,5 +63,23 @@ pub struct KernelSig {
     pub param_align: usize,
 }
 
+/// The launch bounds of one entry point, which `cargo xtask build-ptx` writes into the PTX as
+/// `.maxntid` / `.minnctapersm` (what CUDA C++'s `__launch_bounds__` emits; rustc has no
+/// attribute for it): ptxas then keeps the kernel's registers low enough for
+/// `min_blocks_per_sm` blocks of `max_threads` threads to share an SM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchBounds {
+    /// The `.entry` name.
+    pub name: &'static str,
+    /// Largest block the kernel is launched with (`.maxntid max_threads, 1, 1`).
+    pub max_threads: u32,
+    /// Blocks that must fit on one SM at once (`.minnctapersm`).
+    pub min_blocks_per_sm: u32,
+}
+
+/// Launch bounds of the entries that need them, grouped by kernel family.
+pub const ALL_LAUNCH_BOUNDS: &[&[LaunchBounds]] = &[crate::gemm::LAUNCH_BOUNDS];
+
 /// Every entry point `kernels-gpu` must export, grouped by kernel family.
-pub const ALL_KERNELS: &[&[KernelSig]] = &[crate::elementwise::KERNELS, crate::probe::KERNELS];
+pub const ALL_KERNELS: &[&[KernelSig]] =
+    &[crate::elementwise::KERNELS, crate::probe::KERNELS, crate::gemm::KERNELS];

@@ -14,9 +14,10 @@
 
 pub mod elementwise;
 pub mod fragment;
+pub mod gemm;
 pub mod kernel;
 pub mod probe;
 pub mod ptr;
 
-pub use kernel::{ALL_KERNELS, Kernel, KernelParams, KernelSig};
+pub use kernel::{ALL_KERNELS, ALL_LAUNCH_BOUNDS, Kernel, KernelParams, KernelSig, LaunchBounds};
 pub use ptr::{Bf16, DevicePtr, DevicePtrMut, F16};

@@ -49,6 +49,18 @@ macro_rules! impl_device_ptr {
                 self.addr
             }
 
+            /// The null pointer (address 0): "absent" for optional kernel arguments.
+            #[inline]
+            pub const fn null() -> Self {
+                Self::from_addr(0)
+            }
+
+            /// Whether this is the null pointer.
+            #[inline]
+            pub const fn is_null(self) -> bool {
+                self.addr == 0
+            }
+
             /// Whether the address is a multiple of `bytes` (a power of two).
             #[inline]
             pub const fn is_aligned_to(self, bytes: u64) -> bool {

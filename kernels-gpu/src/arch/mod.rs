@@ -18,6 +18,7 @@ pub mod cvt;
 pub mod global;
 pub mod ids;
 pub mod ldmatrix;
+pub mod math;
 pub mod mma;
 pub mod shfl;
 pub mod smem;

@@ -68,6 +68,20 @@ pub unsafe fn st_shared_f32(addr: u32, value: f32) {
     unsafe { st_shared_u32(addr, value.to_bits()) }
 }
 
+/// `st.shared.v2.u32`: 8 bytes.
+///
+/// # Safety
+/// `addr` must be 8-byte aligned and the 8 bytes inside the block's shared memory.
+/// Minimum sm_20.
+#[inline(always)]
+pub unsafe fn st_shared_v2_u32(addr: u32, v: [u32; 2]) {
+    // SAFETY: bounds and alignment are the caller's contract.
+    unsafe {
+        asm!("st.shared.v2.u32 [{}], {{{}, {}}};", in(reg32) addr, in(reg32) v[0], in(reg32) v[1],
+             options(nostack, preserves_flags));
+    }
+}
+
 /// `ld.shared.v4.u32`: 16 bytes.
 ///
 /// # Safety

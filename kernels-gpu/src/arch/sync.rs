@@ -14,3 +14,16 @@ pub unsafe fn bar_sync() {
     // barrier for the compiler (no `nomem`), so accesses are not moved across it.
     unsafe { asm!("bar.sync 0;", options(nostack, preserves_flags)) }
 }
+
+/// `bar.warp.sync 0xffffffff`: waits until all 32 lanes of the warp arrive, and orders their
+/// shared and global memory accesses around it (a warp-level barrier, e.g. between a warp's
+/// writes to a private shared-memory buffer and its reads of what other lanes wrote).
+///
+/// # Safety
+/// All 32 lanes of the warp must execute this same call site. Minimum sm_70.
+#[inline(always)]
+pub unsafe fn bar_warp_sync() {
+    // SAFETY: convergence is the caller's contract; no `nomem`, so the compiler does not move
+    // memory accesses across it.
+    unsafe { asm!("bar.warp.sync 0xffffffff;", options(nostack, preserves_flags)) }
+}

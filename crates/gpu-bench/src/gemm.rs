@@ -1,0 +1,379 @@
+//! `cargo xtask bench gemm`: TFLOP/s of the GEMM variants and of cuBLAS / cuBLASLt in the same
+//! run, on 4096³ and the GPT-2 124M matmuls at B·T = 16384, written to `bench/gemm-<device>.md`.
+//!
+//! Method: CUDA events around every launch, warm-up launches first, the median of the timed
+//! launches; each problem rotates over enough copies of its operands that the rotation exceeds
+//! twice the L2 cache; uniform random data in [-1, 1). cuBLAS is timed through prepared calls
+//! (`cublasSgemm`/`cublasGemmEx`, and a `cublasLtMatmul` plan built once), and the faster of the
+//! two is the reference for "% of cuBLAS". A sampled-rows comparison of our output against
+//! cuBLAS's guards the numbers against a kernel that is fast because it is wrong.
+//!
+//! Needs a CUDA GPU: without one it fails with a one-line message. `cargo xtask bench gemm`
+//! builds the PTX first and then this binary, so the kernels measured are the current ones.
+
+use crate::cublas::{self, Api, Blas, LtPlan, Mode};
+use crate::report::{self, Meta, Row};
+use anyhow::{Context, Result, bail};
+use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
+use gpu_host::kernels::elementwise::{FloatElement, fill};
+use gpu_host::kernels::gemm::{
+    Epilogue, GemmOutput, GemmSpec, GemmTypes, Layout, Precision, gemm_split_k,
+};
+use gpu_host::{Device, DeviceBuffer, DeviceElement, Gpu};
+use half::{bf16, f16};
+use std::path::PathBuf;
+use std::process::Command;
+
+/// Options of `bench gemm`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct Args {
+    /// Timed launches per measurement (the median is reported; at least 20).
+    #[arg(long, default_value_t = 25)]
+    pub reps: usize,
+    /// Untimed launches before timing.
+    #[arg(long, default_value_t = 3)]
+    pub warmup: usize,
+    /// Where to write the report (default: bench/gemm-<device>.md in the workspace).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Commit recorded in the report (default: `git rev-parse --short HEAD`).
+    #[arg(long)]
+    pub commit: Option<String>,
+    /// Only problems whose name contains this (e.g. `fc`, `4096`).
+    #[arg(long)]
+    pub only: Option<String>,
+}
+
+/// One benchmarked GEMM.
+#[derive(Clone, Debug)]
+pub struct Problem {
+    /// Name in the report.
+    pub name: String,
+    /// Shape, layouts, leading dimensions and beta (the precision is set per variant).
+    pub spec: GemmSpec,
+}
+
+/// Tokens per batch of the GPT-2 shapes (B·T).
+pub const TOKENS: usize = 16384;
+
+/// GPT-2 124M linear layers: (name, out features, in features).
+pub const GPT2_LAYERS: [(&str, usize, usize); 5] = [
+    ("qkv", 2304, 768),
+    ("attproj", 768, 768),
+    ("fc", 3072, 768),
+    ("fcproj", 768, 3072),
+    ("classifier", 50304, 768),
+];
+
+/// 4096³ (row-major A·B), then per GPT-2 layer its forward `X·Wᵀ`, input gradient `dY·W` and
+/// weight gradient `dW += dYᵀ·X`.
+pub fn problems() -> Vec<Problem> {
+    let p = Precision::Fp32;
+    let mut out = vec![Problem {
+        name: "square".into(),
+        spec: GemmSpec::new(4096, 4096, 4096, Layout::RowMajor, Layout::RowMajor, p),
+    }];
+    for (layer, out_f, in_f) in GPT2_LAYERS {
+        for (pass, spec) in [
+            ("fwd", GemmSpec::linear_forward(TOKENS, out_f, in_f, p)),
+            ("dX", GemmSpec::linear_backward_input(TOKENS, in_f, out_f, p)),
+            ("dW", GemmSpec::linear_backward_weight(TOKENS, in_f, out_f, p)),
+        ] {
+            out.push(Problem { name: format!("{layer} {pass}"), spec });
+        }
+    }
+    out
+}
+
+/// The benchmarked variants: our precision, its cuBLAS mode and a label.
+const VARIANTS: [(Precision, Mode, &str); 4] = [
+    (Precision::Fp32, Mode::Fp32, "FP32 SIMT"),
+    (Precision::Tf32, Mode::Tf32, "TF32 mma.sync"),
+    (Precision::Bf16, Mode::Bf16, "BF16 mma.sync"),
+    (Precision::Fp16, Mode::Fp16, "FP16 mma.sync"),
+];
+
+/// Runs the benchmark (see the module docs).
+pub fn run(args: &Args) -> Result<()> {
+    if args.reps < 20 {
+        bail!("--reps must be at least 20 (the report states a median of ≥ 20)");
+    }
+    let gpu = Gpu::new().map_err(|e| anyhow::anyhow!("bench gemm needs a CUDA GPU: {e}"))?;
+    cublas::ensure_present()?;
+    let info = gpu.info().clone();
+    let attribute = |a| gpu.context().attribute(a).context("reading a device attribute");
+    let l2_bytes = attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as usize;
+    let meta = Meta {
+        device: gpu.describe(),
+        device_name: info.name.clone(),
+        date: report::utc_date(std::time::SystemTime::now()),
+        commit: args.commit.clone().unwrap_or_else(git_commit),
+        warmup: args.warmup,
+        reps: args.reps,
+        l2_bytes,
+    };
+    let bench = Bench::new(&gpu, args, l2_bytes)?;
+    let mut rows = Vec::new();
+    for problem in problems() {
+        if args.only.as_ref().is_some_and(|s| !problem.name.contains(s.as_str())) {
+            continue;
+        }
+        for (precision, mode, label) in VARIANTS {
+            let mut spec = problem.spec;
+            spec.precision = precision;
+            let spec = spec.with_split_k_for(info.multiprocessors as usize);
+            let problem = Problem { name: problem.name.clone(), spec };
+            let row = match mode {
+                Mode::Fp32 | Mode::Tf32 => bench.measure::<f32>(&problem, mode, label),
+                Mode::Bf16 => bench.measure::<bf16>(&problem, mode, label),
+                Mode::Fp16 => bench.measure::<f16>(&problem, mode, label),
+            }
+            .with_context(|| format!("{} ({label})", problem.name))?;
+            println!("{}", report::progress_line(&row));
+            rows.push(row);
+        }
+    }
+    let text = report::markdown(&meta, &rows);
+    let path = args.out.clone().unwrap_or_else(|| default_report_path(&info.name));
+    crate::write_atomic(&path, &text)?;
+    println!("\n{text}\nbench gemm: wrote {}", path.display());
+    Ok(())
+}
+
+fn git_commit() -> String {
+    let out = Command::new("git").args(["rev-parse", "--short", "HEAD"]).output();
+    match out {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).trim().to_string(),
+        _ => "unknown (pass --commit)".into(),
+    }
+}
+
+/// `bench/gemm-<slug>.md` under the current folder (`cargo xtask bench gemm` runs from the
+/// workspace root).
+fn default_report_path(device_name: &str) -> PathBuf {
+    PathBuf::from("bench").join(format!("gemm-{}.md", report::device_slug(device_name)))
+}
+
+/// Element types the benchmark fills with random values.
+trait Sample: DeviceElement + FloatElement + GemmOutput + GemmTypes<Self> {
+    fn from_f32(x: f32) -> Self;
+    fn to_f64(self) -> f64;
+}
+
+impl Sample for f32 {
+    fn from_f32(x: f32) -> Self {
+        x
+    }
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+}
+
+impl Sample for bf16 {
+    fn from_f32(x: f32) -> Self {
+        bf16::from_f32(x)
+    }
+    fn to_f64(self) -> f64 {
+        self.to_f64()
+    }
+}
+
+impl Sample for f16 {
+    fn from_f32(x: f32) -> Self {
+        f16::from_f32(x)
+    }
+    fn to_f64(self) -> f64 {
+        self.to_f64()
+    }
+}
+
+/// Uniform values in [-1, 1) from a fixed-seed xorshift, repeating with a period of 2^22
+/// elements (the values do not change GEMM speed; the period keeps generation fast).
+fn random_values<T: Sample>(len: usize, seed: u64) -> Vec<T> {
+    const PERIOD: usize = 1 << 22;
+    let mut state = seed | 1;
+    let block: Vec<T> = (0..PERIOD.min(len))
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            T::from_f32((state >> 40) as f32 / (1u64 << 23) as f32 - 1.0)
+        })
+        .collect();
+    block.iter().copied().cycle().take(len).collect()
+}
+
+/// Device, baselines and timing settings shared by every measurement.
+struct Bench<'a> {
+    gpu: &'a Gpu,
+    blas: Blas,
+    workspace: <Gpu as Device>::Buffer<u8>,
+    l2_bytes: usize,
+    warmup: usize,
+    reps: usize,
+}
+
+/// Operands of one problem, several copies to rotate over.
+struct Operands<T: DeviceElement> {
+    sets: Vec<[<Gpu as Device>::Buffer<T>; 3]>,
+}
+
+impl<'a> Bench<'a> {
+    fn new(gpu: &'a Gpu, args: &Args, l2_bytes: usize) -> Result<Self> {
+        let blas = Blas::new(gpu.stream().cu_stream().cast())?;
+        let workspace = gpu.alloc::<u8>(WORKSPACE_BYTES)?;
+        Ok(Self { gpu, blas, workspace, l2_bytes, warmup: args.warmup, reps: args.reps })
+    }
+
+    /// Copies of A, B, C so that one rotation touches at least twice the L2 size.
+    fn operands<T: Sample>(&self, spec: &GemmSpec) -> Result<Operands<T>> {
+        let set_bytes = (spec.a_len() + spec.b_len() + spec.c_len()) * size_of::<T>();
+        let count = (2 * self.l2_bytes).div_ceil(set_bytes.max(1)).clamp(1, 16);
+        let mut sets = Vec::with_capacity(count);
+        for i in 0..count as u64 {
+            let a = self.gpu.upload(&random_values::<T>(spec.a_len(), 3 * i + 1))?;
+            let b = self.gpu.upload(&random_values::<T>(spec.b_len(), 3 * i + 2))?;
+            let c = self.gpu.upload(&random_values::<T>(spec.c_len(), 3 * i + 3))?;
+            sets.push([a, b, c]);
+        }
+        Ok(Operands { sets })
+    }
+
+    /// Median milliseconds of `launch(set)` over the timed launches.
+    fn time(&self, sets: usize, mut launch: impl FnMut(usize) -> Result<()>) -> Result<f64> {
+        for i in 0..self.warmup {
+            launch(i % sets)?;
+        }
+        let ctx = self.gpu.context();
+        let event = || ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT));
+        let mut pairs = Vec::with_capacity(self.reps);
+        for _ in 0..self.reps {
+            pairs.push((event()?, event()?));
+        }
+        for (i, (start, end)) in pairs.iter().enumerate() {
+            start.record(self.gpu.stream())?;
+            launch(i % sets)?;
+            end.record(self.gpu.stream())?;
+        }
+        self.gpu.synchronize()?;
+        let mut ms = Vec::with_capacity(self.reps);
+        for (start, end) in &pairs {
+            ms.push(start.elapsed_ms(end)? as f64);
+        }
+        Ok(report::median(&mut ms))
+    }
+
+    fn measure<T: Sample>(&self, problem: &Problem, mode: Mode, label: &str) -> Result<Row> {
+        let spec = &problem.spec;
+        let mut ops = self.operands::<T>(spec)?;
+        let n_sets = ops.sets.len();
+        let mut workspace = self.gpu.alloc::<f32>(spec.workspace_len().max(1))?;
+        let ours_ms = self.time(n_sets, |set| {
+            let [a, b, c] = &mut ops.sets[set];
+            let (a, b, c, w) = (a.view(), b.view(), c.view_mut(), workspace.view_mut());
+            Ok(gemm_split_k(self.gpu, spec, a, b, c, Epilogue::default(), w)?)
+        })?;
+        let lt = LtPlan::new(mode, spec, self.workspace.view().addr(), WORKSPACE_BYTES)?;
+        let stream = self.gpu.stream().cu_stream().cast();
+        let addrs = |set: usize| {
+            let [a, b, c] = &ops.sets[set];
+            (a.view().addr(), b.view().addr(), c.view().addr())
+        };
+        let blas_ms = self.time(n_sets, |set| {
+            let (a, b, c) = addrs(set);
+            // SAFETY: the buffers hold the problem's matrices in T.
+            unsafe { self.blas.run(mode, spec, a, b, c) }
+        })?;
+        let lt_ms = self.time(n_sets, |set| {
+            let (a, b, c) = addrs(set);
+            // SAFETY: as above.
+            unsafe { lt.run(a, b, c, stream) }
+        })?;
+        let (best_api, best_ms) =
+            if blas_ms <= lt_ms { (Api::Blas, blas_ms) } else { (Api::Lt, lt_ms) };
+        let rel_diff = self.compare::<T>(spec, &ops, mode, best_api, &lt, &mut workspace)?;
+        let tflops = |ms: f64| spec.flops() / (ms * 1e-3) / 1e12;
+        Ok(Row {
+            problem: problem.name.clone(),
+            spec: *spec,
+            variant: label.to_string(),
+            ours: tflops(ours_ms),
+            blas: (Api::Blas.name(mode), tflops(blas_ms)),
+            lt: tflops(lt_ms),
+            best: (best_api.name(mode), tflops(best_ms)),
+            rel_diff,
+        })
+    }
+
+    /// max |ours − cuBLAS| / max |cuBLAS| over 8 sampled rows, both computed from C = 0.
+    fn compare<T: Sample>(
+        &self,
+        spec: &GemmSpec,
+        ops: &Operands<T>,
+        mode: Mode,
+        api: Api,
+        lt: &LtPlan,
+        workspace: &mut <Gpu as Device>::Buffer<f32>,
+    ) -> Result<f64> {
+        let [a, b, _] = &ops.sets[0];
+        let mut reference = self.gpu.alloc::<T>(spec.c_len())?;
+        let mut ours = self.gpu.alloc::<T>(spec.c_len())?;
+        fill(self.gpu, reference.view_mut(), T::from_f32(0.0))?;
+        fill(self.gpu, ours.view_mut(), T::from_f32(0.0))?;
+        let (av, bv, w) = (a.view(), b.view(), workspace.view_mut());
+        gemm_split_k(self.gpu, spec, av, bv, ours.view_mut(), Epilogue::default(), w)?;
+        let (a, b, r) = (a.view().addr(), b.view().addr(), reference.view().addr());
+        // SAFETY: the buffers hold the problem's matrices in T.
+        unsafe {
+            match api {
+                Api::Blas => self.blas.run(mode, spec, a, b, r)?,
+                Api::Lt => lt.run(a, b, r, self.gpu.stream().cu_stream().cast())?,
+            }
+        }
+        let (mut max_diff, mut max_ref) = (0.0f64, 0.0f64);
+        for i in 0..8 {
+            let row = i * (spec.m - 1) / 7;
+            let range = row * spec.ldc..row * spec.ldc + spec.n;
+            let got = self.gpu.download(ours.view().slice(range.clone())?)?;
+            let want = self.gpu.download(reference.view().slice(range)?)?;
+            for (g, w) in got.into_iter().zip(want) {
+                max_diff = max_diff.max((g.to_f64() - w.to_f64()).abs());
+                max_ref = max_ref.max(w.to_f64().abs());
+            }
+        }
+        Ok(if max_ref > 0.0 { max_diff / max_ref } else { max_diff })
+    }
+}
+
+/// cuBLASLt workspace (NVIDIA's recommendation for Hopper).
+const WORKSPACE_BYTES: usize = 32 << 20;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn problems_cover_the_gpt2_matmuls() {
+        let all = problems();
+        assert_eq!(all.len(), 1 + 3 * GPT2_LAYERS.len());
+        let fwd = all.iter().find(|p| p.name == "classifier fwd").unwrap();
+        assert_eq!((fwd.spec.m, fwd.spec.n, fwd.spec.k), (TOKENS, 50304, 768));
+        let dw = all.iter().find(|p| p.name == "fcproj dW").unwrap();
+        assert_eq!((dw.spec.m, dw.spec.n, dw.spec.k, dw.spec.beta), (768, 3072, TOKENS, 1.0));
+        assert_eq!(dw.spec.a_layout, Layout::ColMajor);
+        let dx = all.iter().find(|p| p.name == "qkv dX").unwrap();
+        assert_eq!((dx.spec.m, dx.spec.n, dx.spec.k), (TOKENS, 768, 2304));
+        // One GPT-2 layer's three matmuls of qkv: 3 × 2·16384·768·2304 flops.
+        let qkv: f64 =
+            all.iter().filter(|p| p.name.starts_with("qkv")).map(|p| p.spec.flops()).sum();
+        assert_eq!(qkv, 3.0 * 2.0 * 16384.0 * 768.0 * 2304.0);
+    }
+
+    #[test]
+    fn random_values_are_nonzero_and_in_range() {
+        let v = random_values::<f32>(10_000, 7);
+        assert!(v.iter().all(|x| (-1.0..1.0).contains(x)));
+        assert!(v.iter().filter(|x| **x == 0.0).count() < 5);
+        assert!(v.windows(2).any(|w| w[0] != w[1]));
+    }
+}

@@ -1,0 +1,252 @@
+//! The benchmark report: rows, the markdown table, and small formatting helpers.
+
+use gpu_host::kernels::gemm::{GemmSpec, Layout};
+use std::fmt::Write;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Facts about the run, printed above the tables.
+#[derive(Clone, Debug)]
+pub struct Meta {
+    /// `Device::describe` of the GPU.
+    pub device: String,
+    /// The driver's device name.
+    pub device_name: String,
+    /// UTC date, `YYYY-MM-DD`.
+    pub date: String,
+    /// Git commit of the kernels.
+    pub commit: String,
+    /// Warm-up launches per measurement.
+    pub warmup: usize,
+    /// Timed launches per measurement.
+    pub reps: usize,
+    /// L2 size in bytes (the operand rotation exceeds twice this).
+    pub l2_bytes: usize,
+}
+
+/// One problem in one variant.
+#[derive(Clone, Debug)]
+pub struct Row {
+    /// Problem name (`fc dW`, …).
+    pub problem: String,
+    /// Its shape and layouts.
+    pub spec: GemmSpec,
+    /// Our variant (`BF16 mma.sync`, …).
+    pub variant: String,
+    /// Our TFLOP/s.
+    pub ours: f64,
+    /// cuBLAS (`cublasSgemm` / `cublasGemmEx`) name and TFLOP/s.
+    pub blas: (&'static str, f64),
+    /// cuBLASLt TFLOP/s.
+    pub lt: f64,
+    /// The faster baseline's name and TFLOP/s.
+    pub best: (&'static str, f64),
+    /// max |ours − best baseline| / max |baseline| on sampled rows.
+    pub rel_diff: f64,
+}
+
+impl Row {
+    /// Our speed as a percentage of the faster baseline.
+    pub fn percent(&self) -> f64 {
+        100.0 * self.ours / self.best.1
+    }
+}
+
+/// Median of `values` (sorted in place); 0 for none.
+pub fn median(values: &mut [f64]) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    values.sort_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    if values.len() % 2 == 1 { values[mid] } else { 0.5 * (values[mid - 1] + values[mid]) }
+}
+
+/// `NVIDIA H100 80GB HBM3` → `nvidia-h100-80gb-hbm3`.
+pub fn device_slug(name: &str) -> String {
+    let mut slug = String::new();
+    for c in name.chars() {
+        if c.is_ascii_alphanumeric() {
+            slug.push(c.to_ascii_lowercase());
+        } else if !slug.is_empty() && !slug.ends_with('-') {
+            slug.push('-');
+        }
+    }
+    slug.trim_end_matches('-').to_string()
+}
+
+/// `YYYY-MM-DD` (UTC) of `time`.
+pub fn utc_date(time: SystemTime) -> String {
+    let days = time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() / 86_400) as i64;
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+fn layouts(spec: &GemmSpec) -> String {
+    let l = |x| if x == Layout::RowMajor { "r" } else { "c" };
+    let beta = if spec.beta != 0.0 { ", β=1" } else { "" };
+    let split = match spec.split_plan().0 {
+        1 => String::new(),
+        slices => format!(", split-K {slices}"),
+    };
+    format!("{}{}{beta}{split}", l(spec.a_layout), l(spec.b_layout))
+}
+
+/// One line per measurement while the benchmark runs.
+pub fn progress_line(row: &Row) -> String {
+    format!(
+        "{:16} {:14} ours {:7.1}  {} {:7.1}  cublasLt {:7.1}  ({:5.1}% of best)  diff {:.1e}",
+        row.problem,
+        row.variant,
+        row.ours,
+        row.blas.0,
+        row.blas.1,
+        row.lt,
+        row.percent(),
+        row.rel_diff
+    )
+}
+
+/// Geometric mean of `values` (all positive).
+fn geomean(values: &[f64]) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    (values.iter().map(|v| v.ln()).sum::<f64>() / values.len() as f64).exp()
+}
+
+/// The report: header, a summary per variant over the GPT-2 problems, then one table per
+/// variant.
+pub fn markdown(meta: &Meta, rows: &[Row]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "# GEMM benchmark: {}\n", meta.device_name);
+    let _ = writeln!(s, "- Device: {}", meta.device);
+    let _ = writeln!(s, "- Date (UTC): {}; commit: `{}`", meta.date, meta.commit);
+    let _ = writeln!(
+        s,
+        "- Method: `cargo xtask bench gemm`. CUDA events around every launch, {} warm-up \
+         launches, median of {} timed launches; operands rotated over enough copies to exceed \
+         2 × L2 ({} MB); uniform random data in [-1, 1). TFLOP/s = 2·M·N·K / time.",
+        meta.warmup,
+        meta.reps,
+        meta.l2_bytes >> 20
+    );
+    let _ = writeln!(
+        s,
+        "- Baselines: FP32 = `cublasSgemm` and cuBLASLt `COMPUTE_32F`; TF32 = `cublasGemmEx` and \
+         cuBLASLt with `CUBLAS_COMPUTE_32F_FAST_TF32`; BF16 / FP16 = `cublasGemmEx` and cuBLASLt \
+         (16-bit in and out, f32 accumulation). \"% of cuBLAS\" is against the faster of the two. \
+         \"diff\" = max |ours − cuBLAS| / max |cuBLAS| over 8 sampled rows."
+    );
+    let _ = writeln!(
+        s,
+        "- Layouts: `rc` = A row-major, B column-major (`X·Wᵀ`), `rr` = `dY·W`, `cr` = \
+         `dYᵀ·X` (β=1 accumulates into dW); \"split-K n\": our kernel ran as n K slices plus \
+         the reduction pass (both timed). GPT-2 124M at B·T = 16384 tokens.\n"
+    );
+    let mut variants: Vec<&str> = Vec::new();
+    for row in rows {
+        if !variants.contains(&row.variant.as_str()) {
+            variants.push(&row.variant);
+        }
+    }
+    let _ = writeln!(s, "## Summary (GPT-2 problems)\n");
+    let _ = writeln!(s, "| variant | geo-mean % of cuBLAS | min % | max % |");
+    let _ = writeln!(s, "|---|---:|---:|---:|");
+    for variant in &variants {
+        let pct: Vec<f64> = rows
+            .iter()
+            .filter(|r| r.variant == *variant && r.problem != "square")
+            .map(Row::percent)
+            .collect();
+        let (min, max) = pct.iter().fold((f64::MAX, 0.0f64), |(lo, hi), &p| (lo.min(p), hi.max(p)));
+        if !pct.is_empty() {
+            let _ = writeln!(s, "| {variant} | {:.1} | {min:.1} | {max:.1} |", geomean(&pct));
+        }
+    }
+    for variant in &variants {
+        let _ = writeln!(s, "\n## {variant}\n");
+        let _ = writeln!(
+            s,
+            "| problem | M×N×K | layout | ours TFLOP/s | cuBLAS TFLOP/s | cuBLASLt TFLOP/s | % of cuBLAS | diff |"
+        );
+        let _ = writeln!(s, "|---|---|---|---:|---:|---:|---:|---:|");
+        for r in rows.iter().filter(|r| r.variant == *variant) {
+            let _ = writeln!(
+                s,
+                "| {} | {}×{}×{} | {} | {:.1} | {:.1} ({}) | {:.1} | {:.1} | {:.1e} |",
+                r.problem,
+                r.spec.m,
+                r.spec.n,
+                r.spec.k,
+                layouts(&r.spec),
+                r.ours,
+                r.blas.1,
+                r.blas.0,
+                r.lt,
+                r.percent(),
+                r.rel_diff
+            );
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpu_host::kernels::gemm::Precision;
+    use std::time::Duration;
+
+    #[test]
+    fn slugs_dates_and_medians() {
+        assert_eq!(device_slug("NVIDIA H100 80GB HBM3"), "nvidia-h100-80gb-hbm3");
+        assert_eq!(device_slug("  NVIDIA H200 (x) "), "nvidia-h200-x");
+        assert_eq!(utc_date(UNIX_EPOCH), "1970-01-01");
+        assert_eq!(utc_date(UNIX_EPOCH + Duration::from_secs(1_709_251_200)), "2024-03-01");
+        assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&mut [4.0, 1.0, 2.0, 3.0]), 2.5);
+    }
+
+    #[test]
+    fn markdown_has_a_summary_and_a_table_per_variant() {
+        let spec = GemmSpec::linear_forward(16384, 768, 768, Precision::Bf16);
+        let row = |problem: &str, variant: &str, ours| Row {
+            problem: problem.into(),
+            spec,
+            variant: variant.into(),
+            ours,
+            blas: ("cublasGemmEx", 400.0),
+            lt: 500.0,
+            best: ("cublasLt", 500.0),
+            rel_diff: 1e-3,
+        };
+        let rows = [
+            row("attproj fwd", "BF16 mma.sync", 400.0),
+            row("square", "BF16 mma.sync", 100.0),
+            row("attproj fwd", "TF32 mma.sync", 250.0),
+        ];
+        let meta = Meta {
+            device: "H100".into(),
+            device_name: "NVIDIA H100".into(),
+            date: "2026-01-01".into(),
+            commit: "abc1234".into(),
+            warmup: 3,
+            reps: 25,
+            l2_bytes: 50 << 20,
+        };
+        let md = markdown(&meta, &rows);
+        assert!(md.contains("| BF16 mma.sync | 80.0 | 80.0 | 80.0 |"), "{md}");
+        assert!(md.contains("| attproj fwd | 16384×768×768 | rc | 400.0 | 400.0 (cublasGemmEx) | 500.0 | 80.0 | 1.0e-3 |"), "{md}");
+        assert!(md.contains("## TF32 mma.sync"));
+        assert!(md.contains("commit: `abc1234`"));
+    }
+}

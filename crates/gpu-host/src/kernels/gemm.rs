@@ -1,0 +1,741 @@
+//! GEMM launchers: [`gemm`] (every matmul of GPT-2 training, see `kernel_abi::gemm` for the
+//! exact semantics), [`gemm_split_k`] (the same with K split over more blocks, for outputs too
+//! small to fill the GPU) and [`bias_grad`] (column sums for bias gradients).
+//!
+//! The variant follows the [`Precision`] mode and the element types: `Fp32` → FP32 SIMT,
+//! `Tf32` → `mma.sync` TF32 (both f32 in and out), `Bf16` / `Fp16` → `mma.sync` with bf16 / f16
+//! inputs and an output of the input type or f32. Any M, N, K, leading dimensions and batch
+//! strides are accepted: when a matrix is not 16-byte aligned (base, `ld · size` or
+//! `stride · size`) the kernels fall back to element-wise loads or stores for that matrix
+//! (correct, slower); the fast path needs, e.g. for bf16, leading dimensions that are multiples
+//! of 8.
+
+use crate::device::{Device, LaunchConfig};
+use crate::element::DeviceElement;
+use crate::error::{GpuError, Result};
+use crate::view::{DeviceView, DeviceViewMut};
+use half::{bf16, f16};
+use kernel_abi::gemm::{
+    ACT_DGELU, ACT_GELU, ACT_NONE, BF16_BF16, BF16_F32, BIAS_GRAD_BF16, BIAS_GRAD_F16,
+    BIAS_GRAD_F32, BiasGradParams, F16_F16, F16_F32, GemmKernels, GemmParams, SIMT_F32,
+    SPLIT_REDUCE_BF16, SPLIT_REDUCE_F16, SPLIT_REDUCE_F32, SPLIT_REDUCE_THREADS, TF32_F32,
+    bias_grad as bg, simt, tc,
+};
+use kernel_abi::{DevicePtr, DevicePtrMut, Kernel};
+
+pub use kernel_abi::gemm::Layout;
+
+/// The matmul precision of a training mode (the project's speed ladder).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Precision {
+    /// f32 inputs, FP32 FMA on the SIMT cores.
+    Fp32,
+    /// f32 inputs rounded to TF32 (nearest, ties away), tensor cores, f32 accumulation.
+    Tf32,
+    /// bf16 inputs, tensor cores, f32 accumulation.
+    Bf16,
+    /// f16 inputs, tensor cores, f32 accumulation.
+    Fp16,
+}
+
+/// Shape, layouts, strides and scalars of one (batched) GEMM: `A` is M×K, `B` is K×N, `C` is
+/// M×N row-major; batch `z` of a matrix starts `z · stride` elements after batch 0.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GemmSpec {
+    /// Rows of A and C.
+    pub m: usize,
+    /// Columns of B and C.
+    pub n: usize,
+    /// Columns of A, rows of B.
+    pub k: usize,
+    /// Number of products (1..=65535).
+    pub batch: usize,
+    /// Storage of A.
+    pub a_layout: Layout,
+    /// Storage of B.
+    pub b_layout: Layout,
+    /// Leading dimension of A (≥ K row-major, ≥ M column-major).
+    pub lda: usize,
+    /// Leading dimension of B (≥ N row-major, ≥ K column-major).
+    pub ldb: usize,
+    /// Leading dimension of C and of the pre-activation (≥ N).
+    pub ldc: usize,
+    /// Batch stride of A (0 broadcasts A).
+    pub stride_a: usize,
+    /// Batch stride of B (0 broadcasts B).
+    pub stride_b: usize,
+    /// Batch stride of C and of the pre-activation (batches must not overlap).
+    pub stride_c: usize,
+    /// Scale of the product.
+    pub alpha: f32,
+    /// Scale of the previous C (0: C is write-only and may hold anything).
+    pub beta: f32,
+    /// Which variant multiplies.
+    pub precision: Precision,
+    /// Split K into this many slices (1: no split-K; see [`gemm_split_k`]).
+    pub split_k: usize,
+}
+
+impl GemmSpec {
+    /// A single dense GEMM: leading dimensions equal to the stored row lengths, batch 1,
+    /// `alpha = 1`, `beta = 0`.
+    pub fn new(
+        m: usize,
+        n: usize,
+        k: usize,
+        a_layout: Layout,
+        b_layout: Layout,
+        precision: Precision,
+    ) -> Self {
+        let lda = if a_layout == Layout::RowMajor { k } else { m };
+        let ldb = if b_layout == Layout::RowMajor { n } else { k };
+        Self {
+            m,
+            n,
+            k,
+            batch: 1,
+            a_layout,
+            b_layout,
+            lda,
+            ldb,
+            ldc: n,
+            stride_a: 0,
+            stride_b: 0,
+            stride_c: 0,
+            alpha: 1.0,
+            beta: 0.0,
+            precision,
+            split_k: 1,
+        }
+    }
+
+    /// `nn.Linear` forward `Y (M×N) = X (M×K) · Wᵀ`, with `W` stored (N, K).
+    pub fn linear_forward(m: usize, n: usize, k: usize, precision: Precision) -> Self {
+        Self::new(m, n, k, Layout::RowMajor, Layout::ColMajor, precision)
+    }
+
+    /// `nn.Linear` input gradient `dX (M×K) = dY (M×N) · W (N×K)`: returns the spec of a GEMM
+    /// with M = rows, N = in-features, K = out-features.
+    pub fn linear_backward_input(
+        rows: usize,
+        in_features: usize,
+        out_features: usize,
+        precision: Precision,
+    ) -> Self {
+        Self::new(rows, in_features, out_features, Layout::RowMajor, Layout::RowMajor, precision)
+    }
+
+    /// `nn.Linear` weight gradient `dW (out×in) += dYᵀ · X` over `rows` rows: M = out-features,
+    /// N = in-features, K = rows, A = dY read column-major, `beta = 1` (accumulate).
+    pub fn linear_backward_weight(
+        rows: usize,
+        in_features: usize,
+        out_features: usize,
+        precision: Precision,
+    ) -> Self {
+        let mut spec = Self::new(
+            out_features,
+            in_features,
+            rows,
+            Layout::ColMajor,
+            Layout::RowMajor,
+            precision,
+        );
+        spec.beta = 1.0;
+        spec
+    }
+
+    /// Multiply-adds × 2 of the whole batch.
+    pub fn flops(&self) -> f64 {
+        2.0 * self.m as f64 * self.n as f64 * self.k as f64 * self.batch as f64
+    }
+
+    /// Elements A must have (0 when nothing is read).
+    pub fn a_len(&self) -> usize {
+        let (rows, cols) = match self.a_layout {
+            Layout::RowMajor => (self.m, self.k),
+            Layout::ColMajor => (self.k, self.m),
+        };
+        extent(self.batch, self.stride_a, rows, cols, self.lda)
+    }
+
+    /// Elements B must have (0 when nothing is read).
+    pub fn b_len(&self) -> usize {
+        let (rows, cols) = match self.b_layout {
+            Layout::RowMajor => (self.k, self.n),
+            Layout::ColMajor => (self.n, self.k),
+        };
+        extent(self.batch, self.stride_b, rows, cols, self.ldb)
+    }
+
+    /// Elements C (and the pre-activation) must have.
+    pub fn c_len(&self) -> usize {
+        extent(self.batch, self.stride_c, self.m, self.n, self.ldc)
+    }
+
+    /// K per pipeline step of the variant (8 FP32, 16 TF32, 32 BF16/FP16).
+    pub fn block_k(&self) -> usize {
+        match self.precision {
+            Precision::Fp32 => simt::BK as usize,
+            Precision::Tf32 => (tc::BK_BYTES / 4) as usize,
+            Precision::Bf16 | Precision::Fp16 => (tc::BK_BYTES / 2) as usize,
+        }
+    }
+
+    /// (slices, K steps per slice) actually launched for `split_k`: every slice gets the same
+    /// whole number of K steps except the last, and none is empty.
+    pub fn split_plan(&self) -> (usize, usize) {
+        let steps = self.k.div_ceil(self.block_k());
+        if self.split_k <= 1 || steps <= 1 {
+            return (1, steps);
+        }
+        let per_slice = steps.div_ceil(self.split_k);
+        (steps.div_ceil(per_slice), per_slice)
+    }
+
+    /// f32 elements of split-K workspace [`gemm_split_k`] needs (0 without split-K).
+    pub fn workspace_len(&self) -> usize {
+        match self.split_plan() {
+            (1, _) => 0,
+            (slices, _) => {
+                [slices, self.m, self.n].iter().fold(self.batch, |a, &b| a.saturating_mul(b))
+            }
+        }
+    }
+
+    /// Picks `split_k` for a GPU with `multiprocessors` SMs: when the output tiles fill less
+    /// than half of the blocks the GPU runs at once (2 per SM), split K so that the slices fill
+    /// about one wave, keeping at least 8 K steps per slice (at most 16 slices). A heuristic,
+    /// not a tuner: it targets the GPT-2 weight gradients (768×768 output, K = B·T).
+    pub fn with_split_k_for(mut self, multiprocessors: usize) -> Self {
+        let (bm, bn) = match self.precision {
+            Precision::Fp32 => (simt::BM, simt::BN),
+            _ => (tc::BM, tc::BN),
+        };
+        let tiles = self.m.div_ceil(bm as usize) * self.n.div_ceil(bn as usize) * self.batch;
+        let resident = 2 * multiprocessors;
+        let steps = self.k.div_ceil(self.block_k());
+        self.split_k = if tiles == 0 || 2 * tiles > resident {
+            1
+        } else {
+            (resident / tiles).min(steps / 8).clamp(1, 16)
+        };
+        self
+    }
+}
+
+/// Elements spanned by `batch` matrices of `rows` stored rows of `cols` elements `ld` apart.
+fn extent(batch: usize, stride: usize, rows: usize, cols: usize, ld: usize) -> usize {
+    if batch == 0 || rows == 0 || cols == 0 {
+        return 0;
+    }
+    (batch - 1) * stride + (rows - 1) * ld + cols
+}
+
+/// The activation of the epilogue, with its pre-activation matrix (same `ldc` and
+/// `stride_c` as C, output element type).
+#[derive(Debug)]
+pub enum Activation<'a, O> {
+    /// `C = v`.
+    None,
+    /// `C = gelu(v)` (tanh approximation), storing `v` to `pre_act` when given.
+    Gelu {
+        /// Receives the pre-activation, for the backward pass.
+        pre_act: Option<DeviceViewMut<'a, O>>,
+    },
+    /// `C = v · gelu'(pre_act)`: the GELU backward fused into `dX = dY · W`.
+    DGelu {
+        /// The forward pre-activation.
+        pre_act: DeviceView<'a, O>,
+    },
+}
+
+/// Everything after the product: `v = alpha·A·B + beta·C + bias`, then the activation.
+#[derive(Debug)]
+pub struct Epilogue<'a, O> {
+    /// Added to every row (length ≥ N), or none.
+    pub bias: Option<DeviceView<'a, O>>,
+    /// Applied to `v`.
+    pub activation: Activation<'a, O>,
+}
+
+impl<O> Default for Epilogue<'_, O> {
+    /// No bias, no activation.
+    fn default() -> Self {
+        Self { bias: None, activation: Activation::None }
+    }
+}
+
+/// Output element types: f32, bf16, f16.
+pub trait GemmOutput: DeviceElement {
+    /// The split-K reduction into this type.
+    const SPLIT_REDUCE: Kernel<GemmParams<f32, Self::Abi>>;
+}
+
+impl GemmOutput for f32 {
+    const SPLIT_REDUCE: Kernel<GemmParams<f32, f32>> = SPLIT_REDUCE_F32;
+}
+impl GemmOutput for bf16 {
+    const SPLIT_REDUCE: Kernel<GemmParams<f32, kernel_abi::Bf16>> = SPLIT_REDUCE_BF16;
+}
+impl GemmOutput for f16 {
+    const SPLIT_REDUCE: Kernel<GemmParams<f32, kernel_abi::F16>> = SPLIT_REDUCE_F16;
+}
+
+/// Input element types and the output types their variants produce: `f32 → f32` (FP32 and
+/// TF32), `bf16 → bf16 | f32`, `f16 → f16 | f32`.
+pub trait GemmTypes<O: GemmOutput>: DeviceElement {
+    /// The precision modes that take this input type.
+    const PRECISIONS: &'static [Precision];
+    /// The entry points of `precision`, if it takes these types.
+    fn kernels(precision: Precision) -> Option<GemmKernels<Self::Abi, O::Abi>>;
+}
+
+impl GemmTypes<f32> for f32 {
+    const PRECISIONS: &'static [Precision] = &[Precision::Fp32, Precision::Tf32];
+    fn kernels(precision: Precision) -> Option<GemmKernels<f32, f32>> {
+        match precision {
+            Precision::Fp32 => Some(SIMT_F32),
+            Precision::Tf32 => Some(TF32_F32),
+            _ => None,
+        }
+    }
+}
+
+macro_rules! half_gemm_types {
+    ($in:ty, $precision:ident, $same:ident, $wide:ident) => {
+        impl GemmTypes<$in> for $in {
+            const PRECISIONS: &'static [Precision] = &[Precision::$precision];
+            fn kernels(
+                precision: Precision,
+            ) -> Option<GemmKernels<<$in as DeviceElement>::Abi, <$in as DeviceElement>::Abi>> {
+                (precision == Precision::$precision).then_some($same)
+            }
+        }
+
+        impl GemmTypes<f32> for $in {
+            const PRECISIONS: &'static [Precision] = &[Precision::$precision];
+            fn kernels(
+                precision: Precision,
+            ) -> Option<GemmKernels<<$in as DeviceElement>::Abi, f32>> {
+                (precision == Precision::$precision).then_some($wide)
+            }
+        }
+    };
+}
+
+half_gemm_types!(bf16, Bf16, BF16_BF16, BF16_F32);
+half_gemm_types!(f16, Fp16, F16_F16, F16_F32);
+
+const OP: &str = "gemm";
+
+fn invalid(arg: &'static str, reason: impl Into<String>) -> GpuError {
+    GpuError::invalid(OP, arg, reason)
+}
+
+fn to_u32(arg: &'static str, value: usize) -> Result<u32> {
+    u32::try_from(value).map_err(|_| invalid(arg, format!("{value} does not fit in 32 bits")))
+}
+
+fn check_ld(arg: &'static str, ld: usize, min: usize, what: &str) -> Result<()> {
+    if ld < min.max(1) {
+        return Err(invalid(arg, format!("{ld} is smaller than {what} ({min})")));
+    }
+    Ok(())
+}
+
+fn check_covers(arg: &'static str, len: usize, needed: usize) -> Result<()> {
+    if len < needed {
+        return Err(invalid(
+            arg,
+            format!(
+                "has {len} elements, the shape, leading dimension and batch stride need {needed}"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks the shape, leading dimensions and batch of `spec` (not the views).
+fn validate(spec: &GemmSpec) -> Result<()> {
+    let rows_cols = |layout, r, c| if layout == Layout::RowMajor { c } else { r };
+    check_ld(
+        "lda",
+        spec.lda,
+        rows_cols(spec.a_layout, spec.m, spec.k),
+        "the stored row length of A",
+    )?;
+    check_ld(
+        "ldb",
+        spec.ldb,
+        rows_cols(spec.b_layout, spec.k, spec.n),
+        "the stored row length of B",
+    )?;
+    check_ld("ldc", spec.ldc, spec.n, "N")?;
+    if spec.batch == 0 || spec.batch > 65_535 {
+        return Err(invalid("batch", format!("{} is not in 1..=65535", spec.batch)));
+    }
+    if spec.batch > 1 && spec.m > 0 && spec.n > 0 {
+        let matrix = (spec.m - 1) * spec.ldc + spec.n;
+        if spec.stride_c < matrix {
+            return Err(invalid(
+                "stride_c",
+                format!(
+                    "{} makes batches of C overlap (each spans {matrix} elements)",
+                    spec.stride_c
+                ),
+            ));
+        }
+    }
+    for (arg, value) in [
+        ("m", spec.m),
+        ("n", spec.n),
+        ("k", spec.k),
+        ("lda", spec.lda),
+        ("ldb", spec.ldb),
+        ("ldc", spec.ldc),
+    ] {
+        to_u32(arg, value)?;
+    }
+    Ok(())
+}
+
+/// `C = act(alpha · op(A) · op(B) + beta · C + bias)` on every batch (see the module docs and
+/// `kernel_abi::gemm`), with the variant of `spec.precision`, in one pass (`spec.split_k` must
+/// be 1; see [`gemm_split_k`]).
+///
+/// Errors (`GpuError::InvalidArgument`, before anything is launched): a precision that does not
+/// take these element types, leading dimensions smaller than the stored rows, a batch count
+/// outside 1..=65535, overlapping batches of C, a view shorter than the shape needs (bias:
+/// N), a dimension that does not fit in 32 bits, or `split_k > 1`.
+pub fn gemm<D: Device, I: GemmTypes<O>, O: GemmOutput>(
+    dev: &D,
+    spec: &GemmSpec,
+    a: DeviceView<'_, I>,
+    b: DeviceView<'_, I>,
+    c: DeviceViewMut<'_, O>,
+    epilogue: Epilogue<'_, O>,
+) -> Result<()> {
+    if spec.split_plan().0 > 1 {
+        return Err(invalid(
+            "split_k",
+            format!("{} needs an f32 workspace: call gemm_split_k", spec.split_k),
+        ));
+    }
+    launch(dev, spec, a, b, c, epilogue, None)
+}
+
+/// [`gemm`] with K split into `spec.split_k` slices: the first launch writes each slice's f32
+/// partial products to `workspace` (at least [`GemmSpec::workspace_len`] elements), a second
+/// sums the slices in order (deterministic) and applies the epilogue. For outputs with few
+/// tiles and a long K (see [`GemmSpec::with_split_k_for`]). With `split_k == 1` it is [`gemm`]
+/// and the workspace is unused.
+pub fn gemm_split_k<D: Device, I: GemmTypes<O>, O: GemmOutput>(
+    dev: &D,
+    spec: &GemmSpec,
+    a: DeviceView<'_, I>,
+    b: DeviceView<'_, I>,
+    c: DeviceViewMut<'_, O>,
+    epilogue: Epilogue<'_, O>,
+    workspace: DeviceViewMut<'_, f32>,
+) -> Result<()> {
+    validate(spec)?;
+    check_covers("workspace", workspace.len(), spec.workspace_len())?;
+    launch(dev, spec, a, b, c, epilogue, Some(workspace))
+}
+
+/// Validates and launches (both passes when split).
+fn launch<D: Device, I: GemmTypes<O>, O: GemmOutput>(
+    dev: &D,
+    spec: &GemmSpec,
+    a: DeviceView<'_, I>,
+    b: DeviceView<'_, I>,
+    mut c: DeviceViewMut<'_, O>,
+    epilogue: Epilogue<'_, O>,
+    workspace: Option<DeviceViewMut<'_, f32>>,
+) -> Result<()> {
+    let kernels = I::kernels(spec.precision).ok_or_else(|| {
+        invalid(
+            "precision",
+            format!(
+                "{:?} does not multiply {} into {} (this input type takes {:?})",
+                spec.precision,
+                I::NAME,
+                O::NAME,
+                I::PRECISIONS
+            ),
+        )
+    })?;
+    validate(spec)?;
+    check_covers("a", a.len(), spec.a_len())?;
+    check_covers("b", b.len(), spec.b_len())?;
+    check_covers("c", c.len(), spec.c_len())?;
+    let bias = match epilogue.bias {
+        Some(bias) => {
+            check_covers("bias", bias.len(), spec.n)?;
+            bias.ptr()
+        }
+        None => DevicePtr::null(),
+    };
+    let (activation, pre_act_store, pre_act_load) = match epilogue.activation {
+        Activation::None => (ACT_NONE, DevicePtrMut::null(), DevicePtr::null()),
+        Activation::Gelu { pre_act: None } => (ACT_GELU, DevicePtrMut::null(), DevicePtr::null()),
+        Activation::Gelu { pre_act: Some(mut pre) } => {
+            check_covers("pre_act", pre.len(), spec.c_len())?;
+            (ACT_GELU, pre.ptr(), DevicePtr::null())
+        }
+        Activation::DGelu { pre_act } => {
+            check_covers("pre_act", pre_act.len(), spec.c_len())?;
+            (ACT_DGELU, DevicePtrMut::null(), pre_act.ptr())
+        }
+    };
+    if spec.m == 0 || spec.n == 0 {
+        return Ok(());
+    }
+    let kernel = kernels.get(spec.a_layout, spec.b_layout);
+    let (threads, smem, bm, bn) = match spec.precision {
+        Precision::Fp32 => (simt::THREADS, simt::SMEM_BYTES, simt::BM, simt::BN),
+        _ => (tc::THREADS, tc::SMEM_BYTES, tc::BM, tc::BN),
+    };
+    let tiles_m = spec.m.div_ceil(bm as usize);
+    let tiles_n = spec.n.div_ceil(bn as usize);
+    let blocks = to_u32("m", tiles_m * tiles_n)?;
+    let (slices, steps_per_slice) = spec.split_plan();
+    if slices > 65_535 {
+        return Err(invalid("split_k", format!("{slices} slices exceed the grid's 65535")));
+    }
+    let workspace = match (slices, workspace) {
+        (1, _) => DevicePtrMut::null(),
+        (_, Some(mut w)) => w.ptr(),
+        (_, None) => return Err(invalid("split_k", "a split launch needs a workspace")),
+    };
+    let params = GemmParams {
+        a: a.ptr(),
+        b: b.ptr(),
+        c: c.ptr(),
+        bias,
+        pre_act_store,
+        pre_act_load,
+        workspace,
+        stride_a: spec.stride_a as u64,
+        stride_b: spec.stride_b as u64,
+        stride_c: spec.stride_c as u64,
+        m: spec.m as u32,
+        n: spec.n as u32,
+        k: spec.k as u32,
+        lda: spec.lda as u32,
+        ldb: spec.ldb as u32,
+        ldc: spec.ldc as u32,
+        alpha: spec.alpha,
+        beta: spec.beta,
+        activation,
+        tiles_m: tiles_m as u32,
+        tiles_n: tiles_n as u32,
+        split_k: slices as u32,
+        k_tiles_per_split: steps_per_slice as u32,
+    };
+    let config = LaunchConfig {
+        grid: (blocks, slices as u32, spec.batch as u32),
+        block: (threads, 1, 1),
+        shared_mem_bytes: smem,
+    };
+    // SAFETY: every view covers the elements the kernel reads or writes for this shape, leading
+    // dimensions and batch strides (checked above); batches of C do not overlap; the bias covers
+    // N; C and a stored pre-activation are distinct mutable borrows; a split launch has a
+    // workspace of batch · slices · M · N f32 (checked by `gemm_split_k`); the grid, block and
+    // shared memory are the kernel family's.
+    unsafe { dev.launch(kernel, config, params) }?;
+    if slices == 1 {
+        return Ok(());
+    }
+    let runs = spec.m * spec.n.div_ceil(8);
+    let reduce_blocks = to_u32("m", runs.div_ceil(SPLIT_REDUCE_THREADS as usize))?;
+    let reduce = GemmParams {
+        a: DevicePtr::null(),
+        b: DevicePtr::null(),
+        c: params.c,
+        bias: params.bias,
+        pre_act_store: params.pre_act_store,
+        pre_act_load: params.pre_act_load,
+        workspace: params.workspace,
+        stride_a: 0,
+        stride_b: 0,
+        stride_c: params.stride_c,
+        m: params.m,
+        n: params.n,
+        k: params.k,
+        lda: 0,
+        ldb: 0,
+        ldc: params.ldc,
+        alpha: params.alpha,
+        beta: params.beta,
+        activation: params.activation,
+        tiles_m: params.tiles_m,
+        tiles_n: params.tiles_n,
+        split_k: params.split_k,
+        k_tiles_per_split: params.k_tiles_per_split,
+    };
+    let config = LaunchConfig {
+        grid: (reduce_blocks, 1, spec.batch as u32),
+        block: (SPLIT_REDUCE_THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: as for the first pass; the reduction reads the workspace the first pass wrote
+    // (same stream, so in order) and writes C and the pre-activation exactly as the one-pass
+    // epilogue does.
+    unsafe { dev.launch(O::SPLIT_REDUCE, config, reduce) }
+}
+
+/// Element types of [`bias_grad`]: f32, bf16, f16 (sums are f32 in every case).
+pub trait BiasGradElement: DeviceElement {
+    /// The kernel of this type.
+    const KERNEL: Kernel<BiasGradParams<Self::Abi>>;
+}
+
+impl BiasGradElement for f32 {
+    const KERNEL: Kernel<BiasGradParams<f32>> = BIAS_GRAD_F32;
+}
+impl BiasGradElement for bf16 {
+    const KERNEL: Kernel<BiasGradParams<kernel_abi::Bf16>> = BIAS_GRAD_BF16;
+}
+impl BiasGradElement for f16 {
+    const KERNEL: Kernel<BiasGradParams<kernel_abi::F16>> = BIAS_GRAD_F16;
+}
+
+/// `db[n] = beta · db[n] + Σ_{m < rows} dy[m · ld + n]` for `n < db.len()`: the bias gradient of
+/// a linear layer from its output gradient `dy` (rows × N, row-major, leading dimension `ld`).
+/// f32 sums in a fixed order (deterministic), rounded once.
+pub fn bias_grad<D: Device, T: BiasGradElement>(
+    dev: &D,
+    dy: DeviceView<'_, T>,
+    rows: usize,
+    ld: usize,
+    mut db: DeviceViewMut<'_, T>,
+    beta: f32,
+) -> Result<()> {
+    const OP: &str = "bias_grad";
+    let n = db.len();
+    if ld < n.max(1) {
+        return Err(GpuError::invalid(OP, "ld", format!("{ld} is smaller than N = {n}")));
+    }
+    let needed = if rows == 0 || n == 0 { 0 } else { (rows - 1) * ld + n };
+    if dy.len() < needed {
+        return Err(GpuError::invalid(
+            OP,
+            "dy",
+            format!(
+                "has {} elements, rows × N with leading dimension {ld} need {needed}",
+                dy.len()
+            ),
+        ));
+    }
+    for (arg, value) in [("rows", rows), ("ld", ld), ("db", n)] {
+        u32::try_from(value)
+            .map_err(|_| GpuError::invalid(OP, arg, format!("{value} does not fit in 32 bits")))?;
+    }
+    if n == 0 {
+        return Ok(());
+    }
+    let params = BiasGradParams {
+        dy: dy.ptr(),
+        db: db.ptr(),
+        m: rows as u32,
+        n: n as u32,
+        ld: ld as u32,
+        beta,
+    };
+    let config = LaunchConfig {
+        grid: (n.div_ceil(bg::COLS as usize) as u32, 1, 1),
+        block: (bg::THREADS, 1, 1),
+        shared_mem_bytes: bg::THREADS / 32 * bg::COLS * 4,
+    };
+    // SAFETY: `dy` covers rows × N with leading dimension ld, `db` has N elements; the launch
+    // geometry is the kernel's.
+    unsafe { dev.launch(T::KERNEL, config, params) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extents_follow_layout_ld_and_batch() {
+        let mut s = GemmSpec::new(3, 5, 7, Layout::ColMajor, Layout::RowMajor, Precision::Bf16);
+        assert_eq!((s.a_len(), s.b_len(), s.c_len()), (21, 35, 15));
+        s.lda = 4;
+        s.batch = 2;
+        s.stride_a = 100;
+        s.stride_c = 15;
+        assert_eq!(s.a_len(), 100 + 6 * 4 + 3);
+        assert_eq!(s.c_len(), 30);
+        s.k = 0;
+        assert_eq!(s.a_len(), 0);
+    }
+
+    #[test]
+    fn linear_helpers_pick_gpt2_layouts() {
+        let f = GemmSpec::linear_forward(16384, 2304, 768, Precision::Bf16);
+        assert_eq!((f.a_layout, f.b_layout, f.ldb), (Layout::RowMajor, Layout::ColMajor, 768));
+        let dx = GemmSpec::linear_backward_input(16384, 768, 2304, Precision::Bf16);
+        assert_eq!((dx.m, dx.n, dx.k, dx.ldb), (16384, 768, 2304, 768));
+        let dw = GemmSpec::linear_backward_weight(16384, 768, 2304, Precision::Bf16);
+        assert_eq!((dw.m, dw.n, dw.k, dw.lda, dw.beta), (2304, 768, 16384, 2304, 1.0));
+        assert_eq!(f.flops(), 2.0 * 16384.0 * 2304.0 * 768.0);
+    }
+
+    #[test]
+    fn validation_names_the_argument() {
+        let mut s = GemmSpec::new(4, 4, 4, Layout::RowMajor, Layout::RowMajor, Precision::Fp32);
+        s.lda = 3;
+        assert!(matches!(validate(&s), Err(GpuError::InvalidArgument { arg: "lda", .. })));
+        s.lda = 4;
+        s.batch = 2;
+        s.stride_c = 10;
+        assert!(matches!(validate(&s), Err(GpuError::InvalidArgument { arg: "stride_c", .. })));
+        s.stride_c = 16;
+        assert!(validate(&s).is_ok());
+        s.batch = 70_000;
+        assert!(matches!(validate(&s), Err(GpuError::InvalidArgument { arg: "batch", .. })));
+    }
+
+    #[test]
+    fn split_plans_have_no_empty_slices() {
+        let mut s =
+            GemmSpec::new(100, 100, 300, Layout::RowMajor, Layout::RowMajor, Precision::Bf16);
+        assert_eq!(s.block_k(), 32);
+        for (split, plan) in [(1, (1, 10)), (3, (3, 4)), (4, (4, 3)), (64, (10, 1))] {
+            s.split_k = split;
+            assert_eq!(s.split_plan(), plan, "split_k = {split}");
+        }
+        assert_eq!(s.workspace_len(), 10 * 100 * 100);
+        s.k = 0;
+        assert_eq!((s.split_plan(), s.workspace_len()), ((1, 0), 0));
+    }
+
+    #[test]
+    fn split_heuristic_targets_small_outputs_with_long_k() {
+        let dw = |out, inp| GemmSpec::linear_backward_weight(16384, inp, out, Precision::Bf16);
+        assert_eq!(dw(768, 768).with_split_k_for(132).split_k, 7);
+        assert_eq!(dw(2304, 768).with_split_k_for(132).split_k, 2);
+        assert_eq!(dw(3072, 768).with_split_k_for(132).split_k, 1);
+        let fwd = GemmSpec::linear_forward(16384, 768, 768, Precision::Bf16);
+        assert_eq!(fwd.with_split_k_for(132).split_k, 1);
+        let short =
+            GemmSpec::new(128, 128, 64, Layout::RowMajor, Layout::RowMajor, Precision::Fp32);
+        assert_eq!(short.with_split_k_for(132).split_k, 1);
+    }
+
+    #[test]
+    fn precisions_map_to_families() {
+        assert_eq!(
+            <f32 as GemmTypes<f32>>::kernels(Precision::Tf32).unwrap().rc.name(),
+            "gemm_tf32_rc_f32"
+        );
+        assert!(<f32 as GemmTypes<f32>>::kernels(Precision::Bf16).is_none());
+        assert_eq!(
+            <bf16 as GemmTypes<f32>>::kernels(Precision::Bf16).unwrap().cr.name(),
+            "gemm_bf16_cr_f32"
+        );
+        assert!(<f16 as GemmTypes<f16>>::kernels(Precision::Bf16).is_none());
+    }
+}

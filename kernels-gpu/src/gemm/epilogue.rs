@@ -1,0 +1,268 @@
+//! The GEMM epilogue: alpha/beta scaling, bias, GELU / GELU backward, and the store of the
+//! output element type, on runs of `V` adjacent columns of one row.
+//!
+//! A run goes through 16-byte loads and stores when every epilogue pointer, `ldc` and the batch
+//! stride are 16-byte aligned and the whole run is inside the matrix; otherwise element by
+//! element with bounds checks.
+
+use crate::arch::global;
+use crate::arch::math::tanh_approx_f32;
+use crate::elem::Elem;
+use crate::unroll::unroll;
+use kernel_abi::gemm::{ACT_DGELU, ACT_GELU, ACT_NONE, GemmParams};
+
+/// √(2/π).
+const GELU_SCALE: f32 = 0.797_884_6;
+/// The cubic coefficient of the tanh approximation.
+const GELU_CUBIC: f32 = 0.044_715;
+
+/// `0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`, with `tanh.approx.f32`.
+#[inline(always)]
+pub fn gelu(x: f32) -> f32 {
+    let t = tanh_approx_f32(GELU_SCALE * (x + GELU_CUBIC * x * x * x));
+    0.5 * x * (1.0 + t)
+}
+
+/// d gelu(x) / dx of [`gelu`], exactly (llm.c's `gelu_backward`, with sech² = 1 − tanh²).
+#[inline(always)]
+pub fn gelu_grad(x: f32) -> f32 {
+    let x2 = x * x;
+    let t = tanh_approx_f32(GELU_SCALE * (x + GELU_CUBIC * x2 * x));
+    0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * GELU_SCALE * (1.0 + 3.0 * GELU_CUBIC * x2)
+}
+
+/// Loads and stores of `V` adjacent elements, widened to / rounded from f32, as whole 16-byte
+/// accesses.
+pub trait VecIo<const V: usize>: Elem {
+    /// Loads `V` elements.
+    ///
+    /// # Safety
+    /// `p` must be a 16-byte aligned global address of `V` readable elements.
+    unsafe fn load_vec(p: *const Self) -> [f32; V];
+    /// Rounds and stores `V` elements.
+    ///
+    /// # Safety
+    /// `p` must be a 16-byte aligned global address of `V` writable elements.
+    unsafe fn store_vec(p: *mut Self, v: [f32; V]);
+}
+
+impl<T: Elem> VecIo<8> for T {
+    #[inline(always)]
+    unsafe fn load_vec(p: *const Self) -> [f32; 8] {
+        // SAFETY: forwarded contract.
+        unsafe { T::load8(p) }
+    }
+    #[inline(always)]
+    unsafe fn store_vec(p: *mut Self, v: [f32; 8]) {
+        // SAFETY: forwarded contract.
+        unsafe { T::store8(p, v) }
+    }
+}
+
+impl VecIo<4> for f32 {
+    #[inline(always)]
+    unsafe fn load_vec(p: *const Self) -> [f32; 4] {
+        // SAFETY: forwarded contract (4 f32 = 16 bytes).
+        unsafe { global::ld_global_v4_u32(p.cast()) }.map(f32::from_bits)
+    }
+    #[inline(always)]
+    unsafe fn store_vec(p: *mut Self, v: [f32; 4]) {
+        // SAFETY: forwarded contract (4 f32 = 16 bytes).
+        unsafe { global::st_global_v4_u32(p.cast(), v.map(f32::to_bits)) }
+    }
+}
+
+/// Whether `addr` (a byte address or byte count) is a multiple of 16.
+#[inline(always)]
+pub fn aligned16(addr: u64) -> bool {
+    addr & 15 == 0
+}
+
+/// Defines a method finishing and storing a run of `$len` (4 or 8) columns of one row: the
+/// vector path when allowed, else each in-bounds column through `store_one` (unrolled, so the
+/// run stays in registers).
+macro_rules! store_run {
+    ($(#[$doc:meta])* $name:ident, $len:tt) => {
+        $(#[$doc])*
+        #[inline(always)]
+        pub unsafe fn $name(&self, m: u32, n: u32, acc: [f32; $len])
+        where
+            O: VecIo<$len>,
+        {
+            let at = (m as u64 * self.ldc as u64 + n as u64) as usize;
+            let mut v = acc.map(|x| self.alpha * x);
+            if self.vector && n + $len <= self.n {
+                // SAFETY: the run is inside row m of every epilogue matrix and 16-byte aligned
+                // (`vector`: aligned bases, ld and stride; runs start at multiples of the run
+                // length, whose byte size is a multiple of 16).
+                unsafe {
+                    if self.beta != 0.0 {
+                        let old = O::load_vec(self.c.add(at));
+                        v = core::array::from_fn(|e| v[e] + self.beta * old[e]);
+                    }
+                    if !self.bias.is_null() {
+                        let bias = O::load_vec(self.bias.add(n as usize));
+                        v = core::array::from_fn(|e| v[e] + bias[e]);
+                    }
+                    if self.activation == ACT_GELU {
+                        if !self.pre_act.is_null() {
+                            O::store_vec(self.pre_act.add(at), v);
+                        }
+                        v = v.map(gelu);
+                    } else if self.activation == ACT_DGELU {
+                        let x = O::load_vec(self.pre_act.add(at));
+                        v = core::array::from_fn(|e| v[e] * gelu_grad(x[e]));
+                    }
+                    O::store_vec(self.c.add(at), v);
+                }
+                return;
+            }
+            unroll!(e in 0..$len => {
+                if n + (e as u32) < self.n {
+                    // SAFETY: (m, n + e) is inside the matrices.
+                    unsafe { self.store_one(at + e, n as usize + e, v[e]) };
+                }
+            });
+        }
+    };
+}
+
+/// The epilogue of one batch of one launch.
+pub struct Epilogue<O> {
+    c: *mut O,
+    bias: *const O,
+    /// The pre-activation: written under `ACT_GELU` (when not null), read under `ACT_DGELU`.
+    pre_act: *mut O,
+    ldc: u32,
+    n: u32,
+    alpha: f32,
+    beta: f32,
+    activation: u32,
+    vector: bool,
+}
+
+impl<O: Elem> Epilogue<O> {
+    /// The epilogue of batch `batch` of the launch `p`.
+    ///
+    /// # Safety
+    /// `p` must describe valid buffers as `kernel_abi::gemm` specifies and `batch < batch
+    /// count`.
+    #[inline(always)]
+    pub unsafe fn new<I: Copy>(p: &GemmParams<I, O>, batch: u32) -> Self {
+        let offset = batch as u64 * p.stride_c;
+        let size = size_of::<O>() as u64;
+        let nullable_aligned = |addr: u64| addr == 0 || aligned16(addr);
+        let vector = aligned16(p.c.addr() | (p.ldc as u64 * size) | (p.stride_c * size))
+            && nullable_aligned(p.bias.addr())
+            && nullable_aligned(p.pre_act_store.addr())
+            && nullable_aligned(p.pre_act_load.addr());
+        // SAFETY: batch offsets stay inside the allocations the launcher checked (null
+        // pointers are never offset).
+        unsafe {
+            Self {
+                c: p.c.as_mut_ptr().add(offset as usize),
+                bias: p.bias.as_ptr(),
+                pre_act: if p.activation == ACT_DGELU {
+                    p.pre_act_load.as_ptr().cast_mut().add(offset as usize)
+                } else if p.pre_act_store.is_null() {
+                    core::ptr::null_mut()
+                } else {
+                    p.pre_act_store.as_mut_ptr().add(offset as usize)
+                },
+                ldc: p.ldc,
+                n: p.n,
+                alpha: p.alpha,
+                beta: p.beta,
+                activation: p.activation,
+                vector,
+            }
+        }
+    }
+
+    store_run!(
+        /// Finishes and stores `acc`, the products of row `m` (< M) and columns `n .. n + 4`
+        /// (columns at or past N are dropped).
+        ///
+        /// # Safety
+        /// `m < M`; the launch's buffers as [`Epilogue::new`] requires.
+        store4,
+        4
+    );
+
+    store_run!(
+        /// As [`Epilogue::store4`] for a run of 8 columns.
+        ///
+        /// # Safety
+        /// `m < M`; the launch's buffers as [`Epilogue::new`] requires.
+        store8,
+        8
+    );
+
+    /// The scalar epilogue of one element at offset `at` of the batch's C, column `col`.
+    #[inline(always)]
+    unsafe fn store_one(&self, at: usize, col: usize, mut v: f32) {
+        // SAFETY: the caller guarantees (row, col) is inside the matrices.
+        unsafe {
+            if self.beta != 0.0 {
+                v += self.beta * (*self.c.add(at)).to_f32();
+            }
+            if !self.bias.is_null() {
+                v += (*self.bias.add(col)).to_f32();
+            }
+            if self.activation == ACT_GELU {
+                if !self.pre_act.is_null() {
+                    *self.pre_act.add(at) = O::from_f32(v);
+                }
+                v = gelu(v);
+            } else if self.activation == ACT_DGELU {
+                v *= gelu_grad((*self.pre_act.add(at)).to_f32());
+            }
+            *self.c.add(at) = O::from_f32(v);
+        }
+    }
+}
+
+/// A destination for runs of 8 finished accumulators: a launch's epilogue, or the split-K
+/// partial sums (which are always f32, whatever the output type).
+pub trait Runs8 {
+    /// As [`Epilogue::store8`].
+    ///
+    /// # Safety
+    /// As [`Epilogue::store8`].
+    unsafe fn store8(&self, m: u32, n: u32, acc: [f32; 8]);
+}
+
+impl<O: VecIo<8>> Runs8 for Epilogue<O> {
+    #[inline(always)]
+    unsafe fn store8(&self, m: u32, n: u32, acc: [f32; 8]) {
+        // SAFETY: forwarded contract.
+        unsafe { Epilogue::store8(self, m, n, acc) }
+    }
+}
+
+impl Epilogue<f32> {
+    /// Stores split-K partial sums as they are (alpha 1, no C, bias or activation): slice
+    /// `slice` of batch `batch` of the launch `p` goes to its dense M×N block of
+    /// `p.workspace` (see `kernel_abi::gemm::GemmParams::workspace`).
+    ///
+    /// # Safety
+    /// `p.workspace` must hold `batch count · split_k · M · N` f32, `batch < batch count`,
+    /// `slice < split_k`.
+    #[inline(always)]
+    pub unsafe fn partials<I: Copy, T: Copy>(p: &GemmParams<I, T>, batch: u32, slice: u32) -> Self {
+        let block = (batch as u64 * p.split_k as u64 + slice as u64) * p.m as u64 * p.n as u64;
+        // SAFETY: the block lies inside the workspace (the caller's contract).
+        let c = unsafe { p.workspace.as_mut_ptr().add(block as usize) };
+        Self {
+            c,
+            bias: core::ptr::null(),
+            pre_act: core::ptr::null_mut(),
+            ldc: p.n,
+            n: p.n,
+            alpha: 1.0,
+            beta: 0.0,
+            activation: ACT_NONE,
+            vector: aligned16(p.workspace.addr() | (p.n as u64 * 4)),
+        }
+    }
+}

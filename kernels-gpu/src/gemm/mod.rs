@@ -1,0 +1,71 @@
+//! GEMM kernels (see `kernel_abi::gemm` for the contract and the tile geometry).
+//!
+//! - [`simt`]: FP32 SIMT, the fp32 rung;
+//! - [`mma`]: tensor cores through `mma.sync`, instantiated for TF32 ([`tensor_op::Tf32Op`]),
+//!   BF16 and FP16, with [`tile_copy`] (global → shared, `cp.async`), [`fragments`] (shared →
+//!   registers, `ldmatrix`) and the shared [`epilogue`];
+//! - [`split_reduce`]: the second pass of split-K (sums the K slices, applies the epilogue);
+//! - [`bias_grad`]: the column-sum reduction for bias gradients.
+//!
+//! Every entry point below is one instantiation: variant × A layout × B layout × output type.
+
+pub mod bias_grad;
+pub mod epilogue;
+pub mod fragments;
+pub mod mma;
+pub mod simt;
+pub mod split_reduce;
+pub mod tensor_op;
+pub mod tile_copy;
+
+use kernel_abi::gemm::{BiasGradParams, GemmParams};
+use kernel_abi::{Bf16, F16};
+use tensor_op::{Bf16Op, F16Op, Tf32Op};
+
+/// Defines `extern "ptx-kernel"` entry points forwarding to a generic kernel body.
+macro_rules! entries {
+    ($($name:ident($params:ty) => $body:path;)*) => {$(
+        #[doc = concat!("Entry point `", stringify!($name), "` (see `kernel_abi::gemm`).")]
+        ///
+        /// # Safety
+        /// Launched by `gpu-host`, which validates the shapes, buffers and launch geometry.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $name(p: $params) {
+            // SAFETY: the host launcher validated the parameters and the launch.
+            unsafe { $body(p) }
+        }
+    )*};
+}
+
+entries! {
+    gemm_simt_rr_f32(GemmParams<f32, f32>) => simt::gemm::<true, false>;
+    gemm_simt_rc_f32(GemmParams<f32, f32>) => simt::gemm::<true, true>;
+    gemm_simt_cr_f32(GemmParams<f32, f32>) => simt::gemm::<false, false>;
+    gemm_simt_cc_f32(GemmParams<f32, f32>) => simt::gemm::<false, true>;
+    gemm_tf32_rr_f32(GemmParams<f32, f32>) => mma::gemm::<Tf32Op, f32, true, false>;
+    gemm_tf32_rc_f32(GemmParams<f32, f32>) => mma::gemm::<Tf32Op, f32, true, true>;
+    gemm_tf32_cr_f32(GemmParams<f32, f32>) => mma::gemm::<Tf32Op, f32, false, false>;
+    gemm_tf32_cc_f32(GemmParams<f32, f32>) => mma::gemm::<Tf32Op, f32, false, true>;
+    gemm_bf16_rr_bf16(GemmParams<Bf16, Bf16>) => mma::gemm::<Bf16Op, Bf16, true, false>;
+    gemm_bf16_rc_bf16(GemmParams<Bf16, Bf16>) => mma::gemm::<Bf16Op, Bf16, true, true>;
+    gemm_bf16_cr_bf16(GemmParams<Bf16, Bf16>) => mma::gemm::<Bf16Op, Bf16, false, false>;
+    gemm_bf16_cc_bf16(GemmParams<Bf16, Bf16>) => mma::gemm::<Bf16Op, Bf16, false, true>;
+    gemm_bf16_rr_f32(GemmParams<Bf16, f32>) => mma::gemm::<Bf16Op, f32, true, false>;
+    gemm_bf16_rc_f32(GemmParams<Bf16, f32>) => mma::gemm::<Bf16Op, f32, true, true>;
+    gemm_bf16_cr_f32(GemmParams<Bf16, f32>) => mma::gemm::<Bf16Op, f32, false, false>;
+    gemm_bf16_cc_f32(GemmParams<Bf16, f32>) => mma::gemm::<Bf16Op, f32, false, true>;
+    gemm_f16_rr_f16(GemmParams<F16, F16>) => mma::gemm::<F16Op, F16, true, false>;
+    gemm_f16_rc_f16(GemmParams<F16, F16>) => mma::gemm::<F16Op, F16, true, true>;
+    gemm_f16_cr_f16(GemmParams<F16, F16>) => mma::gemm::<F16Op, F16, false, false>;
+    gemm_f16_cc_f16(GemmParams<F16, F16>) => mma::gemm::<F16Op, F16, false, true>;
+    gemm_f16_rr_f32(GemmParams<F16, f32>) => mma::gemm::<F16Op, f32, true, false>;
+    gemm_f16_rc_f32(GemmParams<F16, f32>) => mma::gemm::<F16Op, f32, true, true>;
+    gemm_f16_cr_f32(GemmParams<F16, f32>) => mma::gemm::<F16Op, f32, false, false>;
+    gemm_f16_cc_f32(GemmParams<F16, f32>) => mma::gemm::<F16Op, f32, false, true>;
+    gemm_split_reduce_f32(GemmParams<f32, f32>) => split_reduce::split_reduce::<f32>;
+    gemm_split_reduce_bf16(GemmParams<f32, Bf16>) => split_reduce::split_reduce::<Bf16>;
+    gemm_split_reduce_f16(GemmParams<f32, F16>) => split_reduce::split_reduce::<F16>;
+    bias_grad_f32(BiasGradParams<f32>) => bias_grad::bias_grad::<f32>;
+    bias_grad_bf16(BiasGradParams<Bf16>) => bias_grad::bias_grad::<Bf16>;
+    bias_grad_f16(BiasGradParams<F16>) => bias_grad::bias_grad::<F16>;
+}

@@ -1,0 +1,261 @@
+//! FP32 SIMT GEMM (the fp32 rung): 128×128×8 block tile, 256 threads, 8×8 outputs per
+//! thread, double-buffered shared memory.
+//!
+//! Thread `t` (tx = t % 16, ty = t / 16) owns rows `{4ty .. 4ty+4, 64+4ty .. 64+4ty+4}` and
+//! columns `{4tx .. 4tx+4, 64+4tx .. 64+4tx+4}` of the block tile: per k it reads four 16-byte
+//! vectors from shared memory (broadcast for A, consecutive for B: conflict-free) and issues 64
+//! FMAs. Both operand tiles are stored k-major in shared memory (`[k][m]`, `[k][n]`, rows of
+//! 132 floats): operands that are contiguous along M/N are copied with 16-byte `cp.async`
+//! (zero-filled at the edges), those contiguous along K are transposed through registers (the
+//! 4-float row padding spreads those scalar stores over all 32 banks).
+//!
+//! Pipeline per k-tile, double-buffered: the copies of tile `kt + 1` into the other buffer are
+//! issued before the FMAs on tile `kt` (`cp.async`, or global loads into registers that are
+//! stored after the FMAs), then `cp.async.wait_group 0` and one barrier. Keeping the M/N-
+//! contiguous operands out of registers leaves the 64 accumulators room within the 128
+//! registers that two blocks per SM allow.
+//!
+//! Epilogue: the accumulators go through shared memory in 4 phases of 32 tile rows, so each warp
+//! finishes whole rows with 16-byte accesses and the registers of staged rows are free for the
+//! epilogue's arithmetic.
+
+use super::epilogue::{Epilogue, aligned16};
+use crate::arch::{
+    block_idx_x, block_idx_y, block_idx_z, cp_async, global, smem, sync, thread_idx_x,
+};
+use crate::unroll::unroll;
+use kernel_abi::gemm::simt::{BK, BM, BN, ROW_FLOATS, TILE_BYTES};
+use kernel_abi::gemm::{GemmParams, RASTER_GROUP, raster};
+
+const _: () = assert!(BK == 8, "the k loop below is unrolled 8 times");
+
+/// One operand's global → shared copy for this thread.
+///
+/// `ALONG_K`: the operand is contiguous along K (A row-major, B column-major): the thread loads
+/// 4 consecutive k of one row (m or n) into registers and transposes them into shared memory.
+/// Otherwise its 4 consecutive m (or n) of one k go straight to shared memory with `cp.async`
+/// (element by element, synchronously, when the matrix is not 16-byte aligned). Everything that
+/// does not change with the k-tile is folded into a line pointer and a bound once, to keep the
+/// registers of the main loop few.
+struct Operand<const ALONG_K: bool> {
+    /// Along K: start of the thread's row of the batch's matrix. Otherwise: the thread's first
+    /// column in row 0.
+    line: *const f32,
+    /// Distance between rows (used when not along K).
+    ld: u32,
+    /// Along K: whether the thread's row exists. Otherwise: how many of its 4 columns exist.
+    line_valid: u32,
+    /// The thread's k inside the k-tile.
+    k: u32,
+    /// Byte offset of the thread's first element in a shared tile.
+    smem_offset: u32,
+    k_len: u32,
+    vector: bool,
+}
+
+impl<const ALONG_K: bool> Operand<ALONG_K> {
+    #[inline(always)]
+    fn new(
+        base: *const f32,
+        ld: u32,
+        stride: u64,
+        outer0: u32,
+        outer_len: u32,
+        k_len: u32,
+    ) -> Self {
+        let t = thread_idx_x();
+        let (outer, k) = if ALONG_K { (t / 2, (t % 2) * 4) } else { ((t % 32) * 4, t / 32) };
+        let vector = aligned16(base as u64 | (ld as u64 * 4) | (stride * 4));
+        let global = outer0 + outer;
+        let (line, line_valid) = if ALONG_K {
+            (base.wrapping_add((global as u64 * ld as u64) as usize), (global < outer_len) as u32)
+        } else {
+            (base.wrapping_add(global as usize), outer_len.saturating_sub(global).min(4))
+        };
+        let smem_offset = (k * ROW_FLOATS + outer) * 4;
+        Self { line, ld, line_valid, k, smem_offset, k_len, vector }
+    }
+
+    /// Loads this thread's 4 elements of k-tile `kt` (zeros outside the matrix).
+    #[inline(always)]
+    unsafe fn load(&self, kt: u32) -> [f32; 4] {
+        let k = kt * BK + self.k;
+        // Elements (of the 4) inside the matrix, and where the first one lives.
+        let (valid, p) = if ALONG_K {
+            let v = if self.line_valid != 0 { self.k_len.saturating_sub(k).min(4) } else { 0 };
+            (v, self.line.wrapping_add(k as usize))
+        } else {
+            let v = if k < self.k_len { self.line_valid } else { 0 };
+            (v, self.line.wrapping_add((k as u64 * self.ld as u64) as usize))
+        };
+        // SAFETY: only the `valid` elements inside the matrix are read; the vector path needs
+        // all 4 and 16-byte alignment (aligned base, ld and stride; k or the column a
+        // multiple of 4).
+        unsafe {
+            if self.vector && valid == 4 {
+                return global::ld_global_nc_v4_u32(p.cast()).map(f32::from_bits);
+            }
+            core::array::from_fn(|e| if (e as u32) < valid { *p.add(e) } else { 0.0 })
+        }
+    }
+
+    /// Starts the copy of k-tile `kt` into the shared tile at `tile`: along K, returns the
+    /// loaded registers (for [`Operand::finish`]); otherwise copies (asynchronously when
+    /// aligned) and returns nothing useful.
+    #[inline(always)]
+    unsafe fn begin(&self, kt: u32, tile: u32) -> [f32; 4] {
+        if ALONG_K {
+            // SAFETY: forwarded bounds (`load` checks them).
+            return unsafe { self.load(kt) };
+        }
+        let k = kt * BK + self.k;
+        let valid = if k < self.k_len { self.line_valid } else { 0 };
+        let p = self.line.wrapping_add((k as u64 * self.ld as u64) as usize);
+        // SAFETY: `valid` elements from `p` are inside the matrix; cp.async needs a 16-byte
+        // aligned source (aligned base, ld and stride, column a multiple of 4) and gets the
+        // line itself when nothing is read; the destination is this thread's 16 bytes.
+        unsafe {
+            if self.vector {
+                let src = if valid > 0 { p } else { self.line };
+                cp_async::cp_async_cg_16(tile + self.smem_offset, src.cast(), valid * 4);
+            } else {
+                self.store(tile, self.load(kt));
+            }
+        }
+        [0.0; 4]
+    }
+
+    /// Completes [`Operand::begin`]: stores the registers of an operand along K.
+    #[inline(always)]
+    unsafe fn finish(&self, tile: u32, v: [f32; 4]) {
+        if ALONG_K {
+            // SAFETY: forwarded (the thread's cells of the tile).
+            unsafe { self.store(tile, v) };
+        }
+    }
+
+    /// Stores the 4 loaded elements into the k-major shared tile at `tile`.
+    #[inline(always)]
+    unsafe fn store(&self, tile: u32, v: [f32; 4]) {
+        // SAFETY: rows k < BK and columns < 128 of a tile of BK × ROW_FLOATS floats.
+        unsafe {
+            if ALONG_K {
+                unroll!(e in 0..4 => {
+                    let at = tile + self.smem_offset + e as u32 * ROW_FLOATS * 4;
+                    smem::st_shared_f32(at, v[e]);
+                });
+            } else {
+                smem::st_shared_v4_u32(tile + self.smem_offset, v.map(f32::to_bits));
+            }
+        }
+    }
+}
+
+/// 4 floats of row `k` of a shared tile starting at column `col`.
+#[inline(always)]
+unsafe fn ld4(tile: u32, k: u32, col: u32) -> [f32; 4] {
+    // SAFETY: the caller passes k < BK and col + 4 <= 128 of a tile.
+    unsafe { smem::ld_shared_v4_u32(tile + (k * ROW_FLOATS + col) * 4) }.map(f32::from_bits)
+}
+
+/// The kernel body; `A_ROW`: A row-major (else column-major), `B_COL`: B column-major.
+///
+/// # Safety
+/// Launched by `gpu-host` with 256 threads, a grid of (tiles_m · tiles_n, split_k, batch) and
+/// `simt::SMEM_BYTES` of dynamic shared memory, on buffers it validated.
+#[inline(always)]
+pub unsafe fn gemm<const A_ROW: bool, const B_COL: bool>(p: GemmParams<f32, f32>) {
+    let t = thread_idx_x();
+    let (tile_m, tile_n) = raster(block_idx_x(), p.tiles_m, p.tiles_n, RASTER_GROUP);
+    let (m0, n0) = (tile_m * BM, tile_n * BN);
+    let batch = block_idx_z();
+    // SAFETY: batch offsets stay inside the buffers the launcher validated.
+    let (a, b) = unsafe {
+        (
+            p.a.as_ptr().add((batch as u64 * p.stride_a) as usize),
+            p.b.as_ptr().add((batch as u64 * p.stride_b) as usize),
+        )
+    };
+    // A is contiguous along K when row-major, B when column-major.
+    let a_op = Operand::<A_ROW>::new(a, p.lda, p.stride_a, m0, p.m, p.k);
+    let b_op = Operand::<B_COL>::new(b, p.ldb, p.stride_b, n0, p.n, p.k);
+    let smem = smem::dynamic_smem_base();
+    let a_tile = |buf: u32| smem + buf * TILE_BYTES;
+    let b_tile = |buf: u32| smem + (2 + buf) * TILE_BYTES;
+    let (tx, ty) = (t % 16, t / 16);
+    let mut acc = [[0.0f32; 8]; 8];
+    // This block's K slice: tiles [kt0, kt1).
+    let kt0 = block_idx_y() * p.k_tiles_per_split;
+    let kt1 = p.k.div_ceil(BK).min(kt0 + p.k_tiles_per_split);
+
+    // SAFETY: all threads run the same loop (barriers are block-uniform); shared accesses stay
+    // in the two buffers; global loads are bounds-checked by `Operand::load`.
+    unsafe {
+        if kt0 < kt1 {
+            a_op.store(a_tile(0), a_op.load(kt0));
+            b_op.store(b_tile(0), b_op.load(kt0));
+        }
+        sync::bar_sync();
+        for kt in kt0..kt1 {
+            let (cur, next) = ((kt - kt0) % 2, (kt - kt0 + 1) % 2);
+            let prefetch = kt + 1 < kt1;
+            let (a_next, b_next) = if prefetch {
+                (a_op.begin(kt + 1, a_tile(next)), b_op.begin(kt + 1, b_tile(next)))
+            } else {
+                ([0.0; 4], [0.0; 4])
+            };
+            unroll!(k in 0..8 => {
+                let k = k as u32;
+                let (lo, hi) = (ld4(a_tile(cur), k, 4 * ty), ld4(a_tile(cur), k, 64 + 4 * ty));
+                let a_frag = [lo[0], lo[1], lo[2], lo[3], hi[0], hi[1], hi[2], hi[3]];
+                let (lo, hi) = (ld4(b_tile(cur), k, 4 * tx), ld4(b_tile(cur), k, 64 + 4 * tx));
+                let b_frag = [lo[0], lo[1], lo[2], lo[3], hi[0], hi[1], hi[2], hi[3]];
+                unroll!(i in 0..8 => {
+                    unroll!(j in 0..8 => {
+                        acc[i][j] = core::f32::math::mul_add(a_frag[i], b_frag[j], acc[i][j]);
+                    });
+                });
+            });
+            if prefetch {
+                a_op.finish(a_tile(next), a_next);
+                b_op.finish(b_tile(next), b_next);
+            }
+            cp_async::cp_async_commit_group();
+            cp_async::cp_async_wait_group::<0>();
+            sync::bar_sync();
+        }
+
+        let epilogue = if p.split_k > 1 {
+            Epilogue::partials(&p, batch, block_idx_y())
+        } else {
+            Epilogue::new(&p, batch)
+        };
+        // The epilogue goes through shared memory in 4 phases of 32 tile rows: phase `ph`
+        // holds the thread's rows 4ty + ph and 64 + 4ty + ph. Each warp then finishes whole
+        // rows (lane l: columns 4l .. 4l+4, 16-byte accesses, 512 contiguous bytes per warp),
+        // and the accumulators already staged no longer occupy registers.
+        unroll!(ph in 0..4 => {
+            unroll!(half in 0..2 => {
+                let row = acc[ph + 4 * half];
+                let at = |col: u32| smem + ((16 * half as u32 + ty) * ROW_FLOATS + col) * 4;
+                let lo = [row[0], row[1], row[2], row[3]].map(f32::to_bits);
+                let hi = [row[4], row[5], row[6], row[7]].map(f32::to_bits);
+                smem::st_shared_v4_u32(at(4 * tx), lo);
+                smem::st_shared_v4_u32(at(64 + 4 * tx), hi);
+            });
+            sync::bar_sync();
+            for q in 0..4 {
+                let s = t / 32 + 8 * q;
+                let local = if s < 16 { 4 * s } else { 64 + 4 * (s - 16) } + ph as u32;
+                let m = m0 + local;
+                let col = 4 * (t % 32);
+                if m < p.m {
+                    // Row s < 32 of the staging area, which fits in the pipeline buffers.
+                    let staged = smem::ld_shared_v4_u32(smem + (s * ROW_FLOATS + col) * 4);
+                    epilogue.store4(m, n0 + col, staged.map(f32::from_bits));
+                }
+            }
+            sync::bar_sync();
+        });
+    }
+}

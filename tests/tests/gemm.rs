@@ -1,0 +1,640 @@
+//! GEMM kernels against `cpu_ref::gemm`: every precision, layout, output type, epilogue,
+//! alpha/beta, batch, aligned and unaligned operands, edge shapes; the bias-gradient
+//! reduction; argument errors. Small shapes with several blocks and partial tiles everywhere;
+//! the GPT-2 124M shapes too on a GPU.
+//!
+//! Tolerances are per element and scale with the magnitude of what was summed:
+//! `S = |alpha|·Σ_k |a||b| + |beta·c| + |bias|`. The reference uses the same rounded inputs (TF32
+//! rounding, or the 16-bit values themselves) and sums in f64, so the GPU may differ by its f32
+//! accumulation (`(K + 8)·2^-23·S`), by `tanh.approx.f32` in GELU (relative error ≤ 2^-11 per
+//! the PTX ISA, taken as 2^-10), and by the rounding of the output type. Elements outside the
+//! M×N matrices (ld padding, gaps between batches, slack after the end) must keep their
+//! initial bits: the launch must not write them.
+
+use cpu_ref::gemm::{self as reference, Gemm, Rounding};
+use cpu_ref::precision::Element;
+use gpu_host::kernels::elementwise::{FloatElement, fill};
+use gpu_host::kernels::gemm::{
+    Activation, Epilogue, GemmOutput, GemmSpec, GemmTypes, Layout, Precision, bias_grad, gemm,
+    gemm_split_k,
+};
+use gpu_host::{Device, DeviceBuffer, DeviceElement, GpuError};
+use half::{bf16, f16};
+use integration_tests::{TestRng, kernel_tests, poisoned};
+use std::fmt::Write;
+
+const LAYOUTS: [(Layout, Layout); 4] = [
+    (Layout::RowMajor, Layout::RowMajor),
+    (Layout::RowMajor, Layout::ColMajor),
+    (Layout::ColMajor, Layout::RowMajor),
+    (Layout::ColMajor, Layout::ColMajor),
+];
+
+/// The activation a case runs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Act {
+    None,
+    /// GELU, storing the pre-activation or not.
+    Gelu {
+        store: bool,
+    },
+    DGelu,
+}
+
+/// One launch: the spec, the epilogue, and element offsets of the A/B/C views inside their
+/// buffers (an odd offset breaks 16-byte alignment and exercises the fallback paths).
+#[derive(Clone, Copy, Debug)]
+struct Case {
+    spec: GemmSpec,
+    bias: bool,
+    act: Act,
+    offsets: [usize; 3],
+}
+
+impl Case {
+    fn new(m: usize, n: usize, k: usize, layouts: (Layout, Layout), precision: Precision) -> Self {
+        let spec = GemmSpec::new(m, n, k, layouts.0, layouts.1, precision);
+        Self { spec, bias: false, act: Act::None, offsets: [0; 3] }
+    }
+
+    /// Leading dimensions rounded up to a multiple of 8 elements plus 8 (16-byte aligned rows
+    /// for every element type, with padding): the `cp.async` / vector paths.
+    fn aligned(mut self) -> Self {
+        let pad = |ld: usize| ld.next_multiple_of(8) + 8;
+        let s = &mut self.spec;
+        (s.lda, s.ldb, s.ldc) = (pad(s.lda), pad(s.ldb), pad(s.ldc));
+        self
+    }
+
+    /// Leading dimensions one element longer than the rows (odd unless the rows are even):
+    /// rows are not 16-byte aligned, so the element-wise fallback paths run.
+    fn odd_padded(mut self) -> Self {
+        let odd = |ld: usize| ld + 1 + ld % 2;
+        let s = &mut self.spec;
+        (s.lda, s.ldb, s.ldc) = (odd(s.lda), odd(s.ldb), odd(s.ldc));
+        self
+    }
+}
+
+fn layout_ref(l: Layout) -> reference::Layout {
+    match l {
+        Layout::RowMajor => reference::Layout::RowMajor,
+        Layout::ColMajor => reference::Layout::ColMajor,
+    }
+}
+
+fn reference_gemm(s: &GemmSpec) -> Gemm {
+    Gemm {
+        m: s.m,
+        n: s.n,
+        k: s.k,
+        batch: s.batch,
+        a_layout: layout_ref(s.a_layout),
+        b_layout: layout_ref(s.b_layout),
+        lda: s.lda,
+        ldb: s.ldb,
+        ldc: s.ldc,
+        stride_a: s.stride_a,
+        stride_b: s.stride_b,
+        stride_c: s.stride_c,
+        alpha: s.alpha,
+        beta: s.beta,
+        rounding: if s.precision == Precision::Tf32 { Rounding::Tf32 } else { Rounding::None },
+    }
+}
+
+/// One ulp of `O`, relative: the GPU and the reference round values that differ by their
+/// accumulation error, so near a rounding midpoint they may land on neighbouring numbers.
+fn output_rounding<O: DeviceElement>() -> f64 {
+    match O::NAME {
+        "bf16" => 2f64.powi(-7),
+        "f16" => 2f64.powi(-10),
+        _ => 2f64.powi(-23),
+    }
+}
+
+fn poison<T: DeviceElement>() -> T {
+    let mut v = T::zeroed();
+    bytemuck::bytes_of_mut(&mut v).fill(0xff);
+    v
+}
+
+fn random<T: Element>(rng: &mut TestRng, n: usize, lo: f32, hi: f32) -> Vec<T> {
+    rng.uniform(n, lo, hi).into_iter().map(T::from_f32).collect()
+}
+
+/// Checks `got` against `want` element by element: inside the matrices (where `tol` is
+/// `Some`) within the tolerance, elsewhere bit-identical (untouched).
+fn assert_matches<O: DeviceElement + Element>(
+    what: &str,
+    seed: u64,
+    got: &[O],
+    want: &[O],
+    tol: &[Option<f64>],
+) {
+    let mut bad = Vec::new();
+    for i in 0..got.len() {
+        let ok = match tol[i] {
+            Some(t) => {
+                let (g, w) = (got[i].to_f32() as f64, want[i].to_f32() as f64);
+                (g - w).abs() <= t
+            }
+            None => bytemuck::bytes_of(&got[i]) == bytemuck::bytes_of(&want[i]),
+        };
+        if !ok {
+            bad.push(i);
+        }
+    }
+    if bad.is_empty() {
+        return;
+    }
+    let mut msg = format!("{what}: {} of {} elements wrong", bad.len(), got.len());
+    for &i in bad.iter().take(8) {
+        let kind = if tol[i].is_some() { "in matrix" } else { "outside (must be untouched)" };
+        let _ = write!(
+            msg,
+            "\n  [{i}] {kind}: got {:?} want {:?} tol {:?}",
+            got[i].to_f32(),
+            want[i].to_f32(),
+            tol[i]
+        );
+    }
+    panic!("{msg}\n  (TEST_SEED={seed} reproduces)");
+}
+
+/// Runs `case` with input type `I` and output type `O` and checks C (and a stored
+/// pre-activation) against the reference.
+fn run<D: Device, I, O>(dev: &D, rng: &mut TestRng, case: &Case)
+where
+    I: GemmTypes<O> + Element,
+    O: GemmOutput + Element,
+{
+    let s = &case.spec;
+    let [a_off, b_off, c_off] = case.offsets;
+    let g = reference_gemm(s);
+    // One element of slack keeps every allocation non-empty (K = 0 reads nothing).
+    let a: Vec<I> = random(rng, a_off + s.a_len() + 1, -1.0, 1.0);
+    let b: Vec<I> = random(rng, b_off + s.b_len() + 1, -1.0, 1.0);
+    let c_total = c_off + s.c_len() + 5;
+    let c0: Vec<O> =
+        if s.beta != 0.0 { random(rng, c_total, -1.0, 1.0) } else { vec![poison(); c_total] };
+    let bias: Option<Vec<O>> = case.bias.then(|| random(rng, s.n, -1.0, 1.0));
+    let pre0: Vec<O> = match case.act {
+        Act::DGelu => random(rng, c_total, -3.0, 3.0),
+        _ => vec![poison(); c_total],
+    };
+
+    let (da, db) = (dev.upload(&a).unwrap(), dev.upload(&b).unwrap());
+    let (mut dc, mut dpre) = (dev.upload(&c0).unwrap(), dev.upload(&pre0).unwrap());
+    let dbias = bias.as_ref().map(|v| dev.upload(v).unwrap());
+    {
+        let pre_view = dpre.view_mut().slice_mut(c_off..c_total).unwrap();
+        let activation = match case.act {
+            Act::None => Activation::None,
+            Act::Gelu { store } => Activation::Gelu { pre_act: store.then_some(pre_view) },
+            Act::DGelu => Activation::DGelu { pre_act: dpre.view().slice(c_off..c_total).unwrap() },
+        };
+        let epilogue = Epilogue { bias: dbias.as_ref().map(|d| d.view()), activation };
+        let a_view = da.view().slice(a_off..a_off + s.a_len()).unwrap();
+        let b_view = db.view().slice(b_off..b_off + s.b_len()).unwrap();
+        let c_view = dc.view_mut().slice_mut(c_off..c_total).unwrap();
+        let launched = if s.split_k > 1 {
+            let mut workspace = poisoned::<D, f32>(dev, s.workspace_len()).unwrap();
+            gemm_split_k(dev, s, a_view, b_view, c_view, epilogue, workspace.view_mut())
+        } else {
+            gemm(dev, s, a_view, b_view, c_view, epilogue)
+        };
+        launched.unwrap_or_else(|e| panic!("launch of {case:?} failed: {e}"));
+    }
+    let got = dev.download(dc.view()).unwrap();
+    let got_pre = dev.download(dpre.view()).unwrap();
+
+    // Reference output and pre-activation, on the same buffers (so untouched regions match).
+    let (a_in, b_in) = (&a[a_off..], &b[b_off..]);
+    let (mut want, mut want_pre) = (c0.clone(), pre0.clone());
+    let act = match case.act {
+        Act::None => reference::Activation::None,
+        Act::Gelu { store } => {
+            reference::Activation::Gelu { pre_act: store.then_some(&mut want_pre[c_off..]) }
+        }
+        Act::DGelu => reference::Activation::DGelu { pre_act: &pre0[c_off..] },
+    };
+    reference::gemm(&g, a_in, b_in, &mut want[c_off..], bias.as_deref(), act);
+
+    // Tolerances from the unrounded pre-activation v and the magnitude S of its terms.
+    let mut v: Vec<f32> = c0[c_off..].iter().map(|x| x.to_f32()).collect();
+    let bias_f32: Option<Vec<f32>> = bias.as_ref().map(|b| b.iter().map(|x| x.to_f32()).collect());
+    reference::gemm(&g, a_in, b_in, &mut v, bias_f32.as_deref(), reference::Activation::None);
+    let accumulation = (s.k as f64 + 8.0) * 2f64.powi(-23);
+    let out_round = output_rounding::<O>();
+    // The spacing of f16's subnormals (one ulp near zero, where the relative bound vanishes).
+    let floor = if <O as DeviceElement>::NAME == "f16" { 2f64.powi(-24) } else { 1e-30 };
+    let rows: Vec<usize> = (0..s.m).collect();
+    let (mut tol, mut tol_pre) = (vec![None; c_total], vec![None; c_total]);
+    for z in 0..s.batch {
+        let abs = g.products(a_in, b_in, z, &rows, true);
+        for m in 0..s.m {
+            for n in 0..s.n {
+                let at = g.c_index(z, m, n);
+                let old =
+                    if s.beta != 0.0 { (s.beta * c0[c_off + at].to_f32()).abs() } else { 0.0 };
+                let bias_mag = bias.as_ref().map_or(0.0, |b| b[n].to_f32().abs());
+                let mag = s.alpha.abs() as f64 * abs[m * s.n + n] + (old + bias_mag) as f64;
+                let err_v = accumulation * mag;
+                let v = v[at] as f64;
+                let want_abs = want[c_off + at].to_f32().abs() as f64;
+                let t = match case.act {
+                    Act::None => err_v,
+                    Act::Gelu { .. } => 1.2 * err_v + v.abs() * 2f64.powi(-10),
+                    Act::DGelu => {
+                        let x = pre0[c_off + at].to_f32() as f64;
+                        let dg = 0.5 + x.abs() * 0.8 * (1.0 + 0.135 * x * x);
+                        1.2 * err_v + v.abs() * dg * 2f64.powi(-10)
+                    }
+                };
+                tol[c_off + at] = Some(t + want_abs * out_round + floor);
+                tol_pre[c_off + at] = Some(err_v + v.abs() * out_round + floor);
+            }
+        }
+    }
+    let what = format!("{}→{} {case:?}", <I as DeviceElement>::NAME, <O as DeviceElement>::NAME);
+    assert_matches(&what, rng.seed(), &got, &want, &tol);
+    if case.act == (Act::Gelu { store: true }) {
+        assert_matches(
+            &format!("pre-activation of {what}"),
+            rng.seed(),
+            &got_pre,
+            &want_pre,
+            &tol_pre,
+        );
+    }
+}
+
+/// A 2×2-block problem with partial tiles in M, N and K, for runtimes that interpret the PTX;
+/// larger on a GPU.
+fn small_shape<D: Device>(dev: &D) -> (usize, usize, usize) {
+    if dev.is_simulator() { (130, 137, 167) } else { (517, 389, 263) }
+}
+
+/// Every layout combination, with 16-byte aligned padded rows (`cp.async` and vector paths,
+/// zero-filled partial chunks at the K and M/N edges) and dense (unaligned rows, fallback
+/// paths), alpha ≠ 1.
+fn check_layouts<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
+    dev: &D,
+    precision: Precision,
+) {
+    let mut rng = TestRng::new();
+    let (m, n, k) = small_shape(dev);
+    for layouts in LAYOUTS {
+        for aligned in [true, false] {
+            let mut case = Case::new(m, n, k, layouts, precision);
+            if aligned {
+                case = case.aligned();
+            }
+            case.spec.alpha = rng.scalar(0.5, 2.0);
+            run::<D, I, O>(dev, &mut rng, &case);
+        }
+    }
+}
+
+/// Bias, GELU (with and without the stored pre-activation), GELU backward, beta ≠ 0 and
+/// beta = 1 accumulation, spread over the layouts; vector epilogue (aligned rows) except one
+/// case with dense, unaligned rows.
+fn check_epilogues<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
+    dev: &D,
+    precision: Precision,
+) {
+    let mut rng = TestRng::new();
+    let (m, n, k) = if dev.is_simulator() { (70, 150, 77) } else { (300, 500, 200) };
+    let acts = [
+        (Act::Gelu { store: true }, true, 0.0),
+        (Act::Gelu { store: false }, false, 0.0),
+        (Act::DGelu, false, 0.0),
+        (Act::None, true, 1.0),
+        (Act::DGelu, true, -0.5),
+    ];
+    for (i, (act, bias, beta)) in acts.into_iter().enumerate() {
+        let mut case = Case::new(m, n, k, LAYOUTS[i % 4], precision);
+        if i != 2 {
+            case = case.aligned();
+        }
+        case.act = act;
+        case.bias = bias;
+        case.spec.beta = beta;
+        case.spec.alpha = if i % 2 == 0 { 1.0 } else { rng.scalar(-1.5, -0.5) };
+        run::<D, I, O>(dev, &mut rng, &case);
+    }
+}
+
+/// Batched products with gaps between batches, a broadcast operand (stride 0) and a bias:
+/// aligned rows and strides, then odd ones.
+fn check_batched<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
+    dev: &D,
+    precision: Precision,
+) {
+    let mut rng = TestRng::new();
+    let (m, n, k) = if dev.is_simulator() { (40, 136, 24) } else { (200, 264, 96) };
+    for (i, layouts) in [LAYOUTS[1], LAYOUTS[2]].into_iter().enumerate() {
+        let aligned = i == 0;
+        let case = Case::new(m, n, k, layouts, precision);
+        let mut case = if aligned { case.aligned() } else { case.odd_padded() };
+        let gap = |len: usize| if aligned { len.next_multiple_of(8) + 16 } else { len + 3 };
+        let s = &mut case.spec;
+        s.batch = 3;
+        s.stride_a = gap(s.a_len());
+        s.stride_b = if aligned { 0 } else { gap(s.b_len()) };
+        s.stride_c = gap(s.c_len());
+        s.beta = if aligned { 0.0 } else { 0.75 };
+        case.bias = true;
+        run::<D, I, O>(dev, &mut rng, &case);
+    }
+}
+
+/// Split-K: slices that divide the K steps and ones that do not, more slices requested than
+/// there are K steps, with the epilogues (bias, GELU with stored pre-activation, GELU
+/// backward, beta ≠ 0), batches, aligned and unaligned rows.
+fn check_split_k<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
+    dev: &D,
+    precision: Precision,
+) {
+    let mut rng = TestRng::new();
+    let (m, n, k) = if dev.is_simulator() { (100, 136, 300) } else { (300, 264, 4000) };
+    let cases = [
+        (3, true, Act::Gelu { store: true }, true, 0.5, 1),
+        (4, false, Act::DGelu, false, 0.0, 2),
+        (64, true, Act::None, true, 1.0, 1),
+    ];
+    for (i, (split, aligned, act, bias, beta, batch)) in cases.into_iter().enumerate() {
+        let case = Case::new(m, n, if i == 2 { 40 } else { k }, LAYOUTS[(i + 1) % 4], precision);
+        let mut case = if aligned { case.aligned() } else { case.odd_padded() };
+        (case.act, case.bias) = (act, bias);
+        let s = &mut case.spec;
+        (s.split_k, s.beta, s.batch) = (split, beta, batch);
+        s.stride_a = s.a_len();
+        s.stride_b = s.b_len();
+        s.stride_c = s.c_len();
+        assert!(s.split_plan().0 > 1, "case {i} must split: {:?}", s.split_plan());
+        run::<D, I, O>(dev, &mut rng, &case);
+    }
+}
+
+/// Operands that are not 16-byte aligned (odd leading dimensions, views starting one element
+/// in), which take the element-wise fallback paths, and shapes at the edges: one element,
+/// K smaller than one instruction, K = 0 (`C = beta·C + bias`).
+fn check_unaligned_and_edges<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
+    dev: &D,
+    precision: Precision,
+) {
+    let mut rng = TestRng::new();
+    let (m, n, k) = if dev.is_simulator() { (67, 131, 37) } else { (301, 277, 131) };
+    for (i, layouts) in LAYOUTS.into_iter().enumerate() {
+        let mut case = Case::new(m, n, k, layouts, precision).odd_padded();
+        case.offsets = [i % 2, (i + 1) % 2, 1];
+        case.bias = i == 2;
+        run::<D, I, O>(dev, &mut rng, &case);
+    }
+    for (m, n, k) in [(1, 1, 1), (3, 9, 5), (129, 1, 7), (1, 129, 200)] {
+        run::<D, I, O>(dev, &mut rng, &Case::new(m, n, k, LAYOUTS[1], precision));
+    }
+    let mut zero_k = Case::new(5, 17, 0, LAYOUTS[2], precision);
+    zero_k.spec.beta = 2.0;
+    zero_k.bias = true;
+    run::<D, I, O>(dev, &mut rng, &zero_k);
+}
+
+/// The GPT-2 124M matmuls at B·T = 16384 (forward, input and weight gradients of qkv, attention
+/// projection, fc, fc projection and the 50304-wide classifier), checked on a sample of rows;
+/// weight gradients split K as `with_split_k_for` picks on a 132-SM GPU. On the simulator the
+/// same 15 matmuls shrink to 256 tokens, 96 channels (768 / 8) and a 786-wide classifier
+/// (50304 / 64).
+fn check_gpt2_shapes<
+    D: Device,
+    I: GemmTypes<O> + Element,
+    O: FloatElement + GemmOutput + Element,
+>(
+    dev: &D,
+    precision: Precision,
+) {
+    let mut rng = TestRng::new();
+    let (tokens, scale, vocab) = if dev.is_simulator() { (256, 8, 786) } else { (16384, 1, 50304) };
+    let c = 768 / scale;
+    for (out_f, in_f) in [(3 * c, c), (c, c), (4 * c, c), (c, 4 * c), (vocab, c)] {
+        let specs = [
+            GemmSpec::linear_forward(tokens, out_f, in_f, precision),
+            GemmSpec::linear_backward_input(tokens, in_f, out_f, precision),
+            GemmSpec::linear_backward_weight(tokens, in_f, out_f, precision).with_split_k_for(132),
+        ];
+        for s in specs {
+            check_sampled::<D, I, O>(dev, &mut rng, &s);
+        }
+    }
+}
+
+/// Runs `s` (bias on the forward shapes) and checks 24 sampled rows of C against f64 products.
+fn check_sampled<D: Device, I: GemmTypes<O> + Element, O: FloatElement + GemmOutput + Element>(
+    dev: &D,
+    rng: &mut TestRng,
+    s: &GemmSpec,
+) {
+    let g = reference_gemm(s);
+    let a: Vec<I> = random(rng, s.a_len(), -1.0, 1.0);
+    let b: Vec<I> = random(rng, s.b_len(), -1.0, 1.0);
+    let (da, db) = (dev.upload(&a).unwrap(), dev.upload(&b).unwrap());
+    let c0: Vec<O> = if s.beta != 0.0 { random(rng, s.c_len(), -1.0, 1.0) } else { Vec::new() };
+    let mut dc =
+        if s.beta != 0.0 { dev.upload(&c0).unwrap() } else { dev.alloc(s.c_len()).unwrap() };
+    if s.beta == 0.0 {
+        fill(dev, dc.view_mut(), O::from_f32(f32::NAN)).unwrap();
+    }
+    let forward = s.b_layout == Layout::ColMajor;
+    let bias: Vec<O> = if forward { random(rng, s.n, -1.0, 1.0) } else { Vec::new() };
+    let dbias = dev.upload(&bias).unwrap();
+    let epilogue = Epilogue { bias: forward.then(|| dbias.view()), ..Epilogue::default() };
+    let mut workspace = dev.alloc::<f32>(s.workspace_len().max(1)).unwrap();
+    gemm_split_k(dev, s, da.view(), db.view(), dc.view_mut(), epilogue, workspace.view_mut())
+        .unwrap();
+    let rows: Vec<usize> = (0..24).map(|i| i * (s.m - 1) / 23).collect();
+    let products = g.products(&a, &b, 0, &rows, false);
+    let magnitudes = g.products(&a, &b, 0, &rows, true);
+    let (mut got, mut want, mut tol) = (Vec::new(), Vec::new(), Vec::new());
+    for (r, &m) in rows.iter().enumerate() {
+        let row = dev.download(dc.view().slice(m * s.ldc..m * s.ldc + s.n).unwrap()).unwrap();
+        for n in 0..s.n {
+            let old =
+                if s.beta != 0.0 { s.beta as f64 * c0[m * s.ldc + n].to_f32() as f64 } else { 0.0 };
+            let bias_n = if forward { bias[n].to_f32() as f64 } else { 0.0 };
+            let v = s.alpha as f64 * products[r * s.n + n] + old + bias_n;
+            let mag = magnitudes[r * s.n + n] + old.abs() + bias_n.abs();
+            got.push(row[n]);
+            want.push(O::from_f32(v as f32));
+            tol.push(Some(
+                (s.k as f64 + 8.0) * 2f64.powi(-23) * mag + v.abs() * output_rounding::<O>(),
+            ));
+        }
+    }
+    let what =
+        format!("{}→{} GPT-2 shape {s:?}", <I as DeviceElement>::NAME, <O as DeviceElement>::NAME);
+    assert_matches(&what, rng.seed(), &got, &want, &tol);
+}
+
+/// Column sums: vector and scalar paths (N not a multiple of 8, odd ld), beta 0 and ≠ 0.
+fn check_bias_grad<D: Device, T>(dev: &D)
+where
+    T: gpu_host::kernels::gemm::BiasGradElement + Element,
+{
+    let mut rng = TestRng::new();
+    let rows = if dev.is_simulator() { 300 } else { 16384 };
+    for (n, ld, beta) in [(64, 64, 0.0), (37, 40, 1.0), (8, 9, 0.5), (1, 1, 0.0), (130, 136, -1.0)]
+    {
+        let dy: Vec<T> = random(&mut rng, (rows - 1) * ld + n, -1.0, 1.0);
+        let db0: Vec<T> = random(&mut rng, n, -1.0, 1.0);
+        let ddy = dev.upload(&dy).unwrap();
+        let mut ddb =
+            if beta != 0.0 { dev.upload(&db0).unwrap() } else { poisoned(dev, n).unwrap() };
+        bias_grad(dev, ddy.view(), rows, ld, ddb.view_mut(), beta).unwrap();
+        let got = dev.download(ddb.view()).unwrap();
+        let mut want = db0.clone();
+        reference::bias_grad(&dy, rows, ld, &mut want, beta);
+        let tol: Vec<Option<f64>> = want
+            .iter()
+            .enumerate()
+            .map(|(col, w)| {
+                let mag: f64 = (0..rows).map(|m| dy[m * ld + col].to_f32().abs() as f64).sum();
+                let mag = mag + (beta * db0[col].to_f32()).abs() as f64;
+                Some(
+                    mag * (rows as f64 + 8.0) * 2f64.powi(-23)
+                        + w.to_f32().abs() as f64 * output_rounding::<T>(),
+                )
+            })
+            .collect();
+        let what = format!(
+            "bias_grad_{} rows={rows} n={n} ld={ld} beta={beta}",
+            <T as DeviceElement>::NAME
+        );
+        assert_matches(&what, rng.seed(), &got, &want, &tol);
+    }
+}
+
+/// Bad arguments are rejected before launch, naming the argument.
+fn check_argument_errors(dev: &impl Device) {
+    let a = dev.upload(&vec![0.0f32; 64]).unwrap();
+    let mut c = dev.alloc::<f32>(64).unwrap();
+    let s = GemmSpec::new(8, 8, 8, Layout::RowMajor, Layout::RowMajor, Precision::Fp32);
+    let mut expect = |spec: GemmSpec, arg: &str| {
+        let err =
+            gemm(dev, &spec, a.view(), a.view(), c.view_mut(), Epilogue::default()).unwrap_err();
+        assert!(
+            matches!(&err, GpuError::InvalidArgument { op: "gemm", arg: got, .. } if *got == arg),
+            "expected an error naming `{arg}`, got: {err}"
+        );
+    };
+    expect(GemmSpec { lda: 7, ..s }, "lda");
+    expect(GemmSpec { m: 9, ..s }, "a");
+    expect(GemmSpec { precision: Precision::Bf16, ..s }, "precision");
+    expect(GemmSpec { batch: 2, stride_c: 8, ..s }, "stride_c");
+    expect(GemmSpec { batch: 0, ..s }, "batch");
+    expect(GemmSpec { k: 64, split_k: 2, ..s }, "split_k");
+    let short_bias = dev.upload(&[0.0f32; 7]).unwrap();
+    let epilogue = Epilogue { bias: Some(short_bias.view()), ..Epilogue::default() };
+    let err = gemm(dev, &s, a.view(), a.view(), c.view_mut(), epilogue).unwrap_err();
+    assert!(err.to_string().contains("`bias`"), "unexpected error: {err}");
+    let split = GemmSpec { m: 4, n: 4, k: 16, lda: 16, ldb: 4, ldc: 4, split_k: 2, ..s };
+    let mut short = dev.alloc::<f32>(split.workspace_len() - 1).unwrap();
+    let (av, cv, wv) = (a.view(), c.view_mut(), short.view_mut());
+    let err = gemm_split_k(dev, &split, av, av, cv, Epilogue::default(), wv).unwrap_err();
+    assert!(err.to_string().contains("`workspace`"), "unexpected error: {err}");
+    let mut db = dev.alloc::<f32>(8).unwrap();
+    let err = bias_grad(dev, a.view(), 9, 8, db.view_mut(), 0.0).unwrap_err();
+    assert!(err.to_string().contains("`dy`"), "unexpected error: {err}");
+}
+
+/// Instantiates the per-precision checks for one (input, output) type pair.
+macro_rules! precision_tests {
+    ($($name:ident: $in:ty => $out:ty, $precision:ident;)*) => {$(
+        mod $name {
+            use super::*;
+            pub fn layouts(dev: &impl Device) {
+                check_layouts::<_, $in, $out>(dev, Precision::$precision);
+            }
+            pub fn epilogues(dev: &impl Device) {
+                check_epilogues::<_, $in, $out>(dev, Precision::$precision);
+            }
+            pub fn batched(dev: &impl Device) {
+                check_batched::<_, $in, $out>(dev, Precision::$precision);
+            }
+            pub fn unaligned_and_edges(dev: &impl Device) {
+                check_unaligned_and_edges::<_, $in, $out>(dev, Precision::$precision);
+            }
+            pub fn split_k(dev: &impl Device) {
+                check_split_k::<_, $in, $out>(dev, Precision::$precision);
+            }
+        }
+    )*};
+}
+
+precision_tests! {
+    fp32: f32 => f32, Fp32;
+    tf32: f32 => f32, Tf32;
+    bf16_bf16: bf16 => bf16, Bf16;
+    bf16_f32: bf16 => f32, Bf16;
+    f16_f16: f16 => f16, Fp16;
+    f16_f32: f16 => f32, Fp16;
+}
+
+/// The GPT-2 shapes in each training mode's types (GPU only).
+fn gpt2_fp32(dev: &impl Device) {
+    check_gpt2_shapes::<_, f32, f32>(dev, Precision::Fp32);
+}
+
+fn gpt2_tf32(dev: &impl Device) {
+    check_gpt2_shapes::<_, f32, f32>(dev, Precision::Tf32);
+}
+
+fn gpt2_bf16(dev: &impl Device) {
+    check_gpt2_shapes::<_, bf16, bf16>(dev, Precision::Bf16);
+}
+
+fn gpt2_f16(dev: &impl Device) {
+    check_gpt2_shapes::<_, f16, f16>(dev, Precision::Fp16);
+}
+
+kernel_tests! {
+    gemm_fp32_layouts => fp32::layouts;
+    gemm_fp32_epilogues => fp32::epilogues;
+    gemm_fp32_batched => fp32::batched;
+    gemm_fp32_unaligned_and_edges => fp32::unaligned_and_edges;
+    gemm_fp32_split_k => fp32::split_k;
+    gemm_fp32_gpt2_shapes => gpt2_fp32;
+    gemm_tf32_layouts => tf32::layouts;
+    gemm_tf32_epilogues => tf32::epilogues;
+    gemm_tf32_batched => tf32::batched;
+    gemm_tf32_unaligned_and_edges => tf32::unaligned_and_edges;
+    gemm_tf32_split_k => tf32::split_k;
+    gemm_tf32_gpt2_shapes => gpt2_tf32;
+    gemm_bf16_layouts => bf16_bf16::layouts;
+    gemm_bf16_epilogues => bf16_bf16::epilogues;
+    gemm_bf16_batched => bf16_bf16::batched;
+    gemm_bf16_unaligned_and_edges => bf16_bf16::unaligned_and_edges;
+    gemm_bf16_split_k => bf16_bf16::split_k;
+    gemm_bf16_gpt2_shapes => gpt2_bf16;
+    gemm_bf16_f32out_layouts => bf16_f32::layouts;
+    gemm_bf16_f32out_epilogues => bf16_f32::epilogues;
+    gemm_bf16_f32out_batched => bf16_f32::batched;
+    gemm_bf16_f32out_unaligned_and_edges => bf16_f32::unaligned_and_edges;
+    gemm_bf16_f32out_split_k => bf16_f32::split_k;
+    gemm_f16_layouts => f16_f16::layouts;
+    gemm_f16_epilogues => f16_f16::epilogues;
+    gemm_f16_batched => f16_f16::batched;
+    gemm_f16_unaligned_and_edges => f16_f16::unaligned_and_edges;
+    gemm_f16_split_k => f16_f16::split_k;
+    gemm_f16_gpt2_shapes => gpt2_f16;
+    gemm_f16_f32out_layouts => f16_f32::layouts;
+    gemm_f16_f32out_epilogues => f16_f32::epilogues;
+    gemm_f16_f32out_batched => f16_f32::batched;
+    gemm_f16_f32out_unaligned_and_edges => f16_f32::unaligned_and_edges;
+    gemm_f16_f32out_split_k => f16_f32::split_k;
+    bias_grad_f32 => check_bias_grad::<_, f32>;
+    bias_grad_bf16 => check_bias_grad::<_, bf16>;
+    bias_grad_f16 => check_bias_grad::<_, f16>;
+    gemm_argument_errors => check_argument_errors;
+}
