@@ -1,15 +1,21 @@
 //! CPU reference implementations.
 //!
-//! Each function here states, in plain code that is still reasonably fast (rayon, a packed
-//! GEMM), what the GPU kernel of the same name must compute. GPU and simulator tests compare
-//! against these, and the trainer's CPU backend is built from them.
+//! Each function here states, in plain code that is still reasonably fast, what the GPU
+//! kernel of the same name must compute. GPU and simulator tests compare against these.
+//!
+//! - [`gemm`]: the exact (f64-accumulated) reference of the GPU GEMM, with its layouts,
+//!   roundings and epilogues.
+//! - The GPT-2 ops (encoder, layernorm, `matmul` = the linear layer, attention, GELU,
+//!   residual, fused classifier, global norm, AdamW), forward and backward in f32 on rayon,
+//!   with the `gemm` crate's packed GEMM inside `matmul`: the ground truth of the GPT-2
+//!   kernels and, fast enough to train with, the trainer's CPU backend.
 //!
 //! Conventions for the GPT-2 ops: f32 slices with explicit shapes, row-major, llm.c layouts
 //! (`(b, t, c)` activations, `nn.Linear` `(out, in)` weights, `[q | k | v]` fused qkv). Forward
 //! outputs are written. In backward functions, parameter gradients accumulate (`+=`) and
 //! activation gradients are written, except [`layernorm_backward`]'s input gradient, which
-//! accumulates into the residual-stream gradient. Every function is deterministic: its
-//! result does not depend on the thread count or scheduling.
+//! accumulates into the residual-stream gradient. Each op is deterministic: its result does
+//! not depend on the thread count or scheduling.
 
 pub mod adamw;
 pub mod attention;
