@@ -61,7 +61,7 @@ enum BenchTarget {
     /// (see `cargo xtask bench gemm -- --help`).
     Gemm {
         /// Arguments for `gpu-bench gemm`.
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        #[arg(last = true)]
         args: Vec<String>,
     },
     /// The CPU trainer: ms/step and tokens/s of full training steps for d2 and d12 at B=4,
