@@ -97,7 +97,6 @@ impl<B: Backend> AdamW<B> {
     }
 
     /// Applies update number `t` (1-based) to every tensor.
-    #[allow(clippy::too_many_arguments)]
     pub fn update(
         &mut self,
         backend: &B,

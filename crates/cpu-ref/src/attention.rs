@@ -101,7 +101,6 @@ fn head_forward(
 ///
 /// # Panics
 /// If a length does not match the shapes or `nh` does not divide `c`.
-#[allow(clippy::too_many_arguments)]
 pub fn attention_backward(
     dqkv: &mut [f32],
     dout: &[f32],

@@ -13,7 +13,6 @@ pub const LAYERNORM_EPS: f32 = 1e-5;
 ///
 /// # Panics
 /// If a length does not match the shapes.
-#[allow(clippy::too_many_arguments)]
 pub fn layernorm_forward(
     out: &mut [f32],
     mean: &mut [f32],
@@ -57,7 +56,6 @@ pub fn layernorm_forward(
 ///
 /// # Panics
 /// If a length does not match the shapes.
-#[allow(clippy::too_many_arguments)]
 pub fn layernorm_backward(
     dinp: &mut [f32],
     dweight: &mut [f32],

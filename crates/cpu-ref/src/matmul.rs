@@ -137,7 +137,6 @@ pub fn matmul_forward(
 ///
 /// # Panics
 /// If a length does not match the shapes.
-#[allow(clippy::too_many_arguments)]
 pub fn matmul_backward(
     dinp: &mut [f32],
     dweight: &mut [f32],

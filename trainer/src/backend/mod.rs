@@ -85,7 +85,6 @@ pub trait Backend: Sync {
     fn zero(&self, dst: ViewMut<'_, Self::Buffer>) -> Result<()>;
 
     /// See [`cpu_ref::encoder_forward`].
-    #[allow(clippy::too_many_arguments)]
     fn encoder_forward(
         &self,
         out: ViewMut<'_, Self::Buffer>,
@@ -98,7 +97,6 @@ pub trait Backend: Sync {
     ) -> Result<()>;
 
     /// See [`cpu_ref::encoder_backward`].
-    #[allow(clippy::too_many_arguments)]
     fn encoder_backward(
         &self,
         dwte: ViewMut<'_, Self::Buffer>,
@@ -111,7 +109,6 @@ pub trait Backend: Sync {
     ) -> Result<()>;
 
     /// See [`cpu_ref::layernorm_forward`].
-    #[allow(clippy::too_many_arguments)]
     fn layernorm_forward(
         &self,
         out: ViewMut<'_, Self::Buffer>,
@@ -125,7 +122,6 @@ pub trait Backend: Sync {
     ) -> Result<()>;
 
     /// See [`cpu_ref::layernorm_backward`] (accumulates into `dinp`).
-    #[allow(clippy::too_many_arguments)]
     fn layernorm_backward(
         &self,
         dinp: ViewMut<'_, Self::Buffer>,
@@ -141,7 +137,6 @@ pub trait Backend: Sync {
     ) -> Result<()>;
 
     /// See [`cpu_ref::matmul_forward`].
-    #[allow(clippy::too_many_arguments)]
     fn matmul_forward(
         &self,
         out: ViewMut<'_, Self::Buffer>,
@@ -154,7 +149,6 @@ pub trait Backend: Sync {
     ) -> Result<()>;
 
     /// See [`cpu_ref::matmul_backward`].
-    #[allow(clippy::too_many_arguments)]
     fn matmul_backward(
         &self,
         dinp: ViewMut<'_, Self::Buffer>,
@@ -169,7 +163,6 @@ pub trait Backend: Sync {
     ) -> Result<()>;
 
     /// See [`cpu_ref::attention_forward`].
-    #[allow(clippy::too_many_arguments)]
     fn attention_forward(
         &self,
         out: ViewMut<'_, Self::Buffer>,
@@ -182,7 +175,6 @@ pub trait Backend: Sync {
     ) -> Result<()>;
 
     /// See [`cpu_ref::attention_backward`].
-    #[allow(clippy::too_many_arguments)]
     fn attention_backward(
         &self,
         dqkv: ViewMut<'_, Self::Buffer>,
@@ -219,7 +211,6 @@ pub trait Backend: Sync {
     ) -> Result<()>;
 
     /// See [`cpu_ref::fused_classifier`] (logits become dlogits in place).
-    #[allow(clippy::too_many_arguments)]
     fn fused_classifier(
         &self,
         logits: ViewMut<'_, Self::Buffer>,

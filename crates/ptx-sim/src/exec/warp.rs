@@ -130,7 +130,6 @@ impl Block<'_> {
     /// the clamp/segment fields of `c`; an out-of-range source reads the lane's own value and
     /// clears the predicate. A source lane outside the member mask is an error (its value is
     /// undefined in PTX).
-    #[allow(clippy::too_many_arguments)]
     fn shfl(
         &self,
         w: &mut Warp,
