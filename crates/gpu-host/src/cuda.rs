@@ -1,6 +1,6 @@
 //! The CUDA runtime: one device, one stream, the project's PTX module.
 
-use crate::device::{Device, DeviceBuffer, LaunchConfig, check_copy_len};
+use crate::device::{Device, DeviceBuffer, LaunchConfig, alloc_bytes, check_copy_len};
 use crate::element::DeviceElement;
 use crate::error::{DriverContext, GpuError, Result};
 use crate::ptx::{PtxArch, embedded_ptx};
@@ -224,9 +224,7 @@ impl Device for Gpu {
     }
 
     fn alloc<T: DeviceElement>(&self, len: usize) -> Result<CudaBuffer<T>> {
-        let bytes = len.checked_mul(size_of::<T>()).ok_or_else(|| {
-            GpuError::invalid("alloc", "len", format!("{len} elements overflow usize bytes"))
-        })?;
+        let bytes = alloc_bytes::<T>(len)?;
         // SAFETY: device memory of plain-data elements; contents are unspecified but every
         // bit pattern is a valid `T` (DeviceElement contract).
         let slice =

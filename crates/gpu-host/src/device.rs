@@ -115,8 +115,9 @@ pub trait Device {
     }
 }
 
-/// Fails unless the host and device sides of a copy have the same length.
-pub(crate) fn check_copy_len(op: &'static str, host: usize, device: usize) -> Result<()> {
+/// Fails unless the host and device sides of a copy have the same length (for [`Device`]
+/// implementations).
+pub fn check_copy_len(op: &'static str, host: usize, device: usize) -> Result<()> {
     if host != device {
         return Err(GpuError::invalid(
             op,
@@ -125,4 +126,12 @@ pub(crate) fn check_copy_len(op: &'static str, host: usize, device: usize) -> Re
         ));
     }
     Ok(())
+}
+
+/// Size in bytes of `len` elements of `T`, or an error if it overflows (for [`Device`]
+/// implementations' `alloc`).
+pub fn alloc_bytes<T: DeviceElement>(len: usize) -> Result<usize> {
+    len.checked_mul(size_of::<T>()).ok_or_else(|| {
+        GpuError::invalid("alloc", "len", format!("{len} elements overflow usize bytes"))
+    })
 }

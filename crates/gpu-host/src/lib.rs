@@ -20,7 +20,7 @@ mod ptx;
 mod view;
 
 pub use cuda::{Gpu, GpuInfo};
-pub use device::{Device, DeviceBuffer, LaunchConfig};
+pub use device::{Device, DeviceBuffer, LaunchConfig, alloc_bytes, check_copy_len};
 pub use element::DeviceElement;
 pub use error::{GpuError, Result, SimErrorKind};
 pub use ptx::{PtxArch, embedded_ptx};

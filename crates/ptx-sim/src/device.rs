@@ -7,7 +7,7 @@ use crate::parse::parse_module;
 use crate::racecheck::Checks;
 use gpu_host::{
     Device, DeviceBuffer, DeviceElement, DeviceView, DeviceViewMut, GpuError, LaunchConfig,
-    PtxArch, Result, SimErrorKind, embedded_ptx,
+    PtxArch, Result, SimErrorKind, alloc_bytes, check_copy_len, embedded_ptx,
 };
 use kernel_abi::{Kernel, KernelParams};
 use std::marker::PhantomData;
@@ -234,34 +234,20 @@ impl Device for Simulator {
     }
 
     fn alloc<T: DeviceElement>(&self, len: usize) -> Result<SimBuffer<T>> {
-        let bytes = len.checked_mul(size_of::<T>()).ok_or_else(|| {
-            GpuError::invalid("alloc", "len", format!("{len} elements overflow usize bytes"))
-        })?;
+        let bytes = alloc_bytes::<T>(len)?;
         let alloc = self.heap.alloc(bytes as u64);
         Ok(SimBuffer { alloc, heap: self.heap.clone(), len, _elem: PhantomData })
     }
 
     fn copy_to_device<T: DeviceElement>(&self, src: &[T], dst: DeviceViewMut<'_, T>) -> Result<()> {
-        if src.len() != dst.len() {
-            return Err(GpuError::invalid(
-                "copy_to_device",
-                "dst",
-                format!("host side has {} elements, device side {}", src.len(), dst.len()),
-            ));
-        }
+        check_copy_len("copy_to_device", src.len(), dst.len())?;
         let (alloc, offset) = self.host_range::<T>("copy_to_device", dst.addr(), dst.len())?;
         alloc.write(offset, bytemuck::cast_slice(src));
         Ok(())
     }
 
     fn copy_to_host<T: DeviceElement>(&self, src: DeviceView<'_, T>, dst: &mut [T]) -> Result<()> {
-        if src.len() != dst.len() {
-            return Err(GpuError::invalid(
-                "copy_to_host",
-                "dst",
-                format!("host side has {} elements, device side {}", dst.len(), src.len()),
-            ));
-        }
+        check_copy_len("copy_to_host", dst.len(), src.len())?;
         let (alloc, offset) = self.host_range::<T>("copy_to_host", src.addr(), src.len())?;
         alloc.read(offset, bytemuck::cast_slice_mut(dst));
         Ok(())
