@@ -48,6 +48,14 @@ fn note(line: &str) {
     let _ = writeln!(std::io::stderr(), "{line}");
 }
 
+/// Whether a kernel test should use its small sizes: always on the simulator (too slow for
+/// the full ones), and on a GPU when `KERNEL_TESTS_SMALL` is set (the GPU bundle's sanitizer
+/// stage, whose tools slow kernels down by orders of magnitude). The small sizes keep every
+/// edge case; only the GPT-2-sized runs are dropped.
+pub fn small_sizes(dev: &impl Device) -> bool {
+    dev.is_simulator() || std::env::var_os("KERNEL_TESTS_SMALL").is_some()
+}
+
 /// A seeded random source for test inputs: the seed comes from `TEST_SEED` or is fresh, and
 /// is part of every failure message.
 pub struct TestRng {

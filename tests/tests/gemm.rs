@@ -20,7 +20,7 @@ use gpu_host::kernels::gemm::{
 };
 use gpu_host::{Device, DeviceBuffer, DeviceElement, GpuError};
 use half::{bf16, f16};
-use integration_tests::{TestRng, kernel_tests, poisoned};
+use integration_tests::{TestRng, kernel_tests, poisoned, small_sizes};
 use std::fmt::Write;
 
 const LAYOUTS: [(Layout, Layout); 4] = [
@@ -273,7 +273,7 @@ where
 /// A 2×2-block problem with partial tiles in M, N and K, for runtimes that interpret the PTX;
 /// larger on a GPU.
 fn small_shape<D: Device>(dev: &D) -> (usize, usize, usize) {
-    if dev.is_simulator() { (130, 137, 167) } else { (517, 389, 263) }
+    if small_sizes(dev) { (130, 137, 167) } else { (517, 389, 263) }
 }
 
 /// Every layout combination, with 16-byte aligned padded rows (`cp.async` and vector paths,
@@ -305,7 +305,7 @@ fn check_epilogues<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element
     precision: Precision,
 ) {
     let mut rng = TestRng::new();
-    let (m, n, k) = if dev.is_simulator() { (70, 150, 77) } else { (300, 500, 200) };
+    let (m, n, k) = if small_sizes(dev) { (70, 150, 77) } else { (300, 500, 200) };
     let acts = [
         (Act::Gelu { store: true }, true, 0.0),
         (Act::Gelu { store: false }, false, 0.0),
@@ -333,7 +333,7 @@ fn check_batched<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
     precision: Precision,
 ) {
     let mut rng = TestRng::new();
-    let (m, n, k) = if dev.is_simulator() { (40, 136, 24) } else { (200, 264, 96) };
+    let (m, n, k) = if small_sizes(dev) { (40, 136, 24) } else { (200, 264, 96) };
     for (i, layouts) in [LAYOUTS[1], LAYOUTS[2]].into_iter().enumerate() {
         let aligned = i == 0;
         let case = Case::new(m, n, k, layouts, precision);
@@ -358,7 +358,7 @@ fn check_split_k<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
     precision: Precision,
 ) {
     let mut rng = TestRng::new();
-    let (m, n, k) = if dev.is_simulator() { (100, 136, 300) } else { (300, 264, 4000) };
+    let (m, n, k) = if small_sizes(dev) { (100, 136, 300) } else { (300, 264, 4000) };
     let cases = [
         (3, true, Act::Gelu { store: true }, true, 0.5, 1),
         (4, false, Act::DGelu, false, 0.0, 2),
@@ -386,7 +386,7 @@ fn check_unaligned_and_edges<D: Device, I: GemmTypes<O> + Element, O: GemmOutput
     precision: Precision,
 ) {
     let mut rng = TestRng::new();
-    let (m, n, k) = if dev.is_simulator() { (67, 131, 37) } else { (301, 277, 131) };
+    let (m, n, k) = if small_sizes(dev) { (67, 131, 37) } else { (301, 277, 131) };
     for (i, layouts) in LAYOUTS.into_iter().enumerate() {
         let mut case = Case::new(m, n, k, layouts, precision).odd_padded();
         case.offsets = [i % 2, (i + 1) % 2, 1];
@@ -416,7 +416,7 @@ fn check_gpt2_shapes<
     precision: Precision,
 ) {
     let mut rng = TestRng::new();
-    let (tokens, scale, vocab) = if dev.is_simulator() { (256, 8, 786) } else { (16384, 1, 50304) };
+    let (tokens, scale, vocab) = if small_sizes(dev) { (256, 8, 786) } else { (16384, 1, 50304) };
     let c = 768 / scale;
     for (out_f, in_f) in [(3 * c, c), (c, c), (4 * c, c), (c, 4 * c), (vocab, c)] {
         let specs = [
@@ -483,7 +483,7 @@ where
     T: gpu_host::kernels::gemm::BiasGradElement + Element,
 {
     let mut rng = TestRng::new();
-    let rows = if dev.is_simulator() { 300 } else { 16384 };
+    let rows = if small_sizes(dev) { 300 } else { 16384 };
     for (n, ld, beta) in [(64, 64, 0.0), (37, 40, 1.0), (8, 9, 0.5), (1, 1, 0.0), (130, 136, -1.0)]
     {
         let dy: Vec<T> = random(&mut rng, (rows - 1) * ld + n, -1.0, 1.0);

@@ -5,6 +5,7 @@ mod build_ptx;
 mod check_ptx;
 mod cmd;
 mod data;
+mod gpu_bundle;
 mod test;
 mod train;
 mod trainer_bin;
@@ -45,6 +46,13 @@ enum Command {
         #[arg(last = true)]
         args: Vec<String>,
     },
+    /// Build the GPU bundle: the PTX, every kernel test binary, the benchmarks and the trainer
+    /// (release, stripped, compressed) with `run.sh`, for a GPU machine without Rust
+    /// (docs/GPU.md).
+    GpuBundle {
+        /// Output folder (default: target/gpu-bundle).
+        dir: Option<std::path::PathBuf>,
+    },
     /// Benchmarks (GPU ones need a CUDA GPU).
     Bench {
         /// What to benchmark.
@@ -76,6 +84,7 @@ fn main() -> Result<()> {
         Command::Test => test::run(),
         Command::Train { args } => train::run(&args),
         Command::Data { args } => data::run(&args),
+        Command::GpuBundle { dir } => gpu_bundle::run(dir),
         Command::Bench { which: BenchTarget::Gemm { args } } => bench::gpu("gemm", &args),
         Command::Bench { which: BenchTarget::Cpu } => bench::cpu(),
     }

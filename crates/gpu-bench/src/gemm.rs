@@ -22,7 +22,6 @@ use gpu_host::kernels::gemm::{
 use gpu_host::{Device, DeviceBuffer, DeviceElement, Gpu};
 use half::{bf16, f16};
 use std::path::PathBuf;
-use std::process::Command;
 
 /// Options of `bench gemm`.
 #[derive(clap::Args, Clone, Debug)]
@@ -36,7 +35,8 @@ pub struct Args {
     /// Where to write the report (default: bench/gemm-<device>.md in the workspace).
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Commit recorded in the report (default: `git rev-parse --short HEAD`).
+    /// Commit recorded in the report (default: `$GPU_BUNDLE_COMMIT`, else
+    /// `git rev-parse --short HEAD`).
     #[arg(long)]
     pub commit: Option<String>,
     /// Only problems whose name contains this (e.g. `fc`, `4096`).
@@ -107,7 +107,7 @@ pub fn run(args: &Args) -> Result<()> {
         device: gpu.describe(),
         device_name: info.name.clone(),
         date: report::utc_date(std::time::SystemTime::now()),
-        commit: args.commit.clone().unwrap_or_else(git_commit),
+        commit: args.commit.clone().unwrap_or_else(crate::source_commit),
         warmup: args.warmup,
         reps: args.reps,
         l2_bytes,
@@ -137,15 +137,8 @@ pub fn run(args: &Args) -> Result<()> {
     let path = args.out.clone().unwrap_or_else(|| default_report_path(&info.name));
     crate::write_atomic(&path, &text)?;
     println!("\n{text}\nbench gemm: wrote {}", path.display());
+    println!("headline: {}", report::headline(&rows));
     Ok(())
-}
-
-fn git_commit() -> String {
-    let out = Command::new("git").args(["rev-parse", "--short", "HEAD"]).output();
-    match out {
-        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).trim().to_string(),
-        _ => "unknown (pass --commit)".into(),
-    }
 }
 
 /// `bench/gemm-<slug>.md` under the current folder (`cargo xtask bench gemm` runs from the

@@ -1,14 +1,17 @@
 //! `gpu-bench`: benchmarks of the project's kernels on a CUDA GPU, against the vendor
 //! libraries in the same run. Normally started through `cargo xtask bench <what>`, which builds
-//! the PTX first; on a machine without cargo, run the binary itself.
+//! the PTX first; on a machine without cargo (the GPU bundle, docs/GPU.md), run the binary
+//! itself. Every benchmark prints a last line `headline: ...` that the bundle's summary quotes.
 
 mod cublas;
 mod gemm;
+mod info;
 mod report;
 
 use anyhow::{Context, Result};
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::path::Path;
+use std::process::Command as Process;
 
 /// GPU benchmarks (CUDA events, warm-up, median; inputs rotated past the L2 cache).
 #[derive(Parser)]
@@ -23,11 +26,47 @@ enum Command {
     /// GEMM variants vs cuBLAS / cuBLASLt on 4096³ and the GPT-2 124M matmuls; writes
     /// bench/gemm-<device>.md.
     Gemm(gemm::Args),
+    /// The GPU's facts (name, compute capability, SMs, memory, L2, clocks, driver).
+    Info,
+    /// Prints the name of every benchmark, one per line (how the GPU bundle finds them).
+    List,
 }
+
+/// Subcommands that are not benchmarks.
+const NOT_BENCHMARKS: [&str; 3] = ["info", "list", "help"];
 
 fn main() -> Result<()> {
     match Cli::parse().command {
         Command::Gemm(args) => gemm::run(&args),
+        Command::Info => info::run(),
+        Command::List => {
+            for name in benchmark_names() {
+                println!("{name}");
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Every subcommand that is a benchmark, in declaration order.
+fn benchmark_names() -> Vec<String> {
+    Cli::command()
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .filter(|name| !NOT_BENCHMARKS.contains(&name.as_str()))
+        .collect()
+}
+
+/// The commit a report records: `GPU_BUNDLE_COMMIT` (set by the GPU bundle's `run.sh`, where
+/// there is no repository), else `git rev-parse --short HEAD`.
+fn source_commit() -> String {
+    if let Some(commit) = std::env::var_os("GPU_BUNDLE_COMMIT") {
+        return commit.to_string_lossy().into_owned();
+    }
+    let out = Process::new("git").args(["rev-parse", "--short", "HEAD"]).output();
+    match out {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).trim().to_string(),
+        _ => "unknown (pass --commit)".into(),
     }
 }
 
@@ -38,4 +77,19 @@ fn write_atomic(path: &Path, text: &str) -> Result<()> {
     let tmp = dir.join(format!(".{}.tmp", std::process::id()));
     std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn list_names_the_benchmarks_only() {
+        assert_eq!(benchmark_names(), ["gemm"]);
+    }
+
+    #[test]
+    fn cli_is_consistent() {
+        Cli::command().debug_assert();
+    }
 }

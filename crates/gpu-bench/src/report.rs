@@ -123,6 +123,49 @@ fn geomean(values: &[f64]) -> f64 {
     (values.iter().map(|v| v.ln()).sum::<f64>() / values.len() as f64).exp()
 }
 
+/// The variants of `rows`, in order of first appearance.
+fn variants(rows: &[Row]) -> Vec<&str> {
+    let mut variants: Vec<&str> = Vec::new();
+    for row in rows {
+        if !variants.contains(&row.variant.as_str()) {
+            variants.push(&row.variant);
+        }
+    }
+    variants
+}
+
+/// One variant's speed relative to cuBLAS over the GPT-2 problems (4096³ excluded).
+struct Summary<'a> {
+    variant: &'a str,
+    geomean: f64,
+    min: f64,
+    max: f64,
+}
+
+/// A [`Summary`] per variant that has GPT-2 rows.
+fn summaries(rows: &[Row]) -> Vec<Summary<'_>> {
+    variants(rows)
+        .into_iter()
+        .filter_map(|variant| {
+            let pct: Vec<f64> = rows
+                .iter()
+                .filter(|r| r.variant == variant && r.problem != "square")
+                .map(Row::percent)
+                .collect();
+            let (min, max) =
+                pct.iter().fold((f64::MAX, 0.0f64), |(lo, hi), &p| (lo.min(p), hi.max(p)));
+            (!pct.is_empty()).then(|| Summary { variant, geomean: geomean(&pct), min, max })
+        })
+        .collect()
+}
+
+/// One line for the GPU bundle's summary: each variant's geo-mean % of cuBLAS.
+pub fn headline(rows: &[Row]) -> String {
+    let parts: Vec<String> =
+        summaries(rows).iter().map(|s| format!("{} {:.0}%", s.variant, s.geomean)).collect();
+    format!("geo-mean of cuBLAS on GPT-2 shapes: {}", parts.join(", "))
+}
+
 /// The report: header, a summary per variant over the GPT-2 problems, then one table per
 /// variant.
 pub fn markdown(meta: &Meta, rows: &[Row]) -> String {
@@ -152,27 +195,14 @@ pub fn markdown(meta: &Meta, rows: &[Row]) -> String {
          `dYᵀ·X` (β=1 accumulates into dW); \"split-K n\": our kernel ran as n K slices plus \
          the reduction pass (both timed). GPT-2 124M at B·T = 16384 tokens.\n"
     );
-    let mut variants: Vec<&str> = Vec::new();
-    for row in rows {
-        if !variants.contains(&row.variant.as_str()) {
-            variants.push(&row.variant);
-        }
-    }
     let _ = writeln!(s, "## Summary (GPT-2 problems)\n");
     let _ = writeln!(s, "| variant | geo-mean % of cuBLAS | min % | max % |");
     let _ = writeln!(s, "|---|---:|---:|---:|");
-    for variant in &variants {
-        let pct: Vec<f64> = rows
-            .iter()
-            .filter(|r| r.variant == *variant && r.problem != "square")
-            .map(Row::percent)
-            .collect();
-        let (min, max) = pct.iter().fold((f64::MAX, 0.0f64), |(lo, hi), &p| (lo.min(p), hi.max(p)));
-        if !pct.is_empty() {
-            let _ = writeln!(s, "| {variant} | {:.1} | {min:.1} | {max:.1} |", geomean(&pct));
-        }
+    for summary in summaries(rows) {
+        let Summary { variant, geomean, min, max } = summary;
+        let _ = writeln!(s, "| {variant} | {geomean:.1} | {min:.1} | {max:.1} |");
     }
-    for variant in &variants {
+    for variant in variants(rows) {
         let _ = writeln!(s, "\n## {variant}\n");
         let _ = writeln!(
             s,
@@ -248,5 +278,9 @@ mod tests {
         assert!(md.contains("| attproj fwd | 16384×768×768 | rc | 400.0 | 400.0 (cublasGemmEx) | 500.0 | 80.0 | 1.0e-3 |"), "{md}");
         assert!(md.contains("## TF32 mma.sync"));
         assert!(md.contains("commit: `abc1234`"));
+        assert_eq!(
+            headline(&rows),
+            "geo-mean of cuBLAS on GPT-2 shapes: BF16 mma.sync 80%, TF32 mma.sync 50%"
+        );
     }
 }

@@ -1,0 +1,253 @@
+//! `cargo xtask gpu-bundle [DIR]`: everything GPU-facing, built here, in one folder that a GPU
+//! machine without Rust or network runs with one command (`DIR/run.sh`, docs/GPU.md).
+//!
+//! The bundle holds the release builds of every kernel test binary of `integration-tests`
+//! (their `gpu::` tests and `sim_vs_gpu`), every binary of `gpu-bench` and `trainer`, and the
+//! Python scripts under `bench/`, each executable stripped and gzip-compressed (the PTX they
+//! embed compresses about tenfold), plus `run.sh` and a `MANIFEST.txt` (commit, date, files).
+//! Test binaries and benchmarks are discovered, never listed: a new `tests/tests/*.rs` file or
+//! `gpu-bench` subcommand joins the next bundle by itself.
+
+use crate::build_ptx;
+use crate::cmd::{self, target_dir, workspace_root};
+use anyhow::{Context, Result, bail};
+use flate2::Compression;
+use flate2::write::GzEncoder;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The runner, copied into every bundle.
+const RUN_SH: &str = include_str!("gpu_bundle/run.sh");
+
+/// The limit on what one call of the GPU machine can carry (docs/GPU.md).
+const CARRY_LIMIT: u64 = 64 << 20;
+
+/// One executable to ship: its name in the bundle and where cargo built it.
+struct Executable {
+    name: String,
+    path: PathBuf,
+}
+
+/// Builds the bundle into `dir` (default `target/gpu-bundle`) and prints its size and how to
+/// run it.
+pub fn run(dir: Option<PathBuf>) -> Result<()> {
+    let dir = dir.unwrap_or_else(|| target_dir().join("gpu-bundle"));
+    build_ptx::run()?;
+    let tests = cargo_executables(
+        &["test", "--release", "--locked", "--package", "integration-tests", "--no-run"],
+        "test",
+    )?;
+    let bins = cargo_executables(
+        &[
+            "build",
+            "--release",
+            "--locked",
+            "--package",
+            "gpu-bench",
+            "--package",
+            "trainer",
+            "--bins",
+        ],
+        "bin",
+    )?;
+    if tests.is_empty() || bins.is_empty() {
+        bail!("cargo built no test binaries or no benchmark/trainer binaries");
+    }
+    prepare_dir(&dir)?;
+    let mut files = Vec::new();
+    for (folder, exes) in [("tests", &tests), ("bin", &bins)] {
+        for exe in exes {
+            let dest = dir.join(folder).join(format!("{}.gz", exe.name));
+            pack_executable(&exe.path, &dest)?;
+            files.push(dest);
+        }
+    }
+    for script in python_scripts()? {
+        let dest = dir.join("bench").join(script.file_name().context("script has no name")?);
+        fs::create_dir_all(dest.parent().context("no parent")?)?;
+        fs::copy(&script, &dest).with_context(|| format!("copying {}", script.display()))?;
+        files.push(dest);
+    }
+    let run_sh = dir.join("run.sh");
+    write_executable(&run_sh, RUN_SH.as_bytes())?;
+    files.push(run_sh);
+    let manifest = manifest(&dir, &files)?;
+    cmd::write_atomic(&dir.join("MANIFEST.txt"), manifest.as_bytes())?;
+    report(&dir, &files)
+}
+
+/// Runs `cargo <args> --message-format=json-render-diagnostics` and returns the executables it
+/// built for targets of `kind` (`test`: `tests/*.rs`, named after the file; `bin`).
+fn cargo_executables(args: &[&str], kind: &str) -> Result<Vec<Executable>> {
+    let output = cmd::output(
+        Command::new("cargo")
+            .args(args)
+            .arg("--message-format=json-render-diagnostics")
+            .current_dir(workspace_root()),
+    )?;
+    let mut exes = Vec::new();
+    for line in output.lines() {
+        let Ok(msg) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        let kinds = msg["target"]["kind"].as_array();
+        if msg["reason"] != "compiler-artifact"
+            || !kinds.is_some_and(|k| k.iter().any(|k| k == kind))
+        {
+            continue;
+        }
+        let (Some(path), Some(name)) = (msg["executable"].as_str(), msg["target"]["name"].as_str())
+        else {
+            continue;
+        };
+        exes.push(Executable { name: name.to_string(), path: PathBuf::from(path) });
+    }
+    exes.sort_by(|a, b| a.name.cmp(&b.name));
+    exes.dedup_by(|a, b| a.name == b.name);
+    Ok(exes)
+}
+
+/// Empties `dir`, refusing to delete a folder that is not a bundle.
+fn prepare_dir(dir: &Path) -> Result<()> {
+    if dir.exists() {
+        let is_bundle = dir.join("MANIFEST.txt").exists() && dir.join("run.sh").exists();
+        let is_empty = fs::read_dir(dir)?.next().is_none();
+        if !is_bundle && !is_empty {
+            bail!(
+                "{} exists and is not a GPU bundle (no MANIFEST.txt and run.sh): choose another \
+                 folder",
+                dir.display()
+            );
+        }
+        fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))?;
+    }
+    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))
+}
+
+/// Strips `src` into a temporary copy and writes it gzip-compressed to `dest`.
+fn pack_executable(src: &Path, dest: &Path) -> Result<()> {
+    let parent = dest.parent().context("destination has no folder")?;
+    fs::create_dir_all(parent)?;
+    let stripped = parent.join(format!(".{}.stripped", std::process::id()));
+    fs::copy(src, &stripped).with_context(|| format!("copying {}", src.display()))?;
+    cmd::run(Command::new("strip").arg("--strip-all").arg(&stripped))
+        .context("stripping the binary (install binutils for `strip`)")?;
+    let bytes = fs::read(&stripped)?;
+    fs::remove_file(&stripped)?;
+    let mut gz = GzEncoder::new(Vec::new(), Compression::best());
+    gz.write_all(&bytes)?;
+    cmd::write_atomic(dest, &gz.finish()?)
+}
+
+/// `bench/*.py`: scripts the benchmarks call (PyTorch baselines).
+fn python_scripts() -> Result<Vec<PathBuf>> {
+    let bench = workspace_root().join("bench");
+    let mut scripts = Vec::new();
+    if bench.is_dir() {
+        for entry in fs::read_dir(&bench)? {
+            let path = entry?.path();
+            if path.extension().is_some_and(|e| e == "py") {
+                scripts.push(path);
+            }
+        }
+    }
+    scripts.sort();
+    Ok(scripts)
+}
+
+fn write_executable(path: &Path, contents: &[u8]) -> Result<()> {
+    cmd::write_atomic(path, contents)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(path, fs::Permissions::from_mode(0o755))?;
+    }
+    Ok(())
+}
+
+/// `commit:`, `dirty:`, `built:` and `files:` lines (run.sh reads the commit from here).
+fn manifest(dir: &Path, files: &[PathBuf]) -> Result<String> {
+    let git = |args: &[&str]| {
+        cmd::output(Command::new("git").args(args).current_dir(workspace_root()))
+            .map(|s| s.trim().to_string())
+    };
+    let commit = git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|_| "unknown".into());
+    let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
+        .map(|s| if s.is_empty() { "no" } else { "yes (uncommitted changes)" })
+        .unwrap_or("unknown");
+    let built = cmd::output(Command::new("date").args(["-u", "+%Y-%m-%d %H:%M UTC"]))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into());
+    let mut text = format!("commit: {commit}\ndirty: {dirty}\nbuilt: {built}\nfiles:\n");
+    for file in files {
+        let rel = file.strip_prefix(dir).unwrap_or(file);
+        text += &format!("  {} ({} KiB)\n", rel.display(), fs::metadata(file)?.len() >> 10);
+    }
+    Ok(text)
+}
+
+/// Prints the bundle's size and how to run it; fails if it is over the carry limit.
+fn report(dir: &Path, files: &[PathBuf]) -> Result<()> {
+    let mut total = 0;
+    for file in files {
+        total += fs::metadata(file)?.len();
+    }
+    let rel = dir.strip_prefix(workspace_root()).unwrap_or(dir);
+    println!(
+        "gpu-bundle: {} ({} files, {:.1} MiB)\n\
+         run it on a GPU machine from the repository root (docs/GPU.md):\n  \
+         {}/run.sh [info] [tests] [sanitize] [bench] --out DIR [--archive FILE.tar.gz]",
+        dir.display(),
+        files.len(),
+        total as f64 / (1 << 20) as f64,
+        rel.display()
+    );
+    if total > CARRY_LIMIT {
+        bail!(
+            "the bundle is {:.1} MiB, over the {} MiB a GPU machine call can carry",
+            total as f64 / (1 << 20) as f64,
+            CARRY_LIMIT >> 20
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// On a machine without `nvidia-smi`, run.sh exits 2 with one line on stderr and nothing
+    /// on stdout, before touching anything.
+    #[test]
+    fn run_sh_without_a_gpu_exits_2_with_one_line() {
+        let dir = std::env::temp_dir().join(format!("gpu-bundle-test-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let script = dir.join("run.sh");
+        write_executable(&script, RUN_SH.as_bytes()).unwrap();
+        let empty_path = dir.join("no-bin");
+        fs::create_dir_all(&empty_path).unwrap();
+        let bash = ["/bin/bash", "/usr/bin/bash"].into_iter().find(|p| Path::new(p).exists());
+        let out = Command::new(bash.expect("bash"))
+            .arg(&script)
+            .arg("--out")
+            .arg(dir.join("results"))
+            .env("PATH", &empty_path)
+            .output()
+            .unwrap();
+        fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(out.status.code(), Some(2), "{out:?}");
+        assert!(out.stdout.is_empty(), "{out:?}");
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.starts_with("run.sh: no NVIDIA GPU here"), "{stderr}");
+    }
+
+    /// Unknown stages are refused with exit 2 (before the GPU check).
+    #[test]
+    fn run_sh_rejects_unknown_stages() {
+        let out = Command::new("bash").arg("-c").arg(RUN_SH).arg("run.sh").arg("tset").output();
+        let out = out.unwrap();
+        assert_eq!(out.status.code(), Some(2), "{out:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("unknown argument 'tset'"));
+    }
+}

@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# The GPU bundle's runner (written by `cargo xtask gpu-bundle`; docs/GPU.md).
+#
+#   run.sh [STAGE...] [--out DIR] [--archive FILE]
+#
+# Stages, run in this order (all of them when none is named):
+#   info      nvidia-smi and the driver's device attributes (gpu-bench info)
+#   tests     every `gpu::` kernel test at full size, then sim_vs_gpu (simulator vs hardware)
+#   sanitize  compute-sanitizer memcheck, racecheck, synccheck and initcheck over the kernel
+#             tests, at their small sizes (KERNEL_TESTS_SMALL=1: the tools are slow)
+#   bench     every benchmark `gpu-bench list` names, each writing its markdown report
+#
+# Each step runs under its own time limit (seconds; override with e.g. TIMEOUT_BENCH=900):
+# TIMEOUT_INFO, TIMEOUT_TESTS (per test binary), TIMEOUT_SANITIZE (per tool and binary),
+# TIMEOUT_BENCH (per benchmark). Logs go to DIR/logs, reports to DIR/bench, and DIR/summary.md
+# gets one row per step. --archive packs DIR into a .tar.gz (for a machine that can only hand
+# back a few files). Exit status: 0 when every step passed, 1 when one failed, 2 when there is
+# no GPU here or the arguments are wrong.
+set -uo pipefail
+
+case $0 in
+    */*) here=${0%/*} ;;
+    *) here=. ;;
+esac
+here=$(cd "$here" && pwd)
+all_stages=(info tests sanitize bench)
+out=./gpu-results
+archive=""
+stages=()
+
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
+
+while (($#)); do
+    case "$1" in
+        --out) out=${2:?--out needs a folder}; shift 2 ;;
+        --archive) archive=${2:?--archive needs a file name}; shift 2 ;;
+        -h|--help) usage; exit 0 ;;
+        info|tests|sanitize|bench) stages+=("$1"); shift ;;
+        *) echo "run.sh: unknown argument '$1' (stages: ${all_stages[*]}; see --help)" >&2; exit 2 ;;
+    esac
+done
+((${#stages[@]})) || stages=("${all_stages[@]}")
+
+if ! command -v nvidia-smi >/dev/null 2>&1; then
+    echo "run.sh: no NVIDIA GPU here (nvidia-smi is not installed); nothing was run" >&2
+    exit 2
+fi
+if ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+    echo "run.sh: no NVIDIA GPU here (nvidia-smi -L lists none); nothing was run" >&2
+    exit 2
+fi
+
+mkdir -p "$out/logs" "$out/bench" || exit 2
+out=$(cd "$out" && pwd)
+work=$(mktemp -d "${TMPDIR:-/tmp}/gpu-bundle.XXXXXX") || exit 2
+trap 'rm -rf "$work"' EXIT
+
+# The binaries travel gzip-compressed (the embedded PTX compresses ~10x).
+for packed in "$here"/bin/*.gz "$here"/tests/*.gz; do
+    [[ -e $packed ]] || continue
+    dir=$work/$(basename "$(dirname "$packed")")
+    mkdir -p "$dir"
+    gzip -dc "$packed" >"$dir/$(basename "$packed" .gz)" && chmod +x "$dir/$(basename "$packed" .gz)" \
+        || { echo "run.sh: could not unpack $packed" >&2; exit 2; }
+done
+bench_bin=$work/bin/gpu-bench
+export GPU_BUNDLE_COMMIT=$(sed -n 's/^commit: //p' "$here/MANIFEST.txt")
+
+failed=0
+rows=()
+
+# step STAGE NAME TIMEOUT LOG HEADLINE_FN COMMAND...: runs COMMAND with its output in LOG under
+# a time limit, then records a summary row whose headline HEADLINE_FN extracts from LOG.
+step() {
+    local stage=$1 name=$2 limit=$3 log=$4 headline_fn=$5
+    shift 5
+    local start=$SECONDS status result headline
+    echo "== $stage: $name (limit ${limit}s)"
+    timeout --kill-after=15 "$limit" "$@" >"$log" 2>&1
+    status=$?
+    headline=$("$headline_fn" "$log" "$status")
+    # A step that says nothing useful is summarised by the last line it printed (its error).
+    [[ -n ${headline//[[:space:]]/} ]] || headline=$(grep -v '^[[:space:]]*$' "$log" | tail -n 1 | cut -c1-200)
+    case $status in
+        0) result=pass ;;
+        124|137) result="FAIL (timed out after ${limit}s)" ;;
+        *) result="FAIL (exit $status)" ;;
+    esac
+    if [[ $result == pass ]] && grep -q 'skipped: no GPU' "$log"; then
+        result="FAIL (tests skipped: the GPU was not usable)"
+    fi
+    [[ $result == pass ]] || failed=1
+    echo "   $result, $((SECONDS - start)) s: $headline"
+    rows+=("| $stage | $name | $result | $((SECONDS - start)) | ${headline//|/\\|} |")
+}
+
+# Headline extractors: (log, exit status) -> one line.
+headline_line() { sed -n 's/^headline: //p' "$1" | tail -n 1; }
+headline_tests() {
+    awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+         END { printf "%d passed, %d failed", p, f }' "$1"
+    grep -m1 -o 'kernel tests on .*' "$1" | sed 's/^/; /'
+}
+headline_sim_vs_gpu() {
+    awk '/largest difference [0-9]+ ulp/ { for (i = 1; i <= NF; i++) if ($i == "ulp") u = ($(i-1) > u ? $(i-1) : u) }
+         /largest relative difference/ { v = $NF + 0; r = (v > r ? v : r) }
+         END { printf "largest mma/kernel difference %d ulp, largest .approx relative difference %.3g", u, r }' "$1"
+    headline_tests "$1" | sed 's/^/; /'
+}
+headline_sanitizer() {
+    local summary
+    summary=$(grep -m1 -o 'ERROR SUMMARY: [0-9]* error[s]*' "$1")
+    echo "${summary:-no ERROR SUMMARY line}; $(headline_tests "$1" | tr -d '\n')"
+}
+
+kernel_test_bins() {
+    for bin in "$work"/tests/*; do
+        [[ $(basename "$bin") == sim_vs_gpu ]] || echo "$bin"
+    done
+}
+
+stage_info() {
+    nvidia-smi >"$out/logs/nvidia-smi.txt" 2>&1
+    nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total,clocks.sm,clocks.max.sm,clocks.mem,power.limit,temperature.gpu \
+        --format=csv >>"$out/logs/nvidia-smi.txt" 2>&1
+    step info "gpu-bench info" "${TIMEOUT_INFO:-120}" "$out/logs/info.log" headline_line "$bench_bin" info
+    { echo; echo "bundle:"; cat "$here/MANIFEST.txt"; } >>"$out/logs/info.log"
+}
+
+stage_tests() {
+    local bin
+    for bin in $(kernel_test_bins); do
+        step tests "$(basename "$bin") gpu::" "${TIMEOUT_TESTS:-420}" "$out/logs/tests-$(basename "$bin").log" \
+            headline_tests "$bin" gpu::
+    done
+    if [[ -x $work/tests/sim_vs_gpu ]]; then
+        step tests sim_vs_gpu "${TIMEOUT_TESTS:-420}" "$out/logs/tests-sim_vs_gpu.log" \
+            headline_sim_vs_gpu "$work/tests/sim_vs_gpu" --nocapture --test-threads=1
+    fi
+}
+
+stage_sanitize() {
+    local sanitizer tool bin
+    sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+    if [[ -z $sanitizer ]]; then
+        rows+=("| sanitize | compute-sanitizer | FAIL (not found on PATH or in /usr/local/cuda/bin) | 0 | |")
+        failed=1
+        return
+    fi
+    for tool in memcheck racecheck synccheck initcheck; do
+        for bin in $(kernel_test_bins); do
+            KERNEL_TESTS_SMALL=1 step sanitize "$tool $(basename "$bin")" "${TIMEOUT_SANITIZE:-300}" \
+                "$out/logs/sanitize-$tool-$(basename "$bin").log" headline_sanitizer \
+                "$sanitizer" --tool "$tool" --error-exitcode 99 "$bin" gpu:: --test-threads=1
+        done
+    done
+}
+
+stage_bench() {
+    local name
+    for name in $("$bench_bin" list); do
+        # From $out, each benchmark writes its report to bench/<name>-<gpu>.md, the path the
+        # report has in the repository.
+        pushd "$out" >/dev/null || exit 2
+        step bench "$name" "${TIMEOUT_BENCH:-540}" "$out/logs/bench-$name.log" headline_line \
+            "$bench_bin" "$name"
+        popd >/dev/null || exit 2
+    done
+}
+
+started=$(date -u '+%Y-%m-%d %H:%M UTC')
+for stage in "${all_stages[@]}"; do
+    [[ " ${stages[*]} " == *" $stage "* ]] && "stage_$stage"
+done
+
+{
+    echo "# GPU bundle run"
+    echo
+    echo "- GPU: $(nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader 2>/dev/null | head -n 1) (name, driver, compute capability)"
+    echo "- Started: $started; stages: ${stages[*]}"
+    echo "- Bundle: $(tr '\n' ' ' <"$here/MANIFEST.txt" | sed 's/files:.*//')"
+    echo "- Sanitizer runs use the tests' small sizes (KERNEL_TESTS_SMALL=1); logs are in logs/."
+    echo
+    echo "| stage | step | result | seconds | headline |"
+    echo "|---|---|---|---:|---|"
+    printf '%s\n' "${rows[@]}"
+} >"$out/summary.md"
+
+if [[ -n $archive ]]; then
+    tar -czf "$archive" -C "$(dirname "$out")" "$(basename "$out")" || failed=1
+fi
+echo
+cat "$out/summary.md"
+exit "$failed"
