@@ -1,6 +1,7 @@
 //! Storage element types on the device: f32, bf16 and f16, with f32 arithmetic.
 
 use crate::arch::{cvt, global};
+use crate::unroll::unroll;
 use kernel_abi::{Bf16, F16};
 
 /// A storage type whose elements are computed on in f32.
@@ -97,3 +98,49 @@ macro_rules! half_elem {
 
 half_elem!(Bf16, bf16_bits_to_f32, cvt::pack_bf16x2);
 half_elem!(F16, cvt::f16_to_f32, cvt::pack_f16x2);
+
+/// Loads the `count` (1..=8) elements at `p` as f32 into the first `count` slots (the rest
+/// are 0): 16-byte accesses when `vector && count == 8`, element loads otherwise.
+///
+/// # Safety
+/// `p` must be a global address of `count` readable elements, 16-byte aligned when `vector`.
+#[inline(always)]
+pub unsafe fn load_chunk<T: Elem>(p: *const T, count: usize, vector: bool) -> [f32; 8] {
+    if vector && count == 8 {
+        // SAFETY: 8 aligned readable elements (the caller's contract).
+        return unsafe { T::load8(p) };
+    }
+    let mut v = [0.0; 8];
+    unroll!(k in 0..8 => {
+        if k < count {
+            // SAFETY: k < count elements are readable.
+            v[k] = unsafe { (*p.add(k)).to_f32() };
+        }
+    });
+    v
+}
+
+/// Rounds the first `count` (1..=8) values of `v` and stores them at `p`: 16-byte accesses when
+/// `vector && count == 8`, element stores otherwise.
+///
+/// # Safety
+/// `p` must be a global address of `count` writable elements, 16-byte aligned when `vector`.
+#[inline(always)]
+pub unsafe fn store_chunk<T: Elem>(p: *mut T, v: [f32; 8], count: usize, vector: bool) {
+    if vector && count == 8 {
+        // SAFETY: 8 aligned writable elements (the caller's contract).
+        return unsafe { T::store8(p, v) };
+    }
+    unroll!(k in 0..8 => {
+        if k < count {
+            // SAFETY: k < count elements are writable.
+            unsafe { *p.add(k) = T::from_f32(v[k]) };
+        }
+    });
+}
+
+/// `x` rounded to `T` and widened back: the value a `T` buffer holds after storing `x`.
+#[inline(always)]
+pub fn round_trip<T: Elem>(x: f32) -> f32 {
+    T::from_f32(x).to_f32()
+}

@@ -6,6 +6,7 @@
 
 use crate::arch::{global, grid_stride_1d};
 use crate::elem::Elem;
+use crate::entry::entries;
 use kernel_abi::elementwise::{AddParams, CastParams, FillParams, ScaleParams};
 use kernel_abi::{Bf16, F16};
 
@@ -14,7 +15,7 @@ const CHUNK: u64 = 8;
 /// Runs `vector(chunk_start)` over every whole 8-element chunk when `aligned`, then
 /// `scalar(i)` over the elements left.
 #[inline(always)]
-fn for_each_chunk(n: u64, aligned: bool, mut vector: impl FnMut(u64), mut scalar: impl FnMut(u64)) {
+pub(crate) fn for_each_chunk(n: u64, aligned: bool, mut vector: impl FnMut(u64), mut scalar: impl FnMut(u64)) {
     let (start, stride) = grid_stride_1d();
     let vectorized = if aligned { n / CHUNK * CHUNK } else { 0 };
     let mut chunk = start;
@@ -105,31 +106,18 @@ unsafe fn cast<S: Elem, D: Elem>(p: CastParams<S, D>) {
     );
 }
 
-/// Defines one `extern "ptx-kernel"` entry point forwarding to a generic implementation.
-macro_rules! entry {
-    ($name:ident, $params:ty, $body:path) => {
-        #[doc = concat!("Entry point `", stringify!($name), "` (see `kernel_abi::elementwise`).")]
-        ///
-        /// # Safety
-        /// Launched by `gpu-host`, which checks every pointer covers `n` elements.
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $name(p: $params) {
-            // SAFETY: the host launcher validated the parameters.
-            unsafe { $body(p) }
-        }
-    };
+entries! { "elementwise";
+    fill_f32(FillParams<f32>) => fill::<f32>;
+    fill_bf16(FillParams<Bf16>) => fill::<Bf16>;
+    fill_f16(FillParams<F16>) => fill::<F16>;
+    add_f32(AddParams<f32>) => add::<f32>;
+    add_bf16(AddParams<Bf16>) => add::<Bf16>;
+    add_f16(AddParams<F16>) => add::<F16>;
+    scale_f32(ScaleParams<f32>) => scale::<f32>;
+    scale_bf16(ScaleParams<Bf16>) => scale::<Bf16>;
+    scale_f16(ScaleParams<F16>) => scale::<F16>;
+    cast_f32_bf16(CastParams<f32, Bf16>) => cast::<f32, Bf16>;
+    cast_bf16_f32(CastParams<Bf16, f32>) => cast::<Bf16, f32>;
+    cast_f32_f16(CastParams<f32, F16>) => cast::<f32, F16>;
+    cast_f16_f32(CastParams<F16, f32>) => cast::<F16, f32>;
 }
-
-entry!(fill_f32, FillParams<f32>, fill::<f32>);
-entry!(fill_bf16, FillParams<Bf16>, fill::<Bf16>);
-entry!(fill_f16, FillParams<F16>, fill::<F16>);
-entry!(add_f32, AddParams<f32>, add::<f32>);
-entry!(add_bf16, AddParams<Bf16>, add::<Bf16>);
-entry!(add_f16, AddParams<F16>, add::<F16>);
-entry!(scale_f32, ScaleParams<f32>, scale::<f32>);
-entry!(scale_bf16, ScaleParams<Bf16>, scale::<Bf16>);
-entry!(scale_f16, ScaleParams<F16>, scale::<F16>);
-entry!(cast_f32_bf16, CastParams<f32, Bf16>, cast::<f32, Bf16>);
-entry!(cast_bf16_f32, CastParams<Bf16, f32>, cast::<Bf16, f32>);
-entry!(cast_f32_f16, CastParams<f32, F16>, cast::<f32, F16>);
-entry!(cast_f16_f32, CastParams<F16, f32>, cast::<F16, f32>);

@@ -2,8 +2,9 @@
 //!
 //! - [`arch`]: the only module with inline PTX (`asm!`), one wrapper per instruction;
 //! - [`elem`], [`warp`]: element conversions and warp collectives built on it;
-//! - one module per kernel family ([`elementwise`], [`gemm`], [`probe`]); entry points are
-//!   `#[unsafe(no_mangle)] extern "ptx-kernel"` functions taking one `kernel_abi` struct.
+//! - one module per kernel family ([`elementwise`], [`gemm`], [`gelu`], [`layernorm`],
+//!   [`classifier`], [`probe`]); entry points are `#[unsafe(no_mangle)] extern "ptx-kernel"`
+//!   functions taking one `kernel_abi` struct, defined through `entry::entries!`.
 //!
 //! Device code is panic-free: no bounds-checked indexing, no `core` function that could stay
 //! an undefined `.extern .func` in the PTX (build-ptx rejects such PTX). Kernels trust the
@@ -12,9 +13,13 @@
 #![feature(abi_ptx, asm_experimental_arch, core_float_math)]
 
 pub mod arch;
+pub mod classifier;
 pub mod elem;
 pub mod elementwise;
+mod entry;
+pub mod gelu;
 pub mod gemm;
+pub mod layernorm;
 pub mod probe;
 mod unroll;
 pub mod warp;

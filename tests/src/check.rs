@@ -78,3 +78,49 @@ pub fn assert_floats_eq<T: cpu_ref::precision::Element + bytemuck::Pod>(
     };
     assert_bits_eq(what, seed, &canonical(got), &canonical(want));
 }
+
+/// Fails (listing the first mismatches and the seed) unless every `got[i]` is within `tol` of
+/// `want[i]` (`f32` storage), or within one unit in the last place of `T` of it (16-bit
+/// storage: a result computed in f32 and rounded once lands within one of its ulps of the
+/// reference, however the f32 steps were ordered). NaN or infinity in `got` always fails.
+pub fn assert_close_in<T: cpu_ref::precision::Element + bytemuck::Pod>(
+    what: &str,
+    seed: u64,
+    got: &[T],
+    want: &[f32],
+    tol: Tolerance,
+) {
+    assert_eq!(got.len(), want.len(), "{what}: length {} != reference {}", got.len(), want.len());
+    let bad: Vec<usize> = (0..got.len())
+        .filter(|&i| {
+            let (g, w) = (got[i].to_f32() as f64, want[i] as f64);
+            let allowed = match size_of::<T>() {
+                4 => tol.abs + tol.rel * w.abs(),
+                _ => ulp_of::<T>(want[i]),
+            };
+            !g.is_finite() || (g - w).abs() > allowed
+        })
+        .collect();
+    if bad.is_empty() {
+        return;
+    }
+    let mut msg = format!(
+        "{what}: {} of {} elements out of tolerance ({})",
+        bad.len(),
+        got.len(),
+        if size_of::<T>() == 4 { format!("{tol:?}") } else { format!("1 ulp of {}", T::NAME) }
+    );
+    for &i in bad.iter().take(SHOWN) {
+        let _ = write!(msg, "\n  [{i}] got {} want {}", got[i].to_f32(), want[i]);
+    }
+    panic!("{msg}\n  (TEST_SEED={seed} reproduces)");
+}
+
+/// The spacing of 16-bit `T` values at `x`: the distance from `x` rounded to `T` to the next
+/// value away from zero.
+fn ulp_of<T: cpu_ref::precision::Element + bytemuck::Pod>(x: f32) -> f64 {
+    let rounded = T::from_f32(x);
+    let bits: u16 = bytemuck::cast(rounded);
+    let next: T = bytemuck::cast(bits.wrapping_add(1));
+    (next.to_f32() as f64 - rounded.to_f32() as f64).abs()
+}

@@ -6,8 +6,8 @@ use crate::simd::tanh;
 use multiversion::multiversion;
 use rayon::prelude::*;
 
-const SQRT_2_OVER_PI: f32 = 0.797_884_6;
-const CUBIC: f32 = 0.044_715;
+const SQRT_2_OVER_PI: f32 = kernel_abi::gelu::SQRT_2_OVER_PI as f32;
+const CUBIC: f32 = kernel_abi::gelu::CUBIC as f32;
 const CHUNK: usize = 1 << 14;
 
 /// Forward of GELU: `out[i] = gelu(inp[i])`.

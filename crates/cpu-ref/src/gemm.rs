@@ -10,6 +10,7 @@
 
 use crate::precision::{Element, round_tf32};
 use half::{bf16, f16};
+use kernel_abi::gelu::{CUBIC as GELU_CUBIC, SQRT_2_OVER_PI as GELU_SCALE};
 use rayon::prelude::*;
 
 /// Storage order of an operand.
@@ -98,11 +99,6 @@ pub enum Activation<'a, O> {
         pre_act: &'a [O],
     },
 }
-
-/// √(2/π).
-const GELU_SCALE: f64 = 0.797_884_560_802_865_4;
-/// The cubic coefficient of the tanh approximation.
-const GELU_CUBIC: f64 = 0.044_715;
 
 /// GELU, tanh approximation: `0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`.
 pub fn gelu(x: f64) -> f64 {

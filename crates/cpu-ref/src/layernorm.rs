@@ -3,7 +3,7 @@
 use rayon::prelude::*;
 
 /// The epsilon GPT-2's layernorms add to the variance.
-pub const LAYERNORM_EPS: f32 = 1e-5;
+pub const LAYERNORM_EPS: f32 = kernel_abi::layernorm::EPS;
 
 /// Forward of layernorm, saving the statistics the backward needs.
 ///

@@ -12,10 +12,13 @@
 //! function of another crate would be an undefined `.extern .func` in the kernels' PTX.
 #![no_std]
 
+pub mod classifier;
 pub mod elementwise;
 pub mod fragment;
+pub mod gelu;
 pub mod gemm;
 pub mod kernel;
+pub mod layernorm;
 pub mod probe;
 pub mod ptr;
 

@@ -2,18 +2,34 @@
 
 use core::arch::asm;
 
-/// `tanh.approx.f32`: hyperbolic tangent. The PTX ISA bounds its relative error by 2^-11 over
-/// the whole f32 range (earlier ISA versions said 2^-10.987); ±inf give ±1, NaN gives NaN,
-/// subnormal inputs pass through.
+/// `ex2.approx.ftz.f32`: 2^x. The PTX ISA bounds its error by 2 ulp over the full range
+/// (about 2^-22 relative); subnormal inputs and results flush to zero, -inf gives +0, +inf
+/// gives +inf, NaN gives NaN.
 ///
 /// # Safety
-/// Always safe. Minimum sm_75.
+/// Always safe. Minimum sm_20.
 #[inline(always)]
-pub fn tanh_approx_f32(x: f32) -> f32 {
+pub fn ex2_approx_f32(x: f32) -> f32 {
     let out: f32;
     // SAFETY: register-only instruction.
     unsafe {
-        asm!("tanh.approx.f32 {}, {};", out(reg32) out, in(reg32) x,
+        asm!("ex2.approx.ftz.f32 {}, {};", out(reg32) out, in(reg32) x,
+             options(pure, nomem, nostack, preserves_flags));
+    }
+    out
+}
+
+/// `lg2.approx.f32`: log2(x). The PTX ISA bounds its absolute error by 2^-22 for x in
+/// (0.5, 2) and its relative error by 2^-22 elsewhere; 0 gives -inf, negative inputs NaN.
+///
+/// # Safety
+/// Always safe. Minimum sm_20.
+#[inline(always)]
+pub fn lg2_approx_f32(x: f32) -> f32 {
+    let out: f32;
+    // SAFETY: register-only instruction.
+    unsafe {
+        asm!("lg2.approx.f32 {}, {};", out(reg32) out, in(reg32) x,
              options(pure, nomem, nostack, preserves_flags));
     }
     out

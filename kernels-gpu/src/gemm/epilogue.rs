@@ -6,30 +6,10 @@
 //! element with bounds checks.
 
 use crate::arch::global;
-use crate::arch::math::tanh_approx_f32;
 use crate::elem::Elem;
+use crate::gelu::{gelu, gelu_grad};
 use crate::unroll::unroll;
 use kernel_abi::gemm::{ACT_DGELU, ACT_GELU, ACT_NONE, GemmParams};
-
-/// √(2/π).
-const GELU_SCALE: f32 = 0.797_884_6;
-/// The cubic coefficient of the tanh approximation.
-const GELU_CUBIC: f32 = 0.044_715;
-
-/// `0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`, with `tanh.approx.f32`.
-#[inline(always)]
-pub fn gelu(x: f32) -> f32 {
-    let t = tanh_approx_f32(GELU_SCALE * (x + GELU_CUBIC * x * x * x));
-    0.5 * x * (1.0 + t)
-}
-
-/// d gelu(x) / dx of [`gelu`], exactly (llm.c's `gelu_backward`, with sech² = 1 − tanh²).
-#[inline(always)]
-pub fn gelu_grad(x: f32) -> f32 {
-    let x2 = x * x;
-    let t = tanh_approx_f32(GELU_SCALE * (x + GELU_CUBIC * x2 * x));
-    0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * GELU_SCALE * (1.0 + 3.0 * GELU_CUBIC * x2)
-}
 
 /// Loads and stores of `V` adjacent elements, widened to / rounded from f32, as whole 16-byte
 /// accesses.

@@ -20,24 +20,10 @@ pub mod tile_copy;
 
 use kernel_abi::gemm::{BiasGradParams, GemmParams};
 use kernel_abi::{Bf16, F16};
+use crate::entry::entries;
 use tensor_op::{Bf16Op, F16Op, Tf32Op};
 
-/// Defines `extern "ptx-kernel"` entry points forwarding to a generic kernel body.
-macro_rules! entries {
-    ($($name:ident($params:ty) => $body:path;)*) => {$(
-        #[doc = concat!("Entry point `", stringify!($name), "` (see `kernel_abi::gemm`).")]
-        ///
-        /// # Safety
-        /// Launched by `gpu-host`, which validates the shapes, buffers and launch geometry.
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $name(p: $params) {
-            // SAFETY: the host launcher validated the parameters and the launch.
-            unsafe { $body(p) }
-        }
-    )*};
-}
-
-entries! {
+entries! { "gemm";
     gemm_simt_rr_f32(GemmParams<f32, f32>) => simt::gemm::<true, false>;
     gemm_simt_rc_f32(GemmParams<f32, f32>) => simt::gemm::<true, true>;
     gemm_simt_cr_f32(GemmParams<f32, f32>) => simt::gemm::<false, false>;

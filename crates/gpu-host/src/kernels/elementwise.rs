@@ -7,20 +7,28 @@ use crate::error::Result;
 use crate::view::{DeviceView, DeviceViewMut};
 use half::{bf16, f16};
 use kernel_abi::Kernel;
+use kernel_abi::classifier::ClassifierKernels;
 use kernel_abi::elementwise::{
     AddParams, BLOCK_THREADS, CAST_BF16_F32, CAST_F16_F32, CAST_F32_BF16, CAST_F32_F16, CastParams,
     ElementwiseKernels, FillParams, MAX_BLOCKS, ScaleParams,
 };
+use kernel_abi::gelu::GeluKernels;
+use kernel_abi::layernorm::LayerNormKernels;
 
-/// A storage type with fill/add/scale kernels: `f32`, `bf16`, `f16`.
-pub trait FloatElement: DeviceElement<Abi: ElementwiseKernels> {}
+/// A storage type of activations and parameters, `f32`, `bf16` or `f16`: one that has every
+/// elementwise, GELU, layernorm and classifier kernel.
+pub trait FloatElement:
+    DeviceElement<Abi: ElementwiseKernels + GeluKernels + LayerNormKernels + ClassifierKernels>
+{
+}
 
 impl FloatElement for f32 {}
 impl FloatElement for bf16 {}
 impl FloatElement for f16 {}
 
-/// Grid for `n` elements at 8 per thread-iteration (the kernels loop grid-stride).
-fn config(n: usize) -> LaunchConfig {
+/// Grid for `n` elements at 8 per thread-iteration (the kernels loop grid-stride); also the
+/// GELU kernels' grid, which use the same block size and grid bound.
+pub(crate) fn config(n: usize) -> LaunchConfig {
     let chunks = n.div_ceil(8) as u64;
     let blocks = chunks.div_ceil(BLOCK_THREADS as u64).clamp(1, MAX_BLOCKS as u64) as u32;
     LaunchConfig::linear(blocks, BLOCK_THREADS)

@@ -5,8 +5,11 @@
 //! `unsafe` launch. Launches are asynchronous: errors raised while the kernel runs surface at
 //! the next synchronising call.
 
+pub mod classifier;
 pub mod elementwise;
+pub mod gelu;
 pub mod gemm;
+pub mod layernorm;
 pub mod probe;
 
 use crate::error::{GpuError, Result};

@@ -1,0 +1,103 @@
+//! The fused classifier: softmax, cross-entropy and the logits gradient in place (see
+//! `kernel_abi::classifier`).
+
+use super::check_len;
+use super::elementwise::FloatElement;
+use crate::device::{Device, LaunchConfig};
+use crate::error::{GpuError, Result};
+use crate::view::{DeviceView, DeviceViewMut};
+use kernel_abi::classifier::{BLOCK_THREADS, ClassifierKernels, ClassifierParams};
+
+/// The vocabulary: `v` real tokens in rows padded to `vp` columns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Vocab {
+    /// Real vocabulary size (50257 for GPT-2).
+    pub v: usize,
+    /// Padded row length, `≥ v` (50304 for GPT-2's padded vocabulary).
+    pub vp: usize,
+}
+
+/// What the classifier does with the logits after computing the losses.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum LogitsGradient {
+    /// Overwrite them with `dloss · (softmax − onehot)` (training; `dloss` is the gradient of
+    /// the reduced loss with respect to each row's loss, e.g. `1 / rows`).
+    Write {
+        /// The factor of every row's gradient.
+        dloss: f32,
+    },
+    /// Leave them unchanged (evaluation: losses only).
+    Skip,
+}
+
+/// Buffers of [`fused_classifier`].
+pub struct Classifier<'a, T> {
+    /// `rows × vp` logits (the gradient replaces them under [`LogitsGradient::Write`]).
+    pub logits: DeviceViewMut<'a, T>,
+    /// `rows` losses, written.
+    pub losses: DeviceViewMut<'a, f32>,
+    /// `rows` target ids, each `< v` (a target `≥ v` yields a NaN loss and no out-of-row
+    /// access).
+    pub targets: DeviceView<'a, u32>,
+}
+
+/// Per row: `loss = −ln softmax(logits[..v])[target]`, and per `gradient` the logits gradient
+/// in place (columns `v..vp` get 0).
+pub fn fused_classifier<D: Device, T: FloatElement>(
+    dev: &D,
+    vocab: Vocab,
+    gradient: LogitsGradient,
+    mut args: Classifier<'_, T>,
+) -> Result<()> {
+    const OP: &str = "fused_classifier";
+    let Vocab { v, vp } = vocab;
+    if v == 0 || v > vp || vp > u32::MAX as usize {
+        return Err(GpuError::invalid(
+            OP,
+            "vocab",
+            format!("need 0 < v <= vp < 2^32, got v = {v}, vp = {vp}"),
+        ));
+    }
+    if !args.logits.len().is_multiple_of(vp) {
+        return Err(GpuError::invalid(
+            OP,
+            "logits",
+            format!("has {} elements, not rows of vp = {vp}", args.logits.len()),
+        ));
+    }
+    let rows = args.logits.len() / vp;
+    if rows > i32::MAX as usize {
+        return Err(GpuError::invalid(OP, "logits", format!("{rows} rows (more than 2^31 - 1)")));
+    }
+    check_len(OP, "losses", args.losses.len(), rows, "one per row of logits")?;
+    check_len(OP, "targets", args.targets.len(), rows, "one per row of logits")?;
+    let (dloss, write_grad) = match gradient {
+        LogitsGradient::Write { dloss } if dloss.is_finite() => (dloss, 1),
+        LogitsGradient::Write { dloss } => {
+            return Err(GpuError::invalid(OP, "dloss", format!("{dloss} is not finite")));
+        }
+        LogitsGradient::Skip => (0.0, 0),
+    };
+    if rows == 0 {
+        return Ok(());
+    }
+    let params = ClassifierParams {
+        logits: args.logits.ptr(),
+        losses: args.losses.ptr(),
+        targets: args.targets.ptr(),
+        rows: rows as u32,
+        v: v as u32,
+        vp: vp as u32,
+        dloss,
+        write_grad,
+        _pad: 0,
+    };
+    let config = LaunchConfig {
+        grid: (rows as u32, 1, 1),
+        block: (BLOCK_THREADS, 1, 1),
+        shared_mem_bytes: BLOCK_THREADS / 32 * 8,
+    };
+    // SAFETY: `logits` holds `rows × vp` elements, `losses` and `targets` `rows`; the kernel
+    // reads targets and only touches columns below `vp` of its own row.
+    unsafe { dev.launch(T::Abi::FUSED, config, params) }
+}

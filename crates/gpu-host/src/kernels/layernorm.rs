@@ -1,0 +1,270 @@
+//! LayerNorm forward, fused residual + forward, and backward (see `kernel_abi::layernorm`).
+
+use super::check_len;
+use super::elementwise::FloatElement;
+use crate::device::{Device, LaunchConfig};
+use crate::error::{GpuError, Result};
+use crate::view::{DeviceView, DeviceViewMut};
+use kernel_abi::layernorm::{
+    FORWARD_THREADS, LAYERNORM_BACKWARD_REDUCE, LayerNormBackwardParams,
+    LayerNormBackwardReduceParams, LayerNormForwardParams, LayerNormKernels, REDUCE_THREADS,
+    backward_rows_per_block, backward_warps,
+};
+use kernel_abi::{DevicePtr, DevicePtrMut};
+
+/// Where the forward saves the row statistics the backward needs (f32, one value per row).
+pub struct LayerNormStats<'a> {
+    /// Row means.
+    pub mean: DeviceViewMut<'a, f32>,
+    /// Row reciprocal standard deviations.
+    pub rstd: DeviceViewMut<'a, f32>,
+}
+
+/// Buffers of [`layernorm_forward`].
+pub struct LayerNormForward<'a, T> {
+    /// Input rows, `rows × c`.
+    pub inp: DeviceView<'a, T>,
+    /// Scale, `c`.
+    pub weight: DeviceView<'a, T>,
+    /// Shift, `c`.
+    pub bias: DeviceView<'a, T>,
+    /// Normalised rows, `rows × c`.
+    pub out: DeviceViewMut<'a, T>,
+    /// The statistics for the backward, or `None` (evaluation).
+    pub stats: Option<LayerNormStats<'a>>,
+}
+
+/// Buffers of [`residual_layernorm_forward`].
+pub struct ResidualLayerNormForward<'a, T> {
+    /// The residual stream, `rows × c`.
+    pub inp1: DeviceView<'a, T>,
+    /// The block output added to it, `rows × c`.
+    pub inp2: DeviceView<'a, T>,
+    /// `inp1 + inp2`, written (`rows × c`): the next residual stream.
+    pub residual: DeviceViewMut<'a, T>,
+    /// Scale, `c`.
+    pub weight: DeviceView<'a, T>,
+    /// Shift, `c`.
+    pub bias: DeviceView<'a, T>,
+    /// The layernorm of `residual`, `rows × c`.
+    pub out: DeviceViewMut<'a, T>,
+    /// The statistics for the backward, or `None` (evaluation).
+    pub stats: Option<LayerNormStats<'a>>,
+}
+
+/// Buffers of [`layernorm_backward`].
+pub struct LayerNormBackward<'a, T> {
+    /// Gradient of the output, `rows × c`.
+    pub dout: DeviceView<'a, T>,
+    /// The forward's input, `rows × c`.
+    pub inp: DeviceView<'a, T>,
+    /// Scale, `c`.
+    pub weight: DeviceView<'a, T>,
+    /// Row means from the forward, `rows`.
+    pub mean: DeviceView<'a, f32>,
+    /// Row reciprocal standard deviations from the forward, `rows`.
+    pub rstd: DeviceView<'a, f32>,
+    /// Gradient of the input, `rows × c`, accumulated (`+=`).
+    pub dinp: DeviceViewMut<'a, T>,
+    /// Gradient of the scale, `c`, accumulated.
+    pub dweight: DeviceViewMut<'a, f32>,
+    /// Gradient of the shift, `c`, accumulated.
+    pub dbias: DeviceViewMut<'a, f32>,
+    /// Workspace of at least [`layernorm_backward_scratch_len`] values (contents ignored).
+    pub scratch: DeviceViewMut<'a, f32>,
+}
+
+/// Rows of a `len`-element buffer of `c`-channel rows, checking the shape.
+fn rows_of(op: &'static str, arg: &'static str, len: usize, c: usize) -> Result<usize> {
+    if c == 0 || c > u32::MAX as usize {
+        return Err(GpuError::invalid(op, "c", format!("{c} channels (need 1..=u32::MAX)")));
+    }
+    if !len.is_multiple_of(c) {
+        return Err(GpuError::invalid(op, arg, format!("has {len} elements, not rows of {c}")));
+    }
+    let rows = len / c;
+    if rows > i32::MAX as usize {
+        return Err(GpuError::invalid(op, arg, format!("{rows} rows (more than 2^31 - 1)")));
+    }
+    Ok(rows)
+}
+
+/// The checked pointers common to both forward kernels.
+struct ForwardPtrs<T> {
+    weight: DevicePtr<T>,
+    bias: DevicePtr<T>,
+    mean: DevicePtrMut<f32>,
+    rstd: DevicePtrMut<f32>,
+}
+
+fn forward_ptrs<T: FloatElement>(
+    op: &'static str,
+    rows: usize,
+    c: usize,
+    weight: &DeviceView<'_, T>,
+    bias: &DeviceView<'_, T>,
+    stats: &mut Option<LayerNormStats<'_>>,
+) -> Result<ForwardPtrs<T::Abi>> {
+    check_len(op, "weight", weight.len(), c, "c")?;
+    check_len(op, "bias", bias.len(), c, "c")?;
+    let (mean, rstd) = match stats {
+        Some(s) => {
+            check_len(op, "mean", s.mean.len(), rows, "one per row")?;
+            check_len(op, "rstd", s.rstd.len(), rows, "one per row")?;
+            (s.mean.ptr(), s.rstd.ptr())
+        }
+        None => (DevicePtrMut::null(), DevicePtrMut::null()),
+    };
+    Ok(ForwardPtrs { weight: weight.ptr(), bias: bias.ptr(), mean, rstd })
+}
+
+/// One warp per row.
+fn forward_config(rows: usize) -> LaunchConfig {
+    let warps = (FORWARD_THREADS / 32) as usize;
+    LaunchConfig::linear(rows.div_ceil(warps) as u32, FORWARD_THREADS)
+}
+
+/// `out = layernorm(inp)·weight + bias` over rows of `c` channels, saving the statistics.
+pub fn layernorm_forward<D: Device, T: FloatElement>(
+    dev: &D,
+    c: usize,
+    mut args: LayerNormForward<'_, T>,
+) -> Result<()> {
+    const OP: &str = "layernorm_forward";
+    let rows = rows_of(OP, "inp", args.inp.len(), c)?;
+    check_len(OP, "out", args.out.len(), args.inp.len(), "length of inp")?;
+    let ptrs = forward_ptrs(OP, rows, c, &args.weight, &args.bias, &mut args.stats)?;
+    if rows == 0 {
+        return Ok(());
+    }
+    let params = LayerNormForwardParams {
+        inp: args.inp.ptr(),
+        inp2: DevicePtr::null(),
+        residual: DevicePtrMut::null(),
+        weight: ptrs.weight,
+        bias: ptrs.bias,
+        out: args.out.ptr(),
+        mean: ptrs.mean,
+        rstd: ptrs.rstd,
+        rows: rows as u32,
+        c: c as u32,
+    };
+    // SAFETY: every view was checked against (rows, c); `out` and the statistics are
+    // mutable borrows, so they overlap no input.
+    unsafe { dev.launch(T::Abi::FORWARD, forward_config(rows), params) }
+}
+
+/// `residual = inp1 + inp2`, then `out = layernorm(residual)·weight + bias`, in one pass.
+pub fn residual_layernorm_forward<D: Device, T: FloatElement>(
+    dev: &D,
+    c: usize,
+    mut args: ResidualLayerNormForward<'_, T>,
+) -> Result<()> {
+    const OP: &str = "residual_layernorm_forward";
+    let rows = rows_of(OP, "inp1", args.inp1.len(), c)?;
+    for (arg, len) in
+        [("inp2", args.inp2.len()), ("residual", args.residual.len()), ("out", args.out.len())]
+    {
+        check_len(OP, arg, len, args.inp1.len(), "length of inp1")?;
+    }
+    let ptrs = forward_ptrs(OP, rows, c, &args.weight, &args.bias, &mut args.stats)?;
+    if rows == 0 {
+        return Ok(());
+    }
+    let params = LayerNormForwardParams {
+        inp: args.inp1.ptr(),
+        inp2: args.inp2.ptr(),
+        residual: args.residual.ptr(),
+        weight: ptrs.weight,
+        bias: ptrs.bias,
+        out: args.out.ptr(),
+        mean: ptrs.mean,
+        rstd: ptrs.rstd,
+        rows: rows as u32,
+        c: c as u32,
+    };
+    // SAFETY: as in `layernorm_forward`; `residual` is written and then read back only by the
+    // thread that wrote each element.
+    unsafe { dev.launch(T::Abi::RESIDUAL_FORWARD, forward_config(rows), params) }
+}
+
+/// Blocks of the backward's first kernel for `rows × c`.
+fn backward_blocks(rows: usize, c: usize) -> usize {
+    rows.div_ceil(backward_rows_per_block(c as u32).max(1) as usize)
+}
+
+/// f32 values of scratch [`layernorm_backward`] needs for `rows` rows of `c` channels.
+pub fn layernorm_backward_scratch_len(rows: usize, c: usize) -> usize {
+    backward_blocks(rows, c) * 2 * c
+}
+
+/// The layernorm backward: `dinp += …`, `dweight += …`, `dbias += …` (see
+/// `kernel_abi::layernorm`), deterministic: the same bits on every run and every GPU.
+pub fn layernorm_backward<D: Device, T: FloatElement>(
+    dev: &D,
+    c: usize,
+    mut args: LayerNormBackward<'_, T>,
+) -> Result<()> {
+    const OP: &str = "layernorm_backward";
+    let rows = rows_of(OP, "dout", args.dout.len(), c)?;
+    check_len(OP, "inp", args.inp.len(), args.dout.len(), "length of dout")?;
+    check_len(OP, "dinp", args.dinp.len(), args.dout.len(), "length of dout")?;
+    check_len(OP, "weight", args.weight.len(), c, "c")?;
+    check_len(OP, "dweight", args.dweight.len(), c, "c")?;
+    check_len(OP, "dbias", args.dbias.len(), c, "c")?;
+    check_len(OP, "mean", args.mean.len(), rows, "one per row")?;
+    check_len(OP, "rstd", args.rstd.len(), rows, "one per row")?;
+    let warps = backward_warps(c as u32);
+    if warps == 0 {
+        return Err(GpuError::invalid(
+            OP,
+            "c",
+            format!("{c} channels: the per-warp sums need c <= 6144"),
+        ));
+    }
+    let needed = layernorm_backward_scratch_len(rows, c);
+    if args.scratch.len() < needed {
+        return Err(GpuError::invalid(
+            OP,
+            "scratch",
+            format!(
+                "has {} values, needs {needed} (layernorm_backward_scratch_len)",
+                args.scratch.len()
+            ),
+        ));
+    }
+    if rows == 0 {
+        return Ok(());
+    }
+    let blocks = backward_blocks(rows, c);
+    let partials = args.scratch.ptr();
+    let params = LayerNormBackwardParams {
+        dout: args.dout.ptr(),
+        inp: args.inp.ptr(),
+        weight: args.weight.ptr(),
+        mean: args.mean.ptr(),
+        rstd: args.rstd.ptr(),
+        dinp: args.dinp.ptr(),
+        partials,
+        rows: rows as u32,
+        c: c as u32,
+    };
+    let config = LaunchConfig {
+        grid: (blocks as u32, 1, 1),
+        block: (warps * 32, 1, 1),
+        shared_mem_bytes: warps * 2 * c as u32 * 4,
+    };
+    // SAFETY: every view was checked against (rows, c); `partials` holds `blocks × 2c` values;
+    // shared memory holds each warp's `2c` sums.
+    unsafe { dev.launch(T::Abi::BACKWARD, config, params)? };
+    let reduce = LayerNormBackwardReduceParams {
+        partials: partials.as_const(),
+        dweight: args.dweight.ptr(),
+        dbias: args.dbias.ptr(),
+        blocks: blocks as u32,
+        c: c as u32,
+    };
+    let config = LaunchConfig::linear(c.div_ceil(REDUCE_THREADS as usize) as u32, REDUCE_THREADS);
+    // SAFETY: `partials` was just written for `blocks` blocks; both gradients hold `c` values.
+    unsafe { dev.launch(LAYERNORM_BACKWARD_REDUCE, config, reduce) }
+}

@@ -1,0 +1,75 @@
+//! The fused classifier: per row of logits, the softmax over the `v` real columns of a
+//! `vp`-wide row (`vp ≥ v`; columns `v..vp` are the padding that makes the vocabulary
+//! GEMM-friendly), the f32 cross-entropy loss, and the gradient of the loss with respect to the
+//! logits written in place of the logits.
+//!
+//! One block per row. The first pass over the row keeps a running (max, Σ exp) per thread
+//! (online softmax, `ex2.approx` with log2(e) folded in), combined across the block; the loss is
+//! `ln Σ exp(x − max) + max − x[target]`; the second pass writes
+//! `dloss · (exp(x − max) / Σ − [col == target])` in columns `..v` and 0 in `v..vp`. Both
+//! passes use 16-byte accesses on the row's 16-byte aligned middle whatever `vp` is (each row
+//! has a scalar head up to its first aligned element and a scalar tail), so `vp = 50257` and
+//! `vp = 50304` both take the fast path. With `write_grad == 0` the logits are only read
+//! (evaluation). A target `≥ v` (which the launcher's checked token type rules out) gives a
+//! NaN loss and no out-of-row access.
+
+use crate::kernel::{Kernel, KernelParams, KernelSig};
+use crate::ptr::{Bf16, DevicePtr, DevicePtrMut, F16};
+
+/// Threads per block (one block per row).
+pub const BLOCK_THREADS: u32 = 512;
+
+/// Parameters of the fused classifier.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ClassifierParams<T: Copy> {
+    /// `rows × vp` logits, overwritten with their gradient when `write_grad != 0`.
+    pub logits: DevicePtrMut<T>,
+    /// `rows` losses, written.
+    pub losses: DevicePtrMut<f32>,
+    /// `rows` target token ids, each `< v`.
+    pub targets: DevicePtr<u32>,
+    /// Number of rows.
+    pub rows: u32,
+    /// Real vocabulary size.
+    pub v: u32,
+    /// Padded row length (`≥ v`).
+    pub vp: u32,
+    /// Gradient of the reduced loss with respect to each row's loss (e.g. `1 / rows`).
+    pub dloss: f32,
+    /// Non-zero: write the gradient in place; zero: losses only.
+    pub write_grad: u32,
+    /// Unused; keeps the struct free of implicit padding.
+    pub _pad: u32,
+}
+
+// SAFETY: #[repr(C)] struct of device pointers, u32s and an f32, padded explicitly to 8 bytes.
+unsafe impl<T: Copy + 'static> KernelParams for ClassifierParams<T> {}
+
+/// The classifier kernel of one storage type.
+pub trait ClassifierKernels: Copy + 'static {
+    /// `fused_classifier_<ty>`.
+    const FUSED: Kernel<ClassifierParams<Self>>;
+}
+
+/// `fused_classifier_f32`.
+pub const FUSED_CLASSIFIER_F32: Kernel<ClassifierParams<f32>> = Kernel::new("fused_classifier_f32");
+/// `fused_classifier_bf16`.
+pub const FUSED_CLASSIFIER_BF16: Kernel<ClassifierParams<Bf16>> =
+    Kernel::new("fused_classifier_bf16");
+/// `fused_classifier_f16`.
+pub const FUSED_CLASSIFIER_F16: Kernel<ClassifierParams<F16>> = Kernel::new("fused_classifier_f16");
+
+impl ClassifierKernels for f32 {
+    const FUSED: Kernel<ClassifierParams<Self>> = FUSED_CLASSIFIER_F32;
+}
+impl ClassifierKernels for Bf16 {
+    const FUSED: Kernel<ClassifierParams<Self>> = FUSED_CLASSIFIER_BF16;
+}
+impl ClassifierKernels for F16 {
+    const FUSED: Kernel<ClassifierParams<Self>> = FUSED_CLASSIFIER_F16;
+}
+
+/// Every classifier entry point.
+pub const KERNELS: &[KernelSig] =
+    &[FUSED_CLASSIFIER_F32.sig(), FUSED_CLASSIFIER_BF16.sig(), FUSED_CLASSIFIER_F16.sig()];

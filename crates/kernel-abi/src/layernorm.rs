@@ -1,0 +1,199 @@
+//! LayerNorm over the channel dimension (`nn.LayerNorm(c)`), forward, fused residual +
+//! forward, and backward, for activations and parameters in f32, bf16 or f16 storage; the
+//! statistics (`mean`, `rstd`) and the parameter gradients are f32.
+//!
+//! Rows are `rows × c`, row-major. Every kernel accepts any `c` and any element-aligned
+//! pointers: a row goes through 16-byte accesses when `c % 8 == 0` and every pointer is 16-byte
+//! aligned, element by element otherwise.
+//!
+//! - **Forward** (one warp per row): `mean = Σx / c`, `var = Σ(x − mean)² / c` (two passes),
+//!   `rstd = 1 / sqrt(var + EPS)` (`sqrt.rn`, `div.rn`), `out = (x − mean)·rstd·weight + bias`.
+//!   `mean` / `rstd` may be null (evaluation).
+//! - **Fused residual forward**: `residual = inp + inp2`, rounded to the storage type and
+//!   written, then the forward of that rounded residual, in the same pass over the row.
+//! - **Backward**: with `g = dout·weight` and `norm = (x − mean)·rstd`,
+//!   `dinp += rstd·(g − mean(g) − norm·mean(g·norm))` (accumulated, as the residual stream's
+//!   gradient), and per channel `dweight += Σ_rows dout·norm`, `dbias += Σ_rows dout`.
+//!   Deterministic: block `b` owns rows `[b·R, (b+1)·R)` (`R` from [`backward_rows_per_block`],
+//!   a function of `c` alone), its warps take rows `w, w + W, …` in order and keep their own
+//!   channel sums in shared memory, the block adds its warps' sums in warp order into its slot
+//!   of `partials`, and [`LAYERNORM_BACKWARD_REDUCE`] adds the slots in block order to
+//!   `dweight` / `dbias`. The result depends only on the inputs and `(rows, c)`: the
+//!   same bits on every run and every GPU.
+
+use crate::kernel::{Kernel, KernelParams, KernelSig};
+use crate::ptr::{Bf16, DevicePtr, DevicePtrMut, F16};
+
+/// The epsilon GPT-2's layernorms add to the variance.
+pub const EPS: f32 = 1e-5;
+
+/// Threads per block of the forward kernels (one warp per row).
+pub const FORWARD_THREADS: u32 = 256;
+
+/// Shared memory the backward's per-warp channel sums may use per block (the default limit).
+pub const BACKWARD_SHARED_BYTES: u32 = 48 * 1024;
+
+/// Largest number of warps per block of the backward.
+pub const BACKWARD_MAX_WARPS: u32 = 8;
+
+/// Rows each warp of the backward handles per block.
+pub const BACKWARD_ROWS_PER_WARP: u32 = 4;
+
+/// Threads per block of the backward's reduction kernel (one thread per channel).
+pub const REDUCE_THREADS: u32 = 256;
+
+/// Warps per block of the backward for `c` channels: as many as fit their `2·c` f32 channel
+/// sums in [`BACKWARD_SHARED_BYTES`], at most [`BACKWARD_MAX_WARPS`]; 0 when not even one fits
+/// (`c` > 6144).
+#[inline]
+pub const fn backward_warps(c: u32) -> u32 {
+    let per_warp = 2 * 4 * c as u64;
+    let fit = BACKWARD_SHARED_BYTES as u64 / if per_warp == 0 { 1 } else { per_warp };
+    if fit > BACKWARD_MAX_WARPS as u64 { BACKWARD_MAX_WARPS } else { fit as u32 }
+}
+
+/// Rows per block of the backward for `c` channels.
+#[inline]
+pub const fn backward_rows_per_block(c: u32) -> u32 {
+    backward_warps(c) * BACKWARD_ROWS_PER_WARP
+}
+
+/// Forward, plain or fused with the residual addition.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct LayerNormForwardParams<T: Copy> {
+    /// Input rows (plain), or the residual stream (fused).
+    pub inp: DevicePtr<T>,
+    /// Fused only: added to `inp` (null for the plain kernel).
+    pub inp2: DevicePtr<T>,
+    /// Fused only: `inp + inp2` is written here (null for the plain kernel).
+    pub residual: DevicePtrMut<T>,
+    /// Per-channel scale.
+    pub weight: DevicePtr<T>,
+    /// Per-channel shift.
+    pub bias: DevicePtr<T>,
+    /// Normalised output.
+    pub out: DevicePtrMut<T>,
+    /// Row means, or null.
+    pub mean: DevicePtrMut<f32>,
+    /// Row reciprocal standard deviations, or null.
+    pub rstd: DevicePtrMut<f32>,
+    /// Number of rows.
+    pub rows: u32,
+    /// Channels per row.
+    pub c: u32,
+}
+
+/// Backward, first kernel: `dinp` and each block's channel sums.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct LayerNormBackwardParams<T: Copy> {
+    /// Gradient of the output.
+    pub dout: DevicePtr<T>,
+    /// The forward's input.
+    pub inp: DevicePtr<T>,
+    /// Per-channel scale.
+    pub weight: DevicePtr<T>,
+    /// Row means from the forward.
+    pub mean: DevicePtr<f32>,
+    /// Row reciprocal standard deviations from the forward.
+    pub rstd: DevicePtr<f32>,
+    /// Gradient of the input, accumulated.
+    pub dinp: DevicePtrMut<T>,
+    /// `blocks × 2c` f32: block `b`'s `Σ dout·norm` (first `c`) and `Σ dout` (next `c`).
+    pub partials: DevicePtrMut<f32>,
+    /// Number of rows.
+    pub rows: u32,
+    /// Channels per row.
+    pub c: u32,
+}
+
+/// Backward, second kernel: `dweight[i] += Σ_b partials[b][i]`, `dbias[i] += Σ_b
+/// partials[b][c + i]`, blocks in order.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct LayerNormBackwardReduceParams {
+    /// The first kernel's per-block sums.
+    pub partials: DevicePtr<f32>,
+    /// Weight gradient, accumulated.
+    pub dweight: DevicePtrMut<f32>,
+    /// Bias gradient, accumulated.
+    pub dbias: DevicePtrMut<f32>,
+    /// Number of blocks of the first kernel.
+    pub blocks: u32,
+    /// Channels.
+    pub c: u32,
+}
+
+// SAFETY: #[repr(C)] structs of device pointers and u32s; no padding (pointers first, the u32s
+// pair up at the end).
+unsafe impl<T: Copy + 'static> KernelParams for LayerNormForwardParams<T> {}
+// SAFETY: as above.
+unsafe impl<T: Copy + 'static> KernelParams for LayerNormBackwardParams<T> {}
+// SAFETY: as above.
+unsafe impl KernelParams for LayerNormBackwardReduceParams {}
+
+/// The layernorm kernels of one storage type.
+pub trait LayerNormKernels: Copy + 'static {
+    /// `layernorm_forward_<ty>`.
+    const FORWARD: Kernel<LayerNormForwardParams<Self>>;
+    /// `residual_layernorm_forward_<ty>`.
+    const RESIDUAL_FORWARD: Kernel<LayerNormForwardParams<Self>>;
+    /// `layernorm_backward_<ty>`.
+    const BACKWARD: Kernel<LayerNormBackwardParams<Self>>;
+}
+
+macro_rules! layernorm_kernels {
+    ($ty:ty, $fwd:ident = $fwd_name:literal, $res:ident = $res_name:literal,
+     $bwd:ident = $bwd_name:literal) => {
+        #[doc = concat!("`", $fwd_name, "`")]
+        pub const $fwd: Kernel<LayerNormForwardParams<$ty>> = Kernel::new($fwd_name);
+        #[doc = concat!("`", $res_name, "`")]
+        pub const $res: Kernel<LayerNormForwardParams<$ty>> = Kernel::new($res_name);
+        #[doc = concat!("`", $bwd_name, "`")]
+        pub const $bwd: Kernel<LayerNormBackwardParams<$ty>> = Kernel::new($bwd_name);
+
+        impl LayerNormKernels for $ty {
+            const FORWARD: Kernel<LayerNormForwardParams<Self>> = $fwd;
+            const RESIDUAL_FORWARD: Kernel<LayerNormForwardParams<Self>> = $res;
+            const BACKWARD: Kernel<LayerNormBackwardParams<Self>> = $bwd;
+        }
+    };
+}
+
+layernorm_kernels!(
+    f32,
+    LAYERNORM_FORWARD_F32 = "layernorm_forward_f32",
+    RESIDUAL_LAYERNORM_FORWARD_F32 = "residual_layernorm_forward_f32",
+    LAYERNORM_BACKWARD_F32 = "layernorm_backward_f32"
+);
+layernorm_kernels!(
+    Bf16,
+    LAYERNORM_FORWARD_BF16 = "layernorm_forward_bf16",
+    RESIDUAL_LAYERNORM_FORWARD_BF16 = "residual_layernorm_forward_bf16",
+    LAYERNORM_BACKWARD_BF16 = "layernorm_backward_bf16"
+);
+layernorm_kernels!(
+    F16,
+    LAYERNORM_FORWARD_F16 = "layernorm_forward_f16",
+    RESIDUAL_LAYERNORM_FORWARD_F16 = "residual_layernorm_forward_f16",
+    LAYERNORM_BACKWARD_F16 = "layernorm_backward_f16"
+);
+
+/// `layernorm_backward_reduce`: the backward's second kernel (all storage types).
+pub const LAYERNORM_BACKWARD_REDUCE: Kernel<LayerNormBackwardReduceParams> =
+    Kernel::new("layernorm_backward_reduce");
+
+/// Every layernorm entry point.
+pub const KERNELS: &[KernelSig] = &[
+    LAYERNORM_FORWARD_F32.sig(),
+    LAYERNORM_FORWARD_BF16.sig(),
+    LAYERNORM_FORWARD_F16.sig(),
+    RESIDUAL_LAYERNORM_FORWARD_F32.sig(),
+    RESIDUAL_LAYERNORM_FORWARD_BF16.sig(),
+    RESIDUAL_LAYERNORM_FORWARD_F16.sig(),
+    LAYERNORM_BACKWARD_F32.sig(),
+    LAYERNORM_BACKWARD_BF16.sig(),
+    LAYERNORM_BACKWARD_F16.sig(),
+    LAYERNORM_BACKWARD_REDUCE.sig(),
+];

@@ -1,0 +1,194 @@
+//! The fused classifier (see `kernel_abi::classifier` for the contract).
+//!
+//! One block per row. A row is split into a scalar head (the elements before its first
+//! 16-byte aligned address, fewer than 8), a body of whole 8-element vectors, and a scalar tail
+//! (fewer than 8): rows of any width `vp` take the vector path for all but at most 14 elements.
+//! Thread `t` takes head element `t`, body vectors `t, t + threads, …` and tail element `t`, in
+//! both passes, so it rewrites exactly the elements it read.
+
+use crate::arch::math::{ex2_approx_f32, lg2_approx_f32};
+use crate::arch::shfl::{FULL_MASK, shfl_bfly_f32};
+use crate::arch::smem::{dynamic_smem_base, ld_shared_f32, st_shared_f32};
+use crate::arch::sync::bar_sync;
+use crate::arch::{block_dim_x, block_idx_x, lane_id, thread_idx_x, warp_idx_x};
+use crate::elem::{Elem, load_chunk, store_chunk};
+use crate::entry::entries;
+use crate::unroll::unroll;
+use core::f32::consts::{LN_2, LOG2_E};
+use kernel_abi::classifier::ClassifierParams;
+use kernel_abi::{Bf16, F16};
+
+/// `e^x` through `ex2.approx` (e^-inf = 0).
+#[inline(always)]
+fn exp(x: f32) -> f32 {
+    ex2_approx_f32(x * LOG2_E)
+}
+
+/// A running softmax normaliser: the maximum seen and `Σ e^(x − max)`.
+#[derive(Clone, Copy)]
+struct Normaliser {
+    max: f32,
+    sum: f32,
+}
+
+impl Normaliser {
+    const EMPTY: Self = Self { max: f32::NEG_INFINITY, sum: 0.0 };
+
+    /// Adds the values `x[k]` for which `valid[k]`.
+    #[inline(always)]
+    fn add(&mut self, x: [f32; 8], valid: [bool; 8]) {
+        let mut chunk_max = f32::NEG_INFINITY;
+        unroll!(k in 0..8 => {
+            if valid[k] {
+                chunk_max = chunk_max.max(x[k]);
+            }
+        });
+        if chunk_max > self.max {
+            self.sum *= exp(self.max - chunk_max);
+            self.max = chunk_max;
+        }
+        unroll!(k in 0..8 => {
+            if valid[k] {
+                self.sum += exp(x[k] - self.max);
+            }
+        });
+    }
+
+    /// The normaliser of the union of two sets of values.
+    #[inline(always)]
+    fn merge(self, other: Self) -> Self {
+        let max = self.max.max(other.max);
+        if max == f32::NEG_INFINITY {
+            return Self::EMPTY;
+        }
+        Self { max, sum: self.sum * exp(self.max - max) + other.sum * exp(other.max - max) }
+    }
+}
+
+/// The block's combined normaliser, the same in every thread: butterfly within each warp, then
+/// every thread merges the warps' results in warp order.
+///
+/// # Safety
+/// Block-uniform call site; dynamic shared memory holds 8 bytes per warp.
+#[inline(always)]
+unsafe fn block_normaliser(mut n: Normaliser) -> Normaliser {
+    let mut offset = 16;
+    while offset > 0 {
+        // SAFETY: the whole block, so every warp, is converged here (caller's contract).
+        let other = unsafe {
+            Normaliser {
+                max: shfl_bfly_f32(FULL_MASK, n.max, offset),
+                sum: shfl_bfly_f32(FULL_MASK, n.sum, offset),
+            }
+        };
+        n = n.merge(other);
+        offset /= 2;
+    }
+    let base = dynamic_smem_base();
+    // SAFETY: 8 bytes per warp of shared memory; one writer per slot; the barriers order the
+    // writes before the reads and the reads before any later reuse.
+    unsafe {
+        if lane_id() == 0 {
+            st_shared_f32(base + warp_idx_x() * 8, n.max);
+            st_shared_f32(base + warp_idx_x() * 8 + 4, n.sum);
+        }
+        bar_sync();
+        let mut all = Normaliser::EMPTY;
+        for w in 0..block_dim_x() / 32 {
+            all = all.merge(Normaliser {
+                max: ld_shared_f32(base + w * 8),
+                sum: ld_shared_f32(base + w * 8 + 4),
+            });
+        }
+        all
+    }
+}
+
+/// The row's layout: `head` scalar elements, `body` 8-element vectors, then the tail up to `vp`.
+struct RowSplit {
+    head: usize,
+    body: usize,
+}
+
+impl RowSplit {
+    #[inline(always)]
+    fn of<T>(row: *const T, vp: usize) -> Self {
+        let misalignment = row as usize % 16;
+        let head = if misalignment == 0 { 0 } else { (16 - misalignment) / size_of::<T>() };
+        let head = if head > vp { vp } else { head };
+        Self { head, body: (vp - head) / 8 }
+    }
+
+    /// Calls `chunk(col0, count, vector)` for this thread's pieces of the row: its head and
+    /// tail element (`count` 1, scalar) and its body vectors (`count` 8, 16-byte aligned).
+    #[inline(always)]
+    fn for_each(&self, vp: usize, mut chunk: impl FnMut(usize, usize, bool)) {
+        let (tid, threads) = (thread_idx_x() as usize, block_dim_x() as usize);
+        if tid < self.head {
+            chunk(tid, 1, false);
+        }
+        let mut j = tid;
+        while j < self.body {
+            chunk(self.head + 8 * j, 8, true);
+            j += threads;
+        }
+        let tail = self.head + 8 * self.body + tid;
+        if tail < vp {
+            chunk(tail, 1, false);
+        }
+    }
+}
+
+#[inline(always)]
+unsafe fn fused_classifier<T: Elem>(p: ClassifierParams<T>) {
+    let row = block_idx_x() as usize;
+    let (v, vp) = (p.v as usize, p.vp as usize);
+    // SAFETY (all accesses below): the launcher checked `logits` holds `rows × vp` elements,
+    // `losses` and `targets` `rows`, and `row < rows`; columns stay below `vp`.
+    let logits = unsafe { p.logits.as_mut_ptr().add(row * vp) };
+    let target = unsafe { *p.targets.as_ptr().add(row) } as usize;
+    // Read before the barrier in `block_normaliser`, so before any thread overwrites it.
+    let target_logit =
+        if thread_idx_x() == 0 && target < v { unsafe { (*logits.add(target)).to_f32() } } else { 0.0 };
+    let split = RowSplit::of(logits, vp);
+    let valid =
+        |col0: usize, count: usize| -> [bool; 8] { core::array::from_fn(|k| k < count && col0 + k < v) };
+
+    let mut n = Normaliser::EMPTY;
+    // SAFETY: `col0 + count <= vp`, 16-byte aligned when `vector`.
+    split.for_each(vp, |col0, count, vector| unsafe {
+        n.add(load_chunk(logits.add(col0), count, vector), valid(col0, count));
+    });
+    // SAFETY: block-uniform; the launcher gave 8 bytes of shared memory per warp.
+    let n = unsafe { block_normaliser(n) };
+    if thread_idx_x() == 0 {
+        let loss = if target < v { lg2_approx_f32(n.sum) * LN_2 + n.max - target_logit } else { f32::NAN };
+        // SAFETY: row < rows.
+        unsafe { *p.losses.as_mut_ptr().add(row) = loss };
+    }
+    if p.write_grad == 0 {
+        return;
+    }
+    let scale = p.dloss / n.sum;
+    let grad = |col: usize, x: f32| -> f32 {
+        if col >= v {
+            0.0
+        } else if col == target {
+            exp(x - n.max) * scale - p.dloss
+        } else {
+            exp(x - n.max) * scale
+        }
+    };
+    // SAFETY: as above; each element is read and then written by the thread that owns it.
+    split.for_each(vp, |col0, count, vector| unsafe {
+        let x = load_chunk(logits.add(col0), count, vector);
+        let g = core::array::from_fn(|k| grad(col0 + k, x[k]));
+        store_chunk(logits.add(col0), g, count, vector);
+    });
+}
+
+entries! { "classifier";
+    fused_classifier_f32(ClassifierParams<f32>) => fused_classifier::<f32>;
+    fused_classifier_bf16(ClassifierParams<Bf16>) => fused_classifier::<Bf16>;
+    fused_classifier_f16(ClassifierParams<F16>) => fused_classifier::<F16>;
+}

@@ -1,0 +1,256 @@
+//! LayerNorm kernels (see `kernel_abi::layernorm` for the contract and the determinism scheme).
+//!
+//! Every kernel walks a row in chunks of 8 channels: lane `l` of a warp takes the chunks
+//! starting at channels `8·l, 8·l + 256, …`, through 16-byte accesses when the launch is
+//! vectorized (`c % 8 == 0`, every pointer 16-byte aligned) and element by element otherwise
+//! ([`load_chunk`] / [`store_chunk`]). A lane always takes the same chunks in every pass over a
+//! row, so the passes after the first re-read what the same thread read (or wrote) before, and
+//! find it in L1.
+
+use crate::arch::smem::{dynamic_smem_base, ld_shared_f32, st_shared_f32};
+use crate::arch::sync::bar_sync;
+use crate::arch::{block_dim_x, block_idx_x, lane_id, thread_idx_x, warp_idx_x};
+use crate::elem::{Elem, load_chunk, round_trip, store_chunk};
+use crate::entry::entries;
+use crate::unroll::unroll;
+use crate::warp::warp_sum;
+use kernel_abi::layernorm::{
+    BACKWARD_ROWS_PER_WARP, EPS, LayerNormBackwardParams, LayerNormBackwardReduceParams,
+    LayerNormForwardParams,
+};
+use kernel_abi::{Bf16, F16};
+
+/// Channels per chunk (one 16-byte vector of a 16-bit type).
+const CHUNK: usize = 8;
+/// Channels a warp covers per step.
+const WARP_SPAN: usize = 32 * CHUNK;
+
+/// Calls `body(channel, count)` for each chunk of a `c`-channel row that this lane owns.
+#[inline(always)]
+fn for_lane_chunks(c: usize, mut body: impl FnMut(usize, usize)) {
+    let mut ch = lane_id() as usize * CHUNK;
+    while ch < c {
+        let count = if c - ch < CHUNK { c - ch } else { CHUNK };
+        body(ch, count);
+        ch += WARP_SPAN;
+    }
+}
+
+/// Sum of the first `count` values of `v`.
+#[inline(always)]
+fn chunk_sum(v: [f32; 8], count: usize, f: impl Fn(f32) -> f32) -> f32 {
+    let mut s = 0.0;
+    unroll!(k in 0..8 => {
+        if k < count {
+            s += f(v[k]);
+        }
+    });
+    s
+}
+
+#[inline(always)]
+unsafe fn forward<T: Elem, const FUSED: bool>(p: LayerNormForwardParams<T>) {
+    let warps = block_dim_x() / 32;
+    let row = block_idx_x() * warps + warp_idx_x();
+    if row >= p.rows {
+        return; // warp-uniform: the whole warp leaves, so its shuffles stay converged
+    }
+    let c = p.c as usize;
+    let offset = row as usize * c;
+    let vector = p.c % 8 == 0
+        && p.inp.is_aligned_to(16)
+        && p.inp2.is_aligned_to(16)
+        && p.residual.is_aligned_to(16)
+        && p.weight.is_aligned_to(16)
+        && p.bias.is_aligned_to(16)
+        && p.out.is_aligned_to(16);
+    // SAFETY (all accesses below): the launcher checked every buffer covers `rows × c` (or `c`)
+    // elements, and `ch + count <= c`. The fused kernel's passes 2 and 3 read back the
+    // residual this same thread wrote in pass 1 (coherent loads).
+    let x: *const T = if FUSED {
+        unsafe { p.residual.as_mut_ptr().add(offset) }
+    } else {
+        unsafe { p.inp.as_ptr().add(offset) }
+    };
+
+    let mut sum = 0.0;
+    for_lane_chunks(c, |ch, count| {
+        let v = if FUSED {
+            // SAFETY: see above.
+            unsafe {
+                let a = load_chunk(p.inp.as_ptr().add(offset + ch), count, vector);
+                let b = load_chunk(p.inp2.as_ptr().add(offset + ch), count, vector);
+                let r: [f32; 8] = core::array::from_fn(|k| a[k] + b[k]);
+                store_chunk(p.residual.as_mut_ptr().add(offset + ch), r, count, vector);
+                r.map(round_trip::<T>)
+            }
+        } else {
+            // SAFETY: see above.
+            unsafe { load_chunk(x.add(ch), count, vector) }
+        };
+        sum += chunk_sum(v, count, |x| x);
+    });
+    // SAFETY: every lane of the warp is here (the row test above is warp-uniform).
+    let mean = unsafe { warp_sum(sum) } / c as f32;
+
+    let mut squares = 0.0;
+    for_lane_chunks(c, |ch, count| {
+        // SAFETY: see above.
+        let v = unsafe { load_chunk(x.add(ch), count, vector) };
+        squares += chunk_sum(v, count, |x| (x - mean) * (x - mean));
+    });
+    // SAFETY: as for the sum.
+    let var = unsafe { warp_sum(squares) } / c as f32;
+    let rstd = 1.0 / core::f32::math::sqrt(var + EPS);
+
+    for_lane_chunks(c, |ch, count| {
+        // SAFETY: see above.
+        unsafe {
+            let v = load_chunk(x.add(ch), count, vector);
+            let w = load_chunk(p.weight.as_ptr().add(ch), count, vector);
+            let b = load_chunk(p.bias.as_ptr().add(ch), count, vector);
+            let o = core::array::from_fn(|k| (v[k] - mean) * rstd * w[k] + b[k]);
+            store_chunk(p.out.as_mut_ptr().add(offset + ch), o, count, vector);
+        }
+    });
+    if lane_id() == 0 {
+        // SAFETY: `row < rows` and the statistics buffers hold `rows` values when not null.
+        unsafe {
+            if !p.mean.is_null() {
+                *p.mean.as_mut_ptr().add(row as usize) = mean;
+            }
+            if !p.rstd.is_null() {
+                *p.rstd.as_mut_ptr().add(row as usize) = rstd;
+            }
+        }
+    }
+}
+
+#[inline(always)]
+unsafe fn backward<T: Elem>(p: LayerNormBackwardParams<T>) {
+    let c = p.c as usize;
+    let warps = block_dim_x() / 32;
+    let warp = warp_idx_x();
+    let rows_per_block = warps * BACKWARD_ROWS_PER_WARP;
+    let first = block_idx_x() * rows_per_block;
+    let end = if p.rows - first < rows_per_block { p.rows } else { first + rows_per_block };
+    let vector = p.c % 8 == 0
+        && p.dout.is_aligned_to(16)
+        && p.inp.is_aligned_to(16)
+        && p.weight.is_aligned_to(16)
+        && p.dinp.is_aligned_to(16);
+    // This warp's channel sums in shared memory: Σ dout·norm at [0, c), Σ dout at [c, 2c).
+    let sums = dynamic_smem_base() + warp * 2 * p.c * 4;
+    let dw_at = |ch: usize| sums + (ch * 4) as u32;
+    let db_at = |ch: usize| sums + ((c + ch) * 4) as u32;
+    for_lane_chunks(c, |ch, count| {
+        unroll!(k in 0..8 => {
+            if k < count {
+                // SAFETY: the launcher sized shared memory for `warps × 2c` f32.
+                unsafe {
+                    st_shared_f32(dw_at(ch + k), 0.0);
+                    st_shared_f32(db_at(ch + k), 0.0);
+                }
+            }
+        });
+    });
+
+    // SAFETY (all global accesses below): the launcher checked every buffer covers `rows × c`,
+    // `c` or `rows` elements, and `row < rows`, `ch + count <= c`.
+    let mut row = first + warp;
+    while row < end {
+        let offset = row as usize * c;
+        let (mean, rstd) = unsafe { (*p.mean.as_ptr().add(row as usize), *p.rstd.as_ptr().add(row as usize)) };
+        let (dout, inp) = unsafe { (p.dout.as_ptr().add(offset), p.inp.as_ptr().add(offset)) };
+        let (mut g_sum, mut g_norm_sum) = (0.0, 0.0);
+        for_lane_chunks(c, |ch, count| {
+            let (g, x, w) = unsafe {
+                (
+                    load_chunk(dout.add(ch), count, vector),
+                    load_chunk(inp.add(ch), count, vector),
+                    load_chunk(p.weight.as_ptr().add(ch), count, vector),
+                )
+            };
+            unroll!(k in 0..8 => {
+                if k < count {
+                    let norm = (x[k] - mean) * rstd;
+                    let wg = w[k] * g[k];
+                    g_sum += wg;
+                    g_norm_sum += wg * norm;
+                    // SAFETY: this lane's own channels of this warp's sums.
+                    unsafe {
+                        st_shared_f32(dw_at(ch + k), ld_shared_f32(dw_at(ch + k)) + g[k] * norm);
+                        st_shared_f32(db_at(ch + k), ld_shared_f32(db_at(ch + k)) + g[k]);
+                    }
+                }
+            });
+        });
+        // SAFETY: the loop bounds are warp-uniform, so all 32 lanes are here.
+        let (g_mean, g_norm_mean) =
+            unsafe { (warp_sum(g_sum) / c as f32, warp_sum(g_norm_sum) / c as f32) };
+        for_lane_chunks(c, |ch, count| unsafe {
+            let g = load_chunk(dout.add(ch), count, vector);
+            let x = load_chunk(inp.add(ch), count, vector);
+            let w = load_chunk(p.weight.as_ptr().add(ch), count, vector);
+            let dinp = p.dinp.as_mut_ptr().add(offset + ch);
+            let d = load_chunk(dinp.cast_const(), count, vector);
+            let updated = core::array::from_fn(|k| {
+                let norm = (x[k] - mean) * rstd;
+                d[k] + rstd * (w[k] * g[k] - g_mean - norm * g_norm_mean)
+            });
+            store_chunk(dinp, updated, count, vector);
+        });
+        row += warps;
+    }
+
+    // SAFETY: block-uniform call site.
+    unsafe { bar_sync() };
+    let partials = unsafe { p.partials.as_mut_ptr().add(block_idx_x() as usize * 2 * c) };
+    let base = dynamic_smem_base();
+    let mut i = thread_idx_x() as usize;
+    while i < 2 * c {
+        let mut total = 0.0;
+        for w in 0..warps as usize {
+            // SAFETY: every warp's sums were written before the barrier.
+            total += unsafe { ld_shared_f32(base + ((w * 2 * c + i) * 4) as u32) };
+        }
+        // SAFETY: the launcher sized `partials` for `blocks × 2c` values.
+        unsafe { *partials.add(i) = total };
+        i += block_dim_x() as usize;
+    }
+}
+
+#[inline(always)]
+unsafe fn backward_reduce(p: LayerNormBackwardReduceParams) {
+    let i = (block_idx_x() * block_dim_x() + thread_idx_x()) as usize;
+    let c = p.c as usize;
+    if i >= c {
+        return;
+    }
+    let (mut dw, mut db) = (0.0, 0.0);
+    for b in 0..p.blocks as usize {
+        // SAFETY: the launcher checked `partials` holds `blocks × 2c` values.
+        unsafe {
+            dw += *p.partials.as_ptr().add(b * 2 * c + i);
+            db += *p.partials.as_ptr().add(b * 2 * c + c + i);
+        }
+    }
+    // SAFETY: `i < c` and both gradients hold `c` values.
+    unsafe {
+        *p.dweight.as_mut_ptr().add(i) += dw;
+        *p.dbias.as_mut_ptr().add(i) += db;
+    }
+}
+
+entries! { "layernorm";
+    layernorm_forward_f32(LayerNormForwardParams<f32>) => forward::<f32, false>;
+    layernorm_forward_bf16(LayerNormForwardParams<Bf16>) => forward::<Bf16, false>;
+    layernorm_forward_f16(LayerNormForwardParams<F16>) => forward::<F16, false>;
+    residual_layernorm_forward_f32(LayerNormForwardParams<f32>) => forward::<f32, true>;
+    residual_layernorm_forward_bf16(LayerNormForwardParams<Bf16>) => forward::<Bf16, true>;
+    residual_layernorm_forward_f16(LayerNormForwardParams<F16>) => forward::<F16, true>;
+    layernorm_backward_f32(LayerNormBackwardParams<f32>) => backward::<f32>;
+    layernorm_backward_bf16(LayerNormBackwardParams<Bf16>) => backward::<Bf16>;
+    layernorm_backward_f16(LayerNormBackwardParams<F16>) => backward::<F16>;
+    layernorm_backward_reduce(LayerNormBackwardReduceParams) => backward_reduce;
+}
