@@ -143,16 +143,21 @@ impl RowSplit {
 unsafe fn fused_classifier<T: Elem>(p: ClassifierParams<T>) {
     let row = block_idx_x() as usize;
     let (v, vp) = (p.v as usize, p.vp as usize);
-    // SAFETY (all accesses below): the launcher checked `logits` holds `rows × vp` elements,
-    // `losses` and `targets` `rows`, and `row < rows`; columns stay below `vp`.
-    let logits = unsafe { p.logits.as_mut_ptr().add(row * vp) };
-    let target = unsafe { *p.targets.as_ptr().add(row) } as usize;
+    // SAFETY: the launcher checked `logits` holds `rows × vp` elements and `targets` `rows`,
+    // and the grid has `rows` blocks.
+    let (logits, target) =
+        unsafe { (p.logits.as_mut_ptr().add(row * vp), *p.targets.as_ptr().add(row) as usize) };
     // Read before the barrier in `block_normaliser`, so before any thread overwrites it.
-    let target_logit =
-        if thread_idx_x() == 0 && target < v { unsafe { (*logits.add(target)).to_f32() } } else { 0.0 };
+    let target_logit = if thread_idx_x() == 0 && target < v {
+        // SAFETY: target < v <= vp, inside this row.
+        unsafe { (*logits.add(target)).to_f32() }
+    } else {
+        0.0
+    };
     let split = RowSplit::of(logits, vp);
-    let valid =
-        |col0: usize, count: usize| -> [bool; 8] { core::array::from_fn(|k| k < count && col0 + k < v) };
+    let valid = |col0: usize, count: usize| -> [bool; 8] {
+        core::array::from_fn(|k| k < count && col0 + k < v)
+    };
 
     let mut n = Normaliser::EMPTY;
     // SAFETY: `col0 + count <= vp`, 16-byte aligned when `vector`.
@@ -162,7 +167,8 @@ unsafe fn fused_classifier<T: Elem>(p: ClassifierParams<T>) {
     // SAFETY: block-uniform; the launcher gave 8 bytes of shared memory per warp.
     let n = unsafe { block_normaliser(n) };
     if thread_idx_x() == 0 {
-        let loss = if target < v { lg2_approx_f32(n.sum) * LN_2 + n.max - target_logit } else { f32::NAN };
+        let loss =
+            if target < v { lg2_approx_f32(n.sum) * LN_2 + n.max - target_logit } else { f32::NAN };
         // SAFETY: row < rows.
         unsafe { *p.losses.as_mut_ptr().add(row) = loss };
     }

@@ -15,7 +15,12 @@ const CHUNK: u64 = 8;
 /// Runs `vector(chunk_start)` over every whole 8-element chunk when `aligned`, then
 /// `scalar(i)` over the elements left.
 #[inline(always)]
-pub(crate) fn for_each_chunk(n: u64, aligned: bool, mut vector: impl FnMut(u64), mut scalar: impl FnMut(u64)) {
+pub(crate) fn for_each_chunk(
+    n: u64,
+    aligned: bool,
+    mut vector: impl FnMut(u64),
+    mut scalar: impl FnMut(u64),
+) {
     let (start, stride) = grid_stride_1d();
     let vectorized = if aligned { n / CHUNK * CHUNK } else { 0 };
     let mut chunk = start;

@@ -57,20 +57,23 @@ unsafe fn forward<T: Elem, const FUSED: bool>(p: LayerNormForwardParams<T>) {
     }
     let c = p.c as usize;
     let offset = row as usize * c;
-    let vector = p.c % 8 == 0
+    let vector = p.c.is_multiple_of(8)
         && p.inp.is_aligned_to(16)
         && p.inp2.is_aligned_to(16)
         && p.residual.is_aligned_to(16)
         && p.weight.is_aligned_to(16)
         && p.bias.is_aligned_to(16)
         && p.out.is_aligned_to(16);
-    // SAFETY (all accesses below): the launcher checked every buffer covers `rows × c` (or `c`)
-    // elements, and `ch + count <= c`. The fused kernel's passes 2 and 3 read back the
-    // residual this same thread wrote in pass 1 (coherent loads).
-    let x: *const T = if FUSED {
-        unsafe { p.residual.as_mut_ptr().add(offset) }
-    } else {
-        unsafe { p.inp.as_ptr().add(offset) }
+    // SAFETY: (here and in the "see above" blocks below) the launcher checked every buffer
+    // covers `rows × c` (or `c`) elements, `row < rows` and `ch + count <= c`. The fused
+    // kernel's passes 2 and 3 read back the residual this same thread wrote in pass 1
+    // (coherent loads).
+    let x: *const T = unsafe {
+        if FUSED {
+            p.residual.as_mut_ptr().add(offset).cast_const()
+        } else {
+            p.inp.as_ptr().add(offset)
+        }
     };
 
     let mut sum = 0.0;
@@ -134,7 +137,7 @@ unsafe fn backward<T: Elem>(p: LayerNormBackwardParams<T>) {
     let rows_per_block = warps * BACKWARD_ROWS_PER_WARP;
     let first = block_idx_x() * rows_per_block;
     let end = if p.rows - first < rows_per_block { p.rows } else { first + rows_per_block };
-    let vector = p.c % 8 == 0
+    let vector = p.c.is_multiple_of(8)
         && p.dout.is_aligned_to(16)
         && p.inp.is_aligned_to(16)
         && p.weight.is_aligned_to(16)
@@ -155,15 +158,23 @@ unsafe fn backward<T: Elem>(p: LayerNormBackwardParams<T>) {
         });
     });
 
-    // SAFETY (all global accesses below): the launcher checked every buffer covers `rows × c`,
-    // `c` or `rows` elements, and `row < rows`, `ch + count <= c`.
     let mut row = first + warp;
     while row < end {
         let offset = row as usize * c;
-        let (mean, rstd) = unsafe { (*p.mean.as_ptr().add(row as usize), *p.rstd.as_ptr().add(row as usize)) };
-        let (dout, inp) = unsafe { (p.dout.as_ptr().add(offset), p.inp.as_ptr().add(offset)) };
+        // SAFETY: (here and in the "see above" blocks below) the launcher checked every buffer
+        // covers `rows × c`, `c` or `rows` elements; `row < rows` and `ch + count <= c`.
+        let (mean, rstd, dout, inp) = unsafe {
+            let r = row as usize;
+            (
+                *p.mean.as_ptr().add(r),
+                *p.rstd.as_ptr().add(r),
+                p.dout.as_ptr().add(offset),
+                p.inp.as_ptr().add(offset),
+            )
+        };
         let (mut g_sum, mut g_norm_sum) = (0.0, 0.0);
         for_lane_chunks(c, |ch, count| {
+            // SAFETY: see above.
             let (g, x, w) = unsafe {
                 (
                     load_chunk(dout.add(ch), count, vector),
@@ -188,6 +199,7 @@ unsafe fn backward<T: Elem>(p: LayerNormBackwardParams<T>) {
         // SAFETY: the loop bounds are warp-uniform, so all 32 lanes are here.
         let (g_mean, g_norm_mean) =
             unsafe { (warp_sum(g_sum) / c as f32, warp_sum(g_norm_sum) / c as f32) };
+        // SAFETY: see above; each lane rewrites only its own chunks of `dinp`.
         for_lane_chunks(c, |ch, count| unsafe {
             let g = load_chunk(dout.add(ch), count, vector);
             let x = load_chunk(inp.add(ch), count, vector);
@@ -205,6 +217,7 @@ unsafe fn backward<T: Elem>(p: LayerNormBackwardParams<T>) {
 
     // SAFETY: block-uniform call site.
     unsafe { bar_sync() };
+    // SAFETY: the launcher sized `partials` for `blocks × 2c` values.
     let partials = unsafe { p.partials.as_mut_ptr().add(block_idx_x() as usize * 2 * c) };
     let base = dynamic_smem_base();
     let mut i = thread_idx_x() as usize;

@@ -80,9 +80,9 @@ pub fn assert_floats_eq<T: cpu_ref::precision::Element + bytemuck::Pod>(
 }
 
 /// Fails (listing the first mismatches and the seed) unless every `got[i]` is within `tol` of
-/// `want[i]` (`f32` storage), or within one unit in the last place of `T` of it (16-bit
-/// storage: a result computed in f32 and rounded once lands within one of its ulps of the
-/// reference, however the f32 steps were ordered). NaN or infinity in `got` always fails.
+/// the f32 reference `want[i]`, plus, for 16-bit storage, one unit in the last place of `T` (a
+/// result computed in f32 within `tol` of the reference and rounded once to `T` lands there).
+/// NaN or infinity in `got` always fails.
 pub fn assert_close_in<T: cpu_ref::precision::Element + bytemuck::Pod>(
     what: &str,
     seed: u64,
@@ -94,9 +94,10 @@ pub fn assert_close_in<T: cpu_ref::precision::Element + bytemuck::Pod>(
     let bad: Vec<usize> = (0..got.len())
         .filter(|&i| {
             let (g, w) = (got[i].to_f32() as f64, want[i] as f64);
+            let f32_error = tol.abs + tol.rel * w.abs();
             let allowed = match size_of::<T>() {
-                4 => tol.abs + tol.rel * w.abs(),
-                _ => ulp_of::<T>(want[i]),
+                4 => f32_error,
+                _ => f32_error + ulp_of::<T>(want[i]),
             };
             !g.is_finite() || (g - w).abs() > allowed
         })
@@ -108,7 +109,11 @@ pub fn assert_close_in<T: cpu_ref::precision::Element + bytemuck::Pod>(
         "{what}: {} of {} elements out of tolerance ({})",
         bad.len(),
         got.len(),
-        if size_of::<T>() == 4 { format!("{tol:?}") } else { format!("1 ulp of {}", T::NAME) }
+        if size_of::<T>() == 4 {
+            format!("{tol:?}")
+        } else {
+            format!("{tol:?} + 1 ulp of {}", T::NAME)
+        }
     );
     for &i in bad.iter().take(SHOWN) {
         let _ = write!(msg, "\n  [{i}] got {} want {}", got[i].to_f32(), want[i]);

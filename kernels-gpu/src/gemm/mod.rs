@@ -18,9 +18,9 @@ pub mod split_reduce;
 pub mod tensor_op;
 pub mod tile_copy;
 
+use crate::entry::entries;
 use kernel_abi::gemm::{BiasGradParams, GemmParams};
 use kernel_abi::{Bf16, F16};
-use crate::entry::entries;
 use tensor_op::{Bf16Op, F16Op, Tf32Op};
 
 entries! { "gemm";

@@ -1,0 +1,146 @@
+//! The fused classifier against `cpu_ref::fused_classifier` (run on the widened logits):
+//! losses and the in-place gradient, f32/bf16/f16 logits, GPT-2's odd V = 50257 in rows padded
+//! to 50304 and unpadded (rows not 16-byte aligned), small vocabularies, unaligned views, the
+//! evaluation mode that leaves the logits untouched, and out-of-range targets.
+
+use cpu_ref::precision::Element;
+use gpu_host::kernels::classifier::{Classifier, LogitsGradient, Vocab, fused_classifier};
+use gpu_host::kernels::elementwise::FloatElement;
+use gpu_host::{Device, DeviceBuffer, GpuError};
+use half::{bf16, f16};
+use integration_tests::{
+    TestRng, Tolerance, assert_bits_eq, assert_close, assert_close_in, kernel_tests, poisoned,
+    small_sizes,
+};
+
+/// Losses (≈ ln V): the reference sums in f64, the kernel in f32 per thread, then merges.
+const LOSS: Tolerance = Tolerance { abs: 1e-5, rel: 2e-6 };
+/// Gradients `dloss·p`, relative: `ex2.approx` (2 ulp) and the f32 normaliser; the target's
+/// `dloss·(p − 1)` cancels when `p ≈ 1`, hence an absolute part of a few f32 ulps of `dloss`.
+fn grad_tolerance(dloss: f32) -> Tolerance {
+    Tolerance { abs: 5e-7 * dloss as f64, rel: 1e-5 }
+}
+
+/// (rows, v, vp): GPT-2's vocabulary padded and unpadded, a vocabulary that fits in one
+/// vector, odd widths (rows start at every alignment), and on a GPU B·T = 16·1024 rows.
+fn shapes(dev: &impl Device) -> Vec<(usize, usize, usize)> {
+    let mut shapes =
+        vec![(3, 50257, 50304), (2, 50257, 50257), (7, 5, 8), (9, 19, 24), (11, 13, 21)];
+    if !small_sizes(dev) {
+        shapes.push((16 * 1024, 50257, 50304));
+    }
+    shapes
+}
+
+/// Logits in [-8, 8) rounded to `T` (the padded columns get values too: they must not count).
+fn logits<T: Element>(rng: &mut TestRng, n: usize) -> Vec<T> {
+    rng.uniform(n, -8.0, 8.0).into_iter().map(T::from_f32).collect()
+}
+
+fn targets(rng: &mut TestRng, rows: usize, v: usize) -> Vec<u32> {
+    rng.uniform(rows, 0.0, v as f32).into_iter().map(|t| (t as u32).min(v as u32 - 1)).collect()
+}
+
+fn check_classifier<T: FloatElement + Element>(dev: &impl Device) {
+    let mut rng = TestRng::new();
+    for (rows, v, vp) in shapes(dev) {
+        for offset in [0, 1] {
+            let x = logits::<T>(&mut rng, rows * vp);
+            let tgt = targets(&mut rng, rows, v);
+            let dloss = 1.0 / rows as f32;
+            let mut want_grad: Vec<f32> = x.iter().map(|v| v.to_f32()).collect();
+            let mut want_loss = vec![0.0; rows];
+            cpu_ref::fused_classifier(&mut want_grad, &mut want_loss, &tgt, dloss, rows, v, vp);
+
+            let mut buf = poisoned::<_, T>(dev, offset + rows * vp).unwrap();
+            let window = offset..offset + rows * vp;
+            dev.copy_to_device(&x, buf.view_mut().slice_mut(window.clone()).unwrap()).unwrap();
+            let dtgt = dev.upload(&tgt).unwrap();
+            let mut losses = poisoned::<_, f32>(dev, rows).unwrap();
+            let args = Classifier {
+                logits: buf.view_mut().slice_mut(window.clone()).unwrap(),
+                losses: losses.view_mut(),
+                targets: dtgt.view(),
+            };
+            fused_classifier(dev, Vocab { v, vp }, LogitsGradient::Write { dloss }, args).unwrap();
+            let what = format!(
+                "fused_classifier_{} rows={rows} v={v} vp={vp} offset={offset}",
+                <T as Element>::NAME
+            );
+            let got_loss = dev.download(losses.view()).unwrap();
+            assert_close(&format!("{what} losses"), rng.seed(), &got_loss, &want_loss, LOSS);
+            let got_grad = dev.download(buf.view().slice(window.clone()).unwrap()).unwrap();
+            assert_close_in(
+                &format!("{what} dlogits"),
+                rng.seed(),
+                &got_grad,
+                &want_grad,
+                grad_tolerance(dloss),
+            );
+
+            // Evaluation on the same layout: the same losses, bit for bit, logits untouched.
+            let mut eval = poisoned::<_, T>(dev, offset + rows * vp).unwrap();
+            dev.copy_to_device(&x, eval.view_mut().slice_mut(window.clone()).unwrap()).unwrap();
+            let mut losses2 = poisoned::<_, f32>(dev, rows).unwrap();
+            let args = Classifier {
+                logits: eval.view_mut().slice_mut(window.clone()).unwrap(),
+                losses: losses2.view_mut(),
+                targets: dtgt.view(),
+            };
+            fused_classifier(dev, Vocab { v, vp }, LogitsGradient::Skip, args).unwrap();
+            let eval_losses = dev.download(losses2.view()).unwrap();
+            assert_bits_eq(&format!("{what} eval losses"), rng.seed(), &eval_losses, &got_loss);
+            let eval_logits = dev.download(eval.view().slice(window).unwrap()).unwrap();
+            assert_bits_eq(&format!("{what} eval logits"), rng.seed(), &eval_logits, &x);
+        }
+    }
+}
+
+/// A target outside the vocabulary gives a NaN loss for its row only, and no out-of-row access
+/// (the simulator checks every access).
+fn check_out_of_range_target(dev: &impl Device) {
+    let mut rng = TestRng::new();
+    let (rows, v, vp) = (3, 19, 24);
+    let x = logits::<f32>(&mut rng, rows * vp);
+    let mut buf = dev.upload(&x).unwrap();
+    let tgt = dev.upload(&[1u32, 19, 1_000_000]).unwrap();
+    let mut losses = poisoned::<_, f32>(dev, rows).unwrap();
+    let args =
+        Classifier { logits: buf.view_mut(), losses: losses.view_mut(), targets: tgt.view() };
+    fused_classifier(dev, Vocab { v, vp }, LogitsGradient::Write { dloss: 1.0 }, args).unwrap();
+    let got = dev.download(losses.view()).unwrap();
+    assert!(got[0].is_finite() && got[1].is_nan() && got[2].is_nan(), "losses {got:?}");
+}
+
+/// Bad shapes and factors are rejected before launch, naming the argument.
+fn check_argument_errors(dev: &impl Device) {
+    let mut x = dev.upload(&[0.5f32; 24]).unwrap();
+    let mut losses = dev.alloc::<f32>(3).unwrap();
+    let tgt = dev.upload(&[0u32; 3]).unwrap();
+    let cases: [(Vocab, LogitsGradient, &str); 4] = [
+        (Vocab { v: 9, vp: 8 }, LogitsGradient::Skip, "vocab"),
+        (Vocab { v: 0, vp: 8 }, LogitsGradient::Skip, "vocab"),
+        (Vocab { v: 5, vp: 7 }, LogitsGradient::Skip, "logits"),
+        (Vocab { v: 5, vp: 8 }, LogitsGradient::Write { dloss: f32::NAN }, "dloss"),
+    ];
+    for (vocab, gradient, arg) in cases {
+        let args =
+            Classifier { logits: x.view_mut(), losses: losses.view_mut(), targets: tgt.view() };
+        let err = fused_classifier(dev, vocab, gradient, args).unwrap_err();
+        assert!(
+            matches!(&err, GpuError::InvalidArgument { op: "fused_classifier", arg: a, .. } if *a == arg),
+            "{vocab:?}: {err}"
+        );
+    }
+    let args = Classifier { logits: x.view_mut(), losses: losses.view_mut(), targets: tgt.view() };
+    let err = fused_classifier(dev, Vocab { v: 5, vp: 6 }, LogitsGradient::Skip, args).unwrap_err();
+    assert!(matches!(&err, GpuError::InvalidArgument { arg: "losses", .. }), "{err}");
+}
+
+kernel_tests! {
+    fused_classifier_f32 => check_classifier::<f32>;
+    fused_classifier_bf16 => check_classifier::<bf16>;
+    fused_classifier_f16 => check_classifier::<f16>;
+    classifier_out_of_range_target => check_out_of_range_target;
+    classifier_argument_errors => check_argument_errors;
+}
