@@ -72,6 +72,14 @@ enum BenchTarget {
         #[arg(last = true)]
         args: Vec<String>,
     },
+    /// The memory-bound kernels (GELU, residual, layernorm, classifier, ...) at GPT-2 124M
+    /// sizes against a device-to-device copy (CUDA GPU only); writes
+    /// bench/kernels-<device>.md. Arguments after `--` go to `gpu-bench kernels`.
+    Kernels {
+        /// Arguments for `gpu-bench kernels`.
+        #[arg(last = true)]
+        args: Vec<String>,
+    },
     /// The CPU trainer: ms/step and tokens/s of full training steps for d2 and d12 at B=4,
     /// T=64 (median of 7 steps after 2 warm-up steps).
     Cpu,
@@ -86,6 +94,7 @@ fn main() -> Result<()> {
         Command::Data { args } => data::run(&args),
         Command::GpuBundle { dir } => gpu_bundle::run(dir),
         Command::Bench { which: BenchTarget::Gemm { args } } => bench::gpu("gemm", &args),
+        Command::Bench { which: BenchTarget::Kernels { args } } => bench::gpu("kernels", &args),
         Command::Bench { which: BenchTarget::Cpu } => bench::cpu(),
     }
 }

@@ -12,9 +12,11 @@
 //! builds the PTX first and then this binary, so the kernels measured are the current ones.
 
 use crate::cublas::{self, Api, Blas, LtPlan, Mode};
+use crate::data::{Value, random};
 use crate::report::{self, Meta, Row};
+use crate::timing::Timer;
 use anyhow::{Context, Result, bail};
-use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
+use cudarc::driver::sys::CUdevice_attribute;
 use gpu_host::kernels::elementwise::{FloatElement, fill};
 use gpu_host::kernels::gemm::{
     Epilogue, GemmOutput, GemmSpec, GemmTypes, Layout, Precision, gemm_split_k,
@@ -147,53 +149,27 @@ fn default_report_path(device_name: &str) -> PathBuf {
     PathBuf::from("bench").join(format!("gemm-{}.md", report::device_slug(device_name)))
 }
 
-/// Element types the benchmark fills with random values.
-trait Sample: DeviceElement + FloatElement + GemmOutput + GemmTypes<Self> {
-    fn from_f32(x: f32) -> Self;
+/// Element types the benchmark fills with random values and compares in f64.
+trait Sample: Value + DeviceElement + FloatElement + GemmOutput + GemmTypes<Self> {
     fn to_f64(self) -> f64;
 }
 
 impl Sample for f32 {
-    fn from_f32(x: f32) -> Self {
-        x
-    }
     fn to_f64(self) -> f64 {
         self as f64
     }
 }
 
 impl Sample for bf16 {
-    fn from_f32(x: f32) -> Self {
-        bf16::from_f32(x)
-    }
     fn to_f64(self) -> f64 {
         self.to_f64()
     }
 }
 
 impl Sample for f16 {
-    fn from_f32(x: f32) -> Self {
-        f16::from_f32(x)
-    }
     fn to_f64(self) -> f64 {
         self.to_f64()
     }
-}
-
-/// Uniform values in [-1, 1) from a fixed-seed xorshift, repeating with a period of 2^22
-/// elements (the values do not change GEMM speed; the period keeps generation fast).
-fn random_values<T: Sample>(len: usize, seed: u64) -> Vec<T> {
-    const PERIOD: usize = 1 << 22;
-    let mut state = seed | 1;
-    let block: Vec<T> = (0..PERIOD.min(len))
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            T::from_f32((state >> 40) as f32 / (1u64 << 23) as f32 - 1.0)
-        })
-        .collect();
-    block.iter().copied().cycle().take(len).collect()
 }
 
 /// Device, baselines and timing settings shared by every measurement.
@@ -202,8 +178,7 @@ struct Bench<'a> {
     blas: Blas,
     workspace: <Gpu as Device>::Buffer<u8>,
     l2_bytes: usize,
-    warmup: usize,
-    reps: usize,
+    timer: Timer<'a>,
 }
 
 /// Operands of one problem, several copies to rotate over.
@@ -215,7 +190,8 @@ impl<'a> Bench<'a> {
     fn new(gpu: &'a Gpu, args: &Args, l2_bytes: usize) -> Result<Self> {
         let blas = Blas::new(gpu.stream().cu_stream().cast())?;
         let workspace = gpu.alloc::<u8>(WORKSPACE_BYTES)?;
-        Ok(Self { gpu, blas, workspace, l2_bytes, warmup: args.warmup, reps: args.reps })
+        let timer = Timer { gpu, warmup: args.warmup, reps: args.reps };
+        Ok(Self { gpu, blas, workspace, l2_bytes, timer })
     }
 
     /// Copies of A, B, C so that one rotation touches at least twice the L2 size.
@@ -224,36 +200,12 @@ impl<'a> Bench<'a> {
         let count = (2 * self.l2_bytes).div_ceil(set_bytes.max(1)).clamp(1, 16);
         let mut sets = Vec::with_capacity(count);
         for i in 0..count as u64 {
-            let a = self.gpu.upload(&random_values::<T>(spec.a_len(), 3 * i + 1))?;
-            let b = self.gpu.upload(&random_values::<T>(spec.b_len(), 3 * i + 2))?;
-            let c = self.gpu.upload(&random_values::<T>(spec.c_len(), 3 * i + 3))?;
+            let a = self.gpu.upload(&random::<T>(spec.a_len(), 3 * i + 1))?;
+            let b = self.gpu.upload(&random::<T>(spec.b_len(), 3 * i + 2))?;
+            let c = self.gpu.upload(&random::<T>(spec.c_len(), 3 * i + 3))?;
             sets.push([a, b, c]);
         }
         Ok(Operands { sets })
-    }
-
-    /// Median milliseconds of `launch(set)` over the timed launches.
-    fn time(&self, sets: usize, mut launch: impl FnMut(usize) -> Result<()>) -> Result<f64> {
-        for i in 0..self.warmup {
-            launch(i % sets)?;
-        }
-        let ctx = self.gpu.context();
-        let event = || ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT));
-        let mut pairs = Vec::with_capacity(self.reps);
-        for _ in 0..self.reps {
-            pairs.push((event()?, event()?));
-        }
-        for (i, (start, end)) in pairs.iter().enumerate() {
-            start.record(self.gpu.stream())?;
-            launch(i % sets)?;
-            end.record(self.gpu.stream())?;
-        }
-        self.gpu.synchronize()?;
-        let mut ms = Vec::with_capacity(self.reps);
-        for (start, end) in &pairs {
-            ms.push(start.elapsed_ms(end)? as f64);
-        }
-        Ok(report::median(&mut ms))
     }
 
     fn measure<T: Sample>(&self, problem: &Problem, mode: Mode, label: &str) -> Result<Row> {
@@ -261,7 +213,7 @@ impl<'a> Bench<'a> {
         let mut ops = self.operands::<T>(spec)?;
         let n_sets = ops.sets.len();
         let mut workspace = self.gpu.alloc::<f32>(spec.workspace_len().max(1))?;
-        let ours_ms = self.time(n_sets, |set| {
+        let ours_ms = self.timer.median_ms(n_sets, |set| {
             let [a, b, c] = &mut ops.sets[set];
             let (a, b, c, w) = (a.view(), b.view(), c.view_mut(), workspace.view_mut());
             Ok(gemm_split_k(self.gpu, spec, a, b, c, Epilogue::default(), w)?)
@@ -272,12 +224,12 @@ impl<'a> Bench<'a> {
             let [a, b, c] = &ops.sets[set];
             (a.view().addr(), b.view().addr(), c.view().addr())
         };
-        let blas_ms = self.time(n_sets, |set| {
+        let blas_ms = self.timer.median_ms(n_sets, |set| {
             let (a, b, c) = addrs(set);
             // SAFETY: the buffers hold the problem's matrices in T.
             unsafe { self.blas.run(mode, spec, a, b, c) }
         })?;
-        let lt_ms = self.time(n_sets, |set| {
+        let lt_ms = self.timer.median_ms(n_sets, |set| {
             let (a, b, c) = addrs(set);
             // SAFETY: as above.
             unsafe { lt.run(a, b, c, stream) }
@@ -364,7 +316,7 @@ mod tests {
 
     #[test]
     fn random_values_are_nonzero_and_in_range() {
-        let v = random_values::<f32>(10_000, 7);
+        let v = random::<f32>(10_000, 7);
         assert!(v.iter().all(|x| (-1.0..1.0).contains(x)));
         assert!(v.iter().filter(|x| **x == 0.0).count() < 5);
         assert!(v.windows(2).any(|w| w[0] != w[1]));

@@ -4,9 +4,12 @@
 //! itself. Every benchmark prints a last line `headline: ...` that the bundle's summary quotes.
 
 mod cublas;
+mod data;
 mod gemm;
 mod info;
+mod kernels;
 mod report;
+mod timing;
 
 use anyhow::{Context, Result};
 use clap::{CommandFactory, Parser, Subcommand};
@@ -26,6 +29,9 @@ enum Command {
     /// GEMM variants vs cuBLAS / cuBLASLt on 4096³ and the GPT-2 124M matmuls; writes
     /// bench/gemm-<device>.md.
     Gemm(gemm::Args),
+    /// The memory-bound kernels (GELU, residual, layernorm, classifier, ...) at GPT-2 124M
+    /// sizes: achieved GB/s against a device-to-device copy; writes bench/kernels-<device>.md.
+    Kernels(kernels::Args),
     /// The GPU's facts (name, compute capability, SMs, memory, L2, clocks, driver).
     Info,
     /// Prints the name of every benchmark, one per line (how the GPU bundle finds them).
@@ -38,6 +44,7 @@ const NOT_BENCHMARKS: [&str; 3] = ["info", "list", "help"];
 fn main() -> Result<()> {
     match Cli::parse().command {
         Command::Gemm(args) => gemm::run(&args),
+        Command::Kernels(args) => kernels::run(&args),
         Command::Info => info::run(),
         Command::List => {
             for name in benchmark_names() {
@@ -85,7 +92,7 @@ mod tests {
 
     #[test]
     fn list_names_the_benchmarks_only() {
-        assert_eq!(benchmark_names(), ["gemm"]);
+        assert_eq!(benchmark_names(), ["gemm", "kernels"]);
     }
 
     #[test]

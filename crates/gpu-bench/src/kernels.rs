@@ -1,0 +1,453 @@
+//! `cargo xtask bench kernels`: achieved bandwidth of the memory-bound kernels at GPT-2 124M
+//! training sizes (B = 16, T = 1024: 16384 rows of C = 768; the classifier's rows hold
+//! V = 50257 real logits padded to Vp = 50304), against a device-to-device copy measured in
+//! the same run, written to `bench/kernels-<device>.md`.
+//!
+//! Method: CUDA events around every launch, warm-up launches first, the median of the timed
+//! launches; each kernel rotates over enough copies of its buffers to touch twice the L2 cache;
+//! random inputs. "Bytes" counts what the kernel must move at least: every input read once and
+//! every output written once (a kernel that reads a row twice, like the classifier, is charged
+//! once). GB/s = bytes / time; "% of copy" compares with `cuMemcpyDtoDAsync` of 512 MiB, which
+//! moves 1 GiB (read + write).
+
+use crate::data::{Value, random};
+use crate::report;
+use crate::timing::Timer;
+use anyhow::{Context, Result, bail};
+use cudarc::driver::sys::CUdevice_attribute;
+use gpu_host::kernels::classifier::{Classifier, LogitsGradient, Vocab, fused_classifier};
+use gpu_host::kernels::elementwise::{FloatElement, add};
+use gpu_host::kernels::gelu::{gelu_backward, gelu_forward};
+use gpu_host::kernels::layernorm::{
+    LayerNormBackward, LayerNormForward, LayerNormStats, ResidualLayerNormForward,
+    layernorm_backward, layernorm_backward_scratch_len, layernorm_forward,
+    residual_layernorm_forward,
+};
+use gpu_host::{Device, DeviceBuffer, Gpu};
+use half::bf16;
+use std::fmt::Write;
+use std::path::PathBuf;
+
+/// Rows of activations: B·T.
+const ROWS: usize = 16 * 1024;
+/// Channels.
+const C: usize = 768;
+/// Real and padded vocabulary.
+const VOCAB: Vocab = Vocab { v: 50257, vp: 50304 };
+/// Bytes the copy baseline copies (it moves twice this).
+const COPY_BYTES: usize = 512 << 20;
+
+/// Options of `bench kernels`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct Args {
+    /// Timed launches per measurement (the median is reported; at least 20).
+    #[arg(long, default_value_t = 50)]
+    pub reps: usize,
+    /// Untimed launches before timing.
+    #[arg(long, default_value_t = 5)]
+    pub warmup: usize,
+    /// Where to write the report (default: bench/kernels-<device>.md in the workspace).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Commit recorded in the report (default: `$GPU_BUNDLE_COMMIT`, else
+    /// `git rev-parse --short HEAD`).
+    #[arg(long)]
+    pub commit: Option<String>,
+    /// Only kernels whose name contains this (e.g. `layernorm`).
+    #[arg(long)]
+    pub only: Option<String>,
+}
+
+/// One measured kernel.
+struct Row {
+    kernel: String,
+    dtype: &'static str,
+    shape: String,
+    bytes: f64,
+    ms: f64,
+}
+
+impl Row {
+    fn gb_per_s(&self) -> f64 {
+        self.bytes / (self.ms * 1e-3) / 1e9
+    }
+}
+
+/// What one measurement needs besides its buffers.
+struct Case {
+    kernel: &'static str,
+    shape: String,
+    /// Minimum bytes moved per launch (also the working set that decides the rotation).
+    bytes: usize,
+}
+
+struct Bench<'a> {
+    gpu: &'a Gpu,
+    timer: Timer<'a>,
+    l2_bytes: usize,
+    only: Option<String>,
+    rows: Vec<Row>,
+}
+
+impl Bench<'_> {
+    /// Times `launch` over `make(i)`-built buffer sets, as many as it takes to touch 2 × L2.
+    fn measure<S>(
+        &mut self,
+        dtype: &'static str,
+        case: Case,
+        mut make: impl FnMut(&Gpu, u64) -> Result<S>,
+        mut launch: impl FnMut(&Gpu, &mut S) -> Result<()>,
+    ) -> Result<()> {
+        if self.only.as_ref().is_some_and(|s| !case.kernel.contains(s.as_str())) {
+            return Ok(());
+        }
+        let count = (2 * self.l2_bytes).div_ceil(case.bytes.max(1)).clamp(1, 8);
+        let gpu = self.gpu;
+        let mut sets = (0..count as u64).map(|i| make(gpu, i)).collect::<Result<Vec<_>>>()?;
+        let ms = self.timer.median_ms(count, |i| launch(gpu, &mut sets[i]))?;
+        let row = Row {
+            kernel: case.kernel.into(),
+            dtype,
+            shape: case.shape,
+            bytes: case.bytes as f64,
+            ms,
+        };
+        println!(
+            "{:30} {:5} {:22} {:9.1} MB {:9.1} us {:8.1} GB/s",
+            row.kernel,
+            row.dtype,
+            row.shape,
+            row.bytes / 1e6,
+            row.ms * 1e3,
+            row.gb_per_s()
+        );
+        self.rows.push(row);
+        Ok(())
+    }
+
+    /// Every kernel of one storage type.
+    fn storage_type<T: FloatElement + Value>(&mut self, dtype: &'static str) -> Result<()> {
+        let s = size_of::<T>();
+        let (n, wide) = (ROWS * C, ROWS * 4 * C);
+        let rows_c = format!("{ROWS}×{C}");
+
+        self.measure(
+            dtype,
+            Case {
+                kernel: "gelu_forward",
+                shape: format!("{ROWS}×{}", 4 * C),
+                bytes: 2 * wide * s,
+            },
+            |gpu, i| Ok([upload::<T>(gpu, wide, 10 * i)?, upload::<T>(gpu, wide, 10 * i + 1)?]),
+            |gpu, [x, out]| Ok(gelu_forward(gpu, x.view(), out.view_mut())?),
+        )?;
+        self.measure(
+            dtype,
+            Case {
+                kernel: "gelu_backward",
+                shape: format!("{ROWS}×{}", 4 * C),
+                bytes: 3 * wide * s,
+            },
+            |gpu, i| uploads::<T>(gpu, wide, 3, 10 * i),
+            |gpu, b| {
+                let [x, g, d] = b.as_mut_slice() else { unreachable!("three buffers") };
+                Ok(gelu_backward(gpu, x.view(), g.view(), d.view_mut())?)
+            },
+        )?;
+        self.measure(
+            dtype,
+            Case { kernel: "add (residual)", shape: rows_c.clone(), bytes: 3 * n * s },
+            |gpu, i| uploads::<T>(gpu, n, 3, 10 * i),
+            |gpu, b| {
+                let [x, y, out] = b.as_mut_slice() else { unreachable!("three buffers") };
+                Ok(add(gpu, x.view(), y.view(), out.view_mut())?)
+            },
+        )?;
+        let stats_bytes = 2 * ROWS * 4;
+        self.measure(
+            dtype,
+            Case {
+                kernel: "layernorm_forward",
+                shape: rows_c.clone(),
+                bytes: 2 * n * s + stats_bytes,
+            },
+            |gpu, i| Ok((LnBuffers::<T>::new(gpu, i)?, upload::<T>(gpu, n, 10 * i + 9)?)),
+            |gpu, (b, out)| {
+                let stats =
+                    Some(LayerNormStats { mean: b.mean.view_mut(), rstd: b.rstd.view_mut() });
+                let args = LayerNormForward {
+                    inp: b.x.view(),
+                    weight: b.w.view(),
+                    bias: b.b.view(),
+                    out: out.view_mut(),
+                    stats,
+                };
+                Ok(layernorm_forward(gpu, C, args)?)
+            },
+        )?;
+        self.measure(
+            dtype,
+            Case {
+                kernel: "residual_layernorm_forward",
+                shape: rows_c.clone(),
+                bytes: 4 * n * s + stats_bytes,
+            },
+            |gpu, i| {
+                let more = uploads::<T>(gpu, n, 3, 10 * i + 7)?;
+                Ok((LnBuffers::<T>::new(gpu, i)?, more))
+            },
+            |gpu, (b, more)| {
+                let [inp2, residual, out] = more.as_mut_slice() else {
+                    unreachable!("three buffers")
+                };
+                let stats =
+                    Some(LayerNormStats { mean: b.mean.view_mut(), rstd: b.rstd.view_mut() });
+                let args = ResidualLayerNormForward {
+                    inp1: b.x.view(),
+                    inp2: inp2.view(),
+                    residual: residual.view_mut(),
+                    weight: b.w.view(),
+                    bias: b.b.view(),
+                    out: out.view_mut(),
+                    stats,
+                };
+                Ok(residual_layernorm_forward(gpu, C, args)?)
+            },
+        )?;
+        self.measure(
+            dtype,
+            Case { kernel: "layernorm_backward", shape: rows_c, bytes: 4 * n * s + stats_bytes },
+            |gpu, i| {
+                let more = uploads::<T>(gpu, n, 2, 10 * i + 7)?;
+                let grads = [C, C, layernorm_backward_scratch_len(ROWS, C)]
+                    .map(|len| upload::<f32>(gpu, len, 10 * i + 6))
+                    .into_iter()
+                    .collect::<Result<Vec<_>>>()?;
+                Ok((LnBuffers::<T>::new(gpu, i)?, more, grads))
+            },
+            |gpu, (b, more, grads)| {
+                let [dout, dinp] = more.as_mut_slice() else { unreachable!("two buffers") };
+                let [dw, db, scratch] = grads.as_mut_slice() else { unreachable!("three buffers") };
+                let args = LayerNormBackward {
+                    dout: dout.view(),
+                    inp: b.x.view(),
+                    weight: b.w.view(),
+                    mean: b.mean.view(),
+                    rstd: b.rstd.view(),
+                    dinp: dinp.view_mut(),
+                    dweight: dw.view_mut(),
+                    dbias: db.view_mut(),
+                    scratch: scratch.view_mut(),
+                };
+                Ok(layernorm_backward(gpu, C, args)?)
+            },
+        )?;
+        let logits = ROWS * VOCAB.vp;
+        self.measure(
+            dtype,
+            Case {
+                kernel: "fused_classifier",
+                shape: format!("{ROWS}×{} (V {})", VOCAB.vp, VOCAB.v),
+                bytes: 2 * logits * s + ROWS * 8,
+            },
+            |gpu, i| {
+                let targets: Vec<u32> =
+                    (0..ROWS as u32).map(|r| (r * 7919 + i as u32) % VOCAB.v as u32).collect();
+                Ok((
+                    upload::<T>(gpu, logits, 10 * i)?,
+                    gpu.alloc::<f32>(ROWS)?,
+                    gpu.upload(&targets)?,
+                ))
+            },
+            |gpu, (x, losses, targets)| {
+                // The gradient overwrites the logits: later launches see gradients, which the
+                // kernel handles at the same speed (no data-dependent branches).
+                let args = Classifier {
+                    logits: x.view_mut(),
+                    losses: losses.view_mut(),
+                    targets: targets.view(),
+                };
+                let gradient = LogitsGradient::Write { dloss: 1.0 / ROWS as f32 };
+                Ok(fused_classifier(gpu, VOCAB, gradient, args)?)
+            },
+        )?;
+        Ok(())
+    }
+}
+
+/// `len` random values of `T` on the GPU.
+fn upload<T: Value + gpu_host::DeviceElement>(
+    gpu: &Gpu,
+    len: usize,
+    seed: u64,
+) -> Result<<Gpu as Device>::Buffer<T>> {
+    Ok(gpu.upload(&random::<T>(len, seed))?)
+}
+
+/// `count` buffers of `len` random values, seeded `seed, seed + 1, …`.
+fn uploads<T: Value + gpu_host::DeviceElement>(
+    gpu: &Gpu,
+    len: usize,
+    count: u64,
+    seed: u64,
+) -> Result<Vec<<Gpu as Device>::Buffer<T>>> {
+    (seed..seed + count).map(|k| upload(gpu, len, k)).collect()
+}
+
+/// A layernorm problem's input, parameters and statistics.
+struct LnBuffers<T: gpu_host::DeviceElement> {
+    x: <Gpu as Device>::Buffer<T>,
+    w: <Gpu as Device>::Buffer<T>,
+    b: <Gpu as Device>::Buffer<T>,
+    mean: <Gpu as Device>::Buffer<f32>,
+    rstd: <Gpu as Device>::Buffer<f32>,
+}
+
+impl<T: FloatElement + Value> LnBuffers<T> {
+    fn new(gpu: &Gpu, i: u64) -> Result<Self> {
+        let mut rstd = random::<f32>(ROWS, 10 * i + 5);
+        rstd.iter_mut().for_each(|r| *r = r.abs() + 0.5);
+        Ok(Self {
+            x: upload(gpu, ROWS * C, 10 * i + 2)?,
+            w: upload(gpu, C, 10 * i + 3)?,
+            b: upload(gpu, C, 10 * i + 4)?,
+            mean: upload(gpu, ROWS, 10 * i + 5)?,
+            rstd: gpu.upload(&rstd)?,
+        })
+    }
+}
+
+/// Runs the benchmark (see the module docs).
+pub fn run(args: &Args) -> Result<()> {
+    if args.reps < 20 {
+        bail!("--reps must be at least 20 (the report states a median of ≥ 20)");
+    }
+    let gpu = Gpu::new().map_err(|e| anyhow::anyhow!("bench kernels needs a CUDA GPU: {e}"))?;
+    let l2_bytes = gpu
+        .context()
+        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
+        .context("reading the L2 size")? as usize;
+    let timer = Timer { gpu: &gpu, warmup: args.warmup, reps: args.reps };
+    let copy_gb_per_s = copy_bandwidth(&gpu, &timer)?;
+    println!("device-to-device copy: {copy_gb_per_s:.1} GB/s (read + write)");
+    let mut bench = Bench { gpu: &gpu, timer, l2_bytes, only: args.only.clone(), rows: Vec::new() };
+    bench.storage_type::<f32>("f32")?;
+    bench.storage_type::<bf16>("bf16")?;
+
+    let info = gpu.info();
+    let meta = report::Meta {
+        device: gpu.describe(),
+        device_name: info.name.clone(),
+        date: report::utc_date(std::time::SystemTime::now()),
+        commit: args.commit.clone().unwrap_or_else(crate::source_commit),
+        warmup: args.warmup,
+        reps: args.reps,
+        l2_bytes,
+    };
+    let text = markdown(&meta, copy_gb_per_s, &bench.rows);
+    let path = args.out.clone().unwrap_or_else(|| {
+        PathBuf::from("bench").join(format!("kernels-{}.md", report::device_slug(&info.name)))
+    });
+    crate::write_atomic(&path, &text)?;
+    println!("\n{text}\nbench kernels: wrote {}", path.display());
+    println!("headline: {}", headline(copy_gb_per_s, &bench.rows));
+    Ok(())
+}
+
+/// GB/s of `cuMemcpyDtoDAsync` over [`COPY_BYTES`], counting the bytes read and written.
+fn copy_bandwidth(gpu: &Gpu, timer: &Timer<'_>) -> Result<f64> {
+    let src = gpu.upload(&random::<f32>(COPY_BYTES / 4, 1))?;
+    let dst = gpu.alloc::<f32>(COPY_BYTES / 4)?;
+    let (from, to) = (src.view().addr(), dst.view().addr());
+    let stream = gpu.stream().cu_stream();
+    let ms = timer.median_ms(1, |_| {
+        // SAFETY: both allocations hold COPY_BYTES and outlive the timed launches (the timer
+        // synchronises before returning).
+        unsafe { cudarc::driver::result::memcpy_dtod_async(to, from, COPY_BYTES, stream)? };
+        Ok(())
+    })?;
+    Ok(2.0 * COPY_BYTES as f64 / (ms * 1e-3) / 1e9)
+}
+
+fn markdown(meta: &report::Meta, copy: f64, rows: &[Row]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "# Memory-bound kernels: {}\n", meta.device_name);
+    let _ = writeln!(s, "- Device: {}", meta.device);
+    let _ = writeln!(s, "- Date (UTC): {}; commit: `{}`", meta.date, meta.commit);
+    let _ = writeln!(
+        s,
+        "- Method: `cargo xtask bench kernels`. CUDA events around every launch, {} warm-up \
+         launches, median of {} timed launches; buffers rotated over enough copies to exceed \
+         2 × L2 ({} MB); random inputs. Bytes = every input read once and every output \
+         written once (the minimum). Baseline: `cuMemcpyDtoDAsync` of {} MiB, {copy:.1} GB/s \
+         counting read + write.",
+        meta.warmup,
+        meta.reps,
+        meta.l2_bytes >> 20,
+        COPY_BYTES >> 20
+    );
+    let _ = writeln!(
+        s,
+        "- Sizes: GPT-2 124M at B = 16, T = 1024 (rows = B·T, C = 768, 4C for GELU).\n"
+    );
+    let _ = writeln!(s, "| kernel | type | shape | MB moved | µs | GB/s | % of copy |");
+    let _ = writeln!(s, "|---|---|---|---:|---:|---:|---:|");
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {:.1} | {:.1} | {:.0} | {:.0} |",
+            r.kernel,
+            r.dtype,
+            r.shape,
+            r.bytes / 1e6,
+            r.ms * 1e3,
+            r.gb_per_s(),
+            100.0 * r.gb_per_s() / copy
+        );
+    }
+    s
+}
+
+fn headline(copy: f64, rows: &[Row]) -> String {
+    let mut pct: Vec<f64> = rows.iter().map(|r| 100.0 * r.gb_per_s() / copy).collect();
+    let median = report::median(&mut pct);
+    let worst = rows
+        .iter()
+        .min_by(|a, b| a.gb_per_s().total_cmp(&b.gb_per_s()))
+        .map(|r| format!("{} {} {:.0}%", r.kernel, r.dtype, 100.0 * r.gb_per_s() / copy))
+        .unwrap_or_default();
+    format!("copy {copy:.0} GB/s; kernels at median {median:.0}% of copy, slowest {worst}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn report_rows_and_headline() {
+        let row = |kernel: &str, ms| Row {
+            kernel: kernel.into(),
+            dtype: "bf16",
+            shape: "1×1".into(),
+            bytes: 3e9,
+            ms,
+        };
+        let rows = [row("a", 1.0), row("b", 2.0)];
+        assert_eq!(rows[0].gb_per_s(), 3000.0);
+        let meta = report::Meta {
+            device: "H100".into(),
+            device_name: "NVIDIA H100".into(),
+            date: "2026-01-01".into(),
+            commit: "abc".into(),
+            warmup: 5,
+            reps: 50,
+            l2_bytes: 50 << 20,
+        };
+        let md = markdown(&meta, 3000.0, &rows);
+        assert!(md.contains("| a | bf16 | 1×1 | 3000.0 | 1000.0 | 3000 | 100 |"), "{md}");
+        assert_eq!(
+            headline(3000.0, &rows),
+            "copy 3000 GB/s; kernels at median 75% of copy, slowest b bf16 50%"
+        );
+    }
+}
