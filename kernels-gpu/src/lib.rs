@@ -14,6 +14,7 @@
 pub mod arch;
 pub mod elem;
 pub mod elementwise;
+pub mod encoder;
 pub mod gemm;
 pub mod probe;
 mod unroll;

@@ -13,6 +13,7 @@
 #![no_std]
 
 pub mod elementwise;
+pub mod encoder;
 pub mod fragment;
 pub mod gemm;
 pub mod kernel;

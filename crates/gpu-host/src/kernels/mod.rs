@@ -6,6 +6,7 @@
 //! the next synchronising call.
 
 pub mod elementwise;
+pub mod encoder;
 pub mod gemm;
 pub mod probe;
 
