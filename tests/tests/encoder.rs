@@ -55,13 +55,23 @@ impl Case {
 
 /// Simulator cases: rows not a multiple of the 8 warps of a block, c in every residue class
 /// mod 8 on aligned views (0: 16-byte path, others: scalar), more lane units than a warp has
-/// lanes (c = 264 vector, c = 70 scalar), unaligned views of a 16-byte-friendly c, and
+/// lanes (c = 264 and GPT-2's 768 vector, c = 70 scalar), unaligned views of a 16-byte-friendly c, and
 /// repeated tokens (vocab 13 for up to 44 positions, one token everywhere, one token at half
 /// the positions); bucket and batch sizes leave tails of the 4-row unrolled sum.
 fn sim_cases() -> Vec<Case> {
     let mut cases: Vec<Case> = (40..48).map(|c| Case::small(3, 7, c, Ids::Uniform, 0)).collect();
     cases.extend([
         Case { b: 2, t: 33, c: 264, vocab: 50, vp: 56, max_t: 40, ids: Ids::Uniform, offset: 0 },
+        Case {
+            b: 2,
+            t: 64,
+            c: 768,
+            vocab: 1000,
+            vp: 1024,
+            max_t: 80,
+            ids: Ids::Uniform,
+            offset: 0,
+        },
         Case::small(4, 11, 70, Ids::Uniform, 0),
         Case::small(3, 5, 48, Ids::Uniform, 1),
         Case::small(5, 7, 16, Ids::OneToken, 0),
