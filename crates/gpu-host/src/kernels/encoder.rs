@@ -72,15 +72,16 @@ impl<D: Device> Tokens<D> {
     /// Fails, naming `tokens`, when the length is not `b · t` or an id is `>= vocab` (the
     /// message gives its position and value), and naming `b` when `b · t` exceeds `u32`.
     pub fn upload(dev: &D, ids: &[u32], shape: TokenShape) -> Result<Self> {
-        let staged = Staged::new(ids, shape)?;
+        let staged = Staged::new("Tokens::upload", ids, shape)?;
         let data = dev.upload(&staged.data)?;
         Ok(Self { data, shape, buckets: staged.buckets })
     }
 
     /// Validates and uploads a new batch of the same shape into this one's memory (no
-    /// allocation). On error nothing is written and the previous batch stays.
+    /// allocation). Fails like [`Tokens::upload`]; a rejected batch writes nothing and the
+    /// previous one stays.
     pub fn replace(&mut self, dev: &D, ids: &[u32]) -> Result<()> {
-        let staged = Staged::new(ids, self.shape)?;
+        let staged = Staged::new("Tokens::replace", ids, self.shape)?;
         dev.copy_to_device(&staged.data, self.data.view_mut())?;
         self.buckets = staged.buckets;
         Ok(())
@@ -114,17 +115,17 @@ struct Staged {
 }
 
 impl Staged {
-    fn new(ids: &[u32], shape: TokenShape) -> Result<Self> {
-        const OP: &str = "Tokens::upload";
+    /// Validates `ids` against `shape` (errors name `op`) and lays out the buffer.
+    fn new(op: &'static str, ids: &[u32], shape: TokenShape) -> Result<Self> {
         let n = shape.b.checked_mul(shape.t).filter(|&n| u32::try_from(n).is_ok());
         let n = n.ok_or_else(|| {
-            GpuError::invalid(OP, "b", format!("b = {} × t = {} exceeds u32", shape.b, shape.t))
+            GpuError::invalid(op, "b", format!("b = {} × t = {} exceeds u32", shape.b, shape.t))
         })?;
-        check_len(OP, "tokens", ids.len(), n, "b × t")?;
+        check_len(op, "tokens", ids.len(), n, "b × t")?;
         if let Some(pos) = ids.iter().position(|&id| id as usize >= shape.vocab) {
             let (bi, ti) = (pos / shape.t, pos % shape.t);
             return Err(GpuError::invalid(
-                OP,
+                op,
                 "tokens",
                 format!(
                     "id {} at position {pos} (b {bi}, t {ti}) is not below the vocabulary size {}",
