@@ -16,6 +16,7 @@ pub mod arch;
 pub mod classifier;
 pub mod elem;
 pub mod elementwise;
+pub mod encoder;
 mod entry;
 pub mod gelu;
 pub mod gemm;

@@ -1,8 +1,12 @@
 //! Token + position embedding: `out[b, t] = wte[tokens[b, t]] + wpe[t]`.
+//!
+//! Generic over the activation precision ([`Element`]): sums are taken in f32 and rounded
+//! once; the trainer's f32 path is the `T = f32` instance.
 
+use crate::precision::Element;
 use rayon::prelude::*;
 
-/// Forward of the encoder.
+/// Forward of the encoder: `out = round(wte[token] + wpe[pos])`, the sum in f32.
 ///
 /// - `out`: (b, t, c), written
 /// - `tokens`: (b, t), each `< wte.len() / c`
@@ -10,11 +14,11 @@ use rayon::prelude::*;
 ///
 /// # Panics
 /// If a length does not match the shapes or a token is out of range.
-pub fn encoder_forward(
-    out: &mut [f32],
+pub fn encoder_forward<T: Element>(
+    out: &mut [T],
     tokens: &[u32],
-    wte: &[f32],
-    wpe: &[f32],
+    wte: &[T],
+    wpe: &[T],
     b: usize,
     t: usize,
     c: usize,
@@ -29,7 +33,7 @@ pub fn encoder_forward(
         let pos = row % t;
         let (e, p) = (&wte[tok * c..][..c], &wpe[pos * c..][..c]);
         for ((o, e), p) in o.iter_mut().zip(e).zip(p) {
-            *o = e + p;
+            *o = T::from_f32(e.to_f32() + p.to_f32());
         }
     });
 }
@@ -38,17 +42,18 @@ pub fn encoder_forward(
 ///
 /// - `dwte`: (vp, c), `dwte[tokens[b, t]] += dout[b, t]`
 /// - `dwpe`: (max_t, c), `dwpe[t] += dout[b, t]` (rows `t..` untouched)
-/// - `dout`: (b, t, c); `tokens`: (b, t)
+/// - `dout`: (b, t, c), widened to f32 exactly; `tokens`: (b, t)
 ///
-/// Each row of `dwte` receives its positions in increasing (b, t) order, so the result is
-/// deterministic and equal to a sequential loop.
+/// Each element of `dwte` and `dwpe` starts from its current value and receives its
+/// positions one at a time in increasing (b, t) order, so the result is deterministic and
+/// equal to a sequential loop (the order the GPU kernel follows too).
 ///
 /// # Panics
 /// If a length does not match the shapes or a token is out of range.
-pub fn encoder_backward(
+pub fn encoder_backward<T: Element>(
     dwte: &mut [f32],
     dwpe: &mut [f32],
-    dout: &[f32],
+    dout: &[T],
     tokens: &[u32],
     b: usize,
     t: usize,
@@ -81,14 +86,14 @@ pub fn encoder_backward(
     dwte.par_chunks_mut(c).enumerate().for_each(|(v, grad)| {
         for &row in &positions[starts[v]..starts[v + 1]] {
             for (g, d) in grad.iter_mut().zip(&dout[row * c..][..c]) {
-                *g += d;
+                *g += d.to_f32();
             }
         }
     });
     dwpe[..t * c].par_chunks_mut(c).enumerate().for_each(|(pos, grad)| {
         for bi in 0..b {
             for (g, d) in grad.iter_mut().zip(&dout[(bi * t + pos) * c..][..c]) {
-                *g += d;
+                *g += d.to_f32();
             }
         }
     });
@@ -98,6 +103,7 @@ pub fn encoder_backward(
 mod tests {
     use super::*;
     use crate::testing::*;
+    use half::{bf16, f16};
 
     fn naive_forward(
         tokens: &[u32],
@@ -159,5 +165,42 @@ mod tests {
         );
         assert_close("dwte", &dwte, &plus(want_dwte, &dwte0), 1e-6);
         assert_close("dwpe", &dwpe, &plus(want_dwpe, &dwpe0), 1e-6);
+    }
+
+    #[test]
+    fn half_forward_rounds_the_f32_sum_once() {
+        let mut rng = rng(12);
+        let (b, t, c, vp) = (2, 3, 9, 5);
+        let tokens = tokens(&mut rng, b * t, vp);
+        let wte: Vec<bf16> =
+            uniform(&mut rng, vp * c, 1.0).into_iter().map(bf16::from_f32).collect();
+        let wpe: Vec<bf16> =
+            uniform(&mut rng, t * c, 1.0).into_iter().map(bf16::from_f32).collect();
+        let mut out = vec![bf16::NAN; b * t * c];
+        encoder_forward(&mut out, &tokens, &wte, &wpe, b, t, c);
+        let widen = |x: &[bf16]| -> Vec<f64> { x.iter().map(|v| f64::from(v.to_f32())).collect() };
+        let want = naive_forward(&tokens, &widen(&wte), &widen(&wpe), b, t, c);
+        for (o, w) in out.iter().zip(&want) {
+            // One rounding of the f32 sum: equal to rounding the exact sum wherever the f32
+            // sum of two bf16 is exact, which holds for every element of this seed.
+            assert_eq!(*o, bf16::from_f64(*w));
+        }
+    }
+
+    #[test]
+    fn half_backward_equals_f32_backward_of_the_widened_gradient() {
+        let mut rng = rng(13);
+        let (b, t, c, vp, max_t) = (3, 4, 6, 3, 5);
+        let tokens = tokens(&mut rng, b * t, vp);
+        let dout: Vec<f16> =
+            uniform(&mut rng, b * t * c, 1.0).into_iter().map(f16::from_f32).collect();
+        let wide: Vec<f32> = dout.iter().map(|v| v.to_f32()).collect();
+        let (dwte0, dwpe0) = (uniform(&mut rng, vp * c, 1.0), uniform(&mut rng, max_t * c, 1.0));
+        let (mut dwte, mut dwpe) = (dwte0.clone(), dwpe0.clone());
+        encoder_backward(&mut dwte, &mut dwpe, &dout, &tokens, b, t, c);
+        let (mut want_dwte, mut want_dwpe) = (dwte0, dwpe0);
+        encoder_backward(&mut want_dwte, &mut want_dwpe, &wide, &tokens, b, t, c);
+        assert_eq!(dwte, want_dwte);
+        assert_eq!(dwpe, want_dwpe);
     }
 }

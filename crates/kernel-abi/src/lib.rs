@@ -14,6 +14,7 @@
 
 pub mod classifier;
 pub mod elementwise;
+pub mod encoder;
 pub mod fragment;
 pub mod gelu;
 pub mod gemm;

@@ -12,13 +12,16 @@ use kernel_abi::elementwise::{
     AddParams, BLOCK_THREADS, CAST_BF16_F32, CAST_F16_F32, CAST_F32_BF16, CAST_F32_F16, CastParams,
     ElementwiseKernels, FillParams, MAX_BLOCKS, ScaleParams,
 };
+use kernel_abi::encoder::EncoderKernels;
 use kernel_abi::gelu::GeluKernels;
 use kernel_abi::layernorm::LayerNormKernels;
 
 /// A storage type of activations and parameters, `f32`, `bf16` or `f16`: one that has every
-/// elementwise, GELU, layernorm and classifier kernel.
+/// elementwise, encoder, GELU, layernorm and classifier kernel.
 pub trait FloatElement:
-    DeviceElement<Abi: ElementwiseKernels + GeluKernels + LayerNormKernels + ClassifierKernels>
+    DeviceElement<
+    Abi: ElementwiseKernels + EncoderKernels + GeluKernels + LayerNormKernels + ClassifierKernels,
+>
 {
 }
 

@@ -7,6 +7,7 @@
 
 pub mod classifier;
 pub mod elementwise;
+pub mod encoder;
 pub mod gelu;
 pub mod gemm;
 pub mod layernorm;

@@ -1,0 +1,276 @@
+//! The encoder: token + position embedding ([`encoder_forward`]) and its deterministic
+//! backward ([`encoder_backward`]), see `kernel_abi::encoder` for the exact semantics.
+//!
+//! Token ids are device data the launchers cannot read, so they reach the kernels only as
+//! [`Tokens`]: uploaded from the host by [`Tokens::upload`] (or [`Tokens::replace`]), which
+//! rejects every id outside the vocabulary and groups the positions by token for the
+//! backward. A launcher given `Tokens` checks that the embedding tables have a row for every
+//! id of the vocabulary and a position for every step of the sequence.
+//!
+//! Typical use, once per training step: `tokens.replace(dev, &batch)?`, then
+//! `encoder_forward(..)` and, after the rest of the backward pass, `encoder_backward(..)`.
+
+use super::check_len;
+use super::elementwise::FloatElement;
+use crate::device::{Device, DeviceBuffer, LaunchConfig};
+use crate::error::{GpuError, Result};
+use crate::view::{DeviceView, DeviceViewMut};
+use kernel_abi::encoder::{
+    BLOCK_THREADS, EncoderBackwardParams, EncoderForwardParams, EncoderKernels, MAX_BLOCKS,
+    chunks_per_row, units_per_row, vectorized,
+};
+use std::cmp::Reverse;
+
+/// Shape of a token batch: `b` sequences of `t` ids, each below `vocab`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TokenShape {
+    /// Sequences in the batch.
+    pub b: usize,
+    /// Tokens per sequence.
+    pub t: usize,
+    /// Vocabulary size `V`: every id is `< vocab` (the embedding tables may have more rows,
+    /// e.g. the padded `Vp`).
+    pub vocab: usize,
+}
+
+impl TokenShape {
+    /// Number of ids, `b · t`.
+    pub fn len(&self) -> usize {
+        self.b * self.t
+    }
+
+    /// Whether the batch holds no id.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A batch of token ids on the device, each checked to be below the vocabulary size, with
+/// the positions grouped by token for [`encoder_backward`].
+///
+/// The device buffer holds, for `n = b · t`: the ids (`n`), the positions grouped by token
+/// (`n`), the `buckets + 1` bucket starts and the `buckets` bucket tokens, each array padded
+/// to `n + 1` / `n` entries with zeros, so every byte of it is always valid.
+pub struct Tokens<D: Device> {
+    data: D::Buffer<u32>,
+    shape: TokenShape,
+    buckets: usize,
+}
+
+impl<D: Device> Tokens<D> {
+    /// Validates `ids` (`b · t` of them, row-major `(b, t)`, each `< vocab`) and uploads them
+    /// with their grouping by token.
+    ///
+    /// Fails, naming `tokens`, when the length is not `b · t` or an id is `>= vocab` (the
+    /// message gives its position and value), and naming `b` when `b · t` exceeds `u32`.
+    pub fn upload(dev: &D, ids: &[u32], shape: TokenShape) -> Result<Self> {
+        let staged = Staged::new("Tokens::upload", ids, shape)?;
+        let data = dev.upload(&staged.data)?;
+        Ok(Self { data, shape, buckets: staged.buckets })
+    }
+
+    /// Validates and uploads a new batch of the same shape into this one's memory (no
+    /// allocation). Fails like [`Tokens::upload`]; a rejected batch writes nothing and the
+    /// previous one stays.
+    pub fn replace(&mut self, dev: &D, ids: &[u32]) -> Result<()> {
+        let staged = Staged::new("Tokens::replace", ids, self.shape)?;
+        dev.copy_to_device(&staged.data, self.data.view_mut())?;
+        self.buckets = staged.buckets;
+        Ok(())
+    }
+
+    /// The shape the ids were validated against.
+    pub fn shape(&self) -> TokenShape {
+        self.shape
+    }
+
+    /// The `b · t` ids, row-major `(b, t)`.
+    pub fn ids(&self) -> DeviceView<'_, u32> {
+        self.part(0, self.shape.len())
+    }
+
+    /// Number of distinct ids in the batch.
+    pub fn distinct(&self) -> usize {
+        self.buckets
+    }
+
+    /// `len` elements of the buffer from `start` (always inside it by construction).
+    fn part(&self, start: usize, len: usize) -> DeviceView<'_, u32> {
+        self.data.view().slice(start..start + len).expect("Tokens layout is inside its buffer")
+    }
+}
+
+/// The host image of a [`Tokens`] buffer.
+struct Staged {
+    data: Vec<u32>,
+    buckets: usize,
+}
+
+impl Staged {
+    /// Validates `ids` against `shape` (errors name `op`) and lays out the buffer.
+    fn new(op: &'static str, ids: &[u32], shape: TokenShape) -> Result<Self> {
+        let n = shape.b.checked_mul(shape.t).filter(|&n| u32::try_from(n).is_ok());
+        let n = n.ok_or_else(|| {
+            GpuError::invalid(op, "b", format!("b = {} × t = {} exceeds u32", shape.b, shape.t))
+        })?;
+        check_len(op, "tokens", ids.len(), n, "b × t")?;
+        if let Some(pos) = ids.iter().position(|&id| id as usize >= shape.vocab) {
+            let (bi, ti) = (pos / shape.t, pos % shape.t);
+            return Err(GpuError::invalid(
+                op,
+                "tokens",
+                format!(
+                    "id {} at position {pos} (b {bi}, t {ti}) is not below the vocabulary size {}",
+                    ids[pos], shape.vocab
+                ),
+            ));
+        }
+        // Counting sort of the positions by token; buckets ordered largest first (ties by
+        // token) so the longest sums start first on the GPU.
+        let ids_seen = ids.iter().max().map_or(0, |&max| max as usize + 1);
+        let mut count = vec![0u32; ids_seen];
+        for &id in ids {
+            count[id as usize] += 1;
+        }
+        let mut tokens: Vec<u32> =
+            (0..ids_seen as u32).filter(|&v| count[v as usize] > 0).collect();
+        tokens.sort_unstable_by_key(|&v| (Reverse(count[v as usize]), v));
+        let mut data = vec![0u32; 4 * n + 1];
+        let (ids_part, rest) = data.split_at_mut(n);
+        let (positions, rest) = rest.split_at_mut(n);
+        let (starts, bucket_tokens) = rest.split_at_mut(n + 1);
+        ids_part.copy_from_slice(ids);
+        let mut next = vec![0u32; ids_seen];
+        let mut end = 0;
+        for (k, &v) in tokens.iter().enumerate() {
+            next[v as usize] = end;
+            end += count[v as usize];
+            starts[k + 1] = end;
+            bucket_tokens[k] = v;
+        }
+        for (row, &id) in ids.iter().enumerate() {
+            positions[next[id as usize] as usize] = row as u32;
+            next[id as usize] += 1;
+        }
+        Ok(Self { data, buckets: tokens.len() })
+    }
+}
+
+/// Fails unless `len` is a whole number of rows of `c` and at least `min_rows` of them.
+fn check_rows(
+    op: &'static str,
+    arg: &'static str,
+    len: usize,
+    c: usize,
+    (min_rows, what): (usize, &str),
+) -> Result<()> {
+    if !len.is_multiple_of(c) {
+        let reason = format!("has {len} elements, not a whole number of rows of c = {c}");
+        return Err(GpuError::invalid(op, arg, reason));
+    }
+    if len / c < min_rows {
+        let reason = format!("has {} rows of c = {c}, fewer than {what} = {min_rows}", len / c);
+        return Err(GpuError::invalid(op, arg, reason));
+    }
+    Ok(())
+}
+
+/// Fails unless `c` is a channel count the kernels index with `u32` lanes.
+fn check_channels(op: &'static str, c: usize) -> Result<u32> {
+    u32::try_from(c)
+        .ok()
+        .filter(|&c| c > 0 && c <= u32::MAX - 32)
+        .ok_or_else(|| GpuError::invalid(op, "c", format!("{c} is not in 1..=2^32 - 33")))
+}
+
+/// One warp per work item, 8 warps per block, warp-stride beyond [`MAX_BLOCKS`].
+fn config(work_items: u64) -> LaunchConfig {
+    let warps_per_block = (BLOCK_THREADS / 32) as u64;
+    let blocks = work_items.div_ceil(warps_per_block).clamp(1, MAX_BLOCKS as u64) as u32;
+    LaunchConfig::linear(blocks, BLOCK_THREADS)
+}
+
+/// `out[bi, ti, :] = round(wte[tokens[bi, ti], :] + wpe[ti, :])`, the sum in f32.
+///
+/// `out` is `(b, t, c)`, `wte` has at least `vocab` rows of `c` (e.g. the padded `Vp`), `wpe`
+/// at least `t` rows. Any alignment is accepted; 16-byte accesses need `c % 8 == 0` and
+/// 16-byte aligned `out`, `wte` and `wpe`.
+pub fn encoder_forward<D: Device, T: FloatElement>(
+    dev: &D,
+    tokens: &Tokens<D>,
+    wte: DeviceView<'_, T>,
+    wpe: DeviceView<'_, T>,
+    mut out: DeviceViewMut<'_, T>,
+    c: usize,
+) -> Result<()> {
+    const OP: &str = "encoder_forward";
+    let shape = tokens.shape();
+    let c32 = check_channels(OP, c)?;
+    check_rows(OP, "wte", wte.len(), c, (shape.vocab, "the vocabulary size"))?;
+    check_rows(OP, "wpe", wpe.len(), c, (shape.t, "the sequence length t (sequence too long)"))?;
+    check_len(OP, "out", out.len(), shape.len() * c, "b × t × c")?;
+    if shape.is_empty() {
+        return Ok(());
+    }
+    let params = EncoderForwardParams {
+        out: out.ptr(),
+        tokens: tokens.ids().ptr(),
+        wte: wte.ptr(),
+        wpe: wpe.ptr(),
+        rows: shape.len() as u32,
+        t: shape.t as u32,
+        c: c32,
+    };
+    // SAFETY: `out` holds b·t rows of c; every id is below vocab (Tokens) and wte has vocab
+    // rows of c; wpe has t rows of c; b·t and c fit u32 (Tokens, check_channels).
+    unsafe { dev.launch(T::Abi::FORWARD, config(shape.len() as u64), params) }
+}
+
+/// `dwte[tokens[bi, ti], :] += dout[bi, ti, :]` and `dwpe[ti, :] += Σ_bi dout[bi, ti, :]`, in
+/// f32, deterministically: every element receives its rows one at a time in increasing
+/// `(bi, ti)` order, starting from its current value (`cpu_ref::encoder_backward`'s order, so
+/// the result is bit-identical to it).
+///
+/// `dout` is `(b, t, c)`; `dwte` has at least `vocab` rows of `c`, `dwpe` at least `t` (rows
+/// from `t` on are untouched). 16-byte accesses need `c % 8 == 0` and 16-byte aligned `dout`,
+/// `dwte` and `dwpe`.
+pub fn encoder_backward<D: Device, T: FloatElement>(
+    dev: &D,
+    tokens: &Tokens<D>,
+    dout: DeviceView<'_, T>,
+    mut dwte: DeviceViewMut<'_, f32>,
+    mut dwpe: DeviceViewMut<'_, f32>,
+    c: usize,
+) -> Result<()> {
+    const OP: &str = "encoder_backward";
+    let shape = tokens.shape();
+    let c32 = check_channels(OP, c)?;
+    check_rows(OP, "dwte", dwte.len(), c, (shape.vocab, "the vocabulary size"))?;
+    check_rows(OP, "dwpe", dwpe.len(), c, (shape.t, "the sequence length t (sequence too long)"))?;
+    check_len(OP, "dout", dout.len(), shape.len() * c, "b × t × c")?;
+    if shape.is_empty() {
+        return Ok(());
+    }
+    let n = shape.len();
+    let buckets = tokens.distinct();
+    let params = EncoderBackwardParams {
+        dwte: dwte.ptr(),
+        dwpe: dwpe.ptr(),
+        dout: dout.ptr(),
+        positions: tokens.part(n, n).ptr(),
+        bucket_starts: tokens.part(2 * n, buckets + 1).ptr(),
+        bucket_tokens: tokens.part(3 * n + 1, buckets).ptr(),
+        buckets: buckets as u32,
+        b: shape.b as u32,
+        t: shape.t as u32,
+        c: c32,
+    };
+    let vector = vectorized(c32, dwte.addr() | dwpe.addr() | dout.addr());
+    let chunks = chunks_per_row(units_per_row(c32, vector)) as u64;
+    let items = (buckets as u64 + shape.t as u64) * chunks;
+    // SAFETY: dout holds b·t rows of c; the Tokens buckets hold distinct ids below vocab
+    // (rows of dwte) and partition the rows 0..b·t, each in increasing order; dwpe has t rows
+    // of c; dwte and dwpe do not overlap (both borrowed mutably), so no two work items write
+    // the same element.
+    unsafe { dev.launch(T::Abi::BACKWARD, config(items), params) }
+}
