@@ -3,6 +3,9 @@
 //! V = 50257 real logits padded to Vp = 50304), against a device-to-device copy measured in
 //! the same run, written to `bench/kernels-<device>.md`.
 //!
+//! The encoder's 16384 token ids are `i·7919 mod V`: mostly distinct, as in real text, where
+//! the largest bucket of the deterministic backward is a few percent of the batch.
+//!
 //! Method: CUDA events around every launch, warm-up launches first, the median of the timed
 //! launches; each kernel rotates over enough copies of its buffers to touch twice the L2 cache;
 //! random inputs. "Bytes" counts what the kernel must move at least: every input read once and
@@ -17,6 +20,7 @@ use anyhow::{Context, Result, bail};
 use cudarc::driver::sys::CUdevice_attribute;
 use gpu_host::kernels::classifier::{Classifier, LogitsGradient, Vocab, fused_classifier};
 use gpu_host::kernels::elementwise::{FloatElement, add};
+use gpu_host::kernels::encoder::{TokenShape, Tokens, encoder_backward, encoder_forward};
 use gpu_host::kernels::gelu::{gelu_backward, gelu_forward};
 use gpu_host::kernels::layernorm::{
     LayerNormBackward, LayerNormForward, LayerNormStats, ResidualLayerNormForward,
@@ -131,6 +135,55 @@ impl Bench<'_> {
         let (n, wide) = (ROWS * C, ROWS * 4 * C);
         let rows_c = format!("{ROWS}×{C}");
 
+        let t = 1024;
+        let ids: Vec<u32> = (0..ROWS as u64).map(|i| (i * 7919 % VOCAB.v as u64) as u32).collect();
+        let shape = TokenShape { b: ROWS / t, t, vocab: VOCAB.v };
+        self.measure(
+            dtype,
+            Case {
+                kernel: "encoder_forward",
+                shape: rows_c.clone(),
+                bytes: 2 * n * s + t * C * s + ROWS * 4,
+            },
+            |gpu, i| {
+                let [wte, wpe] = [VOCAB.vp * C, t * C].map(|len| upload::<T>(gpu, len, 10 * i));
+                Ok((
+                    Tokens::upload(gpu, &ids, shape)?,
+                    wte?,
+                    wpe?,
+                    upload::<T>(gpu, n, 10 * i + 2)?,
+                ))
+            },
+            |gpu, (tokens, wte, wpe, out)| {
+                Ok(encoder_forward(gpu, tokens, wte.view(), wpe.view(), out.view_mut(), C)?)
+            },
+        )?;
+        let distinct = {
+            let mut seen = ids.clone();
+            seen.sort_unstable();
+            seen.dedup();
+            seen.len()
+        };
+        self.measure(
+            dtype,
+            Case {
+                kernel: "encoder_backward",
+                shape: format!("{ROWS}×{C}, {distinct} distinct ids"),
+                bytes: n * s + 2 * (distinct + t) * C * 4 + ROWS * 16,
+            },
+            |gpu, i| {
+                let [dwte, dwpe] = [VOCAB.vp * C, t * C].map(|len| upload::<f32>(gpu, len, 10 * i));
+                Ok((
+                    Tokens::upload(gpu, &ids, shape)?,
+                    upload::<T>(gpu, n, 10 * i + 2)?,
+                    dwte?,
+                    dwpe?,
+                ))
+            },
+            |gpu, (tokens, dout, dwte, dwpe)| {
+                Ok(encoder_backward(gpu, tokens, dout.view(), dwte.view_mut(), dwpe.view_mut(), C)?)
+            },
+        )?;
         self.measure(
             dtype,
             Case {
