@@ -11,11 +11,14 @@
 #![no_std]
 #![feature(abi_ptx, asm_experimental_arch, core_float_math)]
 
+pub mod adamw;
 pub mod arch;
 pub mod elem;
 pub mod elementwise;
 pub mod gemm;
+pub mod norm;
 pub mod probe;
+pub mod reduce;
 mod unroll;
 pub mod warp;
 

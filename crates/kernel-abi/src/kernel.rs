@@ -81,5 +81,10 @@ pub struct LaunchBounds {
 pub const ALL_LAUNCH_BOUNDS: &[&[LaunchBounds]] = &[crate::gemm::LAUNCH_BOUNDS];
 
 /// Every entry point `kernels-gpu` must export, grouped by kernel family.
-pub const ALL_KERNELS: &[&[KernelSig]] =
-    &[crate::elementwise::KERNELS, crate::probe::KERNELS, crate::gemm::KERNELS];
+pub const ALL_KERNELS: &[&[KernelSig]] = &[
+    crate::elementwise::KERNELS,
+    crate::probe::KERNELS,
+    crate::gemm::KERNELS,
+    crate::norm::KERNELS,
+    crate::adamw::KERNELS,
+];

@@ -12,10 +12,12 @@
 //! function of another crate would be an undefined `.extern .func` in the kernels' PTX.
 #![no_std]
 
+pub mod adamw;
 pub mod elementwise;
 pub mod fragment;
 pub mod gemm;
 pub mod kernel;
+pub mod norm;
 pub mod probe;
 pub mod ptr;
 

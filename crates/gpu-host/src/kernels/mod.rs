@@ -5,8 +5,10 @@
 //! `unsafe` launch. Launches are asynchronous: errors raised while the kernel runs surface at
 //! the next synchronising call.
 
+pub mod adamw;
 pub mod elementwise;
 pub mod gemm;
+pub mod norm;
 pub mod probe;
 
 use crate::error::{GpuError, Result};
