@@ -93,7 +93,7 @@ struct Tensor<G, W> {
 
 #[inline(always)]
 fn aligned16<T>(p: *const T) -> bool {
-    p as usize % 16 == 0
+    (p as usize).is_multiple_of(16)
 }
 
 #[inline(always)]
@@ -179,7 +179,12 @@ unsafe fn adamw<G: Elem, W: Working>(p: AdamWParams<G, W>) {
         let k = i as usize;
         // SAFETY: k < len, inside every buffer.
         unsafe {
-            let new = hyper.update(*t.params.add(k), (*t.grads.add(k)).to_f32(), &mut *t.m.add(k), &mut *t.v.add(k));
+            let new = hyper.update(
+                *t.params.add(k),
+                (*t.grads.add(k)).to_f32(),
+                &mut *t.m.add(k),
+                &mut *t.v.add(k),
+            );
             *t.params.add(k) = new;
             if write_working {
                 *t.working.add(k) = if stochastic {

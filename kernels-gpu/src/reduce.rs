@@ -6,7 +6,7 @@
 
 use crate::arch::shfl::{FULL_MASK, shfl_bfly_u32};
 use crate::arch::smem::{dynamic_smem_base, ld_shared_u32, st_shared_v2_u32};
-use crate::arch::{sync::bar_sync, thread_idx_x, warp_idx_x};
+use crate::arch::{lane_id, sync::bar_sync, thread_idx_x, warp_idx_x};
 
 /// Bytes of dynamic shared memory [`block_sum_f64`] needs per warp of the block.
 pub const SMEM_BYTES_PER_WARP: u32 = 16;
@@ -47,7 +47,7 @@ pub unsafe fn block_sum_f64(v: f64, flag: u32, warps: u32) -> Option<(f64, u32)>
     // SAFETY: block-uniform call (caller's contract), so every warp is converged here.
     let (sum, flag) = unsafe { warp_sum_f64(v, flag) };
     let smem = dynamic_smem_base();
-    if thread_idx_x() % 32 == 0 {
+    if lane_id() == 0 {
         let bits = sum.to_bits();
         let slot = smem + warp_idx_x() * SMEM_BYTES_PER_WARP;
         // SAFETY: one 16-byte slot per warp inside the caller-provided shared memory.

@@ -8,20 +8,36 @@ use gpu_host::kernels::adamw::{
     AdamWBuffers, AdamWHyper, AdamWTable, AdamWTensor, WorkingElement, WorkingRounding, adamw,
     bias_corrections,
 };
-use gpu_host::{Device, DeviceBuffer, DeviceElement, DeviceViewMut, GpuError};
+use gpu_host::{Device, DeviceBuffer, DeviceElement, DeviceView, DeviceViewMut, GpuError};
 use half::{bf16, f16};
 use integration_tests::{TestRng, assert_bits_eq, kernel_tests, poisoned};
 use kernel_abi::adamw::AdamWKernel;
+use std::ops::Range;
 
-/// Tensors as (length, gap before it): lengths in every residue class mod 8; offsets that
-/// are multiples of 8 (vector path) except after the gaps of 3 and 1 (scalar path).
-const SIM_LAYOUT: &[(u32, u64)] =
-    &[(2000, 0), (1001, 0), (7, 7), (4099, 3), (1, 1), (12_346, 4), (8 * 301 + 3, 5), (6, 3)];
+/// Tensors as (offset, length) on the simulator: every residue class of the length mod 8;
+/// offsets that are multiples of 8 (vector path, scalar tail) except 7117 and 11557 (scalar
+/// path); gaps between some tensors (never touched).
+const SIM_LAYOUT: &[(u64, u32)] = &[
+    (0, 2000),
+    (2000, 1001),
+    (3008, 7),
+    (3016, 4098),
+    (7117, 4099),
+    (11_216, 12),
+    (11_232, 325),
+    (11_557, 6),
+    (11_568, 12_346),
+    (23_917, 1),
+];
 
-/// GPT-2 124M (llm.c order, Vp = 50304, L = 12, C = 768, maxT = 1024): 124,475,904 elements.
-fn gpt2_124m_layout() -> Vec<(u32, u64)> {
+/// One tensor longer than a full grid row (1024 blocks · 2048 elements): several
+/// grid-stride iterations per thread.
+const LONG_LAYOUT: &[(u64, u32)] = &[(0, 2_200_001), (2_200_008, 13)];
+
+/// GPT-2 124M (llm.c order, Vp = 50304, L = 12, C = 768, maxT = 1024), contiguous.
+fn gpt2_124m_layout() -> Vec<(u64, u32)> {
     let (vp, l, c, t) = (50_304u32, 12u32, 768u32, 1024u32);
-    [
+    let lens = [
         vp * c,
         t * c,
         l * c,
@@ -38,21 +54,36 @@ fn gpt2_124m_layout() -> Vec<(u32, u64)> {
         l * c,
         c,
         c,
-    ]
-    .into_iter()
-    .map(|len| (len, 0))
-    .collect()
+    ];
+    let mut offset = 0;
+    let layout = lens
+        .into_iter()
+        .map(|len| {
+            offset += u64::from(len);
+            (offset - u64::from(len), len)
+        })
+        .collect();
+    assert_eq!(offset, 124_475_904);
+    layout
 }
 
-/// The table of a layout, with a random decay per tensor (zero for every third).
-fn table(rng: &mut TestRng, layout: &[(u32, u64)]) -> (Vec<AdamWTensor>, usize) {
-    let mut end = 0;
-    let mut tensors = Vec::new();
-    for (i, &(len, gap)) in layout.iter().enumerate() {
-        let weight_decay = if i % 3 == 2 { 0.0 } else { rng.scalar(0.01, 0.3) };
-        tensors.push(AdamWTensor { offset: end + gap, len, weight_decay });
-        end += gap + u64::from(len);
-    }
+/// Small tensors on the simulator, GPT-2 124M on a GPU.
+fn layout(dev: &impl Device) -> Vec<(u64, u32)> {
+    if dev.is_simulator() { SIM_LAYOUT.to_vec() } else { gpt2_124m_layout() }
+}
+
+/// The table of a layout, with a random decay per tensor (zero for every third), and the
+/// arena length (5 elements past the last tensor, never touched).
+fn table(rng: &mut TestRng, layout: &[(u64, u32)]) -> (Vec<AdamWTensor>, usize) {
+    let tensors: Vec<AdamWTensor> = layout
+        .iter()
+        .enumerate()
+        .map(|(i, &(offset, len))| {
+            let weight_decay = if i % 3 == 2 { 0.0 } else { rng.scalar(0.01, 0.3) };
+            AdamWTensor { offset, len, weight_decay }
+        })
+        .collect();
+    let end = tensors.last().map_or(0, |t| t.offset + u64::from(t.len));
     (tensors, end as usize + 5)
 }
 
@@ -160,19 +191,28 @@ where
     let mut m = upload_at(dev, &s.m, offset);
     let mut v = upload_at(dev, &s.v, offset);
     let mut working = poisoned::<D, W>(dev, offset + n).unwrap();
-    let slice_mut = |view: DeviceViewMut<'_, _>| view.slice_mut(window.clone()).unwrap();
     let bufs = AdamWBuffers {
-        params: slice_mut(params.view_mut()),
+        params: params.view_mut().slice_mut(window.clone()).unwrap(),
         grads: grads.view().slice(window.clone()).unwrap(),
-        m: slice_mut(m.view_mut()),
-        v: slice_mut(v.view_mut()),
+        m: m.view_mut().slice_mut(window.clone()).unwrap(),
+        v: v.view_mut().slice_mut(window.clone()).unwrap(),
         working: with_working.then(|| working.view_mut().slice_mut(window.clone()).unwrap()),
     };
     adamw(dev, table, bufs, h).unwrap();
-    let download = |view: gpu_host::DeviceView<'_, _>| {
-        dev.download(view.slice(window.clone()).unwrap()).unwrap()
-    };
-    (download(params.view()), download(m.view()), download(v.view()), download(working.view()))
+    (
+        download_window(dev, params.view(), &window),
+        download_window(dev, m.view(), &window),
+        download_window(dev, v.view(), &window),
+        download_window(dev, working.view(), &window),
+    )
+}
+
+fn download_window<D: Device, T: DeviceElement>(
+    dev: &D,
+    view: DeviceView<'_, T>,
+    window: &Range<usize>,
+) -> Vec<T> {
+    dev.download(view.slice(window.clone()).unwrap()).unwrap()
 }
 
 fn compare<W: DeviceElement>(what: &str, seed: u64, got: &Outcome<W>, want: &Outcome<W>) {
@@ -190,10 +230,10 @@ where
     W: WorkingElement + Element,
 {
     let mut rng = TestRng::new();
-    let layout = if dev.is_simulator() { SIM_LAYOUT.to_vec() } else { gpt2_124m_layout() };
-    let (tensors, arena_len) = table(&mut rng, &layout);
+    let (tensors, arena_len) = table(&mut rng, &layout(dev));
     let table = AdamWTable::new(dev, &tensors, arena_len).unwrap();
-    let mut cases = vec![(WorkingRounding::NearestEven, true), (WorkingRounding::NearestEven, false)];
+    let mut cases =
+        vec![(WorkingRounding::NearestEven, true), (WorkingRounding::NearestEven, false)];
     if W::STOCHASTIC_ROUNDING {
         let seed = rng.scalar(0.0, 1e9) as u32;
         cases.push((WorkingRounding::Stochastic { seed }, true));
@@ -215,10 +255,23 @@ where
     }
 }
 
+/// Several grid-stride iterations per thread, against the reference.
+fn check_long_tensor(dev: &impl Device) {
+    let mut rng = TestRng::new();
+    let (tensors, arena_len) = table(&mut rng, LONG_LAYOUT);
+    let table = AdamWTable::new(dev, &tensors, arena_len).unwrap();
+    let s = State::<bf16>::random(&mut rng, arena_len);
+    let seed = rng.scalar(0.0, 1e9) as u32;
+    let h = hyper(&mut rng, WorkingRounding::Stochastic { seed });
+    let got = run::<_, bf16, bf16>(dev, &table, &s, &h, true, 0);
+    let want = reference::<bf16, bf16>(&s, &tensors, &h, true);
+    compare("adamw long tensor", rng.seed(), &got, &want);
+}
+
 /// Two launches from the same state give the same bits, stochastic rounding included.
 fn check_deterministic(dev: &impl Device) {
     let mut rng = TestRng::new();
-    let (tensors, arena_len) = table(&mut rng, SIM_LAYOUT);
+    let (tensors, arena_len) = table(&mut rng, &layout(dev));
     let table = AdamWTable::new(dev, &tensors, arena_len).unwrap();
     let s = State::<bf16>::random(&mut rng, arena_len);
     let h = hyper(&mut rng, WorkingRounding::Stochastic { seed: 12345 });
@@ -266,7 +319,8 @@ fn check_bad_arguments(dev: &impl Device) {
     expect_invalid(AdamWTable::new(dev, &nan_decay, 100), "adamw_table", "tensors");
 
     let table = AdamWTable::new(dev, &[entry(0, 50), entry(56, 44)], 100).unwrap();
-    let (mut p, mut m, mut v) = (dev.alloc::<f32>(100).unwrap(), dev.alloc(100).unwrap(), dev.alloc(100).unwrap());
+    let (mut p, mut m, mut v) =
+        (dev.alloc::<f32>(100).unwrap(), dev.alloc(100).unwrap(), dev.alloc(100).unwrap());
     let g = dev.alloc::<f16>(100).unwrap();
     let mut short = dev.alloc::<f32>(99).unwrap();
     let mut w = dev.alloc::<f16>(100).unwrap();
@@ -313,6 +367,7 @@ kernel_tests! {
     adamw_bf16_f16 => check_adamw::<bf16, f16>;
     adamw_f16_bf16 => check_adamw::<f16, bf16>;
     adamw_f16_f16 => check_adamw::<f16, f16>;
+    adamw_long_tensor => check_long_tensor;
     adamw_deterministic => check_deterministic;
     adamw_bias_corrections => check_bias_corrections;
     adamw_bad_arguments => check_bad_arguments;

@@ -56,7 +56,7 @@ fn check_grad_norm<T: GradNormElement + Element>(dev: &impl Device) {
         let exact = x.iter().map(|v| f64::from(v.to_f32()).powi(2)).sum::<f64>().sqrt();
         let offsets = if n > 3_000_000 { &OFFSETS[..2] } else { OFFSETS };
         for &offset in offsets {
-            let what = format!("grad_norm_{} n={n} offset={offset}", T::NAME);
+            let what = format!("grad_norm_{} n={n} offset={offset}", <T as Element>::NAME);
             let got = run(dev, &x, offset);
             assert_bits_eq(&what, rng.seed(), &got, &want);
             // f32 sums of 8 squares per thread at worst: within 4.5 ulp of the f64 norm.
@@ -75,7 +75,10 @@ fn check_nonfinite<T: GradNormElement + Element>(dev: &impl Device) {
             x[at] = T::from_f32(bad);
             for offset in [0, 1] {
                 let got = run(dev, &x, offset);
-                let what = format!("grad_norm_{} n={n} {bad} at {at} offset={offset}", T::NAME);
+                let what = format!(
+                    "grad_norm_{} n={n} {bad} at {at} offset={offset}",
+                    <T as Element>::NAME
+                );
                 assert_eq!(got[1], 1.0, "{what}: flag not set (seed {})", rng.seed());
                 assert_eq!(reference(&x)[1], 1.0);
             }

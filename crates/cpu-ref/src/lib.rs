@@ -34,8 +34,8 @@ pub mod stochastic;
 #[cfg(test)]
 mod testing;
 
-pub use adamw::{AdamWStep, adamw_update};
 pub use adamw::{AdamWArena, ArenaTensor, WorkingRounding, adamw_update_arena};
+pub use adamw::{AdamWStep, adamw_update};
 pub use attention::{attention_backward, attention_forward};
 pub use classifier::fused_classifier;
 pub use encoder::{encoder_backward, encoder_forward};

@@ -62,10 +62,11 @@ pub fn grad_norm_kernel_order<T: Element>(x: &[T]) -> GradNorm {
         .map(|b| block_sum((0..threads_per_block).map(|t| partial(b * threads_per_block + t))))
         .collect();
     let finish = (0..threads_per_block).map(|t| {
-        block_partials.iter().skip(t).step_by(threads_per_block).fold(
-            (0.0f64, false),
-            |(sum, flag), &(s, f)| (sum + s, flag | f),
-        )
+        block_partials
+            .iter()
+            .skip(t)
+            .step_by(threads_per_block)
+            .fold((0.0f64, false), |(sum, flag), &(s, f)| (sum + s, flag | f))
     });
     let (total, nonfinite) = block_sum(finish);
     GradNorm { norm: total.sqrt() as f32, nonfinite }

@@ -6,8 +6,8 @@ use crate::element::DeviceElement;
 use crate::error::{GpuError, Result};
 use crate::view::{DeviceView, DeviceViewMut};
 use kernel_abi::norm::{
-    BLOCK_THREADS, GRAD_NORM_FINISH, GradNormFinishParams, GradNormKernels,
-    GradNormPartialsParams, WORKSPACE_WORDS, partial_blocks,
+    BLOCK_THREADS, GRAD_NORM_FINISH, GradNormFinishParams, GradNormKernels, GradNormPartialsParams,
+    WORKSPACE_WORDS, partial_blocks,
 };
 
 /// `u64` words the workspace of [`grad_norm`] must hold (at least).
@@ -53,8 +53,11 @@ pub fn grad_norm<D: Device, T: GradNormElement>(
     unsafe { dev.launch(<T as DeviceElement>::Abi::PARTIALS, config, params)? };
     let mut config = LaunchConfig::linear(1, BLOCK_THREADS);
     config.shared_mem_bytes = SHARED_BYTES;
-    let params =
-        GradNormFinishParams { partials: partials.as_const(), out: out.ptr(), num_partials: blocks };
+    let params = GradNormFinishParams {
+        partials: partials.as_const(),
+        out: out.ptr(),
+        num_partials: blocks,
+    };
     // SAFETY: the first pass wrote `blocks` partials into `workspace`; `out` holds 2 f32.
     unsafe { dev.launch(GRAD_NORM_FINISH, config, params) }
 }
