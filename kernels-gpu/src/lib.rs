@@ -2,9 +2,11 @@
 //!
 //! - [`arch`]: the only module with inline PTX (`asm!`), one wrapper per instruction;
 //! - [`elem`], [`warp`]: element conversions and warp collectives built on it;
-//! - one module per kernel family ([`elementwise`], [`gemm`], [`gelu`], [`layernorm`],
-//!   [`classifier`], [`probe`]); entry points are `#[unsafe(no_mangle)] extern "ptx-kernel"`
-//!   functions taking one `kernel_abi` struct, defined through `entry::entries!`.
+//! - [`reduce`]: block-wide sums;
+//! - one module per kernel family ([`elementwise`], [`gemm`], [`encoder`], [`gelu`],
+//!   [`layernorm`], [`classifier`], [`norm`], [`adamw`], [`probe`]); entry points are
+//!   `#[unsafe(no_mangle)] extern "ptx-kernel"` functions taking one `kernel_abi` struct,
+//!   defined through `entry::entries!`.
 //!
 //! Device code is panic-free: no bounds-checked indexing, no `core` function that could stay
 //! an undefined `.extern .func` in the PTX (build-ptx rejects such PTX). Kernels trust the
@@ -12,6 +14,7 @@
 #![no_std]
 #![feature(abi_ptx, asm_experimental_arch, core_float_math)]
 
+pub mod adamw;
 pub mod arch;
 pub mod classifier;
 pub mod elem;
@@ -21,7 +24,9 @@ mod entry;
 pub mod gelu;
 pub mod gemm;
 pub mod layernorm;
+pub mod norm;
 pub mod probe;
+pub mod reduce;
 mod unroll;
 pub mod warp;
 

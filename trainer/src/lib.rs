@@ -3,6 +3,7 @@
 //! - [`backend`]: the op interface the model is written against, and the CPU backend.
 //! - [`model`]: GPT-2 dimensions, parameters, initialisation, forward and backward.
 //! - [`optim`]: AdamW with per-tensor weight decay, gradient clipping, LR schedules.
+//! - [`loss_scale`]: the dynamic loss scaler of fp16 training.
 //! - [`data`]: llm.c token shards, the batch loader, the GPT-2 tokenizer, bundled data.
 //! - [`checkpoint`]: llm.c model checkpoints and the optimizer-state file.
 //! - [`io`], [`rng`], [`error`]: atomic file writes, seeded random streams, the error type.
@@ -14,6 +15,7 @@ pub mod checkpoint;
 pub mod data;
 pub mod error;
 pub mod io;
+pub mod loss_scale;
 pub mod model;
 pub mod optim;
 pub mod rng;

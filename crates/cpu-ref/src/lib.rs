@@ -30,9 +30,11 @@ pub mod norm;
 pub mod precision;
 pub mod residual;
 mod simd;
+pub mod stochastic;
 #[cfg(test)]
 mod testing;
 
+pub use adamw::{AdamWArena, ArenaTensor, WorkingRounding, adamw_update_arena};
 pub use adamw::{AdamWStep, adamw_update};
 pub use attention::{attention_backward, attention_forward};
 pub use classifier::fused_classifier;
@@ -41,4 +43,5 @@ pub use gelu::{gelu_backward, gelu_forward};
 pub use layernorm::{LAYERNORM_EPS, layernorm_backward, layernorm_forward};
 pub use matmul::{matmul_backward, matmul_forward};
 pub use norm::global_norm;
+pub use norm::{GradNorm, grad_norm_kernel_order};
 pub use residual::residual_forward;

@@ -85,6 +85,8 @@ pub const ALL_KERNELS: &[&[KernelSig]] = &[
     crate::elementwise::KERNELS,
     crate::probe::KERNELS,
     crate::gemm::KERNELS,
+    crate::norm::KERNELS,
+    crate::adamw::KERNELS,
     crate::gelu::KERNELS,
     crate::layernorm::KERNELS,
     crate::classifier::KERNELS,

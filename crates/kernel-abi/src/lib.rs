@@ -12,6 +12,7 @@
 //! function of another crate would be an undefined `.extern .func` in the kernels' PTX.
 #![no_std]
 
+pub mod adamw;
 pub mod classifier;
 pub mod elementwise;
 pub mod encoder;
@@ -20,6 +21,7 @@ pub mod gelu;
 pub mod gemm;
 pub mod kernel;
 pub mod layernorm;
+pub mod norm;
 pub mod probe;
 pub mod ptr;
 

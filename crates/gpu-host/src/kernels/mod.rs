@@ -5,12 +5,14 @@
 //! `unsafe` launch. Launches are asynchronous: errors raised while the kernel runs surface at
 //! the next synchronising call.
 
+pub mod adamw;
 pub mod classifier;
 pub mod elementwise;
 pub mod encoder;
 pub mod gelu;
 pub mod gemm;
 pub mod layernorm;
+pub mod norm;
 pub mod probe;
 
 use crate::error::{GpuError, Result};
