@@ -2,7 +2,8 @@
 //! bit for bit, and against f64; plus the non-finite flag and argument checks.
 
 use cpu_ref::precision::Element;
-use gpu_host::kernels::norm::{GRAD_NORM_WORKSPACE_LEN, GradNormElement, grad_norm};
+use gpu_host::kernels::elementwise::FloatElement;
+use gpu_host::kernels::norm::{GRAD_NORM_WORKSPACE_LEN, grad_norm};
 use gpu_host::{Device, DeviceBuffer, GpuError};
 use half::{bf16, f16};
 use integration_tests::{
@@ -33,7 +34,7 @@ fn spread<T: Element>(rng: &mut TestRng, n: usize) -> Vec<T> {
 }
 
 /// Runs both passes on `x` placed at element `offset` of a poisoned buffer; returns `out`.
-fn run<D: Device, T: GradNormElement>(dev: &D, x: &[T], offset: usize) -> [f32; 2] {
+fn run<D: Device, T: FloatElement>(dev: &D, x: &[T], offset: usize) -> [f32; 2] {
     let mut buf = poisoned::<D, T>(dev, offset + x.len()).unwrap();
     let window = buf.view_mut().slice_mut(offset..offset + x.len()).unwrap();
     dev.copy_to_device(x, window).unwrap();
@@ -50,7 +51,7 @@ fn reference<T: Element>(x: &[T]) -> [f32; 2] {
     [r.norm, if r.nonfinite { 1.0 } else { 0.0 }]
 }
 
-fn check_grad_norm<T: GradNormElement + Element>(dev: &impl Device) {
+fn check_grad_norm<T: FloatElement + Element>(dev: &impl Device) {
     let mut rng = TestRng::new();
     for n in lengths(dev) {
         let x = spread::<T>(&mut rng, n);
@@ -69,7 +70,7 @@ fn check_grad_norm<T: GradNormElement + Element>(dev: &impl Device) {
 }
 
 /// ±inf and NaN anywhere (vector body, partial chunk, unaligned view) set the flag.
-fn check_nonfinite<T: GradNormElement + Element>(dev: &impl Device) {
+fn check_nonfinite<T: FloatElement + Element>(dev: &impl Device) {
     let mut rng = TestRng::new();
     for (n, at) in [(1000, 0), (1003, 1001), (20_000, 12_345)] {
         for bad in [f32::INFINITY, f32::NEG_INFINITY, f32::NAN] {

@@ -18,8 +18,11 @@ use crate::report;
 use crate::timing::Timer;
 use anyhow::{Context, Result, bail};
 use cudarc::driver::sys::CUdevice_attribute;
+use gpu_host::kernels::adamw::{
+    AdamWBuffers, AdamWHyper, AdamWTable, AdamWTensor, WorkingRounding, adamw,
+};
 use gpu_host::kernels::classifier::{Classifier, LogitsGradient, Vocab, fused_classifier};
-use gpu_host::kernels::elementwise::{FloatElement, add};
+use gpu_host::kernels::elementwise::{FloatElement, add, fill};
 use gpu_host::kernels::encoder::{TokenShape, Tokens, encoder_backward, encoder_forward};
 use gpu_host::kernels::gelu::{gelu_backward, gelu_forward};
 use gpu_host::kernels::layernorm::{
@@ -27,8 +30,11 @@ use gpu_host::kernels::layernorm::{
     layernorm_backward, layernorm_backward_scratch_len, layernorm_forward,
     residual_layernorm_forward,
 };
-use gpu_host::{Device, DeviceBuffer, Gpu};
+use gpu_host::kernels::norm::{GRAD_NORM_WORKSPACE_LEN, grad_norm};
+use gpu_host::{Device, DeviceBuffer, DeviceElement, Gpu};
 use half::bf16;
+use kernel_abi::Bf16;
+use kernel_abi::adamw::AdamWKernel;
 use std::fmt::Write;
 use std::path::PathBuf;
 
@@ -38,6 +44,8 @@ const ROWS: usize = 16 * 1024;
 const C: usize = 768;
 /// Real and padded vocabulary.
 const VOCAB: Vocab = Vocab { v: 50257, vp: 50304 };
+/// Parameters of GPT-2 124M with the vocabulary padded to 50304 (the AdamW arena).
+const PARAMS: usize = 124_475_904;
 /// Bytes the copy baseline copies (it moves twice this).
 const COPY_BYTES: usize = 512 << 20;
 
@@ -130,7 +138,10 @@ impl Bench<'_> {
     }
 
     /// Every kernel of one storage type.
-    fn storage_type<T: FloatElement + Value>(&mut self, dtype: &'static str) -> Result<()> {
+    fn storage_type<T>(&mut self, dtype: &'static str) -> Result<()>
+    where
+        T: FloatElement + Value + DeviceElement<Abi: AdamWKernel<Bf16>>,
+    {
         let s = size_of::<T>();
         let (n, wide) = (ROWS * C, ROWS * 4 * C);
         let rows_c = format!("{ROWS}×{C}");
@@ -324,7 +335,74 @@ impl Bench<'_> {
                 Ok(fused_classifier(gpu, VOCAB, gradient, args)?)
             },
         )?;
-        Ok(())
+        self.optimizer::<T>(dtype)
+    }
+
+    /// The gradient norm and AdamW over GPT-2 124M's parameter arena, gradients in `T`. With
+    /// 16-bit gradients AdamW also writes the bf16 working copy (the mixed-precision step).
+    fn optimizer<T>(&mut self, dtype: &'static str) -> Result<()>
+    where
+        T: FloatElement + Value + DeviceElement<Abi: AdamWKernel<Bf16>>,
+    {
+        let s = size_of::<T>();
+        let n = PARAMS;
+        self.measure(
+            dtype,
+            Case { kernel: "grad_norm", shape: format!("{n} params"), bytes: n * s },
+            |gpu, i| {
+                let workspace = gpu.alloc::<u64>(GRAD_NORM_WORKSPACE_LEN)?;
+                Ok((upload::<T>(gpu, n, 10 * i)?, workspace, gpu.alloc::<f32>(2)?))
+            },
+            |gpu, (grads, workspace, out)| {
+                Ok(grad_norm(gpu, grads.view(), workspace.view_mut(), out.view_mut())?)
+            },
+        )?;
+        let working = s == 2;
+        let half = n / 2;
+        let table = AdamWTable::new(
+            self.gpu,
+            &[
+                AdamWTensor { offset: 0, len: half as u32, weight_decay: 0.1 },
+                AdamWTensor { offset: half as u64, len: (n - half) as u32, weight_decay: 0.0 },
+            ],
+            n,
+        )?;
+        let hyper = AdamWHyper {
+            lr: 6e-4,
+            beta1: 0.9,
+            beta2: 0.95,
+            eps: 1e-8,
+            t: 10,
+            grad_scale: 1.0,
+            rounding: WorkingRounding::NearestEven,
+        };
+        let copy = if working { " + bf16 copy" } else { "" };
+        self.measure(
+            dtype,
+            Case {
+                kernel: "adamw",
+                shape: format!("{n} params{copy}"),
+                bytes: n * (24 + s + if working { 2 } else { 0 }),
+            },
+            |gpu, i| {
+                let [p, m, v] = [0, 1, 2].map(|k| upload::<f32>(gpu, n, 10 * i + k));
+                let mut v = v?;
+                // Second moments must be non-negative, as AdamW keeps them.
+                fill(gpu, v.view_mut(), 1e-4)?;
+                let copy = if working { Some(upload::<bf16>(gpu, n, 10 * i + 4)?) } else { None };
+                Ok((p?, upload::<T>(gpu, n, 10 * i + 3)?, m?, v, copy))
+            },
+            |gpu, (p, g, m, v, copy)| {
+                let bufs = AdamWBuffers {
+                    params: p.view_mut(),
+                    grads: g.view(),
+                    m: m.view_mut(),
+                    v: v.view_mut(),
+                    working: copy.as_mut().map(|c| c.view_mut()),
+                };
+                Ok(adamw(gpu, &table, bufs, &hyper)?)
+            },
+        )
     }
 }
 

@@ -15,12 +15,18 @@ use kernel_abi::elementwise::{
 use kernel_abi::encoder::EncoderKernels;
 use kernel_abi::gelu::GeluKernels;
 use kernel_abi::layernorm::LayerNormKernels;
+use kernel_abi::norm::GradNormKernels;
 
 /// A storage type of activations and parameters, `f32`, `bf16` or `f16`: one that has every
-/// elementwise, encoder, GELU, layernorm and classifier kernel.
+/// elementwise, encoder, GELU, layernorm, classifier and gradient-norm kernel.
 pub trait FloatElement:
     DeviceElement<
-    Abi: ElementwiseKernels + EncoderKernels + GeluKernels + LayerNormKernels + ClassifierKernels,
+    Abi: ElementwiseKernels
+             + EncoderKernels
+             + GeluKernels
+             + LayerNormKernels
+             + ClassifierKernels
+             + GradNormKernels,
 >
 {
 }

@@ -1,6 +1,7 @@
 //! Global gradient norm with the non-finite check (two deterministic passes).
 
 use super::check_len;
+use super::elementwise::FloatElement;
 use crate::device::{Device, LaunchConfig};
 use crate::element::DeviceElement;
 use crate::error::{GpuError, Result};
@@ -16,17 +17,12 @@ pub const GRAD_NORM_WORKSPACE_LEN: usize = WORKSPACE_WORDS;
 /// Dynamic shared memory of both passes: 16 bytes per warp for the block reduction.
 const SHARED_BYTES: u32 = BLOCK_THREADS / 32 * 16;
 
-/// A gradient type the norm kernels read: `f32`, `bf16`, `f16`.
-pub trait GradNormElement: DeviceElement<Abi: GradNormKernels> {}
-
-impl<T: DeviceElement<Abi: GradNormKernels>> GradNormElement for T {}
-
 /// Writes `out = [‖grads‖₂, nonfinite]`: the L2 norm of every element (squares summed in f32
 /// per thread, f64 across threads, in the fixed order of `kernel_abi::norm`: the same bits
 /// for the same `grads` on every run and GPU, whatever the view's alignment) and `1.0` if any
 /// element is ±inf or NaN, else `0.0`. `workspace` (at least [`GRAD_NORM_WORKSPACE_LEN`]
 /// words, contents irrelevant) carries the per-block partials between the two launches.
-pub fn grad_norm<D: Device, T: GradNormElement>(
+pub fn grad_norm<D: Device, T: FloatElement>(
     dev: &D,
     grads: DeviceView<'_, T>,
     mut workspace: DeviceViewMut<'_, u64>,
