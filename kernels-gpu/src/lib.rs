@@ -4,7 +4,7 @@
 //! - [`elem`], [`warp`]: element conversions and warp collectives built on it;
 //! - [`reduce`]: block-wide sums;
 //! - one module per kernel family ([`elementwise`], [`gemm`], [`encoder`], [`gelu`],
-//!   [`layernorm`], [`classifier`], [`norm`], [`adamw`], [`probe`]); entry points are
+//!   [`layernorm`], [`classifier`], [`norm`], [`adamw`], [`flash`], [`probe`]); entry points are
 //!   `#[unsafe(no_mangle)] extern "ptx-kernel"` functions taking one `kernel_abi` struct,
 //!   defined through `entry::entries!`.
 //!
@@ -21,6 +21,7 @@ pub mod elem;
 pub mod elementwise;
 pub mod encoder;
 mod entry;
+pub mod flash;
 pub mod gelu;
 pub mod gemm;
 pub mod layernorm;

@@ -91,4 +91,5 @@ pub const ALL_KERNELS: &[&[KernelSig]] = &[
     crate::layernorm::KERNELS,
     crate::classifier::KERNELS,
     crate::encoder::KERNELS,
+    crate::flash::KERNELS,
 ];

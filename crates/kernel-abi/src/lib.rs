@@ -16,6 +16,7 @@ pub mod adamw;
 pub mod classifier;
 pub mod elementwise;
 pub mod encoder;
+pub mod flash;
 pub mod fragment;
 pub mod gelu;
 pub mod gemm;

@@ -9,6 +9,7 @@ pub mod adamw;
 pub mod classifier;
 pub mod elementwise;
 pub mod encoder;
+pub mod flash;
 pub mod gelu;
 pub mod gemm;
 pub mod layernorm;

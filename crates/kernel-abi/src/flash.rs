@@ -1,0 +1,112 @@
+//! Flash attention (FlashAttention-2, `mma.sync`): causal multi-head attention straight from the
+//! fused qkv activation, never materialising the T×T scores.
+//!
+//! Layouts: `qkv` is (B, T, 3, NH, HD) (llm.c's `[q | k | v]` rows, head `h` owning channels
+//! `h·HD..(h+1)·HD` of each part), `out` is (B, T, NH, HD) = (B, T, C), `lse` is (B, NH, T) f32:
+//! the natural-log log-sum-exp of each row's scaled scores, which the backward recomputes the
+//! probabilities from. Scores are scaled by `1/sqrt(HD)`; position `t` attends to `0..=t`.
+//!
+//! The forward: one block of [`FORWARD_WARPS`] warps per (query tile of [`BLOCK_Q`] rows, head,
+//! sequence) = (`blockIdx.x`, `.y`, `.z`); each warp owns 16 query rows. The block walks the key/value tiles of [`BLOCK_KV`] rows
+//! from 0 to its diagonal (tiles above the diagonal are skipped, the diagonal one masked),
+//! double-buffered in shared memory through `cp.async`, and keeps per row the running maximum
+//! and sum of `2^(s·scale·log2 e − max)` (online softmax in f32) and the output accumulator in
+//! registers. Query tiles run heaviest first (block `x` takes tile `tiles − 1 − x`).
+
+use crate::kernel::{Kernel, KernelParams, KernelSig};
+use crate::ptr::{Bf16, DevicePtr, DevicePtrMut, F16};
+
+/// The head size the kernels are written for (every GPT-2 model's).
+pub const HD: u32 = 64;
+/// Query rows per block.
+pub const BLOCK_Q: u32 = 64;
+/// Key/value rows per tile.
+pub const BLOCK_KV: u32 = 64;
+/// Warps per block of the forward (16 query rows each).
+pub const FORWARD_WARPS: u32 = BLOCK_Q / 16;
+/// Threads per block of the forward.
+pub const FORWARD_THREADS: u32 = FORWARD_WARPS * 32;
+/// Dynamic shared memory of the forward: the Q tile and two stages of K and V tiles, 16-bit.
+pub const FORWARD_SHARED_BYTES: u32 = (BLOCK_Q + 4 * BLOCK_KV) * HD * 2;
+
+/// Byte offset of 16-byte chunk `chunk` (0..8) of row `row` in a shared-memory tile of 64
+/// 16-bit columns (128-byte rows), XOR-swizzled so that the 8 rows one `ldmatrix` matrix reads,
+/// and the 8 chunks of one row, fall in 8 different bank groups.
+#[inline]
+pub const fn tile_offset(row: u32, chunk: u32) -> u32 {
+    row * 128 + ((chunk ^ (row % 8)) * 16)
+}
+
+/// Parameters of the forward.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct FlashForwardParams<T: Copy> {
+    /// (B, T, 3, NH, HD) input.
+    pub qkv: DevicePtr<T>,
+    /// (B, T, NH, HD) output.
+    pub out: DevicePtrMut<T>,
+    /// (B, NH, T) log-sum-exp of each row's scaled scores (natural log).
+    pub lse: DevicePtrMut<f32>,
+    /// Sequence length.
+    pub t: u32,
+    /// Heads.
+    pub nh: u32,
+    /// `log2(e) / sqrt(HD)`: scores times this are base-2 exponents.
+    pub scale_log2: f32,
+    /// Unused; keeps the struct free of implicit padding.
+    pub _pad: u32,
+}
+
+// SAFETY: #[repr(C)] struct of device pointers, u32s and an f32, padded explicitly to 8 bytes.
+unsafe impl<T: Copy + 'static> KernelParams for FlashForwardParams<T> {}
+
+/// The flash attention kernels of one 16-bit storage type.
+pub trait FlashKernels: Copy + 'static {
+    /// `flash_attention_forward_<ty>`.
+    const FORWARD: Kernel<FlashForwardParams<Self>>;
+}
+
+/// `flash_attention_forward_bf16`.
+pub const FLASH_FORWARD_BF16: Kernel<FlashForwardParams<Bf16>> =
+    Kernel::new("flash_attention_forward_bf16");
+/// `flash_attention_forward_f16`.
+pub const FLASH_FORWARD_F16: Kernel<FlashForwardParams<F16>> =
+    Kernel::new("flash_attention_forward_f16");
+
+impl FlashKernels for Bf16 {
+    const FORWARD: Kernel<FlashForwardParams<Self>> = FLASH_FORWARD_BF16;
+}
+impl FlashKernels for F16 {
+    const FORWARD: Kernel<FlashForwardParams<Self>> = FLASH_FORWARD_F16;
+}
+
+/// Every flash attention entry point.
+pub const KERNELS: &[KernelSig] = &[FLASH_FORWARD_BF16.sig(), FLASH_FORWARD_F16.sig()];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The swizzle is a bijection on each row and spreads an ldmatrix's 8 rows over 8 chunks.
+    #[test]
+    fn swizzle_is_conflict_free() {
+        for row in 0..64 {
+            let mut chunks: [bool; 8] = [false; 8];
+            for c in 0..8 {
+                let off = tile_offset(row, c);
+                assert_eq!(off / 128, row);
+                chunks[((off % 128) / 16) as usize] = true;
+            }
+            assert!(chunks.iter().all(|&x| x));
+        }
+        for c in 0..8 {
+            for r0 in (0..64).step_by(8) {
+                let mut banks = [false; 8];
+                for r in r0..r0 + 8 {
+                    banks[((tile_offset(r, c) % 128) / 16) as usize] = true;
+                }
+                assert!(banks.iter().all(|&x| x), "chunk {c} rows {r0}..");
+            }
+        }
+    }
+}

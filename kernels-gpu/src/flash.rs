@@ -1,0 +1,264 @@
+//! Flash attention forward (see `kernel_abi::flash` for the contract and the tiling).
+//!
+//! Per warp (16 query rows) and key/value tile (64 rows), with `g = lane / 4`, `q = lane % 4`:
+//! - `S = Q·Kᵀ`: 4 k-steps × 8 n8-tiles of `mma.m16n8k16`; the Q fragments are loaded once
+//!   (`ldmatrix.x4`), K's with `ldmatrix.x4` (K rows are the B operand's columns);
+//! - the accumulators hold rows `g` and `g + 8`, columns `8n + 2q, +1`: each row's maximum is
+//!   reduced over the 4 lanes of a quad with two butterflies; the running sums stay per lane
+//!   and are reduced once at the end;
+//! - `P = 2^(S·scale·log2 e − max)` goes straight from the S accumulators into the A fragments
+//!   of `O += P·V` (the m16n8 accumulator layout of two adjacent n8-tiles is the m16k16 A
+//!   layout), rounded to the storage type; V's fragments come from `ldmatrix.x4.trans`.
+//!
+//! Shared memory: the Q tile, then two stages of K and two of V (64 × 64 16-bit values each,
+//! rows XOR-swizzled by `kernel_abi::flash::tile_offset`), filled by `cp.async` one tile ahead
+//! of the compute.
+
+use crate::arch::cp_async::{cp_async_cg_16, cp_async_commit_group, cp_async_wait_group};
+use crate::arch::cvt::{pack_bf16x2, pack_f16x2};
+use crate::arch::ldmatrix::{ldmatrix_x4, ldmatrix_x4_trans};
+use crate::arch::math::{ex2_approx_f32, lg2_approx_f32};
+use crate::arch::shfl::{FULL_MASK, shfl_bfly_f32};
+use crate::arch::smem::dynamic_smem_base;
+use crate::arch::sync::bar_sync;
+use crate::arch::{
+    block_idx_x, block_idx_y, block_idx_z, grid_dim_x, lane_id, thread_idx_x, warp_idx_x,
+};
+use crate::entry::entries;
+use crate::gemm::tensor_op::{Bf16Op, F16Op, TensorOp};
+use crate::unroll::unroll;
+use core::f32::consts::LN_2;
+use kernel_abi::flash::{BLOCK_KV, BLOCK_Q, FORWARD_THREADS, FlashForwardParams, HD, tile_offset};
+
+/// A 16-bit tensor-core type, with the packing of two f32 into one operand register.
+trait FlashOp: TensorOp {
+    /// Rounds `lo` and `hi` to the storage type and packs them, `lo` in the low half.
+    fn pack(lo: f32, hi: f32) -> u32;
+}
+
+impl FlashOp for Bf16Op {
+    #[inline(always)]
+    fn pack(lo: f32, hi: f32) -> u32 {
+        pack_bf16x2(lo, hi)
+    }
+}
+
+impl FlashOp for F16Op {
+    #[inline(always)]
+    fn pack(lo: f32, hi: f32) -> u32 {
+        pack_f16x2(lo, hi)
+    }
+}
+
+/// 16-byte chunks per 64-value row.
+const ROW_CHUNKS: u32 = HD / 8;
+/// Bytes of one 64 × 64 16-bit tile.
+const TILE_BYTES: u32 = BLOCK_KV * HD * 2;
+/// Chunks each thread copies per tile.
+const CHUNKS_PER_THREAD: u32 = BLOCK_KV * ROW_CHUNKS / FORWARD_THREADS;
+
+/// Where a block's tiles come from: sequence `b`, head `h`.
+struct Source<T> {
+    qkv: *const T,
+    t: u32,
+    channels: u32,
+    b: u32,
+    h: u32,
+}
+
+impl<T> Source<T> {
+    /// Issues the `cp.async` copies of rows `row0..row0 + 64` of part `part` (0 = q, 1 = k,
+    /// 2 = v) into the tile at shared address `tile`; rows at or past `t` are zero-filled.
+    ///
+    /// # Safety
+    /// Every thread of the block calls it; `qkv` holds (B, T, 3, NH, HD) elements and `tile`
+    /// is a 16-byte aligned tile of shared memory not read until a covering wait and barrier.
+    #[inline(always)]
+    unsafe fn load(&self, tile: u32, part: u32, row0: u32) {
+        unroll!(i in 0..4 => {
+            let idx = thread_idx_x() + i as u32 * FORWARD_THREADS;
+            let (row, chunk) = (idx / ROW_CHUNKS, idx % ROW_CHUNKS);
+            let t = row0 + row;
+            let (src_t, bytes) = if t < self.t { (t, 16) } else { (0, 0) };
+            let elem = ((self.b as usize * self.t as usize + src_t as usize) * 3 + part as usize)
+                * self.channels as usize
+                + (self.h * HD + chunk * 8) as usize;
+            // SAFETY: `elem` is inside qkv (row `src_t < t` of sequence `b`) and 16-byte
+            // aligned (the launcher checked the base; rows are whole chunks).
+            unsafe { cp_async_cg_16(tile + tile_offset(row, chunk), self.qkv.add(elem).cast(), bytes) };
+        });
+    }
+}
+
+const _: () = assert!(CHUNKS_PER_THREAD == 4, "Source::load copies 4 chunks per thread");
+
+/// The maximum of `x` over the 4 lanes of this lane's quad.
+///
+/// # Safety
+/// All 32 lanes call it together.
+#[inline(always)]
+unsafe fn quad_max(mut x: f32) -> f32 {
+    // SAFETY: the caller's convergence contract.
+    unsafe {
+        x = x.max(shfl_bfly_f32(FULL_MASK, x, 1));
+        x.max(shfl_bfly_f32(FULL_MASK, x, 2))
+    }
+}
+
+/// The sum of `x` over the 4 lanes of this lane's quad.
+///
+/// # Safety
+/// All 32 lanes call it together.
+#[inline(always)]
+unsafe fn quad_sum(mut x: f32) -> f32 {
+    // SAFETY: the caller's convergence contract.
+    unsafe {
+        x += shfl_bfly_f32(FULL_MASK, x, 1);
+        x + shfl_bfly_f32(FULL_MASK, x, 2)
+    }
+}
+
+#[inline(always)]
+unsafe fn forward<Op: FlashOp>(p: FlashForwardParams<Op::In>) {
+    let q_tile = grid_dim_x() - 1 - block_idx_x();
+    let (b, h) = (block_idx_z(), block_idx_y());
+    let q0 = q_tile * BLOCK_Q;
+    let src = Source { qkv: p.qkv.as_ptr(), t: p.t, channels: p.nh * HD, b, h };
+    let sq = dynamic_smem_base();
+    let sk = sq + BLOCK_Q * HD * 2;
+    let sv = sk + 2 * TILE_BYTES;
+    let (warp, lane) = (warp_idx_x(), lane_id());
+    let (g, quad) = (lane / 4, lane % 4);
+    let rows = [q0 + warp * 16 + g, q0 + warp * 16 + g + 8];
+
+    // SAFETY: block-uniform calls; the tiles are inside the launch's shared memory.
+    unsafe {
+        src.load(sq, 0, q0);
+        src.load(sk, 1, 0);
+        src.load(sv, 2, 0);
+        cp_async_commit_group();
+    }
+
+    let kv_tiles = q_tile + 1;
+    let mut qa = [[0u32; 4]; 4];
+    let mut o = [[0.0f32; 4]; 8];
+    let mut max = [f32::NEG_INFINITY; 2];
+    let mut sum = [0.0f32; 2];
+    let mut j = 0;
+    while j < kv_tiles {
+        let stage = j % 2;
+        // SAFETY: block-uniform; the stage being filled was last read before the barrier that
+        // ended the previous iteration. The group committed here may be empty.
+        unsafe {
+            if j + 1 < kv_tiles {
+                let next = (j + 1) % 2;
+                src.load(sk + next * TILE_BYTES, 1, (j + 1) * BLOCK_KV);
+                src.load(sv + next * TILE_BYTES, 2, (j + 1) * BLOCK_KV);
+            }
+            cp_async_commit_group();
+            cp_async_wait_group::<1>();
+            bar_sync();
+        }
+        if j == 0 {
+            unroll!(kk in 0..4 => {
+                let row = warp * 16 + lane % 8 + 8 * ((lane / 8) % 2);
+                let chunk = 2 * kk as u32 + lane / 16;
+                // SAFETY: warp-uniform; inside the Q tile, which the wait and barrier above
+                // made visible.
+                qa[kk] = unsafe { ldmatrix_x4(sq + tile_offset(row, chunk)) };
+            });
+        }
+
+        let ks = sk + stage * TILE_BYTES;
+        let mut s = [[0.0f32; 4]; 8];
+        unroll!(kk in 0..4 => {
+            unroll!(np in 0..4 => {
+                let row = np as u32 * 16 + 8 * (lane / 16) + lane % 8;
+                let chunk = 2 * kk as u32 + (lane / 8) % 2;
+                // SAFETY: warp-uniform; inside this stage's K tile.
+                unsafe {
+                    let r = ldmatrix_x4(ks + tile_offset(row, chunk));
+                    s[2 * np] = Op::mma(qa[kk], [r[0], r[1]], s[2 * np]);
+                    s[2 * np + 1] = Op::mma(qa[kk], [r[2], r[3]], s[2 * np + 1]);
+                }
+            });
+        });
+
+        // Scale to base-2 exponents, mask the diagonal tile, and update the running maxima.
+        let diagonal = j == q_tile;
+        let mut tile_max = max;
+        unroll!(n in 0..8 => {
+            unroll!(e in 0..4 => {
+                let col = j * BLOCK_KV + n as u32 * 8 + 2 * quad + (e as u32 & 1);
+                let x = s[n][e] * p.scale_log2;
+                s[n][e] = if diagonal && col > rows[e / 2] { f32::NEG_INFINITY } else { x };
+                tile_max[e / 2] = tile_max[e / 2].max(s[n][e]);
+            });
+        });
+        let mut alpha = [0.0f32; 2];
+        unroll!(r in 0..2 => {
+            // SAFETY: all lanes are here (the loop bounds are block-uniform).
+            let m = unsafe { quad_max(tile_max[r]) };
+            alpha[r] = ex2_approx_f32(max[r] - m);
+            max[r] = m;
+            sum[r] *= alpha[r];
+        });
+        unroll!(n in 0..8 => {
+            unroll!(e in 0..4 => {
+                s[n][e] = ex2_approx_f32(s[n][e] - max[e / 2]);
+                sum[e / 2] += s[n][e];
+                o[n][e] *= alpha[e / 2];
+            });
+        });
+
+        let vs = sv + stage * TILE_BYTES;
+        unroll!(kk in 0..4 => {
+            let a = [
+                Op::pack(s[2 * kk][0], s[2 * kk][1]),
+                Op::pack(s[2 * kk][2], s[2 * kk][3]),
+                Op::pack(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                Op::pack(s[2 * kk + 1][2], s[2 * kk + 1][3]),
+            ];
+            unroll!(dp in 0..4 => {
+                let row = kk as u32 * 16 + lane % 8 + 8 * ((lane / 8) % 2);
+                let chunk = 2 * dp as u32 + lane / 16;
+                // SAFETY: warp-uniform; inside this stage's V tile.
+                unsafe {
+                    let r = ldmatrix_x4_trans(vs + tile_offset(row, chunk));
+                    o[2 * dp] = Op::mma(a, [r[0], r[1]], o[2 * dp]);
+                    o[2 * dp + 1] = Op::mma(a, [r[2], r[3]], o[2 * dp + 1]);
+                }
+            });
+        });
+        // SAFETY: block-uniform; the next iteration overwrites the other stage only after it.
+        unsafe { bar_sync() };
+        j += 1;
+    }
+
+    let channels = (p.nh * HD) as usize;
+    unroll!(r in 0..2 => {
+        // SAFETY: all lanes are here.
+        let total = unsafe { quad_sum(sum[r]) };
+        let row = rows[r];
+        if row < p.t {
+            let inv = 1.0 / total;
+            let at = (b as usize * p.t as usize + row as usize) * channels + (h * HD) as usize;
+            unroll!(n in 0..8 => {
+                let d = n * 8 + 2 * quad as usize;
+                let word = Op::pack(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
+                // SAFETY: row < t; `d` is even, so the pair is 4-byte aligned inside the row.
+                unsafe { *p.out.as_mut_ptr().add(at + d).cast::<u32>() = word };
+            });
+            if quad == 0 {
+                let lse = (max[r] + lg2_approx_f32(total)) * LN_2;
+                // SAFETY: (b, h, row) is inside the (B, NH, T) buffer.
+                unsafe { *p.lse.as_mut_ptr().add(((b * p.nh + h) * p.t + row) as usize) = lse };
+            }
+        }
+    });
+}
+
+entries! { "flash";
+    flash_attention_forward_bf16(FlashForwardParams<kernel_abi::Bf16>) => forward::<Bf16Op>;
+    flash_attention_forward_f16(FlashForwardParams<kernel_abi::F16>) => forward::<F16Op>;
+}
