@@ -80,6 +80,13 @@ enum BenchTarget {
         #[arg(last = true)]
         args: Vec<String>,
     },
+    /// Flash attention forward at GPT-2 124M's shape against PyTorch SDPA (CUDA GPU only);
+    /// writes bench/attention-<device>.md. Arguments after `--` go to `gpu-bench attention`.
+    Attention {
+        /// Arguments for `gpu-bench attention`.
+        #[arg(last = true)]
+        args: Vec<String>,
+    },
     /// The CPU trainer: ms/step and tokens/s of full training steps for d2 and d12 at B=4,
     /// T=64 (median of 7 steps after 2 warm-up steps).
     Cpu,
@@ -95,6 +102,7 @@ fn main() -> Result<()> {
         Command::GpuBundle { dir } => gpu_bundle::run(dir),
         Command::Bench { which: BenchTarget::Gemm { args } } => bench::gpu("gemm", &args),
         Command::Bench { which: BenchTarget::Kernels { args } } => bench::gpu("kernels", &args),
+        Command::Bench { which: BenchTarget::Attention { args } } => bench::gpu("attention", &args),
         Command::Bench { which: BenchTarget::Cpu } => bench::cpu(),
     }
 }

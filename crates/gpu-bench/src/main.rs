@@ -3,6 +3,7 @@
 //! the PTX first; on a machine without cargo (the GPU bundle, docs/GPU.md), run the binary
 //! itself. Every benchmark prints a last line `headline: ...` that the bundle's summary quotes.
 
+mod attention;
 mod cublas;
 mod data;
 mod gemm;
@@ -32,6 +33,9 @@ enum Command {
     /// The memory-bound kernels (GELU, residual, layernorm, classifier, ...) at GPT-2 124M
     /// sizes: achieved GB/s against a device-to-device copy; writes bench/kernels-<device>.md.
     Kernels(kernels::Args),
+    /// Flash attention forward at GPT-2 124M's attention shape against PyTorch's SDPA and
+    /// materialised attention in the same run; writes bench/attention-<device>.md.
+    Attention(attention::Args),
     /// The GPU's facts (name, compute capability, SMs, memory, L2, clocks, driver).
     Info,
     /// Prints the name of every benchmark, one per line (how the GPU bundle finds them).
@@ -45,6 +49,7 @@ fn main() -> Result<()> {
     match Cli::parse().command {
         Command::Gemm(args) => gemm::run(&args),
         Command::Kernels(args) => kernels::run(&args),
+        Command::Attention(args) => attention::run(&args),
         Command::Info => info::run(),
         Command::List => {
             for name in benchmark_names() {
@@ -92,7 +97,7 @@ mod tests {
 
     #[test]
     fn list_names_the_benchmarks_only() {
-        assert_eq!(benchmark_names(), ["gemm", "kernels"]);
+        assert_eq!(benchmark_names(), ["gemm", "kernels", "attention"]);
     }
 
     #[test]

@@ -65,6 +65,7 @@ for packed in "$here"/bin/*.gz "$here"/tests/*.gz; do
 done
 bench_bin=$work/bin/gpu-bench
 export GPU_BUNDLE_COMMIT=$(sed -n 's/^commit: //p' "$here/MANIFEST.txt")
+export GPU_BENCH_SCRIPTS=$here/bench
 
 failed=0
 rows=()
