@@ -13,6 +13,7 @@
 #![feature(abi_ptx, asm_experimental_arch, core_float_math)]
 
 pub mod arch;
+pub mod attention;
 pub mod classifier;
 pub mod elem;
 pub mod elementwise;

@@ -88,4 +88,5 @@ pub const ALL_KERNELS: &[&[KernelSig]] = &[
     crate::gelu::KERNELS,
     crate::layernorm::KERNELS,
     crate::classifier::KERNELS,
+    crate::attention::KERNELS,
 ];

@@ -12,6 +12,7 @@
 //! function of another crate would be an undefined `.extern .func` in the kernels' PTX.
 #![no_std]
 
+pub mod attention;
 pub mod classifier;
 pub mod elementwise;
 pub mod fragment;

@@ -5,6 +5,7 @@
 //! `unsafe` launch. Launches are asynchronous: errors raised while the kernel runs surface at
 //! the next synchronising call.
 
+pub mod attention;
 pub mod classifier;
 pub mod elementwise;
 pub mod gelu;
