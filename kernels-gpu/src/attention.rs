@@ -249,8 +249,7 @@ fn valid_in(col: usize, count: usize, valid: usize) -> usize {
 unsafe fn softmax_forward<T: Elem>(p: SoftmaxForwardParams<T>) {
     let Some((row, offset)) = softmax_row(p.t) else { return };
     let t = p.t as usize;
-    let vector =
-        p.t.is_multiple_of(CHUNK) && p.inp.is_aligned_to(16) && p.out.is_aligned_to(16);
+    let vector = p.t.is_multiple_of(CHUNK) && p.inp.is_aligned_to(16) && p.out.is_aligned_to(16);
     let scale = p.scale * LOG2_E;
     // SAFETY: (here and below) the launcher checked both buffers hold B·NH·T·T elements and
     // launched `B·NH` matrices of `⌈T / warps⌉` blocks; `row < T` and every chunk ends within
@@ -298,15 +297,20 @@ unsafe fn softmax_backward<T: Elem>(p: SoftmaxBackwardParams<T>) {
     // SAFETY: (here and below) as in `softmax_forward`: the three buffers hold B·NH·T·T
     // elements; in place (`dpreatt == datt`) each lane reads its chunks before rewriting them.
     let (att, datt, dpreatt) = unsafe {
-        (p.att.as_ptr().add(offset), p.datt.as_ptr().add(offset), p.dpreatt.as_mut_ptr().add(offset))
+        (
+            p.att.as_ptr().add(offset),
+            p.datt.as_ptr().add(offset),
+            p.dpreatt.as_mut_ptr().add(offset),
+        )
     };
     let valid = row + 1;
 
     let mut dot = 0.0;
     for_lane_chunks(valid, |col, count| {
         // SAFETY: see above.
-        let (a, d) =
-            unsafe { (load_chunk(att.add(col), count, vector), load_chunk(datt.add(col), count, vector)) };
+        let (a, d) = unsafe {
+            (load_chunk(att.add(col), count, vector), load_chunk(datt.add(col), count, vector))
+        };
         unroll!(k in 0..8 => {
             if k < count {
                 dot += a[k] * d[k];
@@ -321,8 +325,9 @@ unsafe fn softmax_backward<T: Elem>(p: SoftmaxBackwardParams<T>) {
         let mut grad = [0.0; 8];
         if live > 0 {
             // SAFETY: see above.
-            let (a, d) =
-                unsafe { (load_chunk(att.add(col), live, vector), load_chunk(datt.add(col), live, vector)) };
+            let (a, d) = unsafe {
+                (load_chunk(att.add(col), live, vector), load_chunk(datt.add(col), live, vector))
+            };
             unroll!(k in 0..8 => {
                 if k < live {
                     grad[k] = a[k] * (d[k] - dot) * p.scale;

@@ -187,8 +187,7 @@ macro_rules! attention_kernels {
         #[doc = concat!("`", $permute_name, "`")]
         pub const $permute: Kernel<PermuteParams<$ty>> = Kernel::new($permute_name);
         #[doc = concat!("`", $permute_bwd_name, "`")]
-        pub const $permute_bwd: Kernel<PermuteBackwardParams<$ty>> =
-            Kernel::new($permute_bwd_name);
+        pub const $permute_bwd: Kernel<PermuteBackwardParams<$ty>> = Kernel::new($permute_bwd_name);
         #[doc = concat!("`", $unpermute_name, "`")]
         pub const $unpermute: Kernel<UnpermuteParams<$ty>> = Kernel::new($unpermute_name);
         #[doc = concat!("`", $unpermute_bwd_name, "`")]
@@ -197,8 +196,7 @@ macro_rules! attention_kernels {
         #[doc = concat!("`", $softmax_name, "`")]
         pub const $softmax: Kernel<SoftmaxForwardParams<$ty>> = Kernel::new($softmax_name);
         #[doc = concat!("`", $softmax_bwd_name, "`")]
-        pub const $softmax_bwd: Kernel<SoftmaxBackwardParams<$ty>> =
-            Kernel::new($softmax_bwd_name);
+        pub const $softmax_bwd: Kernel<SoftmaxBackwardParams<$ty>> = Kernel::new($softmax_bwd_name);
 
         impl AttentionKernels for $ty {
             const PERMUTE: Kernel<PermuteParams<Self>> = $permute;

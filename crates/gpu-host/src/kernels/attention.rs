@@ -71,7 +71,10 @@ impl AttentionShape {
             return bad("nh", format!("{} heads (need 1..=65535)", self.nh));
         }
         if self.c == 0 || !self.c.is_multiple_of(self.nh) {
-            return bad("c", format!("{} channels are not a positive multiple of nh = {}", self.c, self.nh));
+            return bad(
+                "c",
+                format!("{} channels are not a positive multiple of nh = {}", self.c, self.nh),
+            );
         }
         if self.b > MAX_GRID_YZ || self.b * self.nh > MAX_GRID_YZ {
             return bad("b", format!("b·nh = {}·{} exceeds 65535", self.b, self.nh));
@@ -125,7 +128,11 @@ impl SoftmaxShape {
     /// Checks the shape, naming the bad argument.
     fn validate(&self, op: &'static str) -> Result<()> {
         if self.matrices > MAX_GRID_YZ {
-            return Err(GpuError::invalid(op, "matrices", format!("{} exceeds 65535", self.matrices)));
+            return Err(GpuError::invalid(
+                op,
+                "matrices",
+                format!("{} exceeds 65535", self.matrices),
+            ));
         }
         if self.t > u32::MAX as usize {
             return Err(GpuError::invalid(op, "t", format!("{} does not fit in 32 bits", self.t)));
@@ -186,8 +193,13 @@ pub fn attention_permute<D: Device, T: FloatElement>(
     if shape.is_empty() {
         return Ok(());
     }
-    let params =
-        PermuteParams { qkv: args.qkv.ptr(), q: args.q.ptr(), k: args.k.ptr(), v: args.v.ptr(), dims };
+    let params = PermuteParams {
+        qkv: args.qkv.ptr(),
+        q: args.q.ptr(),
+        k: args.k.ptr(),
+        v: args.v.ptr(),
+        dims,
+    };
     // SAFETY: every view has the length of its layout for this shape; the outputs are mutable
     // borrows, so they overlap neither each other nor the input; the grid is the kernel's.
     unsafe { dev.launch(T::Abi::PERMUTE, shape.permute_config(dims), params) }
@@ -275,7 +287,12 @@ pub fn causal_softmax_forward<D: Device, T: FloatElement>(
     if shape.is_empty() {
         return Ok(());
     }
-    let params = SoftmaxForwardParams { inp: inp.ptr(), out: out.ptr(), t: shape.t as u32, scale: shape.scale };
+    let params = SoftmaxForwardParams {
+        inp: inp.ptr(),
+        out: out.ptr(),
+        t: shape.t as u32,
+        scale: shape.scale,
+    };
     // SAFETY: both views cover the matrices and do not overlap; the grid is the kernel's.
     unsafe { dev.launch(T::Abi::SOFTMAX_FORWARD, shape.config(), params) }
 }
@@ -293,7 +310,8 @@ pub fn causal_softmax_forward_in_place<D: Device, T: FloatElement>(
         return Ok(());
     }
     let out = att.ptr();
-    let params = SoftmaxForwardParams { inp: out.as_const(), out, t: shape.t as u32, scale: shape.scale };
+    let params =
+        SoftmaxForwardParams { inp: out.as_const(), out, t: shape.t as u32, scale: shape.scale };
     // SAFETY: the view covers the matrices; each element is read before it is written, by the
     // thread that writes it.
     unsafe { dev.launch(T::Abi::SOFTMAX_FORWARD, shape.config(), params) }
@@ -478,7 +496,11 @@ fn check_precision<T: AttentionElement>(op: &'static str, precision: Precision) 
 /// Fails unless `scratch` holds at least `needed` elements.
 fn check_scratch(op: &'static str, len: usize, needed: usize, what: &str) -> Result<()> {
     if len < needed {
-        return Err(GpuError::invalid(op, "scratch", format!("has {len} elements, needs {needed} ({what})")));
+        return Err(GpuError::invalid(
+            op,
+            "scratch",
+            format!("has {len} elements, needs {needed} ({what})"),
+        ));
     }
     Ok(())
 }
@@ -511,8 +533,7 @@ pub fn attention_forward<D: Device, T: AttentionElement>(
     let (mut y, _) = rest.split_at_mut(n)?;
     let gemms = HeadGemms::new(shape);
     let none = Epilogue::default;
-    let permute =
-        Permute { qkv: args.qkv, q: q.reborrow(), k: k.reborrow(), v: v.reborrow() };
+    let permute = Permute { qkv: args.qkv, q: q.reborrow(), k: k.reborrow(), v: v.reborrow() };
     attention_permute(dev, shape, permute)?;
     let scores = gemms.scores.spec(shape, precision);
     gemm(dev, &scores, q.as_view(), k.as_view(), args.att.reborrow(), none())?;
@@ -556,8 +577,7 @@ pub fn attention_backward<D: Device, T: AttentionElement>(
     let (mut datt, _) = rest.split_at_mut(shape.att_len())?;
     let gemms = HeadGemms::new(shape);
     let none = Epilogue::default;
-    let permute =
-        Permute { qkv: args.qkv, q: q.reborrow(), k: k.reborrow(), v: v.reborrow() };
+    let permute = Permute { qkv: args.qkv, q: q.reborrow(), k: k.reborrow(), v: v.reborrow() };
     attention_permute(dev, shape, permute)?;
     attention_unpermute_backward(dev, shape, args.dout, dy.reborrow())?;
     let dprobs = gemms.dprobs.spec(shape, precision);

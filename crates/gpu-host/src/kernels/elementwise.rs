@@ -20,12 +20,8 @@ use kernel_abi::layernorm::LayerNormKernels;
 /// elementwise, GELU, layernorm, classifier and attention kernel.
 pub trait FloatElement:
     DeviceElement<
-        Abi: ElementwiseKernels
-                 + GeluKernels
-                 + LayerNormKernels
-                 + ClassifierKernels
-                 + AttentionKernels,
-    >
+    Abi: ElementwiseKernels + GeluKernels + LayerNormKernels + ClassifierKernels + AttentionKernels,
+>
 {
 }
 
