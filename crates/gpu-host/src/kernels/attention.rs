@@ -84,6 +84,13 @@ impl AttentionShape {
         if self.t.saturating_mul(chunks) > i32::MAX as usize || hd > u32::MAX as usize {
             return bad("t", format!("t = {} with head size {hd} is too large", self.t));
         }
+        let product =
+            |factors: [usize; 4]| factors.iter().try_fold(1usize, |a, &f| a.checked_mul(f));
+        if product([3, self.b, self.t, self.c]).is_none()
+            || product([self.b, self.nh, self.t, self.t]).is_none()
+        {
+            return bad("t", format!("the buffers of {self:?} overflow the address space"));
+        }
         Ok(HeadDims::new(self.t as u32, self.nh as u32, hd as u32))
     }
 
@@ -134,8 +141,9 @@ impl SoftmaxShape {
                 format!("{} exceeds 65535", self.matrices),
             ));
         }
-        if self.t > u32::MAX as usize {
-            return Err(GpuError::invalid(op, "t", format!("{} does not fit in 32 bits", self.t)));
+        let len = self.t.checked_mul(self.t).and_then(|square| square.checked_mul(self.matrices));
+        if self.t > u32::MAX as usize || len.is_none() {
+            return Err(GpuError::invalid(op, "t", format!("{} is too large", self.t)));
         }
         if !self.scale.is_finite() {
             return Err(GpuError::invalid(op, "scale", format!("{} is not finite", self.scale)));
