@@ -16,6 +16,7 @@
 
 pub mod adamw;
 pub mod arch;
+pub mod attention;
 pub mod classifier;
 pub mod elem;
 pub mod elementwise;

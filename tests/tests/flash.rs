@@ -3,9 +3,8 @@
 //! tiles (and T = 1), several heads and sequences.
 
 use cpu_ref::precision::Element;
-use gpu_host::kernels::flash::{
-    AttentionShape, FlashElement, FlashForward, flash_attention_forward,
-};
+use gpu_host::kernels::attention::AttentionShape;
+use gpu_host::kernels::flash::{FlashElement, FlashForward, flash_attention_forward};
 use gpu_host::{Device, DeviceBuffer, GpuError};
 use half::{bf16, f16};
 use integration_tests::{

@@ -14,9 +14,8 @@ use crate::report;
 use crate::timing::Timer;
 use anyhow::{Context, Result, bail};
 use cudarc::driver::sys::CUdevice_attribute;
-use gpu_host::kernels::flash::{
-    AttentionShape, FlashElement, FlashForward, flash_attention_forward,
-};
+use gpu_host::kernels::attention::AttentionShape;
+use gpu_host::kernels::flash::{FlashElement, FlashForward, flash_attention_forward};
 use gpu_host::{Device, DeviceBuffer, Gpu};
 use half::{bf16, f16};
 use std::fmt::Write;

@@ -92,4 +92,5 @@ pub const ALL_KERNELS: &[&[KernelSig]] = &[
     crate::classifier::KERNELS,
     crate::encoder::KERNELS,
     crate::flash::KERNELS,
+    crate::attention::KERNELS,
 ];

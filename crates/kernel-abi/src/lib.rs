@@ -13,6 +13,7 @@
 #![no_std]
 
 pub mod adamw;
+pub mod attention;
 pub mod classifier;
 pub mod elementwise;
 pub mod encoder;

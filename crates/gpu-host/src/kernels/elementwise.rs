@@ -7,6 +7,7 @@ use crate::error::Result;
 use crate::view::{DeviceView, DeviceViewMut};
 use half::{bf16, f16};
 use kernel_abi::Kernel;
+use kernel_abi::attention::AttentionKernels;
 use kernel_abi::classifier::ClassifierKernels;
 use kernel_abi::elementwise::{
     AddParams, BLOCK_THREADS, CAST_BF16_F32, CAST_F16_F32, CAST_F32_BF16, CAST_F32_F16, CastParams,
@@ -18,7 +19,7 @@ use kernel_abi::layernorm::LayerNormKernels;
 use kernel_abi::norm::GradNormKernels;
 
 /// A storage type of activations and parameters, `f32`, `bf16` or `f16`: one that has every
-/// elementwise, encoder, GELU, layernorm, classifier and gradient-norm kernel.
+/// elementwise, encoder, GELU, layernorm, classifier, gradient-norm and attention kernel.
 pub trait FloatElement:
     DeviceElement<
     Abi: ElementwiseKernels
@@ -26,7 +27,8 @@ pub trait FloatElement:
              + GeluKernels
              + LayerNormKernels
              + ClassifierKernels
-             + GradNormKernels,
+             + GradNormKernels
+             + AttentionKernels,
 >
 {
 }

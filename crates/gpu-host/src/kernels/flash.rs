@@ -1,6 +1,7 @@
 //! Flash attention (see `kernel_abi::flash`): causal attention from the fused qkv activation
 //! without the T×T scores, on tensor cores, for bf16 and f16 storage.
 
+use super::attention::AttentionShape;
 use super::check_aligned;
 use super::check_len;
 use crate::device::{Device, LaunchConfig};
@@ -18,19 +19,6 @@ pub trait FlashElement: DeviceElement<Abi: FlashKernels> {}
 
 impl FlashElement for bf16 {}
 impl FlashElement for f16 {}
-
-/// The shape of one attention call: `b` sequences of `t` positions, `c` channels in `nh` heads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct AttentionShape {
-    /// Batch size.
-    pub b: usize,
-    /// Sequence length.
-    pub t: usize,
-    /// Channels (`nh · head size`).
-    pub c: usize,
-    /// Heads.
-    pub nh: usize,
-}
 
 /// Buffers of [`flash_attention_forward`].
 pub struct FlashForward<'a, T> {
@@ -62,8 +50,8 @@ pub fn flash_attention_forward<D: Device, T: FlashElement>(
     if b > u16::MAX as usize || nh > u16::MAX as usize || b * nh * t > u32::MAX as usize {
         return Err(GpuError::invalid(OP, "shape", format!("{shape:?} is too large")));
     }
-    check_len(OP, "qkv", args.qkv.len(), b * t * 3 * c, "b·t·3c")?;
-    check_len(OP, "out", args.out.len(), b * t * c, "b·t·c")?;
+    check_len(OP, "qkv", args.qkv.len(), shape.qkv_len(), "b·t·3c")?;
+    check_len(OP, "out", args.out.len(), shape.out_len(), "b·t·c")?;
     check_len(OP, "lse", args.lse.len(), b * nh * t, "b·nh·t")?;
     check_aligned(OP, "qkv", args.qkv.addr(), 16)?;
     check_aligned(OP, "out", args.out.addr(), 4)?;

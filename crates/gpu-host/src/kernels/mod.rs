@@ -6,6 +6,7 @@
 //! the next synchronising call.
 
 pub mod adamw;
+pub mod attention;
 pub mod classifier;
 pub mod elementwise;
 pub mod encoder;

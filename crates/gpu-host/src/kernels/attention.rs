@@ -1,0 +1,607 @@
+//! Materialised causal attention (see `kernel_abi::attention` for the layouts and kernels):
+//! the permute and softmax launchers, and [`attention_forward`] / [`attention_backward`], the
+//! whole path of permutes, batched GEMMs and softmax kernels.
+//!
+//! The forward keeps the B·NH·T×T probabilities, so its memory grows as O(B·NH·T²); what the
+//! backward needs from it is the input `qkv` and those probabilities `att`.
+
+use super::check_len;
+use super::elementwise::FloatElement;
+use super::gemm::{Epilogue, GemmOutput, GemmSpec, GemmTypes, Layout, Precision, gemm};
+use crate::device::{Device, LaunchConfig};
+use crate::error::{GpuError, Result};
+use crate::view::{DeviceView, DeviceViewMut};
+use kernel_abi::attention::{
+    AttentionKernels, CHUNK, HeadDims, PERMUTE_THREADS, PermuteBackwardParams, PermuteParams,
+    SOFTMAX_THREADS, SoftmaxBackwardParams, SoftmaxForwardParams, UnpermuteBackwardParams,
+    UnpermuteParams,
+};
+
+/// Largest grid in y and z: bounds B, NH and B·NH (also the GEMM's batch limit).
+const MAX_GRID_YZ: usize = 65_535;
+
+/// The sizes of one attention call: `b` sequences of `t` tokens, `c` channels in `nh` heads
+/// of `c / nh` channels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttentionShape {
+    /// Batch size B.
+    pub b: usize,
+    /// Sequence length T.
+    pub t: usize,
+    /// Channels C (`nh · hd`).
+    pub c: usize,
+    /// Number of heads NH.
+    pub nh: usize,
+}
+
+impl AttentionShape {
+    /// Head size `hd = c / nh`.
+    pub fn head_size(&self) -> usize {
+        self.c.checked_div(self.nh).unwrap_or(0)
+    }
+
+    /// Elements of `qkv` and `dqkv`: B·T·3C.
+    pub fn qkv_len(&self) -> usize {
+        3 * self.b * self.t * self.c
+    }
+
+    /// Elements of `out`, `dout` and of each per-head buffer (q, k, v, y): B·T·C.
+    pub fn out_len(&self) -> usize {
+        self.b * self.t * self.c
+    }
+
+    /// Elements of `att`: B·NH·T·T.
+    pub fn att_len(&self) -> usize {
+        self.b * self.nh * self.t * self.t
+    }
+
+    /// The softmax of this attention: B·NH matrices of T×T, scaled by `1 / sqrt(hd)`.
+    pub fn softmax(&self) -> SoftmaxShape {
+        SoftmaxShape {
+            matrices: self.b * self.nh,
+            t: self.t,
+            scale: 1.0 / (self.head_size() as f32).sqrt(),
+        }
+    }
+
+    /// Checks the shape, naming the bad argument; returns the kernels' dimensions.
+    fn validate(&self, op: &'static str) -> Result<HeadDims> {
+        let bad = |arg, reason: String| Err(GpuError::invalid(op, arg, reason));
+        if self.nh == 0 || self.nh > MAX_GRID_YZ {
+            return bad("nh", format!("{} heads (need 1..=65535)", self.nh));
+        }
+        if self.c == 0 || !self.c.is_multiple_of(self.nh) {
+            return bad(
+                "c",
+                format!("{} channels are not a positive multiple of nh = {}", self.c, self.nh),
+            );
+        }
+        if self.b > MAX_GRID_YZ || self.b * self.nh > MAX_GRID_YZ {
+            return bad("b", format!("b·nh = {}·{} exceeds 65535", self.b, self.nh));
+        }
+        let hd = self.head_size();
+        let chunks = hd.div_ceil(CHUNK as usize);
+        if self.t.saturating_mul(chunks) > i32::MAX as usize || hd > u32::MAX as usize {
+            return bad("t", format!("t = {} with head size {hd} is too large", self.t));
+        }
+        let product =
+            |factors: [usize; 4]| factors.iter().try_fold(1usize, |a, &f| a.checked_mul(f));
+        if product([3, self.b, self.t, self.c]).is_none()
+            || product([self.b, self.nh, self.t, self.t]).is_none()
+        {
+            return bad("t", format!("the buffers of {self:?} overflow the address space"));
+        }
+        Ok(HeadDims::new(self.t as u32, self.nh as u32, hd as u32))
+    }
+
+    /// The permute kernels' grid: `(⌈T·chunks / threads⌉, NH, B)`.
+    fn permute_config(&self, dims: HeadDims) -> LaunchConfig {
+        let items = self.t * dims.chunks as usize;
+        LaunchConfig {
+            grid: (items.div_ceil(PERMUTE_THREADS as usize) as u32, self.nh as u32, self.b as u32),
+            block: (PERMUTE_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        }
+    }
+
+    /// Whether there is nothing to compute.
+    fn is_empty(&self) -> bool {
+        self.b == 0 || self.t == 0
+    }
+}
+
+/// The sizes of a causal softmax: `matrices` T×T matrices, scores scaled by `scale`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SoftmaxShape {
+    /// Number of T×T matrices (B·NH).
+    pub matrices: usize,
+    /// Sequence length T.
+    pub t: usize,
+    /// Factor of the scores (`1 / sqrt(hd)`).
+    pub scale: f32,
+}
+
+impl SoftmaxShape {
+    /// Elements of every buffer: `matrices · T · T`.
+    pub fn len(&self) -> usize {
+        self.matrices * self.t * self.t
+    }
+
+    /// Whether there is nothing to compute.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Checks the shape, naming the bad argument.
+    fn validate(&self, op: &'static str) -> Result<()> {
+        if self.matrices > MAX_GRID_YZ {
+            return Err(GpuError::invalid(
+                op,
+                "matrices",
+                format!("{} exceeds 65535", self.matrices),
+            ));
+        }
+        let len = self.t.checked_mul(self.t).and_then(|square| square.checked_mul(self.matrices));
+        if self.t > u32::MAX as usize || len.is_none() {
+            return Err(GpuError::invalid(op, "t", format!("{} is too large", self.t)));
+        }
+        if !self.scale.is_finite() {
+            return Err(GpuError::invalid(op, "scale", format!("{} is not finite", self.scale)));
+        }
+        Ok(())
+    }
+
+    /// One warp per row: `(⌈T / warps⌉, matrices)`.
+    fn config(&self) -> LaunchConfig {
+        let warps = (SOFTMAX_THREADS / 32) as usize;
+        LaunchConfig {
+            grid: (self.t.div_ceil(warps) as u32, self.matrices as u32, 1),
+            block: (SOFTMAX_THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        }
+    }
+}
+
+/// Buffers of [`attention_permute`].
+pub struct Permute<'a, T> {
+    /// (B, T, 3, NH, hd): the qkv projection's output.
+    pub qkv: DeviceView<'a, T>,
+    /// (B, NH, T, hd), written.
+    pub q: DeviceViewMut<'a, T>,
+    /// (B, NH, T, hd), written.
+    pub k: DeviceViewMut<'a, T>,
+    /// (B, NH, T, hd), written.
+    pub v: DeviceViewMut<'a, T>,
+}
+
+/// Buffers of [`attention_permute_backward`].
+pub struct PermuteBackward<'a, T> {
+    /// (B, NH, T, hd).
+    pub dq: DeviceView<'a, T>,
+    /// (B, NH, T, hd).
+    pub dk: DeviceView<'a, T>,
+    /// (B, NH, T, hd).
+    pub dv: DeviceView<'a, T>,
+    /// (B, T, 3, NH, hd), written.
+    pub dqkv: DeviceViewMut<'a, T>,
+}
+
+/// Splits `qkv` (B, T, 3, NH, hd) into per-head `q`, `k`, `v` (B, NH, T, hd) (exact copies).
+pub fn attention_permute<D: Device, T: FloatElement>(
+    dev: &D,
+    shape: AttentionShape,
+    mut args: Permute<'_, T>,
+) -> Result<()> {
+    const OP: &str = "attention_permute";
+    let dims = shape.validate(OP)?;
+    check_len(OP, "qkv", args.qkv.len(), shape.qkv_len(), "b·t·3c")?;
+    for (arg, len) in [("q", args.q.len()), ("k", args.k.len()), ("v", args.v.len())] {
+        check_len(OP, arg, len, shape.out_len(), "b·nh·t·hd")?;
+    }
+    if shape.is_empty() {
+        return Ok(());
+    }
+    let params = PermuteParams {
+        qkv: args.qkv.ptr(),
+        q: args.q.ptr(),
+        k: args.k.ptr(),
+        v: args.v.ptr(),
+        dims,
+    };
+    // SAFETY: every view has the length of its layout for this shape; the outputs are mutable
+    // borrows, so they overlap neither each other nor the input; the grid is the kernel's.
+    unsafe { dev.launch(T::Abi::PERMUTE, shape.permute_config(dims), params) }
+}
+
+/// Gathers per-head `dq`, `dk`, `dv` (B, NH, T, hd) into `dqkv` (B, T, 3, NH, hd) (exact
+/// copies).
+pub fn attention_permute_backward<D: Device, T: FloatElement>(
+    dev: &D,
+    shape: AttentionShape,
+    mut args: PermuteBackward<'_, T>,
+) -> Result<()> {
+    const OP: &str = "attention_permute_backward";
+    let dims = shape.validate(OP)?;
+    for (arg, len) in [("dq", args.dq.len()), ("dk", args.dk.len()), ("dv", args.dv.len())] {
+        check_len(OP, arg, len, shape.out_len(), "b·nh·t·hd")?;
+    }
+    check_len(OP, "dqkv", args.dqkv.len(), shape.qkv_len(), "b·t·3c")?;
+    if shape.is_empty() {
+        return Ok(());
+    }
+    let params = PermuteBackwardParams {
+        dq: args.dq.ptr(),
+        dk: args.dk.ptr(),
+        dv: args.dv.ptr(),
+        dqkv: args.dqkv.ptr(),
+        dims,
+    };
+    // SAFETY: as in `attention_permute`, with the roles swapped.
+    unsafe { dev.launch(T::Abi::PERMUTE_BACKWARD, shape.permute_config(dims), params) }
+}
+
+/// Puts the heads `y` (B, NH, T, hd) side by side: `out` (B, T, NH·hd) (exact copies).
+pub fn attention_unpermute<D: Device, T: FloatElement>(
+    dev: &D,
+    shape: AttentionShape,
+    y: DeviceView<'_, T>,
+    mut out: DeviceViewMut<'_, T>,
+) -> Result<()> {
+    const OP: &str = "attention_unpermute";
+    let dims = shape.validate(OP)?;
+    check_len(OP, "y", y.len(), shape.out_len(), "b·nh·t·hd")?;
+    check_len(OP, "out", out.len(), shape.out_len(), "b·t·c")?;
+    if shape.is_empty() {
+        return Ok(());
+    }
+    let params = UnpermuteParams { y: y.ptr(), out: out.ptr(), dims };
+    // SAFETY: both views have B·T·C elements and do not overlap (`out` is a mutable borrow);
+    // the grid is the kernel's.
+    unsafe { dev.launch(T::Abi::UNPERMUTE, shape.permute_config(dims), params) }
+}
+
+/// The backward of [`attention_unpermute`]: `dout` (B, T, NH·hd) → `dy` (B, NH, T, hd).
+pub fn attention_unpermute_backward<D: Device, T: FloatElement>(
+    dev: &D,
+    shape: AttentionShape,
+    dout: DeviceView<'_, T>,
+    mut dy: DeviceViewMut<'_, T>,
+) -> Result<()> {
+    const OP: &str = "attention_unpermute_backward";
+    let dims = shape.validate(OP)?;
+    check_len(OP, "dout", dout.len(), shape.out_len(), "b·t·c")?;
+    check_len(OP, "dy", dy.len(), shape.out_len(), "b·nh·t·hd")?;
+    if shape.is_empty() {
+        return Ok(());
+    }
+    let params = UnpermuteBackwardParams { dout: dout.ptr(), dy: dy.ptr(), dims };
+    // SAFETY: as in `attention_unpermute`, with the roles swapped.
+    unsafe { dev.launch(T::Abi::UNPERMUTE_BACKWARD, shape.permute_config(dims), params) }
+}
+
+/// Causal scaled softmax of every row: row `t` of each T×T matrix of `inp` becomes
+/// `softmax(scale · inp[t, 0..=t])` in `out`, followed by exact zeros. The entries above the
+/// diagonal of `inp` are not read.
+pub fn causal_softmax_forward<D: Device, T: FloatElement>(
+    dev: &D,
+    shape: SoftmaxShape,
+    inp: DeviceView<'_, T>,
+    mut out: DeviceViewMut<'_, T>,
+) -> Result<()> {
+    const OP: &str = "causal_softmax_forward";
+    shape.validate(OP)?;
+    check_len(OP, "inp", inp.len(), shape.len(), "matrices·t·t")?;
+    check_len(OP, "out", out.len(), shape.len(), "matrices·t·t")?;
+    if shape.is_empty() {
+        return Ok(());
+    }
+    let params = SoftmaxForwardParams {
+        inp: inp.ptr(),
+        out: out.ptr(),
+        t: shape.t as u32,
+        scale: shape.scale,
+    };
+    // SAFETY: both views cover the matrices and do not overlap; the grid is the kernel's.
+    unsafe { dev.launch(T::Abi::SOFTMAX_FORWARD, shape.config(), params) }
+}
+
+/// [`causal_softmax_forward`] in place: the scores in `att` become probabilities.
+pub fn causal_softmax_forward_in_place<D: Device, T: FloatElement>(
+    dev: &D,
+    shape: SoftmaxShape,
+    mut att: DeviceViewMut<'_, T>,
+) -> Result<()> {
+    const OP: &str = "causal_softmax_forward_in_place";
+    shape.validate(OP)?;
+    check_len(OP, "att", att.len(), shape.len(), "matrices·t·t")?;
+    if shape.is_empty() {
+        return Ok(());
+    }
+    let out = att.ptr();
+    let params =
+        SoftmaxForwardParams { inp: out.as_const(), out, t: shape.t as u32, scale: shape.scale };
+    // SAFETY: the view covers the matrices; each element is read before it is written, by the
+    // thread that writes it.
+    unsafe { dev.launch(T::Abi::SOFTMAX_FORWARD, shape.config(), params) }
+}
+
+/// Buffers of [`causal_softmax_backward`].
+pub struct SoftmaxBackward<'a, T> {
+    /// The forward's probabilities (entries above the diagonal are not read).
+    pub att: DeviceView<'a, T>,
+    /// Gradient of the probabilities (entries above the diagonal are not read).
+    pub datt: DeviceView<'a, T>,
+    /// Gradient of the unscaled scores, written (0 above the diagonal).
+    pub dpreatt: DeviceViewMut<'a, T>,
+}
+
+/// Causal softmax backward: `dpreatt[t, j] = att[t, j]·(datt[t, j] − Σ_{k≤t} att[t, k]·datt[t, k])
+/// ·scale` for `j ≤ t`, 0 above the diagonal: the gradient of the scores before scaling.
+pub fn causal_softmax_backward<D: Device, T: FloatElement>(
+    dev: &D,
+    shape: SoftmaxShape,
+    mut args: SoftmaxBackward<'_, T>,
+) -> Result<()> {
+    const OP: &str = "causal_softmax_backward";
+    shape.validate(OP)?;
+    check_len(OP, "att", args.att.len(), shape.len(), "matrices·t·t")?;
+    check_len(OP, "datt", args.datt.len(), shape.len(), "matrices·t·t")?;
+    check_len(OP, "dpreatt", args.dpreatt.len(), shape.len(), "matrices·t·t")?;
+    if shape.is_empty() {
+        return Ok(());
+    }
+    let params = SoftmaxBackwardParams {
+        att: args.att.ptr(),
+        datt: args.datt.ptr(),
+        dpreatt: args.dpreatt.ptr(),
+        t: shape.t as u32,
+        scale: shape.scale,
+    };
+    // SAFETY: the views cover the matrices; `dpreatt` overlaps neither input; the grid is the
+    // kernel's.
+    unsafe { dev.launch(T::Abi::SOFTMAX_BACKWARD, shape.config(), params) }
+}
+
+/// [`causal_softmax_backward`] in place: `grad` holds the gradient of the probabilities and
+/// becomes the gradient of the unscaled scores.
+pub fn causal_softmax_backward_in_place<D: Device, T: FloatElement>(
+    dev: &D,
+    shape: SoftmaxShape,
+    att: DeviceView<'_, T>,
+    mut grad: DeviceViewMut<'_, T>,
+) -> Result<()> {
+    const OP: &str = "causal_softmax_backward_in_place";
+    shape.validate(OP)?;
+    check_len(OP, "att", att.len(), shape.len(), "matrices·t·t")?;
+    check_len(OP, "grad", grad.len(), shape.len(), "matrices·t·t")?;
+    if shape.is_empty() {
+        return Ok(());
+    }
+    let dpreatt = grad.ptr();
+    let params = SoftmaxBackwardParams {
+        att: att.ptr(),
+        datt: dpreatt.as_const(),
+        dpreatt,
+        t: shape.t as u32,
+        scale: shape.scale,
+    };
+    // SAFETY: the views cover the matrices; `grad` does not overlap `att` (a mutable borrow);
+    // each element of `grad` is read before it is written, by the thread that writes it.
+    unsafe { dev.launch(T::Abi::SOFTMAX_BACKWARD, shape.config(), params) }
+}
+
+/// A storage type of the whole attention path: it has the attention kernels and a GEMM that
+/// multiplies it into itself (f32 with `Fp32` or `Tf32`, bf16 with `Bf16`, f16 with `Fp16`).
+pub trait AttentionElement: FloatElement + GemmTypes<Self> + GemmOutput {}
+
+impl<T: FloatElement + GemmTypes<T> + GemmOutput> AttentionElement for T {}
+
+/// Buffers of [`attention_forward`].
+pub struct AttentionForward<'a, T> {
+    /// (B, T, 3, NH, hd): the qkv projection's output. Keep it for the backward.
+    pub qkv: DeviceView<'a, T>,
+    /// (B, T, C), written: the heads' outputs side by side.
+    pub out: DeviceViewMut<'a, T>,
+    /// (B, NH, T, T), written: the causal softmax probabilities (0 above the diagonal). Keep
+    /// it for the backward.
+    pub att: DeviceViewMut<'a, T>,
+    /// At least [`attention_forward_scratch_len`] elements (contents ignored, overwritten).
+    pub scratch: DeviceViewMut<'a, T>,
+}
+
+/// Buffers of [`attention_backward`].
+pub struct AttentionBackward<'a, T> {
+    /// (B, T, C): gradient of the forward's `out`.
+    pub dout: DeviceView<'a, T>,
+    /// (B, T, 3, NH, hd): the forward's input.
+    pub qkv: DeviceView<'a, T>,
+    /// (B, NH, T, T): the forward's probabilities.
+    pub att: DeviceView<'a, T>,
+    /// (B, T, 3, NH, hd), written (not accumulated): the gradient of `qkv`.
+    pub dqkv: DeviceViewMut<'a, T>,
+    /// At least [`attention_backward_scratch_len`] elements (contents ignored, overwritten).
+    pub scratch: DeviceViewMut<'a, T>,
+}
+
+/// Elements of scratch [`attention_forward`] needs: per-head q, k, v and y, 4·B·T·C.
+pub fn attention_forward_scratch_len(shape: AttentionShape) -> usize {
+    4 * shape.out_len()
+}
+
+/// Elements of scratch [`attention_backward`] needs: per-head q, k, v, dy, dq, dk, dv
+/// (7·B·T·C) and the gradient of the probabilities (B·NH·T·T).
+pub fn attention_backward_scratch_len(shape: AttentionShape) -> usize {
+    7 * shape.out_len() + shape.att_len()
+}
+
+/// A batched GEMM over the B·NH heads: dense leading dimensions, `z`-th operand `stride`
+/// elements after the first, `alpha = 1`, `beta = 0`.
+struct HeadGemm {
+    /// (M, N, K) of one head.
+    mnk: (usize, usize, usize),
+    /// Storage of A and B.
+    layouts: (Layout, Layout),
+    /// Batch strides of A, B and C.
+    strides: (usize, usize, usize),
+}
+
+impl HeadGemm {
+    fn spec(&self, shape: AttentionShape, precision: Precision) -> GemmSpec {
+        let (m, n, k) = self.mnk;
+        let mut spec = GemmSpec::new(m, n, k, self.layouts.0, self.layouts.1, precision);
+        spec.batch = shape.b * shape.nh;
+        (spec.stride_a, spec.stride_b, spec.stride_c) = self.strides;
+        spec
+    }
+}
+
+/// The six per-head matmuls, with `square = T·T` and `head = T·hd` elements per head.
+struct HeadGemms {
+    /// `S = Q·Kᵀ` (T×T×hd): K read as a column-major hd×T matrix.
+    scores: HeadGemm,
+    /// `Y = P·V` (T×hd×T).
+    values: HeadGemm,
+    /// `dP = dY·Vᵀ` (T×T×hd).
+    dprobs: HeadGemm,
+    /// `dV = Pᵀ·dY` (T×hd×T): P read column-major.
+    dvalues: HeadGemm,
+    /// `dQ = dS·K` (T×hd×T).
+    dqueries: HeadGemm,
+    /// `dK = dSᵀ·Q` (T×hd×T): dS read column-major.
+    dkeys: HeadGemm,
+}
+
+impl HeadGemms {
+    fn new(shape: AttentionShape) -> Self {
+        use Layout::{ColMajor as Col, RowMajor as Row};
+        let (t, hd) = (shape.t, shape.head_size());
+        let (square, head) = (t * t, t * hd);
+        let gemm = |mnk, layouts, strides| HeadGemm { mnk, layouts, strides };
+        Self {
+            scores: gemm((t, t, hd), (Row, Col), (head, head, square)),
+            values: gemm((t, hd, t), (Row, Row), (square, head, head)),
+            dprobs: gemm((t, t, hd), (Row, Col), (head, head, square)),
+            dvalues: gemm((t, hd, t), (Col, Row), (square, head, head)),
+            dqueries: gemm((t, hd, t), (Row, Row), (square, head, head)),
+            dkeys: gemm((t, hd, t), (Col, Row), (square, head, head)),
+        }
+    }
+}
+
+/// Fails unless `precision` multiplies `T` into `T`.
+fn check_precision<T: AttentionElement>(op: &'static str, precision: Precision) -> Result<()> {
+    let takes = <T as GemmTypes<T>>::PRECISIONS;
+    if !takes.contains(&precision) {
+        return Err(GpuError::invalid(
+            op,
+            "precision",
+            format!("{precision:?} does not multiply {} (it takes {takes:?})", T::NAME),
+        ));
+    }
+    Ok(())
+}
+
+/// Fails unless `scratch` holds at least `needed` elements.
+fn check_scratch(op: &'static str, len: usize, needed: usize, what: &str) -> Result<()> {
+    if len < needed {
+        return Err(GpuError::invalid(
+            op,
+            "scratch",
+            format!("has {len} elements, needs {needed} ({what})"),
+        ));
+    }
+    Ok(())
+}
+
+/// Causal multi-head attention forward, materialised: permute `qkv` into per-head q, k, v;
+/// `S = Q·Kᵀ` into `att` (batched GEMM over B·NH heads); causal softmax of `S·(1/sqrt(hd))` in
+/// place; `Y = P·V`; unpermute `Y` into `out`. The GEMMs run in `precision`. For the backward,
+/// keep `qkv` and `att`.
+pub fn attention_forward<D: Device, T: AttentionElement>(
+    dev: &D,
+    shape: AttentionShape,
+    precision: Precision,
+    mut args: AttentionForward<'_, T>,
+) -> Result<()> {
+    const OP: &str = "attention_forward";
+    shape.validate(OP)?;
+    check_precision::<T>(OP, precision)?;
+    check_len(OP, "qkv", args.qkv.len(), shape.qkv_len(), "b·t·3c")?;
+    check_len(OP, "out", args.out.len(), shape.out_len(), "b·t·c")?;
+    check_len(OP, "att", args.att.len(), shape.att_len(), "b·nh·t·t")?;
+    let needed = attention_forward_scratch_len(shape);
+    check_scratch(OP, args.scratch.len(), needed, "attention_forward_scratch_len")?;
+    if shape.is_empty() {
+        return Ok(());
+    }
+    let n = shape.out_len();
+    let (mut q, rest) = args.scratch.split_at_mut(n)?;
+    let (mut k, rest) = rest.split_at_mut(n)?;
+    let (mut v, rest) = rest.split_at_mut(n)?;
+    let (mut y, _) = rest.split_at_mut(n)?;
+    let gemms = HeadGemms::new(shape);
+    let none = Epilogue::default;
+    let permute = Permute { qkv: args.qkv, q: q.reborrow(), k: k.reborrow(), v: v.reborrow() };
+    attention_permute(dev, shape, permute)?;
+    let scores = gemms.scores.spec(shape, precision);
+    gemm(dev, &scores, q.as_view(), k.as_view(), args.att.reborrow(), none())?;
+    causal_softmax_forward_in_place(dev, shape.softmax(), args.att.reborrow())?;
+    let values = gemms.values.spec(shape, precision);
+    gemm(dev, &values, args.att.as_view(), v.as_view(), y.reborrow(), none())?;
+    attention_unpermute(dev, shape, y.as_view(), args.out)
+}
+
+/// Causal multi-head attention backward, materialised, from the forward's `qkv` and `att`:
+/// permute `qkv` again and unpermute `dout` into per-head dY; `dP = dY·Vᵀ` and `dV = Pᵀ·dY`;
+/// the causal softmax backward turns dP into dS, the gradient of the unscaled scores, in
+/// place; `dQ = dS·K`, `dK = dSᵀ·Q`; permute dQ, dK, dV into `dqkv`. The GEMMs run in
+/// `precision`.
+pub fn attention_backward<D: Device, T: AttentionElement>(
+    dev: &D,
+    shape: AttentionShape,
+    precision: Precision,
+    mut args: AttentionBackward<'_, T>,
+) -> Result<()> {
+    const OP: &str = "attention_backward";
+    shape.validate(OP)?;
+    check_precision::<T>(OP, precision)?;
+    check_len(OP, "dout", args.dout.len(), shape.out_len(), "b·t·c")?;
+    check_len(OP, "qkv", args.qkv.len(), shape.qkv_len(), "b·t·3c")?;
+    check_len(OP, "att", args.att.len(), shape.att_len(), "b·nh·t·t")?;
+    check_len(OP, "dqkv", args.dqkv.len(), shape.qkv_len(), "b·t·3c")?;
+    let needed = attention_backward_scratch_len(shape);
+    check_scratch(OP, args.scratch.len(), needed, "attention_backward_scratch_len")?;
+    if shape.is_empty() {
+        return Ok(());
+    }
+    let n = shape.out_len();
+    let (mut q, rest) = args.scratch.split_at_mut(n)?;
+    let (mut k, rest) = rest.split_at_mut(n)?;
+    let (mut v, rest) = rest.split_at_mut(n)?;
+    let (mut dy, rest) = rest.split_at_mut(n)?;
+    let (mut dq, rest) = rest.split_at_mut(n)?;
+    let (mut dk, rest) = rest.split_at_mut(n)?;
+    let (mut dv, rest) = rest.split_at_mut(n)?;
+    let (mut datt, _) = rest.split_at_mut(shape.att_len())?;
+    let gemms = HeadGemms::new(shape);
+    let none = Epilogue::default;
+    let permute = Permute { qkv: args.qkv, q: q.reborrow(), k: k.reborrow(), v: v.reborrow() };
+    attention_permute(dev, shape, permute)?;
+    attention_unpermute_backward(dev, shape, args.dout, dy.reborrow())?;
+    let dprobs = gemms.dprobs.spec(shape, precision);
+    gemm(dev, &dprobs, dy.as_view(), v.as_view(), datt.reborrow(), none())?;
+    let dvalues = gemms.dvalues.spec(shape, precision);
+    gemm(dev, &dvalues, args.att, dy.as_view(), dv.reborrow(), none())?;
+    causal_softmax_backward_in_place(dev, shape.softmax(), args.att, datt.reborrow())?;
+    let dqueries = gemms.dqueries.spec(shape, precision);
+    gemm(dev, &dqueries, datt.as_view(), k.as_view(), dq.reborrow(), none())?;
+    let dkeys = gemms.dkeys.spec(shape, precision);
+    gemm(dev, &dkeys, datt.as_view(), q.as_view(), dk.reborrow(), none())?;
+    let grads = PermuteBackward {
+        dq: dq.as_view(),
+        dk: dk.as_view(),
+        dv: dv.as_view(),
+        dqkv: args.dqkv.reborrow(),
+    };
+    attention_permute_backward(dev, shape, grads)
+}
