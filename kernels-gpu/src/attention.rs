@@ -9,14 +9,12 @@
 
 use crate::arch::global::{ld_global_nc_v4_u32, st_global_v4_u32};
 use crate::arch::math::ex2_approx_f32;
-use crate::arch::shfl::{FULL_MASK, shfl_bfly_f32};
-use crate::arch::{
-    block_dim_x, block_idx_x, block_idx_y, block_idx_z, lane_id, thread_idx_x, warp_idx_x,
-};
+use crate::arch::{block_dim_x, block_idx_x, block_idx_y, block_idx_z, thread_idx_x, warp_idx_x};
 use crate::elem::{Elem, load_chunk, store_chunk};
 use crate::entry::entries;
+use crate::softmax::{Normaliser, valid_in};
 use crate::unroll::unroll;
-use crate::warp::warp_sum;
+use crate::warp::{for_lane_chunks, warp_sum};
 use core::f32::consts::LOG2_E;
 use kernel_abi::attention::{
     CHUNK, HeadDims, PermuteBackwardParams, PermuteParams, SoftmaxBackwardParams,
@@ -139,87 +137,6 @@ unsafe fn unpermute_backward<T: Copy>(p: UnpermuteBackwardParams<T>) {
     };
 }
 
-/// Columns per chunk and per warp step of the softmax kernels.
-const SPAN: usize = 32 * CHUNK as usize;
-
-/// Calls `body(column, count)` for each chunk of the first `len` columns this lane owns.
-#[inline(always)]
-fn for_lane_chunks(len: usize, mut body: impl FnMut(usize, usize)) {
-    let chunk = CHUNK as usize;
-    let mut col = lane_id() as usize * chunk;
-    while col < len {
-        body(col, if len - col < chunk { len - col } else { chunk });
-        col += SPAN;
-    }
-}
-
-/// A running softmax normaliser in the log2 domain: the maximum `m` of the values seen and
-/// `Σ 2^(x − m)`.
-#[derive(Clone, Copy)]
-struct Normaliser {
-    max: f32,
-    sum: f32,
-}
-
-impl Normaliser {
-    const EMPTY: Self = Self { max: f32::NEG_INFINITY, sum: 0.0 };
-
-    /// Adds the first `count` values of `x`.
-    #[inline(always)]
-    fn add(&mut self, x: [f32; 8], count: usize) {
-        let mut chunk_max = f32::NEG_INFINITY;
-        unroll!(k in 0..8 => {
-            if k < count {
-                chunk_max = chunk_max.max(x[k]);
-            }
-        });
-        if chunk_max > self.max {
-            self.sum *= ex2_approx_f32(self.max - chunk_max);
-            self.max = chunk_max;
-        }
-        unroll!(k in 0..8 => {
-            if k < count {
-                self.sum += ex2_approx_f32(x[k] - self.max);
-            }
-        });
-    }
-
-    /// The normaliser of the union of two sets of values.
-    #[inline(always)]
-    fn merge(self, other: Self) -> Self {
-        let max = self.max.max(other.max);
-        if max == f32::NEG_INFINITY {
-            return Self::EMPTY;
-        }
-        Self {
-            max,
-            sum: self.sum * ex2_approx_f32(self.max - max)
-                + other.sum * ex2_approx_f32(other.max - max),
-        }
-    }
-
-    /// The warp's combined normaliser, the same in every lane (butterfly).
-    ///
-    /// # Safety
-    /// All 32 lanes must call it together (converged).
-    #[inline(always)]
-    unsafe fn warp_merge(mut self) -> Self {
-        let mut offset = 16;
-        while offset > 0 {
-            // SAFETY: the caller guarantees full-warp convergence.
-            let other = unsafe {
-                Self {
-                    max: shfl_bfly_f32(FULL_MASK, self.max, offset),
-                    sum: shfl_bfly_f32(FULL_MASK, self.sum, offset),
-                }
-            };
-            self = self.merge(other);
-            offset /= 2;
-        }
-        self
-    }
-}
-
 /// This warp's row: its index `t` within its T×T matrix and the element offset of the row, or
 /// `None` past the matrix (warp-uniform).
 #[inline(always)]
@@ -230,19 +147,6 @@ fn softmax_row(t: u32) -> Option<(usize, usize)> {
     }
     let t = t as usize;
     Some((row as usize, (block_idx_y() as usize * t + row as usize) * t))
-}
-
-/// The number of elements of the chunk at `col` (`count` long) that lie in the first `valid`
-/// columns.
-#[inline(always)]
-fn valid_in(col: usize, count: usize, valid: usize) -> usize {
-    if valid <= col {
-        0
-    } else if valid - col < count {
-        valid - col
-    } else {
-        count
-    }
 }
 
 #[inline(always)]

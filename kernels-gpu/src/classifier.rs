@@ -7,63 +7,15 @@
 //! both passes, so it rewrites exactly the elements it read.
 
 use crate::arch::math::{ex2_approx_f32, lg2_approx_f32};
-use crate::arch::shfl::{FULL_MASK, shfl_bfly_f32};
 use crate::arch::smem::{dynamic_smem_base, ld_shared_f32, st_shared_f32};
 use crate::arch::sync::bar_sync;
 use crate::arch::{block_dim_x, block_idx_x, lane_id, thread_idx_x, warp_idx_x};
 use crate::elem::{Elem, load_chunk, store_chunk};
 use crate::entry::entries;
-use crate::unroll::unroll;
+use crate::softmax::{Normaliser, valid_in};
 use core::f32::consts::{LN_2, LOG2_E};
 use kernel_abi::classifier::ClassifierParams;
 use kernel_abi::{Bf16, F16};
-
-/// `e^x` through `ex2.approx` (e^-inf = 0).
-#[inline(always)]
-fn exp(x: f32) -> f32 {
-    ex2_approx_f32(x * LOG2_E)
-}
-
-/// A running softmax normaliser: the maximum seen and `Σ e^(x − max)`.
-#[derive(Clone, Copy)]
-struct Normaliser {
-    max: f32,
-    sum: f32,
-}
-
-impl Normaliser {
-    const EMPTY: Self = Self { max: f32::NEG_INFINITY, sum: 0.0 };
-
-    /// Adds the values `x[k]` for which `valid[k]`.
-    #[inline(always)]
-    fn add(&mut self, x: [f32; 8], valid: [bool; 8]) {
-        let mut chunk_max = f32::NEG_INFINITY;
-        unroll!(k in 0..8 => {
-            if valid[k] {
-                chunk_max = chunk_max.max(x[k]);
-            }
-        });
-        if chunk_max > self.max {
-            self.sum *= exp(self.max - chunk_max);
-            self.max = chunk_max;
-        }
-        unroll!(k in 0..8 => {
-            if valid[k] {
-                self.sum += exp(x[k] - self.max);
-            }
-        });
-    }
-
-    /// The normaliser of the union of two sets of values.
-    #[inline(always)]
-    fn merge(self, other: Self) -> Self {
-        let max = self.max.max(other.max);
-        if max == f32::NEG_INFINITY {
-            return Self::EMPTY;
-        }
-        Self { max, sum: self.sum * exp(self.max - max) + other.sum * exp(other.max - max) }
-    }
-}
 
 /// The block's combined normaliser, the same in every thread: butterfly within each warp, then
 /// every thread merges the warps' results in warp order.
@@ -71,19 +23,9 @@ impl Normaliser {
 /// # Safety
 /// Block-uniform call site; dynamic shared memory holds 8 bytes per warp.
 #[inline(always)]
-unsafe fn block_normaliser(mut n: Normaliser) -> Normaliser {
-    let mut offset = 16;
-    while offset > 0 {
-        // SAFETY: the whole block, so every warp, is converged here (caller's contract).
-        let other = unsafe {
-            Normaliser {
-                max: shfl_bfly_f32(FULL_MASK, n.max, offset),
-                sum: shfl_bfly_f32(FULL_MASK, n.sum, offset),
-            }
-        };
-        n = n.merge(other);
-        offset /= 2;
-    }
+unsafe fn block_normaliser(n: Normaliser) -> Normaliser {
+    // SAFETY: the whole block, so every warp, is converged here (caller's contract).
+    let n = unsafe { n.warp_merge() };
     let base = dynamic_smem_base();
     // SAFETY: 8 bytes per warp of shared memory; one writer per slot; the barriers order the
     // writes before the reads and the reads before any later reuse.
@@ -155,20 +97,22 @@ unsafe fn fused_classifier<T: Elem>(p: ClassifierParams<T>) {
         0.0
     };
     let split = RowSplit::of(logits, vp);
-    let valid = |col0: usize, count: usize| -> [bool; 8] {
-        core::array::from_fn(|k| k < count && col0 + k < v)
-    };
 
+    // Logits scaled to base-2 exponents: `2^(x·log2 e − m)` is `e^(x − m / log2 e)`.
     let mut n = Normaliser::EMPTY;
     // SAFETY: `col0 + count <= vp`, 16-byte aligned when `vector`.
     split.for_each(vp, |col0, count, vector| unsafe {
-        n.add(load_chunk(logits.add(col0), count, vector), valid(col0, count));
+        let x = load_chunk(logits.add(col0), count, vector);
+        n.add(x.map(|x| x * LOG2_E), valid_in(col0, count, v));
     });
     // SAFETY: block-uniform; the launcher gave 8 bytes of shared memory per warp.
     let n = unsafe { block_normaliser(n) };
     if thread_idx_x() == 0 {
-        let loss =
-            if target < v { lg2_approx_f32(n.sum) * LN_2 + n.max - target_logit } else { f32::NAN };
+        let loss = if target < v {
+            (lg2_approx_f32(n.sum) + n.max) * LN_2 - target_logit
+        } else {
+            f32::NAN
+        };
         // SAFETY: row < rows.
         unsafe { *p.losses.as_mut_ptr().add(row) = loss };
     }
@@ -180,9 +124,9 @@ unsafe fn fused_classifier<T: Elem>(p: ClassifierParams<T>) {
         if col >= v {
             0.0
         } else if col == target {
-            exp(x - n.max) * scale - p.dloss
+            ex2_approx_f32(x * LOG2_E - n.max) * scale - p.dloss
         } else {
-            exp(x - n.max) * scale
+            ex2_approx_f32(x * LOG2_E - n.max) * scale
         }
     };
     // SAFETY: as above; each element is read and then written by the thread that owns it.

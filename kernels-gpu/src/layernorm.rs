@@ -1,7 +1,7 @@
 //! LayerNorm kernels (see `kernel_abi::layernorm` for the contract and the determinism scheme).
 //!
-//! Every kernel walks a row in chunks of 8 channels: lane `l` of a warp takes the chunks
-//! starting at channels `8·l, 8·l + 256, …`, through 16-byte accesses when the launch is
+//! Every kernel walks a row in chunks of 8 channels (`warp::for_lane_chunks`): lane `l` of a
+//! warp takes the chunks starting at channels `8·l, 8·l + 256, …`, through 16-byte accesses when the launch is
 //! vectorized (`c % 8 == 0`, every pointer 16-byte aligned) and element by element otherwise
 //! ([`load_chunk`] / [`store_chunk`]). A lane always takes the same chunks in every pass over a
 //! row, so the passes after the first re-read what the same thread read (or wrote) before, and
@@ -13,28 +13,12 @@ use crate::arch::{block_dim_x, block_idx_x, lane_id, thread_idx_x, warp_idx_x};
 use crate::elem::{Elem, load_chunk, round_trip, store_chunk};
 use crate::entry::entries;
 use crate::unroll::unroll;
-use crate::warp::warp_sum;
+use crate::warp::{for_lane_chunks, warp_sum};
 use kernel_abi::layernorm::{
     BACKWARD_ROWS_PER_WARP, EPS, LayerNormBackwardParams, LayerNormBackwardReduceParams,
     LayerNormForwardParams,
 };
 use kernel_abi::{Bf16, F16};
-
-/// Channels per chunk (one 16-byte vector of a 16-bit type).
-const CHUNK: usize = 8;
-/// Channels a warp covers per step.
-const WARP_SPAN: usize = 32 * CHUNK;
-
-/// Calls `body(channel, count)` for each chunk of a `c`-channel row that this lane owns.
-#[inline(always)]
-fn for_lane_chunks(c: usize, mut body: impl FnMut(usize, usize)) {
-    let mut ch = lane_id() as usize * CHUNK;
-    while ch < c {
-        let count = if c - ch < CHUNK { c - ch } else { CHUNK };
-        body(ch, count);
-        ch += WARP_SPAN;
-    }
-}
 
 /// Sum of the first `count` values of `v`.
 #[inline(always)]

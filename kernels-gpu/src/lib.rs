@@ -2,7 +2,7 @@
 //!
 //! - [`arch`]: the only module with inline PTX (`asm!`), one wrapper per instruction;
 //! - [`elem`], [`warp`]: element conversions and warp collectives built on it;
-//! - [`reduce`]: block-wide sums;
+//! - [`reduce`]: block-wide sums; [`softmax`]: online softmax statistics;
 //! - one module per kernel family ([`elementwise`], [`gemm`], [`encoder`], [`gelu`],
 //!   [`layernorm`], [`classifier`], [`norm`], [`adamw`], [`flash`], [`probe`]); entry points are
 //!   `#[unsafe(no_mangle)] extern "ptx-kernel"` functions taking one `kernel_abi` struct,
@@ -29,6 +29,7 @@ pub mod layernorm;
 pub mod norm;
 pub mod probe;
 pub mod reduce;
+pub mod softmax;
 mod unroll;
 pub mod warp;
 
