@@ -11,9 +11,8 @@
 
 use crate::data::{Value, random};
 use crate::report;
-use crate::timing::Timer;
-use anyhow::{Context, Result, bail};
-use cudarc::driver::sys::CUdevice_attribute;
+use crate::timing::{RunArgs, Timer};
+use anyhow::{Context, Result};
 use gpu_host::kernels::attention::AttentionShape;
 use gpu_host::kernels::flash::{FlashElement, FlashForward, flash_attention_forward};
 use gpu_host::{Device, DeviceBuffer, Gpu};
@@ -28,19 +27,9 @@ const SHAPE: AttentionShape = AttentionShape { b: 16, t: 1024, c: 768, nh: 12 };
 /// Options of `bench attention`.
 #[derive(clap::Args, Clone, Debug)]
 pub struct Args {
-    /// Timed launches per measurement (the median is reported; at least 20).
-    #[arg(long, default_value_t = 25)]
-    pub reps: usize,
-    /// Untimed launches before timing.
-    #[arg(long, default_value_t = 5)]
-    pub warmup: usize,
-    /// Where to write the report (default: bench/attention-<device>.md in the workspace).
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    /// Commit recorded in the report (default: `$GPU_BUNDLE_COMMIT`, else
-    /// `git rev-parse --short HEAD`).
-    #[arg(long)]
-    pub commit: Option<String>,
+    /// Timing and report options.
+    #[command(flatten)]
+    pub run: RunArgs,
 }
 
 /// One precision's measurements.
@@ -69,33 +58,15 @@ fn tflops(ms: f64) -> f64 {
 
 /// Runs the benchmark (see the module docs).
 pub fn run(args: &Args) -> Result<()> {
-    if args.reps < 20 {
-        bail!("--reps must be at least 20 (the report states a median of ≥ 20)");
-    }
-    let gpu = Gpu::new().map_err(|e| anyhow::anyhow!("bench attention needs a CUDA GPU: {e}"))?;
-    let l2_bytes = gpu
-        .context()
-        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
-        .context("reading the L2 size")? as usize;
-    let timer = Timer { gpu: &gpu, warmup: args.warmup, reps: args.reps };
+    let (gpu, l2_bytes) = args.run.start("attention")?;
+    let timer = args.run.timer(&gpu);
     let rows = vec![
         measure::<bf16>(&gpu, &timer, l2_bytes, "bf16", args)?,
         measure::<f16>(&gpu, &timer, l2_bytes, "f16", args)?,
     ];
-    let info = gpu.info();
-    let meta = report::Meta {
-        device: gpu.describe(),
-        device_name: info.name.clone(),
-        date: report::utc_date(std::time::SystemTime::now()),
-        commit: args.commit.clone().unwrap_or_else(crate::source_commit),
-        warmup: args.warmup,
-        reps: args.reps,
-        l2_bytes,
-    };
+    let meta = args.run.meta(&gpu, l2_bytes);
     let text = markdown(&meta, &rows);
-    let path = args.out.clone().unwrap_or_else(|| {
-        PathBuf::from("bench").join(format!("attention-{}.md", report::device_slug(&info.name)))
-    });
+    let path = args.run.report_path("attention", &meta.device_name);
     crate::write_atomic(&path, &text)?;
     println!("\n{text}\nbench attention: wrote {}", path.display());
     println!("headline: {}", headline(&rows));
@@ -137,7 +108,7 @@ fn torch_times(dtype: &str, args: &Args) -> Result<Option<TorchTimes>> {
         .arg(&script)
         .args(["--b", &b.to_string(), "--t", &t.to_string(), "--nh", &nh.to_string()])
         .args(["--hd", &(c / nh).to_string(), "--dtype", dtype])
-        .args(["--warmup", &args.warmup.to_string(), "--reps", &args.reps.to_string()])
+        .args(["--warmup", &args.run.warmup.to_string(), "--reps", &args.run.reps.to_string()])
         .output();
     let output = match output {
         Ok(o) if o.status.success() => o,

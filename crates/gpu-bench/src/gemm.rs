@@ -13,34 +13,22 @@
 
 use crate::cublas::{self, Api, Blas, LtPlan, Mode};
 use crate::data::{Value, random};
-use crate::report::{self, Meta, Row};
-use crate::timing::Timer;
-use anyhow::{Context, Result, bail};
-use cudarc::driver::sys::CUdevice_attribute;
+use crate::report::{self, Row};
+use crate::timing::{RunArgs, Timer};
+use anyhow::{Context, Result};
 use gpu_host::kernels::elementwise::{FloatElement, fill};
 use gpu_host::kernels::gemm::{
     Epilogue, GemmOutput, GemmSpec, GemmTypes, Layout, Precision, gemm_split_k,
 };
 use gpu_host::{Device, DeviceBuffer, DeviceElement, Gpu};
 use half::{bf16, f16};
-use std::path::PathBuf;
 
 /// Options of `bench gemm`.
 #[derive(clap::Args, Clone, Debug)]
 pub struct Args {
-    /// Timed launches per measurement (the median is reported; at least 20).
-    #[arg(long, default_value_t = 25)]
-    pub reps: usize,
-    /// Untimed launches before timing.
-    #[arg(long, default_value_t = 3)]
-    pub warmup: usize,
-    /// Where to write the report (default: bench/gemm-<device>.md in the workspace).
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    /// Commit recorded in the report (default: `$GPU_BUNDLE_COMMIT`, else
-    /// `git rev-parse --short HEAD`).
-    #[arg(long)]
-    pub commit: Option<String>,
+    /// Timing and report options.
+    #[command(flatten)]
+    pub run: RunArgs,
     /// Only problems whose name contains this (e.g. `fc`, `4096`).
     #[arg(long)]
     pub only: Option<String>,
@@ -97,23 +85,10 @@ const VARIANTS: [(Precision, Mode, &str); 4] = [
 
 /// Runs the benchmark (see the module docs).
 pub fn run(args: &Args) -> Result<()> {
-    if args.reps < 20 {
-        bail!("--reps must be at least 20 (the report states a median of ≥ 20)");
-    }
-    let gpu = Gpu::new().map_err(|e| anyhow::anyhow!("bench gemm needs a CUDA GPU: {e}"))?;
+    let (gpu, l2_bytes) = args.run.start("gemm")?;
     cublas::ensure_present()?;
     let info = gpu.info().clone();
-    let attribute = |a| gpu.context().attribute(a).context("reading a device attribute");
-    let l2_bytes = attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as usize;
-    let meta = Meta {
-        device: gpu.describe(),
-        device_name: info.name.clone(),
-        date: report::utc_date(std::time::SystemTime::now()),
-        commit: args.commit.clone().unwrap_or_else(crate::source_commit),
-        warmup: args.warmup,
-        reps: args.reps,
-        l2_bytes,
-    };
+    let meta = args.run.meta(&gpu, l2_bytes);
     let bench = Bench::new(&gpu, args, l2_bytes)?;
     let mut rows = Vec::new();
     for problem in problems() {
@@ -136,17 +111,11 @@ pub fn run(args: &Args) -> Result<()> {
         }
     }
     let text = report::markdown(&meta, &rows);
-    let path = args.out.clone().unwrap_or_else(|| default_report_path(&info.name));
+    let path = args.run.report_path("gemm", &info.name);
     crate::write_atomic(&path, &text)?;
     println!("\n{text}\nbench gemm: wrote {}", path.display());
     println!("headline: {}", report::headline(&rows));
     Ok(())
-}
-
-/// `bench/gemm-<slug>.md` under the current folder (`cargo xtask bench gemm` runs from the
-/// workspace root).
-fn default_report_path(device_name: &str) -> PathBuf {
-    PathBuf::from("bench").join(format!("gemm-{}.md", report::device_slug(device_name)))
 }
 
 /// Element types the benchmark fills with random values and compares in f64.
@@ -190,7 +159,7 @@ impl<'a> Bench<'a> {
     fn new(gpu: &'a Gpu, args: &Args, l2_bytes: usize) -> Result<Self> {
         let blas = Blas::new(gpu.stream().cu_stream().cast())?;
         let workspace = gpu.alloc::<u8>(WORKSPACE_BYTES)?;
-        let timer = Timer { gpu, warmup: args.warmup, reps: args.reps };
+        let timer = args.run.timer(gpu);
         Ok(Self { gpu, blas, workspace, l2_bytes, timer })
     }
 

@@ -15,9 +15,8 @@
 
 use crate::data::{Value, random};
 use crate::report;
-use crate::timing::Timer;
-use anyhow::{Context, Result, bail};
-use cudarc::driver::sys::CUdevice_attribute;
+use crate::timing::{RunArgs, Timer};
+use anyhow::Result;
 use gpu_host::kernels::adamw::{
     AdamWBuffers, AdamWHyper, AdamWTable, AdamWTensor, WorkingRounding, adamw,
 };
@@ -36,7 +35,6 @@ use half::bf16;
 use kernel_abi::Bf16;
 use kernel_abi::adamw::AdamWKernel;
 use std::fmt::Write;
-use std::path::PathBuf;
 
 /// Rows of activations: B·T.
 const ROWS: usize = 16 * 1024;
@@ -52,19 +50,9 @@ const COPY_BYTES: usize = 512 << 20;
 /// Options of `bench kernels`.
 #[derive(clap::Args, Clone, Debug)]
 pub struct Args {
-    /// Timed launches per measurement (the median is reported; at least 20).
-    #[arg(long, default_value_t = 50)]
-    pub reps: usize,
-    /// Untimed launches before timing.
-    #[arg(long, default_value_t = 5)]
-    pub warmup: usize,
-    /// Where to write the report (default: bench/kernels-<device>.md in the workspace).
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    /// Commit recorded in the report (default: `$GPU_BUNDLE_COMMIT`, else
-    /// `git rev-parse --short HEAD`).
-    #[arg(long)]
-    pub commit: Option<String>,
+    /// Timing and report options.
+    #[command(flatten)]
+    pub run: RunArgs,
     /// Only kernels whose name contains this (e.g. `layernorm`).
     #[arg(long)]
     pub only: Option<String>,
@@ -450,35 +438,17 @@ impl<T: FloatElement + Value> LnBuffers<T> {
 
 /// Runs the benchmark (see the module docs).
 pub fn run(args: &Args) -> Result<()> {
-    if args.reps < 20 {
-        bail!("--reps must be at least 20 (the report states a median of ≥ 20)");
-    }
-    let gpu = Gpu::new().map_err(|e| anyhow::anyhow!("bench kernels needs a CUDA GPU: {e}"))?;
-    let l2_bytes = gpu
-        .context()
-        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
-        .context("reading the L2 size")? as usize;
-    let timer = Timer { gpu: &gpu, warmup: args.warmup, reps: args.reps };
+    let (gpu, l2_bytes) = args.run.start("kernels")?;
+    let timer = args.run.timer(&gpu);
     let copy_gb_per_s = copy_bandwidth(&gpu, &timer)?;
     println!("device-to-device copy: {copy_gb_per_s:.1} GB/s (read + write)");
     let mut bench = Bench { gpu: &gpu, timer, l2_bytes, only: args.only.clone(), rows: Vec::new() };
     bench.storage_type::<f32>("f32")?;
     bench.storage_type::<bf16>("bf16")?;
 
-    let info = gpu.info();
-    let meta = report::Meta {
-        device: gpu.describe(),
-        device_name: info.name.clone(),
-        date: report::utc_date(std::time::SystemTime::now()),
-        commit: args.commit.clone().unwrap_or_else(crate::source_commit),
-        warmup: args.warmup,
-        reps: args.reps,
-        l2_bytes,
-    };
+    let meta = args.run.meta(&gpu, l2_bytes);
     let text = markdown(&meta, copy_gb_per_s, &bench.rows);
-    let path = args.out.clone().unwrap_or_else(|| {
-        PathBuf::from("bench").join(format!("kernels-{}.md", report::device_slug(&info.name)))
-    });
+    let path = args.run.report_path("kernels", &meta.device_name);
     crate::write_atomic(&path, &text)?;
     println!("\n{text}\nbench kernels: wrote {}", path.display());
     println!("headline: {}", headline(copy_gb_per_s, &bench.rows));

@@ -1,9 +1,11 @@
-//! Timing with CUDA events: warm-up launches, then the median of the timed launches.
+//! Timing with CUDA events (warm-up launches, then the median of the timed launches) and the
+//! options every benchmark shares.
 
 use crate::report;
-use anyhow::Result;
-use cudarc::driver::sys::CUevent_flags;
+use anyhow::{Context, Result};
+use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
 use gpu_host::{Device, Gpu};
+use std::path::PathBuf;
 
 /// How every benchmark times a launch.
 pub struct Timer<'a> {
@@ -43,5 +45,67 @@ impl Timer<'_> {
             ms.push(start.elapsed_ms(end)? as f64);
         }
         Ok(report::median(&mut ms))
+    }
+}
+
+/// The options every benchmark takes.
+#[derive(clap::Args, Clone, Debug)]
+pub struct RunArgs {
+    /// Timed launches per measurement (the median is reported; at least 20).
+    #[arg(long, default_value_t = 25)]
+    pub reps: usize,
+    /// Untimed launches before timing.
+    #[arg(long, default_value_t = 5)]
+    pub warmup: usize,
+    /// Where to write the report (default: bench/<benchmark>-<device>.md under the current
+    /// folder, which `cargo xtask bench` sets to the workspace).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Commit recorded in the report (default: `$GPU_BUNDLE_COMMIT`, else
+    /// `git rev-parse --short HEAD`).
+    #[arg(long)]
+    pub commit: Option<String>,
+}
+
+impl RunArgs {
+    /// The GPU, its L2 size, and the timer, after checking the options; fails with a one-line
+    /// message naming the benchmark when there is no GPU.
+    pub fn start(&self, benchmark: &str) -> Result<(Gpu, usize)> {
+        if self.reps < 20 {
+            anyhow::bail!("--reps must be at least 20 (the report states a median of ≥ 20)");
+        }
+        let gpu =
+            Gpu::new().map_err(|e| anyhow::anyhow!("bench {benchmark} needs a CUDA GPU: {e}"))?;
+        let l2 = gpu
+            .context()
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
+            .context("reading the L2 size")? as usize;
+        Ok((gpu, l2))
+    }
+
+    /// The timer these options describe.
+    pub fn timer<'a>(&self, gpu: &'a Gpu) -> Timer<'a> {
+        Timer { gpu, warmup: self.warmup, reps: self.reps }
+    }
+
+    /// The report's facts about this run.
+    pub fn meta(&self, gpu: &Gpu, l2_bytes: usize) -> report::Meta {
+        report::Meta {
+            device: gpu.describe(),
+            device_name: gpu.info().name.clone(),
+            date: report::utc_date(std::time::SystemTime::now()),
+            commit: self.commit.clone().unwrap_or_else(crate::source_commit),
+            warmup: self.warmup,
+            reps: self.reps,
+            l2_bytes,
+        }
+    }
+
+    /// `--out`, else `bench/<benchmark>-<device slug>.md`.
+    pub fn report_path(&self, benchmark: &str, device_name: &str) -> PathBuf {
+        self.out.clone().unwrap_or_else(|| {
+            PathBuf::from("bench")
+                .join(format!("{benchmark}-{}.md", report::device_slug(device_name)))
+        })
     }
 }
