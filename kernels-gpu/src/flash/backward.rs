@@ -26,7 +26,7 @@
 
 use super::{FlashOp, ROW_CHUNKS, Source, TILE_BYTES};
 use crate::arch::cp_async::{cp_async_commit_group, cp_async_wait_group};
-use crate::arch::ldmatrix::{ldmatrix_x4, ldmatrix_x4_trans};
+use crate::arch::ldmatrix::{ldmatrix_x4, ldmatrix_x4_at, ldmatrix_x4_trans_at};
 use crate::arch::math::ex2_approx_f32;
 use crate::arch::shfl::{FULL_MASK, shfl_bfly_f32};
 use crate::arch::smem::dynamic_smem_base;
@@ -149,26 +149,29 @@ unsafe fn a_rows(tile: u32) -> [[u32; 4]; 4] {
     a
 }
 
-/// `acc[2np], acc[2np + 1] += a · tileᵀ` for rows `16np..16np + 16` of `tile` (the B operand's
-/// columns; k runs over the tile's 64 columns).
+/// Bytes of 16 rows of a tile: the step between the 16-row blocks an m16 fragment covers.
+const ROWS16: u32 = 16 * 128;
+
+/// `acc[0], acc[1] += a · tileᵀ` for the 16 rows at byte `OFF` (a multiple of [`ROWS16`]) of
+/// `tile` (the B operand's columns; k runs over the tile's 64 columns).
 ///
 /// # Safety
 /// Warp-uniform; the tile at `tile` is visible to the warp.
 #[inline(always)]
-unsafe fn mma_rows_t<Op: FlashOp>(
+unsafe fn mma_rows_t<Op: FlashOp, const OFF: u32>(
     a: &[[u32; 4]; 4],
     tile: u32,
-    np: u32,
     acc: [[f32; 4]; 2],
 ) -> [[f32; 4]; 2] {
     let lane = lane_id();
     let mut acc = acc;
     unroll!(kk in 0..4 => {
-        let row = np * 16 + 8 * (lane / 16) + lane % 8;
+        // tile_offset(16·block + row, chunk) = block · ROWS16 + tile_offset(row, chunk).
+        let row = 8 * (lane / 16) + lane % 8;
         let chunk = 2 * kk as u32 + (lane / 8) % 2;
         // SAFETY: the caller's contract; inside the tile.
         unsafe {
-            let r = ldmatrix_x4(tile + tile_offset(row, chunk));
+            let r = ldmatrix_x4_at::<OFF>(tile + tile_offset(row, chunk));
             acc[0] = Op::mma(a[kk], [r[0], r[1]], acc[0]);
             acc[1] = Op::mma(a[kk], [r[2], r[3]], acc[1]);
         }
@@ -184,14 +187,16 @@ unsafe fn mma_rows_t<Op: FlashOp>(
 #[inline(always)]
 unsafe fn mma_acc_tile<Op: FlashOp>(x: &[[f32; 4]; 8], tile: u32, acc: &mut [[f32; 4]; 8]) {
     let lane = lane_id();
-    unroll!(kk in 0..4 => {
-        let a = a_fragment::<Op>(x[2 * kk], x[2 * kk + 1]);
+    unroll!(const KK in 0..4 => {
+        let a = a_fragment::<Op>(x[2 * KK], x[2 * KK + 1]);
         unroll!(dp in 0..4 => {
-            let row = kk as u32 * 16 + lane % 8 + 8 * ((lane / 8) % 2);
+            let row = lane % 8 + 8 * ((lane / 8) % 2);
             let chunk = 2 * dp as u32 + lane / 16;
-            // SAFETY: the caller's contract; inside the tile.
+            // SAFETY: the caller's contract; rows 16·KK + row of the tile.
             unsafe {
-                let r = ldmatrix_x4_trans(tile + tile_offset(row, chunk));
+                let r = ldmatrix_x4_trans_at::<{ KK as u32 * ROWS16 }>(
+                    tile + tile_offset(row, chunk),
+                );
                 acc[2 * dp] = Op::mma(a, [r[0], r[1]], acc[2 * dp]);
                 acc[2 * dp + 1] = Op::mma(a, [r[2], r[3]], acc[2 * dp + 1]);
             }
@@ -250,10 +255,10 @@ unsafe fn dkdv<Op: FlashOp>(p: FlashBackwardParams<Op::In>) {
         // SAFETY: warp-uniform; K arrived with the first group.
         let ka = unsafe { a_rows(sk) };
         let mut s = [[0.0f32; 4]; 8];
-        unroll!(np in 0..4 => {
+        unroll!(const NP in 0..4 => {
             // SAFETY: warp-uniform; this stage's Q tile is visible.
-            let pair = unsafe { mma_rows_t::<Op>(&ka, qs, np as u32, [[0.0; 4]; 2]) };
-            (s[2 * np], s[2 * np + 1]) = (pair[0], pair[1]);
+            let pair = unsafe { mma_rows_t::<Op, { NP as u32 * ROWS16 }>(&ka, qs, [[0.0; 4]; 2]) };
+            (s[2 * NP], s[2 * NP + 1]) = (pair[0], pair[1]);
         });
         let diagonal = j == kv_tile;
         let mut dd = [[0.0f32; 2]; 8];
@@ -277,12 +282,12 @@ unsafe fn dkdv<Op: FlashOp>(p: FlashBackwardParams<Op::In>) {
         // dPᵀ = V·dOᵀ, two n8-tiles at a time, and dSᵀ = Pᵀ ∘ (dPᵀ − D) in place.
         // SAFETY: warp-uniform; V arrived with the first group.
         let va = unsafe { a_rows(sv) };
-        unroll!(np in 0..4 => {
+        unroll!(const NP in 0..4 => {
             // SAFETY: warp-uniform; this stage's dO tile is visible.
-            let dp = unsafe { mma_rows_t::<Op>(&va, dos, np as u32, [[0.0; 4]; 2]) };
+            let dp = unsafe { mma_rows_t::<Op, { NP as u32 * ROWS16 }>(&va, dos, [[0.0; 4]; 2]) };
             unroll!(x in 0..2 => {
                 unroll!(e in 0..4 => {
-                    let n = 2 * np + x;
+                    let n = 2 * NP + x;
                     s[n][e] *= dp[x][e] - dd[n][e % 2];
                 });
             });
@@ -359,10 +364,10 @@ unsafe fn dq<Op: FlashOp>(p: FlashBackwardParams<Op::In>) {
 
         // S = Q·Kᵀ, then P (masked above the diagonal: key > query).
         let mut s = [[0.0f32; 4]; 8];
-        unroll!(np in 0..4 => {
+        unroll!(const NP in 0..4 => {
             // SAFETY: warp-uniform; this stage's K tile is visible.
-            let pair = unsafe { mma_rows_t::<Op>(&qa, ks, np as u32, [[0.0; 4]; 2]) };
-            (s[2 * np], s[2 * np + 1]) = (pair[0], pair[1]);
+            let pair = unsafe { mma_rows_t::<Op, { NP as u32 * ROWS16 }>(&qa, ks, [[0.0; 4]; 2]) };
+            (s[2 * NP], s[2 * NP + 1]) = (pair[0], pair[1]);
         });
         let diagonal = j == q_tile;
         unroll!(n in 0..8 => {
@@ -374,12 +379,12 @@ unsafe fn dq<Op: FlashOp>(p: FlashBackwardParams<Op::In>) {
         });
 
         // dP = dO·Vᵀ, two n8-tiles at a time, and dS = P ∘ (dP − D) in place.
-        unroll!(np in 0..4 => {
+        unroll!(const NP in 0..4 => {
             // SAFETY: warp-uniform; this stage's V tile is visible.
-            let dp = unsafe { mma_rows_t::<Op>(&doa, vs, np as u32, [[0.0; 4]; 2]) };
+            let dp = unsafe { mma_rows_t::<Op, { NP as u32 * ROWS16 }>(&doa, vs, [[0.0; 4]; 2]) };
             unroll!(x in 0..2 => {
                 unroll!(e in 0..4 => {
-                    let n = 2 * np + x;
+                    let n = 2 * NP + x;
                     s[n][e] *= dp[x][e] - stats[e / 2].1;
                 });
             });
