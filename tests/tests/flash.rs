@@ -21,6 +21,7 @@ fn shapes(dev: &impl Device) -> Vec<AttentionShape> {
         AttentionShape { b: 1, t: 37, c: 128, nh: 2 },
         AttentionShape { b: 2, t: 64, c: 64, nh: 1 },
         AttentionShape { b: 1, t: 130, c: 64, nh: 1 },
+        AttentionShape { b: 2, t: 70, c: 192, nh: 3 },
     ];
     if !small_sizes(dev) {
         shapes.push(AttentionShape { b: 4, t: 1024, c: 768, nh: 12 });
