@@ -5,16 +5,16 @@
 //! the fragment layouts of the forward, with `g = lane / 4`, `q = lane % 4`:
 //!
 //! - **dK/dV** (warp: 16 key/value rows, per query tile): `Sᵀ = K·Qᵀ` with the warp's K rows
-//!   as the A operand (`ldmatrix.x4`) and the Q rows as the B operand's columns
-//!   (`ldmatrix.x4`, like K in the forward; K and V stay in shared memory and their fragments
-//!   are reloaded per query tile, which keeps the kernel under 255 registers). The accumulators hold key rows `g`, `g + 8` and
-//!   query columns `8n + 2q, +1`, so each lane reads the `lse` and `D` of 16 query positions.
-//!   `Pᵀ` goes from the accumulators into the A fragments of `dV += Pᵀ·dO` (two adjacent m16n8
-//!   accumulator tiles are the m16k16 A fragment), with dO rows (k = query) through
-//!   `ldmatrix.x4.trans`. `dPᵀ = V·dOᵀ` takes the warp's V rows as A and dO rows
-//!   as B's columns, two n8-tiles at a time, and `dSᵀ = Pᵀ ∘ (dPᵀ − D)` overwrites `Pᵀ` in
-//!   place; it feeds `dK += dSᵀ·Q` the same way `Pᵀ` fed dV. Shared memory: K, V, then two
-//!   stages of Q and two of dO, streamed by `cp.async` from the diagonal query tile on.
+//!   as the A operand (`ldmatrix.x4`) and the Q rows as the B operand's columns (`ldmatrix.x4`,
+//!   like K in the forward). K and V stay in shared memory and their fragments are reloaded
+//!   per query tile, which keeps the kernel under 255 registers. The accumulators hold key
+//!   rows `g`, `g + 8` and query columns `8n + 2q, +1`, so each lane reads the `lse` and `D` of
+//!   16 query positions. `Pᵀ` goes from the accumulators into the A fragments of
+//!   `dV += Pᵀ·dO` (two adjacent m16n8 accumulator tiles are the m16k16 A fragment), with dO
+//!   rows (k = query) through `ldmatrix.x4.trans`. `dPᵀ = V·dOᵀ` takes the warp's V rows as A
+//!   and dO rows as B's columns, two n8-tiles at a time, and `dSᵀ = Pᵀ ∘ (dPᵀ − D)` overwrites
+//!   `Pᵀ` in place; it feeds `dK += dSᵀ·Q` the same way `Pᵀ` fed dV. Shared memory: K, V, then
+//!   two stages of Q and two of dO, streamed by `cp.async` from the diagonal query tile on.
 //! - **dQ** (warp: 16 query rows, per key/value tile 0..=diagonal): `S = Q·Kᵀ` exactly as in
 //!   the forward, `P` from the two rows' `lse`, `dP = dO·Vᵀ` (dO rows as A, loaded once; V rows
 //!   as B's columns), `dS = P ∘ (dP − D)` in place, `dQ += dS·K` (K rows, k = key, through
@@ -23,6 +23,9 @@
 //! `P` and `dS` are rounded to the storage type for their products (as `P` in the forward);
 //! `dS` itself is formed from the f32 `P`. Rows past `T` are zero-filled in shared memory and
 //! read `lse = D = 0`, which keeps every product finite; their gradients are not written.
+//!
+//! The 16-row blocks of a tile are addressed with `ldmatrix [addr+OFF]` (`OFF` a const
+//! generic), so each lane keeps one shared address per lane pattern and k-step, not per load.
 
 use super::{FlashOp, ROW_CHUNKS, Source, TILE_BYTES};
 use crate::arch::cp_async::{cp_async_commit_group, cp_async_wait_group};
@@ -40,12 +43,13 @@ use crate::gemm::tensor_op::{Bf16Op, F16Op};
 use crate::unroll::unroll;
 use core::f32::consts::LOG2_E;
 use kernel_abi::flash::{
-    BACKWARD_THREADS, BLOCK_KV, BLOCK_Q, DOT_ROWS, FORWARD_THREADS, FlashBackwardParams,
-    FlashDotParams, HD, tile_offset,
+    BACKWARD_THREADS, BLOCK_KV, BLOCK_Q, DOT_ROWS, DOT_THREADS, FORWARD_THREADS,
+    FlashBackwardParams, FlashDotParams, HD, tile_offset,
 };
 
 const _: () = assert!(BACKWARD_THREADS == FORWARD_THREADS, "Source::load is sized for 128");
 const _: () = assert!(BLOCK_Q == BLOCK_KV, "the kernels pair query and key tiles one to one");
+const _: () = assert!(DOT_THREADS == DOT_ROWS * ROW_CHUNKS, "dot: one lane per 8 values");
 
 /// `D[b,h,i] = Σ_d dout[b,i,h,d] · out[b,i,h,d]`: 8 lanes per position, 8 values each, summed
 /// over the 8 lanes with three butterflies (a fixed order: deterministic).
