@@ -30,6 +30,8 @@ use crate::unroll::unroll;
 use core::f32::consts::LN_2;
 use kernel_abi::flash::{BLOCK_KV, BLOCK_Q, FORWARD_THREADS, FlashForwardParams, HD, tile_offset};
 
+mod backward;
+
 /// A 16-bit tensor-core type, with the packing of two f32 into one operand register.
 trait FlashOp: TensorOp {
     /// Rounds `lo` and `hi` to the storage type and packs them, `lo` in the low half.
@@ -57,35 +59,43 @@ const TILE_BYTES: u32 = BLOCK_KV * HD * 2;
 /// Chunks each thread copies per tile.
 const CHUNKS_PER_THREAD: u32 = BLOCK_KV * ROW_CHUNKS / FORWARD_THREADS;
 
-/// Where a block's tiles come from: sequence `b`, head `h`.
+/// Where a block's tiles come from: the 64 columns at `offset` of the rows of one sequence,
+/// `stride` elements apart (head `h` of a qkv part, or of `out`/`dout`).
 struct Source<T> {
-    qkv: *const T,
+    ptr: *const T,
     t: u32,
-    channels: u32,
-    b: u32,
-    h: u32,
+    stride: usize,
+    offset: usize,
 }
 
 impl<T> Source<T> {
-    /// Issues the `cp.async` copies of rows `row0..row0 + 64` of part `part` (0 = q, 1 = k,
-    /// 2 = v) into the tile at shared address `tile`; rows at or past `t` are zero-filled.
+    /// Head `h`'s columns of sequence `b` in a (B, T, `stride`) buffer, starting at column
+    /// `part_start` (`part · C` for part `part` of qkv).
+    #[inline(always)]
+    fn new(ptr: *const T, t: u32, stride: u32, b: u32, part_start: u32, h: u32) -> Self {
+        let stride = stride as usize;
+        let offset = b as usize * t as usize * stride + (part_start + h * HD) as usize;
+        Self { ptr, t, stride, offset }
+    }
+
+    /// Issues the `cp.async` copies of rows `row0..row0 + 64` into the tile at shared address
+    /// `tile`; rows at or past `t` are zero-filled.
     ///
     /// # Safety
-    /// Every thread of the block calls it; `qkv` holds (B, T, 3, NH, HD) elements and `tile`
-    /// is a 16-byte aligned tile of shared memory not read until a covering wait and barrier.
+    /// Every thread of the block (of 128) calls it; the buffer holds the rows of `new`'s shape
+    /// with 16-byte aligned rows, and `tile` is a 16-byte aligned tile of shared memory not
+    /// read until a covering wait and barrier.
     #[inline(always)]
-    unsafe fn load(&self, tile: u32, part: u32, row0: u32) {
+    unsafe fn load(&self, tile: u32, row0: u32) {
         unroll!(i in 0..4 => {
             let idx = thread_idx_x() + i as u32 * FORWARD_THREADS;
             let (row, chunk) = (idx / ROW_CHUNKS, idx % ROW_CHUNKS);
             let t = row0 + row;
             let (src_t, bytes) = if t < self.t { (t, 16) } else { (0, 0) };
-            let elem = ((self.b as usize * self.t as usize + src_t as usize) * 3 + part as usize)
-                * self.channels as usize
-                + (self.h * HD + chunk * 8) as usize;
-            // SAFETY: `elem` is inside qkv (row `src_t < t` of sequence `b`) and 16-byte
-            // aligned (the launcher checked the base; rows are whole chunks).
-            unsafe { cp_async_cg_16(tile + tile_offset(row, chunk), self.qkv.add(elem).cast(), bytes) };
+            let elem = self.offset + src_t as usize * self.stride + (chunk * 8) as usize;
+            // SAFETY: `elem` is inside the buffer (row `src_t < t` of the sequence) and
+            // 16-byte aligned (the launcher checked the base and the row stride).
+            unsafe { cp_async_cg_16(tile + tile_offset(row, chunk), self.ptr.add(elem).cast(), bytes) };
         });
     }
 }
@@ -123,7 +133,9 @@ unsafe fn forward<Op: FlashOp>(p: FlashForwardParams<Op::In>) {
     let q_tile = grid_dim_x() - 1 - block_idx_x();
     let (b, h) = (block_idx_z(), block_idx_y());
     let q0 = q_tile * BLOCK_Q;
-    let src = Source { qkv: p.qkv.as_ptr(), t: p.t, channels: p.nh * HD, b, h };
+    let channels = p.nh * HD;
+    let part = |i: u32| Source::new(p.qkv.as_ptr(), p.t, 3 * channels, b, i * channels, h);
+    let (q_src, k_src, v_src) = (part(0), part(1), part(2));
     let sq = dynamic_smem_base();
     let sk = sq + BLOCK_Q * HD * 2;
     let sv = sk + 2 * TILE_BYTES;
@@ -133,9 +145,9 @@ unsafe fn forward<Op: FlashOp>(p: FlashForwardParams<Op::In>) {
 
     // SAFETY: block-uniform calls; the tiles are inside the launch's shared memory.
     unsafe {
-        src.load(sq, 0, q0);
-        src.load(sk, 1, 0);
-        src.load(sv, 2, 0);
+        q_src.load(sq, q0);
+        k_src.load(sk, 0);
+        v_src.load(sv, 0);
         cp_async_commit_group();
     }
 
@@ -152,8 +164,8 @@ unsafe fn forward<Op: FlashOp>(p: FlashForwardParams<Op::In>) {
         unsafe {
             if j + 1 < kv_tiles {
                 let next = (j + 1) % 2;
-                src.load(sk + next * TILE_BYTES, 1, (j + 1) * BLOCK_KV);
-                src.load(sv + next * TILE_BYTES, 2, (j + 1) * BLOCK_KV);
+                k_src.load(sk + next * TILE_BYTES, (j + 1) * BLOCK_KV);
+                v_src.load(sv + next * TILE_BYTES, (j + 1) * BLOCK_KV);
             }
             cp_async_commit_group();
             cp_async_wait_group::<1>();
@@ -235,7 +247,7 @@ unsafe fn forward<Op: FlashOp>(p: FlashForwardParams<Op::In>) {
         j += 1;
     }
 
-    let channels = (p.nh * HD) as usize;
+    let channels = channels as usize;
     unroll!(r in 0..2 => {
         // SAFETY: all lanes are here.
         let total = unsafe { quad_sum(sum[r]) };

@@ -6,8 +6,15 @@
 //! body once per index, so the indices are constants by construction.
 
 /// `unroll!(i in 0..N => { body })` for N = 2, 4 or 8: repeats `body` with `i` bound to each
-/// index (a `usize`), in order.
+/// index (a `usize`), in order. `unroll!(const I in 0..4 => { body })` binds `I` as a `const`
+/// item instead, for const generic arguments (`f::<{ I as u32 * 2048 }>()`).
 macro_rules! unroll {
+    (const $i:ident in 0..4 => $body:block) => {
+        $crate::unroll::unroll!(@const $i [0 1 2 3] $body)
+    };
+    (@const $i:ident [$($n:literal)*] $body:block) => {
+        $( { const $i: usize = $n; $body } )*
+    };
     ($i:ident in 0..2 => $body:block) => { $crate::unroll::unroll!(@ $i [0 1] $body) };
     ($i:ident in 0..4 => $body:block) => { $crate::unroll::unroll!(@ $i [0 1 2 3] $body) };
     ($i:ident in 0..8 => $body:block) => {

@@ -1,14 +1,18 @@
 //! Flash attention forward against `cpu_ref::attention_forward` (on the widened inputs) and an
-//! f64 log-sum-exp, bf16 and f16, at sequence lengths that are not multiples of the 64-row
-//! tiles (and T = 1), several heads and sequences.
+//! f64 log-sum-exp, and backward against `cpu_ref::attention_backward` and an f64 `D`, bf16 and
+//! f16, at sequence lengths that are not multiples of the 64-row tiles (and T = 1), several
+//! heads and sequences; the backward is bit-reproducible.
 
 use cpu_ref::precision::Element;
 use gpu_host::kernels::attention::AttentionShape;
-use gpu_host::kernels::flash::{FlashElement, FlashForward, flash_attention_forward};
+use gpu_host::kernels::flash::{
+    FlashBackward, FlashElement, FlashForward, flash_attention_backward, flash_attention_forward,
+};
 use gpu_host::{Device, DeviceBuffer, GpuError};
 use half::{bf16, f16};
 use integration_tests::{
-    TestRng, Tolerance, assert_close, assert_close_in, kernel_tests, poisoned, small_sizes,
+    TestRng, Tolerance, assert_bits_eq, assert_close, assert_close_in, kernel_tests, poisoned,
+    small_sizes,
 };
 
 fn shapes(dev: &impl Device) -> Vec<AttentionShape> {
@@ -17,6 +21,7 @@ fn shapes(dev: &impl Device) -> Vec<AttentionShape> {
         AttentionShape { b: 1, t: 37, c: 128, nh: 2 },
         AttentionShape { b: 2, t: 64, c: 64, nh: 1 },
         AttentionShape { b: 1, t: 130, c: 64, nh: 1 },
+        AttentionShape { b: 2, t: 70, c: 192, nh: 3 },
     ];
     if !small_sizes(dev) {
         shapes.push(AttentionShape { b: 4, t: 1024, c: 768, nh: 12 });
@@ -114,8 +119,169 @@ fn check_argument_errors(dev: &impl Device) {
     assert!(err.to_string().contains("16-byte aligned"), "{err}");
 }
 
+/// `Σ_d dout·out` per (b, h, i), in f64, from the 16-bit values.
+fn reference_d<T: Element>(out: &[T], dout: &[T], s: AttentionShape) -> Vec<f32> {
+    let hd = s.c / s.nh;
+    let mut d = Vec::with_capacity(s.b * s.nh * s.t);
+    for b in 0..s.b {
+        for h in 0..s.nh {
+            for i in 0..s.t {
+                let at = (b * s.t + i) * s.c + h * hd;
+                let o = &out[at..][..hd];
+                let g = &dout[at..][..hd];
+                d.push(
+                    o.iter().zip(g).map(|(o, g)| o.to_f32() as f64 * g.to_f32() as f64).sum::<f64>()
+                        as f32,
+                );
+            }
+        }
+    }
+    d
+}
+
+/// Part `part` (0 = q, 1 = k, 2 = v) of a (B·T, 3C) gradient.
+fn part_of<X: Copy>(dqkv: &[X], c: usize, part: usize) -> Vec<X> {
+    dqkv.chunks(3 * c).flat_map(|row| row[part * c..][..c].iter().copied()).collect()
+}
+
+/// `‖scale · got − want‖ / ‖want‖`, in f64 (0 when `want` is 0).
+fn relative_rms(got: &[f32], want: &[f32], scale: f32) -> f64 {
+    let err: f64 = got.iter().zip(want).map(|(g, w)| ((scale * g - w) as f64).powi(2)).sum();
+    let norm: f64 = want.iter().map(|w| (*w as f64).powi(2)).sum();
+    if norm == 0.0 { 0.0 } else { (err / norm).sqrt() }
+}
+
+/// Runs the backward into fresh poisoned buffers; returns (dqkv, D).
+fn run_backward<T: FlashElement>(
+    dev: &impl Device,
+    shape: AttentionShape,
+    qkv: &impl DeviceBuffer<T>,
+    out: &impl DeviceBuffer<T>,
+    dout: &impl DeviceBuffer<T>,
+    lse: &impl DeviceBuffer<f32>,
+) -> (Vec<T>, Vec<f32>) {
+    let AttentionShape { b, t, c, nh } = shape;
+    let mut d = poisoned::<_, f32>(dev, b * nh * t).unwrap();
+    let mut dqkv = poisoned::<_, T>(dev, b * t * 3 * c).unwrap();
+    let args = FlashBackward {
+        qkv: qkv.view(),
+        out: out.view(),
+        dout: dout.view(),
+        lse: lse.view(),
+        d_scratch: d.view_mut(),
+        dqkv: dqkv.view_mut(),
+    };
+    flash_attention_backward(dev, shape, args).unwrap();
+    (dev.download(dqkv.view()).unwrap(), dev.download(d.view()).unwrap())
+}
+
+fn check_backward<T: FlashElement + Element>(dev: &impl Device) {
+    let mut rng = TestRng::new();
+    // P and dS are rounded to T before their products (relative 2^-p: 2^-8 bf16, 2^-11 f16),
+    // as are `out` (in D) and the gradients themselves: the largest element error measured on
+    // the simulator is 1.4 · 2^-p of the part's largest magnitude, the relative rms error
+    // 0.77 · 2^-p (both over many seeds); the bounds are about twice that.
+    let rel = if <T as Element>::NAME == "bf16" { 2f32.powi(-8) } else { 2f32.powi(-11) };
+    const MAX_FACTOR: f32 = 3.0;
+    const RMS_FACTOR: f64 = 1.5;
+    for shape in shapes(dev) {
+        let AttentionShape { b, t, c, nh } = shape;
+        let qkv: Vec<T> =
+            rng.uniform(b * t * 3 * c, -2.0, 2.0).into_iter().map(T::from_f32).collect();
+        let dout: Vec<T> = rng.uniform(b * t * c, -1.0, 1.0).into_iter().map(T::from_f32).collect();
+        let wide: Vec<f32> = qkv.iter().map(|v| v.to_f32()).collect();
+        let dout_wide: Vec<f32> = dout.iter().map(|v| v.to_f32()).collect();
+        let (mut want_out, mut att) = (vec![0.0; b * t * c], vec![0.0; b * nh * t * t]);
+        cpu_ref::attention_forward(&mut want_out, &mut att, &wide, b, t, c, nh);
+        let mut want = vec![0.0; b * t * 3 * c];
+        cpu_ref::attention_backward(&mut want, &dout_wide, &wide, &att, b, t, c, nh);
+
+        let dqkv_in = dev.upload(&qkv).unwrap();
+        let ddout = dev.upload(&dout).unwrap();
+        let mut out = poisoned::<_, T>(dev, b * t * c).unwrap();
+        let mut lse = poisoned::<_, f32>(dev, b * nh * t).unwrap();
+        let args = FlashForward { qkv: dqkv_in.view(), out: out.view_mut(), lse: lse.view_mut() };
+        flash_attention_forward(dev, shape, args).unwrap();
+        let (got, got_d) = run_backward(dev, shape, &dqkv_in, &out, &ddout, &lse);
+        let what = format!("flash_attention_backward_{} {shape:?}", <T as Element>::NAME);
+
+        let out_host = dev.download(out.view()).unwrap();
+        // 64 products summed in f32: a few f32 ulps of the terms' magnitude.
+        let want_d = reference_d(&out_host, &dout, shape);
+        assert_close(
+            &format!("{what} D"),
+            rng.seed(),
+            &got_d,
+            &want_d,
+            Tolerance { abs: 1e-5, rel: 1e-5 },
+        );
+        for (part, name) in ["dq", "dk", "dv"].into_iter().enumerate() {
+            let g: Vec<f32> = part_of(&got, c, part).iter().map(|x| x.to_f32()).collect();
+            let w = part_of(&want, c, part);
+            let what = format!("{what} {name}");
+            let max = w.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+            // With one key (T = 1), dS = P·(dP − D) is 0 up to f32 rounding: a floor for it.
+            let abs = MAX_FACTOR * rel * max + 1e-6;
+            assert_close(&what, rng.seed(), &g, &w, Tolerance { abs: abs as f64, rel: 0.0 });
+            let rms = relative_rms(&g, &w, 1.0) / rel as f64;
+            assert!(
+                rms <= RMS_FACTOR,
+                "{what}: relative rms error {rms:.3} · 2^-p (seed {})",
+                rng.seed()
+            );
+            // The rms bound is what catches a scale error that the element bound misses (for
+            // bf16, 1% is about two ulps of the largest values).
+            let scaled = relative_rms(&g, &w, 1.01) / rel as f64;
+            assert!(max < 1e-3 || scaled > RMS_FACTOR, "{what}: a 1% scale error passes");
+        }
+        // Deterministic: a second run gives the same bits.
+        let (again, again_d) = run_backward(dev, shape, &dqkv_in, &out, &ddout, &lse);
+        assert_bits_eq(&format!("{what} rerun"), rng.seed(), &again, &got);
+        assert_bits_eq(&format!("{what} rerun D"), rng.seed(), &again_d, &got_d);
+    }
+}
+
+/// Wrong lengths and misaligned buffers of the backward are errors naming the argument.
+fn check_backward_argument_errors(dev: &impl Device) {
+    let shape = AttentionShape { b: 1, t: 4, c: 128, nh: 2 };
+    let qkv = dev.alloc::<bf16>(4 * 3 * 128).unwrap();
+    let out = dev.alloc::<bf16>(4 * 128).unwrap();
+    let dout = dev.alloc::<bf16>(4 * 128 + 8).unwrap();
+    let lse = dev.alloc::<f32>(8).unwrap();
+    let mut d = dev.alloc::<f32>(8).unwrap();
+    let mut dqkv = dev.alloc::<bf16>(4 * 3 * 128).unwrap();
+    let n = 4 * 128;
+    let cases = [
+        (AttentionShape { nh: 1, ..shape }, 0..n, 8, 3 * n, "shape"),
+        (AttentionShape { t: 5, ..shape }, 0..n, 8, 3 * n, "qkv"),
+        (shape, 1..n + 1, 8, 3 * n, "dout"),
+        (shape, 0..n - 1, 8, 3 * n, "dout"),
+        (shape, 0..n, 7, 3 * n, "d_scratch"),
+        (shape, 0..n, 8, 3 * n - 2, "dqkv"),
+    ];
+    for (s, dout_range, d_len, dqkv_len, arg) in cases {
+        let dout_at = dout_range.start;
+        let args = FlashBackward {
+            qkv: qkv.view(),
+            out: out.view(),
+            dout: dout.view().slice(dout_range).unwrap(),
+            lse: lse.view(),
+            d_scratch: d.view_mut().slice_mut(0..d_len).unwrap(),
+            dqkv: dqkv.view_mut().slice_mut(0..dqkv_len).unwrap(),
+        };
+        let err = flash_attention_backward(dev, s, args).unwrap_err();
+        assert!(
+            matches!(&err, GpuError::InvalidArgument { op: "flash_attention_backward", arg: a, .. } if *a == arg),
+            "{s:?} dout at {dout_at}: {err}"
+        );
+    }
+}
+
 kernel_tests! {
     flash_attention_forward_bf16 => check_forward::<bf16>;
     flash_attention_forward_f16 => check_forward::<f16>;
     flash_attention_argument_errors => check_argument_errors;
+    flash_attention_backward_bf16 => check_backward::<bf16>;
+    flash_attention_backward_f16 => check_backward::<f16>;
+    flash_attention_backward_argument_errors => check_backward_argument_errors;
 }

@@ -12,6 +12,18 @@
 //! double-buffered in shared memory through `cp.async`, and keeps per row the running maximum
 //! and sum of `2^(s·scale·log2 e − max)` (online softmax in f32) and the output accumulator in
 //! registers. Query tiles run heaviest first (block `x` takes tile `tiles − 1 − x`).
+//!
+//! The backward (FlashAttention-2) takes `dout` (B, T, NH, HD), `out` and `lse` from the
+//! forward, and writes `dqkv` (B, T, 3, NH, HD) in three launches:
+//! 1. `dot`: `D[b,h,i] = Σ_d dout[b,i,h,d] · out[b,i,h,d]` in f32, (B, NH, T), one block of
+//!    [`DOT_THREADS`] per ([`DOT_ROWS`] positions, head, sequence), 8 lanes per row;
+//! 2. `dkdv`: one block of [`BACKWARD_WARPS`] warps per (key/value tile of [`BLOCK_KV`] rows,
+//!    head, sequence), each warp owning 16 key/value rows; the block walks the query tiles from
+//!    its diagonal to the last, recomputing `Pᵀ` from `lse`, and accumulates `dV = Pᵀ·dO` and
+//!    `dK = scale · dSᵀ·Q` with `dSᵀ = Pᵀ ∘ (V·dOᵀ − D)` in registers;
+//! 3. `dq`: one block per (query tile, head, sequence), each warp owning 16 query rows,
+//!    walking the key/value tiles 0..=diagonal and accumulating `dQ = scale · dS·K`. Every
+//!    gradient element is owned by one thread, so the backward is deterministic (no atomics).
 
 use crate::kernel::{Kernel, KernelParams, KernelSig};
 use crate::ptr::{Bf16, DevicePtr, DevicePtrMut, F16};
@@ -28,6 +40,18 @@ pub const FORWARD_WARPS: u32 = BLOCK_Q / 16;
 pub const FORWARD_THREADS: u32 = FORWARD_WARPS * 32;
 /// Dynamic shared memory of the forward: the Q tile and two stages of K and V tiles, 16-bit.
 pub const FORWARD_SHARED_BYTES: u32 = (BLOCK_Q + 4 * BLOCK_KV) * HD * 2;
+
+/// Warps per block of the backward's dK/dV and dQ kernels (16 rows each).
+pub const BACKWARD_WARPS: u32 = BLOCK_KV / 16;
+/// Threads per block of the backward's dK/dV and dQ kernels.
+pub const BACKWARD_THREADS: u32 = BACKWARD_WARPS * 32;
+/// Dynamic shared memory of the dK/dV and dQ kernels: two resident 64 × 64 16-bit tiles (K and
+/// V, or Q and dO) and two stages of the two streamed ones: 48 KiB, the default limit.
+pub const BACKWARD_SHARED_BYTES: u32 = 6 * BLOCK_KV * HD * 2;
+/// Positions per block of the `D` pre-pass.
+pub const DOT_ROWS: u32 = 32;
+/// Threads per block of the `D` pre-pass (8 per position, 8 values each).
+pub const DOT_THREADS: u32 = DOT_ROWS * HD / 8;
 
 /// Byte offset of 16-byte chunk `chunk` (0..8) of row `row` in a shared-memory tile of 64
 /// 16-bit columns (128-byte rows), XOR-swizzled so that the 8 rows one `ldmatrix` matrix reads,
@@ -60,10 +84,63 @@ pub struct FlashForwardParams<T: Copy> {
 // SAFETY: #[repr(C)] struct of device pointers, u32s and an f32, padded explicitly to 8 bytes.
 unsafe impl<T: Copy + 'static> KernelParams for FlashForwardParams<T> {}
 
+/// Parameters of the backward's pre-pass `D = rowsum(dout ∘ out)`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct FlashDotParams<T: Copy> {
+    /// (B, T, NH, HD) output of the forward.
+    pub out: DevicePtr<T>,
+    /// (B, T, NH, HD) gradient of the output.
+    pub dout: DevicePtr<T>,
+    /// (B, NH, T) f32 result.
+    pub d: DevicePtrMut<f32>,
+    /// Sequence length.
+    pub t: u32,
+    /// Heads.
+    pub nh: u32,
+}
+
+// SAFETY: #[repr(C)] struct of device pointers and two u32s, no implicit padding.
+unsafe impl<T: Copy + 'static> KernelParams for FlashDotParams<T> {}
+
+/// Parameters of the backward's dK/dV and dQ kernels.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct FlashBackwardParams<T: Copy> {
+    /// (B, T, 3, NH, HD) input of the forward.
+    pub qkv: DevicePtr<T>,
+    /// (B, T, NH, HD) gradient of the output.
+    pub dout: DevicePtr<T>,
+    /// (B, NH, T) log-sum-exp saved by the forward (natural log).
+    pub lse: DevicePtr<f32>,
+    /// (B, NH, T) `rowsum(dout ∘ out)` from the pre-pass.
+    pub d: DevicePtr<f32>,
+    /// (B, T, 3, NH, HD) gradient: the dK/dV kernel writes the k and v parts, the dQ kernel
+    /// the q part.
+    pub dqkv: DevicePtrMut<T>,
+    /// Sequence length.
+    pub t: u32,
+    /// Heads.
+    pub nh: u32,
+    /// `log2(e) / sqrt(HD)`, as in the forward.
+    pub scale_log2: f32,
+    /// `1 / sqrt(HD)`: the scores' scale, applied to dK and dQ.
+    pub scale: f32,
+}
+
+// SAFETY: #[repr(C)] struct of device pointers, u32s and f32s, no implicit padding.
+unsafe impl<T: Copy + 'static> KernelParams for FlashBackwardParams<T> {}
+
 /// The flash attention kernels of one 16-bit storage type.
 pub trait FlashKernels: Copy + 'static {
     /// `flash_attention_forward_<ty>`.
     const FORWARD: Kernel<FlashForwardParams<Self>>;
+    /// `flash_attention_backward_dot_<ty>`.
+    const BACKWARD_DOT: Kernel<FlashDotParams<Self>>;
+    /// `flash_attention_backward_dkdv_<ty>`.
+    const BACKWARD_DKDV: Kernel<FlashBackwardParams<Self>>;
+    /// `flash_attention_backward_dq_<ty>`.
+    const BACKWARD_DQ: Kernel<FlashBackwardParams<Self>>;
 }
 
 /// `flash_attention_forward_bf16`.
@@ -72,16 +149,49 @@ pub const FLASH_FORWARD_BF16: Kernel<FlashForwardParams<Bf16>> =
 /// `flash_attention_forward_f16`.
 pub const FLASH_FORWARD_F16: Kernel<FlashForwardParams<F16>> =
     Kernel::new("flash_attention_forward_f16");
+/// `flash_attention_backward_dot_bf16`.
+pub const FLASH_BACKWARD_DOT_BF16: Kernel<FlashDotParams<Bf16>> =
+    Kernel::new("flash_attention_backward_dot_bf16");
+/// `flash_attention_backward_dot_f16`.
+pub const FLASH_BACKWARD_DOT_F16: Kernel<FlashDotParams<F16>> =
+    Kernel::new("flash_attention_backward_dot_f16");
+/// `flash_attention_backward_dkdv_bf16`.
+pub const FLASH_BACKWARD_DKDV_BF16: Kernel<FlashBackwardParams<Bf16>> =
+    Kernel::new("flash_attention_backward_dkdv_bf16");
+/// `flash_attention_backward_dkdv_f16`.
+pub const FLASH_BACKWARD_DKDV_F16: Kernel<FlashBackwardParams<F16>> =
+    Kernel::new("flash_attention_backward_dkdv_f16");
+/// `flash_attention_backward_dq_bf16`.
+pub const FLASH_BACKWARD_DQ_BF16: Kernel<FlashBackwardParams<Bf16>> =
+    Kernel::new("flash_attention_backward_dq_bf16");
+/// `flash_attention_backward_dq_f16`.
+pub const FLASH_BACKWARD_DQ_F16: Kernel<FlashBackwardParams<F16>> =
+    Kernel::new("flash_attention_backward_dq_f16");
 
 impl FlashKernels for Bf16 {
     const FORWARD: Kernel<FlashForwardParams<Self>> = FLASH_FORWARD_BF16;
+    const BACKWARD_DOT: Kernel<FlashDotParams<Self>> = FLASH_BACKWARD_DOT_BF16;
+    const BACKWARD_DKDV: Kernel<FlashBackwardParams<Self>> = FLASH_BACKWARD_DKDV_BF16;
+    const BACKWARD_DQ: Kernel<FlashBackwardParams<Self>> = FLASH_BACKWARD_DQ_BF16;
 }
 impl FlashKernels for F16 {
     const FORWARD: Kernel<FlashForwardParams<Self>> = FLASH_FORWARD_F16;
+    const BACKWARD_DOT: Kernel<FlashDotParams<Self>> = FLASH_BACKWARD_DOT_F16;
+    const BACKWARD_DKDV: Kernel<FlashBackwardParams<Self>> = FLASH_BACKWARD_DKDV_F16;
+    const BACKWARD_DQ: Kernel<FlashBackwardParams<Self>> = FLASH_BACKWARD_DQ_F16;
 }
 
 /// Every flash attention entry point.
-pub const KERNELS: &[KernelSig] = &[FLASH_FORWARD_BF16.sig(), FLASH_FORWARD_F16.sig()];
+pub const KERNELS: &[KernelSig] = &[
+    FLASH_FORWARD_BF16.sig(),
+    FLASH_FORWARD_F16.sig(),
+    FLASH_BACKWARD_DOT_BF16.sig(),
+    FLASH_BACKWARD_DOT_F16.sig(),
+    FLASH_BACKWARD_DKDV_BF16.sig(),
+    FLASH_BACKWARD_DKDV_F16.sig(),
+    FLASH_BACKWARD_DQ_BF16.sig(),
+    FLASH_BACKWARD_DQ_F16.sig(),
+];
 
 #[cfg(test)]
 mod tests {

@@ -42,3 +42,33 @@ ldmatrix!(/// `ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16`: two matrices, tr
     ldmatrix_x2_trans, "x2.trans", 2, [r0, r1]);
 ldmatrix!(/// `ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16`: four matrices, transposed.
     ldmatrix_x4_trans, "x4.trans", 4, [r0, r1, r2, r3]);
+
+macro_rules! ldmatrix_x4_at {
+    ($(#[$doc:meta])* $name:ident, $shape:literal) => {
+        $(#[$doc])*
+        ///
+        /// The byte offset `OFF` is an immediate of the address (`[addr+OFF]`): a tile walked
+        /// at constant strides needs one address register per lane pattern, not one per load.
+        ///
+        /// # Safety
+        /// As `ldmatrix_x4`, for the address `addr + OFF`. Minimum sm_75.
+        #[inline(always)]
+        pub unsafe fn $name<const OFF: u32>(addr: u32) -> [u32; 4] {
+            let (r0, r1, r2, r3): (u32, u32, u32, u32);
+            // SAFETY: convergence and address validity are the caller's contract.
+            unsafe {
+                asm!(concat!("ldmatrix.sync.aligned.m8n8.", $shape,
+                             ".shared.b16 {{{r0}, {r1}, {r2}, {r3}}}, [{addr}+{off}];"),
+                     r0 = out(reg32) r0, r1 = out(reg32) r1, r2 = out(reg32) r2,
+                     r3 = out(reg32) r3, addr = in(reg32) addr, off = const OFF,
+                     options(readonly, nostack, preserves_flags));
+            }
+            [r0, r1, r2, r3]
+        }
+    };
+}
+
+ldmatrix_x4_at!(/// `ldmatrix.sync.aligned.m8n8.x4.shared.b16` at `addr + OFF`.
+    ldmatrix_x4_at, "x4");
+ldmatrix_x4_at!(/// `ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16` at `addr + OFF`.
+    ldmatrix_x4_trans_at, "x4.trans");

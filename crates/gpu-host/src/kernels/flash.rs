@@ -1,5 +1,6 @@
 //! Flash attention (see `kernel_abi::flash`): causal attention from the fused qkv activation
-//! without the T×T scores, on tensor cores, for bf16 and f16 storage.
+//! without the T×T scores, on tensor cores, for bf16 and f16 storage: the forward, and the
+//! backward's three launches (the `D` pre-pass, dK/dV, dQ).
 
 use super::attention::AttentionShape;
 use super::check_aligned;
@@ -10,7 +11,8 @@ use crate::error::{GpuError, Result};
 use crate::view::{DeviceView, DeviceViewMut};
 use half::{bf16, f16};
 use kernel_abi::flash::{
-    BLOCK_Q, FORWARD_SHARED_BYTES, FORWARD_THREADS, FlashForwardParams, FlashKernels, HD,
+    BACKWARD_SHARED_BYTES, BACKWARD_THREADS, BLOCK_Q, DOT_ROWS, DOT_THREADS, FORWARD_SHARED_BYTES,
+    FORWARD_THREADS, FlashBackwardParams, FlashDotParams, FlashForwardParams, FlashKernels, HD,
 };
 
 /// A storage type with flash attention kernels: `bf16`, `f16` (the tensor cores' 16-bit
@@ -19,6 +21,23 @@ pub trait FlashElement: DeviceElement<Abi: FlashKernels> {}
 
 impl FlashElement for bf16 {}
 impl FlashElement for f16 {}
+
+/// Checks that the kernels support `shape` (head size [`HD`]) and that its grid and indices
+/// fit their 16- and 32-bit ranges.
+fn check_shape(op: &'static str, shape: AttentionShape) -> Result<()> {
+    let AttentionShape { b, t, c, nh } = shape;
+    if nh == 0 || !c.is_multiple_of(nh) || c / nh != HD as usize {
+        return Err(GpuError::invalid(
+            op,
+            "shape",
+            format!("head size c / nh = {c} / {nh} must be {HD} (the kernels' head size)"),
+        ));
+    }
+    if b > u16::MAX as usize || nh > u16::MAX as usize || b * nh * t > u32::MAX as usize {
+        return Err(GpuError::invalid(op, "shape", format!("{shape:?} is too large")));
+    }
+    Ok(())
+}
 
 /// Buffers of [`flash_attention_forward`].
 pub struct FlashForward<'a, T> {
@@ -38,18 +57,8 @@ pub fn flash_attention_forward<D: Device, T: FlashElement>(
     mut args: FlashForward<'_, T>,
 ) -> Result<()> {
     const OP: &str = "flash_attention_forward";
-    let AttentionShape { b, t, c, nh } = shape;
-    if nh == 0 || !c.is_multiple_of(nh) || c / nh != HD as usize {
-        return Err(GpuError::invalid(
-            OP,
-            "shape",
-            format!("head size c / nh = {c} / {nh} must be {HD} (the kernels' head size)"),
-        ));
-    }
-    let tiles = t.div_ceil(BLOCK_Q as usize);
-    if b > u16::MAX as usize || nh > u16::MAX as usize || b * nh * t > u32::MAX as usize {
-        return Err(GpuError::invalid(OP, "shape", format!("{shape:?} is too large")));
-    }
+    let AttentionShape { b, t, nh, .. } = shape;
+    check_shape(OP, shape)?;
     check_len(OP, "qkv", args.qkv.len(), shape.qkv_len(), "b·t·3c")?;
     check_len(OP, "out", args.out.len(), shape.out_len(), "b·t·c")?;
     check_len(OP, "lse", args.lse.len(), b * nh * t, "b·nh·t")?;
@@ -68,7 +77,7 @@ pub fn flash_attention_forward<D: Device, T: FlashElement>(
         _pad: 0,
     };
     let config = LaunchConfig {
-        grid: (tiles as u32, nh as u32, b as u32),
+        grid: (t.div_ceil(BLOCK_Q as usize) as u32, nh as u32, b as u32),
         block: (FORWARD_THREADS, 1, 1),
         shared_mem_bytes: FORWARD_SHARED_BYTES,
     };
@@ -76,4 +85,87 @@ pub fn flash_attention_forward<D: Device, T: FlashElement>(
     // whole 16-byte chunks: rows of 3C 16-bit values with C a multiple of 64); `out` takes
     // 4-byte pair stores; shared memory holds the Q tile and two K/V stages.
     unsafe { dev.launch(T::Abi::FORWARD, config, params) }
+}
+
+/// Buffers of [`flash_attention_backward`].
+pub struct FlashBackward<'a, T> {
+    /// (B, T, 3C) fused `[q | k | v]` rows, the forward's input.
+    pub qkv: DeviceView<'a, T>,
+    /// (B, T, C) output of the forward.
+    pub out: DeviceView<'a, T>,
+    /// (B, T, C) gradient of the output.
+    pub dout: DeviceView<'a, T>,
+    /// (B, NH, T) log-sum-exp saved by the forward.
+    pub lse: DeviceView<'a, f32>,
+    /// (B, NH, T) f32 scratch, overwritten with `rowsum(dout ∘ out)`.
+    pub d_scratch: DeviceViewMut<'a, f32>,
+    /// (B, T, 3C) gradient of qkv, written (not accumulated).
+    pub dqkv: DeviceViewMut<'a, T>,
+}
+
+/// Causal multi-head attention backward: `dqkv` from the forward's input, output and
+/// log-sum-exp, in three launches (`D` pre-pass, dK/dV, dQ). Deterministic: every gradient
+/// element is computed by one thread in a fixed order.
+pub fn flash_attention_backward<D: Device, T: FlashElement>(
+    dev: &D,
+    shape: AttentionShape,
+    mut args: FlashBackward<'_, T>,
+) -> Result<()> {
+    const OP: &str = "flash_attention_backward";
+    let AttentionShape { b, t, nh, .. } = shape;
+    check_shape(OP, shape)?;
+    check_len(OP, "qkv", args.qkv.len(), shape.qkv_len(), "b·t·3c")?;
+    check_len(OP, "out", args.out.len(), shape.out_len(), "b·t·c")?;
+    check_len(OP, "dout", args.dout.len(), shape.out_len(), "b·t·c")?;
+    check_len(OP, "lse", args.lse.len(), b * nh * t, "b·nh·t")?;
+    check_len(OP, "d_scratch", args.d_scratch.len(), b * nh * t, "b·nh·t")?;
+    check_len(OP, "dqkv", args.dqkv.len(), shape.qkv_len(), "b·t·3c")?;
+    check_aligned(OP, "qkv", args.qkv.addr(), 16)?;
+    check_aligned(OP, "out", args.out.addr(), 16)?;
+    check_aligned(OP, "dout", args.dout.addr(), 16)?;
+    check_aligned(OP, "dqkv", args.dqkv.addr(), 4)?;
+    if b * t == 0 {
+        return Ok(());
+    }
+    let (t32, nh32, b32) = (t as u32, nh as u32, b as u32);
+    let dot = FlashDotParams {
+        out: args.out.ptr(),
+        dout: args.dout.ptr(),
+        d: args.d_scratch.ptr(),
+        t: t32,
+        nh: nh32,
+    };
+    let config = LaunchConfig {
+        grid: (t.div_ceil(DOT_ROWS as usize) as u32, nh32, b32),
+        block: (DOT_THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: the views hold the checked shapes; `out` and `dout` are 16-byte aligned (8-value
+    // loads of 128-byte head rows); one thread per 8 values of a position's head.
+    unsafe { dev.launch(T::Abi::BACKWARD_DOT, config, dot)? };
+
+    let params = FlashBackwardParams {
+        qkv: args.qkv.ptr(),
+        dout: args.dout.ptr(),
+        lse: args.lse.ptr(),
+        d: args.d_scratch.as_view().ptr(),
+        dqkv: args.dqkv.ptr(),
+        t: t32,
+        nh: nh32,
+        scale_log2: std::f32::consts::LOG2_E / (HD as f32).sqrt(),
+        scale: 1.0 / (HD as f32).sqrt(),
+    };
+    let config = LaunchConfig {
+        grid: (t.div_ceil(BLOCK_Q as usize) as u32, nh32, b32),
+        block: (BACKWARD_THREADS, 1, 1),
+        shared_mem_bytes: BACKWARD_SHARED_BYTES,
+    };
+    // SAFETY: the views hold the checked shapes; qkv and dout are 16-byte aligned (cp.async of
+    // whole 16-byte chunks of 64-value head rows); `dqkv` takes 4-byte pair stores, the dK/dV
+    // kernel into the k and v parts and the dQ kernel into the q part; shared memory holds
+    // the two resident tiles and two stages of the streamed ones (48 KiB, the default limit).
+    unsafe {
+        dev.launch(T::Abi::BACKWARD_DKDV, config, params)?;
+        dev.launch(T::Abi::BACKWARD_DQ, config, params)
+    }
 }

@@ -1,0 +1,415 @@
+//! Flash attention backward (see `kernel_abi::flash` for the contract and the three launches).
+//!
+//! Both tiled kernels recompute the probabilities of a 64 × 64 tile from the saved log-sum-exp,
+//! `P = 2^(s·scale·log2 e − lse·log2 e)` (exact softmax values, no running maximum), and use
+//! the fragment layouts of the forward, with `g = lane / 4`, `q = lane % 4`:
+//!
+//! - **dK/dV** (warp: 16 key/value rows, per query tile): `Sᵀ = K·Qᵀ` with the warp's K rows
+//!   as the A operand (`ldmatrix.x4`) and the Q rows as the B operand's columns (`ldmatrix.x4`,
+//!   like K in the forward). K and V stay in shared memory and their fragments are reloaded
+//!   per query tile, which keeps the kernel under 255 registers. The accumulators hold key
+//!   rows `g`, `g + 8` and query columns `8n + 2q, +1`, so each lane reads the `lse` and `D` of
+//!   16 query positions. `Pᵀ` goes from the accumulators into the A fragments of
+//!   `dV += Pᵀ·dO` (two adjacent m16n8 accumulator tiles are the m16k16 A fragment), with dO
+//!   rows (k = query) through `ldmatrix.x4.trans`. `dPᵀ = V·dOᵀ` takes the warp's V rows as A
+//!   and dO rows as B's columns, two n8-tiles at a time, and `dSᵀ = Pᵀ ∘ (dPᵀ − D)` overwrites
+//!   `Pᵀ` in place; it feeds `dK += dSᵀ·Q` the same way `Pᵀ` fed dV. Shared memory: K, V, then
+//!   two stages of Q and two of dO, streamed by `cp.async` from the diagonal query tile on.
+//! - **dQ** (warp: 16 query rows, per key/value tile 0..=diagonal): `S = Q·Kᵀ` exactly as in
+//!   the forward, `P` from the two rows' `lse`, `dP = dO·Vᵀ` (dO rows as A, loaded once; V rows
+//!   as B's columns), `dS = P ∘ (dP − D)` in place, `dQ += dS·K` (K rows, k = key, through
+//!   `ldmatrix.x4.trans`). Shared memory: Q, dO, then two stages of K and two of V.
+//!
+//! `P` and `dS` are rounded to the storage type for their products (as `P` in the forward);
+//! `dS` itself is formed from the f32 `P`. Rows past `T` are zero-filled in shared memory and
+//! read `lse = D = 0`, which keeps every product finite; their gradients are not written.
+//!
+//! The 16-row blocks of a tile are addressed with `ldmatrix [addr+OFF]` (`OFF` a const
+//! generic), so each lane keeps one shared address per lane pattern and k-step, not per load.
+
+use super::{FlashOp, ROW_CHUNKS, Source, TILE_BYTES};
+use crate::arch::cp_async::{cp_async_commit_group, cp_async_wait_group};
+use crate::arch::ldmatrix::{ldmatrix_x4, ldmatrix_x4_at, ldmatrix_x4_trans_at};
+use crate::arch::math::ex2_approx_f32;
+use crate::arch::shfl::{FULL_MASK, shfl_bfly_f32};
+use crate::arch::smem::dynamic_smem_base;
+use crate::arch::sync::bar_sync;
+use crate::arch::{
+    block_idx_x, block_idx_y, block_idx_z, grid_dim_x, lane_id, thread_idx_x, warp_idx_x,
+};
+use crate::elem::Elem;
+use crate::entry::entries;
+use crate::gemm::tensor_op::{Bf16Op, F16Op};
+use crate::unroll::unroll;
+use core::f32::consts::LOG2_E;
+use kernel_abi::flash::{
+    BACKWARD_THREADS, BLOCK_KV, BLOCK_Q, DOT_ROWS, DOT_THREADS, FORWARD_THREADS,
+    FlashBackwardParams, FlashDotParams, HD, tile_offset,
+};
+
+const _: () = assert!(BACKWARD_THREADS == FORWARD_THREADS, "Source::load is sized for 128");
+const _: () = assert!(BLOCK_Q == BLOCK_KV, "the kernels pair query and key tiles one to one");
+const _: () = assert!(DOT_THREADS == DOT_ROWS * ROW_CHUNKS, "dot: one lane per 8 values");
+
+/// `D[b,h,i] = Σ_d dout[b,i,h,d] · out[b,i,h,d]`: 8 lanes per position, 8 values each, summed
+/// over the 8 lanes with three butterflies (a fixed order: deterministic).
+#[inline(always)]
+unsafe fn dot<T: Elem>(p: FlashDotParams<T>) {
+    let (b, h) = (block_idx_z(), block_idx_y());
+    let tid = thread_idx_x();
+    let (i, part) = (block_idx_x() * DOT_ROWS + tid / ROW_CHUNKS, tid % ROW_CHUNKS);
+    let mut acc = 0.0f32;
+    if i < p.t {
+        let at = (b as usize * p.t as usize + i as usize) * (p.nh * HD) as usize
+            + (h * HD + part * 8) as usize;
+        // SAFETY: position i < t of sequence b, head h: 8 elements inside (B, T, NH, HD),
+        // 16-byte aligned (the launcher checked the bases; rows are whole chunks).
+        let (o, d) =
+            unsafe { (T::load8(p.out.as_ptr().add(at)), T::load8(p.dout.as_ptr().add(at))) };
+        unroll!(k in 0..8 => {
+            acc += o[k] * d[k];
+        });
+    }
+    // SAFETY: every lane reaches the shuffles (the branch above has closed).
+    unsafe {
+        acc += shfl_bfly_f32(FULL_MASK, acc, 1);
+        acc += shfl_bfly_f32(FULL_MASK, acc, 2);
+        acc += shfl_bfly_f32(FULL_MASK, acc, 4);
+    }
+    if i < p.t && part == 0 {
+        // SAFETY: (b, h, i) is inside the (B, NH, T) buffer.
+        unsafe { *p.d.as_mut_ptr().add(((b * p.nh + h) * p.t + i) as usize) = acc };
+    }
+}
+
+/// `lse · log2 e` and `D` of position `pos` of row `row_base` of the (B, NH, T) buffers; 0 for
+/// positions past `t` (zero-filled rows, whose products must stay finite).
+///
+/// # Safety
+/// `row_base` is `(b·NH + h)·T` of a (b, h) inside the buffers.
+#[inline(always)]
+unsafe fn row_stats<T: Copy>(p: &FlashBackwardParams<T>, row_base: usize, pos: u32) -> (f32, f32) {
+    if pos < p.t {
+        // SAFETY: the caller's row_base plus pos < t indexes both (B, NH, T) buffers.
+        unsafe {
+            let at = row_base + pos as usize;
+            (*p.lse.as_ptr().add(at) * LOG2_E, *p.d.as_ptr().add(at))
+        }
+    } else {
+        (0.0, 0.0)
+    }
+}
+
+/// Packs accumulator n8-tiles `2k` and `2k + 1` into the m16k16 A fragment of k-step `k`.
+#[inline(always)]
+fn a_fragment<Op: FlashOp>(lo: [f32; 4], hi: [f32; 4]) -> [u32; 4] {
+    [Op::pack(lo[0], lo[1]), Op::pack(lo[2], lo[3]), Op::pack(hi[0], hi[1]), Op::pack(hi[2], hi[3])]
+}
+
+/// Writes a warp's 16 × 64 accumulator, times `scale`, into part `part` of `dqkv` at rows
+/// `rows` (skipping those at or past `t`).
+///
+/// # Safety
+/// `rows` are this lane's rows `g`, `g + 8` of the warp's 16; `dqkv` holds (B, T, 3, NH, HD).
+#[inline(always)]
+unsafe fn store_rows<Op: FlashOp>(
+    p: &FlashBackwardParams<Op::In>,
+    acc: &[[f32; 4]; 8],
+    scale: f32,
+    rows: [u32; 2],
+    part: u32,
+) {
+    let (b, h, quad) = (block_idx_z(), block_idx_y(), lane_id() % 4);
+    let channels = (p.nh * HD) as usize;
+    unroll!(r in 0..2 => {
+        let row = rows[r];
+        if row < p.t {
+            let at = ((b as usize * p.t as usize + row as usize) * 3 + part as usize) * channels
+                + (h * HD) as usize;
+            unroll!(n in 0..8 => {
+                let d = n * 8 + 2 * quad as usize;
+                let word = Op::pack(acc[n][2 * r] * scale, acc[n][2 * r + 1] * scale);
+                // SAFETY: row < t; `d` is even, so the pair is 4-byte aligned inside the row.
+                unsafe { *p.dqkv.as_mut_ptr().add(at + d).cast::<u32>() = word };
+            });
+        }
+    });
+}
+
+/// Loads the A fragments of a warp's 16 rows of a 64-column tile (one per k-step).
+///
+/// # Safety
+/// Warp-uniform; the tile at `tile` is visible to the warp.
+#[inline(always)]
+unsafe fn a_rows(tile: u32) -> [[u32; 4]; 4] {
+    let (warp, lane) = (warp_idx_x(), lane_id());
+    let mut a = [[0u32; 4]; 4];
+    unroll!(kk in 0..4 => {
+        let row = warp * 16 + lane % 8 + 8 * ((lane / 8) % 2);
+        let chunk = 2 * kk as u32 + lane / 16;
+        // SAFETY: the caller's contract; inside the tile.
+        a[kk] = unsafe { ldmatrix_x4(tile + tile_offset(row, chunk)) };
+    });
+    a
+}
+
+/// Bytes of 16 rows of a tile: the step between the 16-row blocks an m16 fragment covers.
+const ROWS16: u32 = 16 * 128;
+
+/// `acc[0], acc[1] += a · tileᵀ` for the 16 rows at byte `OFF` (a multiple of [`ROWS16`]) of
+/// `tile` (the B operand's columns; k runs over the tile's 64 columns).
+///
+/// # Safety
+/// Warp-uniform; the tile at `tile` is visible to the warp.
+#[inline(always)]
+unsafe fn mma_rows_t<Op: FlashOp, const OFF: u32>(
+    a: &[[u32; 4]; 4],
+    tile: u32,
+    acc: [[f32; 4]; 2],
+) -> [[f32; 4]; 2] {
+    let lane = lane_id();
+    let mut acc = acc;
+    unroll!(kk in 0..4 => {
+        // tile_offset(16·block + row, chunk) = block · ROWS16 + tile_offset(row, chunk).
+        let row = 8 * (lane / 16) + lane % 8;
+        let chunk = 2 * kk as u32 + (lane / 8) % 2;
+        // SAFETY: the caller's contract; inside the tile.
+        unsafe {
+            let r = ldmatrix_x4_at::<OFF>(tile + tile_offset(row, chunk));
+            acc[0] = Op::mma(a[kk], [r[0], r[1]], acc[0]);
+            acc[1] = Op::mma(a[kk], [r[2], r[3]], acc[1]);
+        }
+    });
+    acc
+}
+
+/// `acc += x · tile` with `x` the warp's 16 × 64 accumulator (k = the tile's rows), rounded to
+/// the storage type, and the tile's rows through `ldmatrix.trans`.
+///
+/// # Safety
+/// Warp-uniform; the tile at `tile` is visible to the warp.
+#[inline(always)]
+unsafe fn mma_acc_tile<Op: FlashOp>(x: &[[f32; 4]; 8], tile: u32, acc: &mut [[f32; 4]; 8]) {
+    let lane = lane_id();
+    unroll!(const KK in 0..4 => {
+        let a = a_fragment::<Op>(x[2 * KK], x[2 * KK + 1]);
+        unroll!(dp in 0..4 => {
+            let row = lane % 8 + 8 * ((lane / 8) % 2);
+            let chunk = 2 * dp as u32 + lane / 16;
+            // SAFETY: the caller's contract; rows 16·KK + row of the tile.
+            unsafe {
+                let r = ldmatrix_x4_trans_at::<{ KK as u32 * ROWS16 }>(
+                    tile + tile_offset(row, chunk),
+                );
+                acc[2 * dp] = Op::mma(a, [r[0], r[1]], acc[2 * dp]);
+                acc[2 * dp + 1] = Op::mma(a, [r[2], r[3]], acc[2 * dp + 1]);
+            }
+        });
+    });
+}
+
+/// dK and dV of one key/value tile (see the module doc).
+#[inline(always)]
+unsafe fn dkdv<Op: FlashOp>(p: FlashBackwardParams<Op::In>) {
+    let (kv_tile, tiles) = (block_idx_x(), grid_dim_x());
+    let (b, h) = (block_idx_z(), block_idx_y());
+    let kv0 = kv_tile * BLOCK_KV;
+    let channels = p.nh * HD;
+    let part = |i: u32| Source::new(p.qkv.as_ptr(), p.t, 3 * channels, b, i * channels, h);
+    let (q_src, k_src, v_src) = (part(0), part(1), part(2));
+    let do_src = Source::new(p.dout.as_ptr(), p.t, channels, b, 0, h);
+    let sk = dynamic_smem_base();
+    let sv = sk + TILE_BYTES;
+    let sq = sv + TILE_BYTES;
+    let sdo = sq + 2 * TILE_BYTES;
+    let (warp, lane) = (warp_idx_x(), lane_id());
+    let (g, quad) = (lane / 4, lane % 4);
+    let rows = [kv0 + warp * 16 + g, kv0 + warp * 16 + g + 8];
+    let stats_base = ((b * p.nh + h) * p.t) as usize;
+
+    // SAFETY: block-uniform calls; the tiles are inside the launch's shared memory.
+    unsafe {
+        k_src.load(sk, kv0);
+        v_src.load(sv, kv0);
+        q_src.load(sq, kv0);
+        do_src.load(sdo, kv0);
+        cp_async_commit_group();
+    }
+
+    let mut dk = [[0.0f32; 4]; 8];
+    let mut dv = [[0.0f32; 4]; 8];
+    let mut j = kv_tile;
+    while j < tiles {
+        let stage = (j - kv_tile) % 2;
+        // SAFETY: block-uniform; the stage being filled was last read before the barrier that
+        // ended the previous iteration. The group committed here may be empty.
+        unsafe {
+            if j + 1 < tiles {
+                let next = 1 - stage;
+                q_src.load(sq + next * TILE_BYTES, (j + 1) * BLOCK_Q);
+                do_src.load(sdo + next * TILE_BYTES, (j + 1) * BLOCK_Q);
+            }
+            cp_async_commit_group();
+            cp_async_wait_group::<1>();
+            bar_sync();
+        }
+        let (qs, dos) = (sq + stage * TILE_BYTES, sdo + stage * TILE_BYTES);
+
+        // Sᵀ = K·Qᵀ, then Pᵀ (masked below the diagonal: query < key).
+        // SAFETY: warp-uniform; K arrived with the first group.
+        let ka = unsafe { a_rows(sk) };
+        let mut s = [[0.0f32; 4]; 8];
+        unroll!(const NP in 0..4 => {
+            // SAFETY: warp-uniform; this stage's Q tile is visible.
+            let pair = unsafe { mma_rows_t::<Op, { NP as u32 * ROWS16 }>(&ka, qs, [[0.0; 4]; 2]) };
+            (s[2 * NP], s[2 * NP + 1]) = (pair[0], pair[1]);
+        });
+        let diagonal = j == kv_tile;
+        let mut dd = [[0.0f32; 2]; 8];
+        unroll!(n in 0..8 => {
+            unroll!(c in 0..2 => {
+                let col = j * BLOCK_Q + n as u32 * 8 + 2 * quad + c as u32;
+                // SAFETY: stats_base is this block's (b, h) row.
+                let (lse2, d) = unsafe { row_stats(&p, stats_base, col) };
+                dd[n][c] = d;
+                unroll!(r in 0..2 => {
+                    let e = 2 * r + c;
+                    let x = ex2_approx_f32(s[n][e] * p.scale_log2 - lse2);
+                    s[n][e] = if diagonal && col < rows[r] { 0.0 } else { x };
+                });
+            });
+        });
+
+        // SAFETY: warp-uniform; this stage's dO tile is visible.
+        unsafe { mma_acc_tile::<Op>(&s, dos, &mut dv) };
+
+        // dPᵀ = V·dOᵀ, two n8-tiles at a time, and dSᵀ = Pᵀ ∘ (dPᵀ − D) in place.
+        // SAFETY: warp-uniform; V arrived with the first group.
+        let va = unsafe { a_rows(sv) };
+        unroll!(const NP in 0..4 => {
+            // SAFETY: warp-uniform; this stage's dO tile is visible.
+            let dp = unsafe { mma_rows_t::<Op, { NP as u32 * ROWS16 }>(&va, dos, [[0.0; 4]; 2]) };
+            unroll!(x in 0..2 => {
+                unroll!(e in 0..4 => {
+                    let n = 2 * NP + x;
+                    s[n][e] *= dp[x][e] - dd[n][e % 2];
+                });
+            });
+        });
+
+        // SAFETY: warp-uniform; this stage's Q tile is visible.
+        unsafe { mma_acc_tile::<Op>(&s, qs, &mut dk) };
+        // SAFETY: block-uniform; the next iteration overwrites the other stage only after it.
+        unsafe { bar_sync() };
+        j += 1;
+    }
+
+    // SAFETY: this lane's rows of the warp's 16; the launcher checked dqkv's shape.
+    unsafe {
+        store_rows::<Op>(&p, &dk, p.scale, rows, 1);
+        store_rows::<Op>(&p, &dv, 1.0, rows, 2);
+    }
+}
+
+/// dQ of one query tile (see the module doc).
+#[inline(always)]
+unsafe fn dq<Op: FlashOp>(p: FlashBackwardParams<Op::In>) {
+    let q_tile = grid_dim_x() - 1 - block_idx_x();
+    let (b, h) = (block_idx_z(), block_idx_y());
+    let q0 = q_tile * BLOCK_Q;
+    let channels = p.nh * HD;
+    let part = |i: u32| Source::new(p.qkv.as_ptr(), p.t, 3 * channels, b, i * channels, h);
+    let (q_src, k_src, v_src) = (part(0), part(1), part(2));
+    let do_src = Source::new(p.dout.as_ptr(), p.t, channels, b, 0, h);
+    let sq = dynamic_smem_base();
+    let sdo = sq + TILE_BYTES;
+    let sk = sdo + TILE_BYTES;
+    let sv = sk + 2 * TILE_BYTES;
+    let (warp, lane) = (warp_idx_x(), lane_id());
+    let (g, quad) = (lane / 4, lane % 4);
+    let rows = [q0 + warp * 16 + g, q0 + warp * 16 + g + 8];
+    let stats_base = ((b * p.nh + h) * p.t) as usize;
+    // SAFETY: stats_base is this block's (b, h) row.
+    let stats = unsafe { [row_stats(&p, stats_base, rows[0]), row_stats(&p, stats_base, rows[1])] };
+
+    // SAFETY: block-uniform calls; the tiles are inside the launch's shared memory.
+    unsafe {
+        q_src.load(sq, q0);
+        do_src.load(sdo, q0);
+        k_src.load(sk, 0);
+        v_src.load(sv, 0);
+        cp_async_commit_group();
+    }
+
+    let kv_tiles = q_tile + 1;
+    let mut qa = [[0u32; 4]; 4];
+    let mut doa = [[0u32; 4]; 4];
+    let mut dq = [[0.0f32; 4]; 8];
+    let mut j = 0;
+    while j < kv_tiles {
+        let stage = j % 2;
+        // SAFETY: block-uniform; the stage being filled was last read before the barrier that
+        // ended the previous iteration. The group committed here may be empty.
+        unsafe {
+            if j + 1 < kv_tiles {
+                let next = (j + 1) % 2;
+                k_src.load(sk + next * TILE_BYTES, (j + 1) * BLOCK_KV);
+                v_src.load(sv + next * TILE_BYTES, (j + 1) * BLOCK_KV);
+            }
+            cp_async_commit_group();
+            cp_async_wait_group::<1>();
+            bar_sync();
+        }
+        if j == 0 {
+            // SAFETY: warp-uniform; Q and dO arrived with the first group.
+            unsafe { (qa, doa) = (a_rows(sq), a_rows(sdo)) };
+        }
+        let (ks, vs) = (sk + stage * TILE_BYTES, sv + stage * TILE_BYTES);
+
+        // S = Q·Kᵀ, then P (masked above the diagonal: key > query).
+        let mut s = [[0.0f32; 4]; 8];
+        unroll!(const NP in 0..4 => {
+            // SAFETY: warp-uniform; this stage's K tile is visible.
+            let pair = unsafe { mma_rows_t::<Op, { NP as u32 * ROWS16 }>(&qa, ks, [[0.0; 4]; 2]) };
+            (s[2 * NP], s[2 * NP + 1]) = (pair[0], pair[1]);
+        });
+        let diagonal = j == q_tile;
+        unroll!(n in 0..8 => {
+            unroll!(e in 0..4 => {
+                let col = j * BLOCK_KV + n as u32 * 8 + 2 * quad + (e as u32 & 1);
+                let x = ex2_approx_f32(s[n][e] * p.scale_log2 - stats[e / 2].0);
+                s[n][e] = if diagonal && col > rows[e / 2] { 0.0 } else { x };
+            });
+        });
+
+        // dP = dO·Vᵀ, two n8-tiles at a time, and dS = P ∘ (dP − D) in place.
+        unroll!(const NP in 0..4 => {
+            // SAFETY: warp-uniform; this stage's V tile is visible.
+            let dp = unsafe { mma_rows_t::<Op, { NP as u32 * ROWS16 }>(&doa, vs, [[0.0; 4]; 2]) };
+            unroll!(x in 0..2 => {
+                unroll!(e in 0..4 => {
+                    let n = 2 * NP + x;
+                    s[n][e] *= dp[x][e] - stats[e / 2].1;
+                });
+            });
+        });
+
+        // SAFETY: warp-uniform; this stage's K tile is visible.
+        unsafe { mma_acc_tile::<Op>(&s, ks, &mut dq) };
+        // SAFETY: block-uniform; the next iteration overwrites the other stage only after it.
+        unsafe { bar_sync() };
+        j += 1;
+    }
+
+    // SAFETY: this lane's rows of the warp's 16; the launcher checked dqkv's shape.
+    unsafe { store_rows::<Op>(&p, &dq, p.scale, rows, 0) };
+}
+
+entries! { "flash";
+    flash_attention_backward_dot_bf16(FlashDotParams<kernel_abi::Bf16>) => dot::<kernel_abi::Bf16>;
+    flash_attention_backward_dot_f16(FlashDotParams<kernel_abi::F16>) => dot::<kernel_abi::F16>;
+    flash_attention_backward_dkdv_bf16(FlashBackwardParams<kernel_abi::Bf16>) => dkdv::<Bf16Op>;
+    flash_attention_backward_dkdv_f16(FlashBackwardParams<kernel_abi::F16>) => dkdv::<F16Op>;
+    flash_attention_backward_dq_bf16(FlashBackwardParams<kernel_abi::Bf16>) => dq::<Bf16Op>;
+    flash_attention_backward_dq_f16(FlashBackwardParams<kernel_abi::F16>) => dq::<F16Op>;
+}
