@@ -1,10 +1,12 @@
-"""PyTorch baseline for `gpu-bench attention`: causal attention forward at one shape.
+"""PyTorch baselines for `gpu-bench attention`: causal attention forward and backward at one shape.
 
-Times `torch.nn.functional.scaled_dot_product_attention(..., is_causal=True)` (PyTorch picks its
-fastest backend: flash or cuDNN) and the materialised path (`q @ k.T`, causal mask, softmax,
-`@ v`) with CUDA events: warm-up launches, then the median of the timed ones, each on random
-inputs. Prints one JSON object on stdout. Called by `gpu-bench attention` when PyTorch is
-importable; the GPU bundle carries this file.
+For each implementation PyTorch offers -- `scaled_dot_product_attention(is_causal=True)` with its
+default choice and pinned to each backend (flash, memory-efficient, cuDNN), and the materialised
+path (`q @ k.T`, causal mask, softmax, `@ v`) -- times the forward and the backward
+(`torch.autograd.grad` of the output with respect to q, k, v) with CUDA events: warm-up
+launches, then the median of the timed ones, on random inputs. A backend that cannot run here is
+reported with its error instead of times. Prints one JSON object on stdout. Called by
+`gpu-bench attention` when PyTorch is importable; the GPU bundle carries this file.
 """
 
 import argparse
@@ -14,6 +16,7 @@ import statistics
 
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 
 def median_ms(fn, warmup: int, reps: int) -> float:
@@ -30,6 +33,18 @@ def median_ms(fn, warmup: int, reps: int) -> float:
     return statistics.median(times)
 
 
+def measure(attention, q, k, v, warmup: int, reps: int) -> dict:
+    """Forward and backward medians of `attention(q, k, v)`."""
+    fwd = median_ms(lambda: attention(q, k, v), warmup, reps)
+    qg, kg, vg = (x.detach().requires_grad_() for x in (q, k, v))
+    out = attention(qg, kg, vg)
+    dout = torch.randn_like(out)
+    bwd = median_ms(
+        lambda: torch.autograd.grad(out, (qg, kg, vg), dout, retain_graph=True), warmup, reps
+    )
+    return {"fwd_ms": fwd, "bwd_ms": bwd}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--b", type=int, required=True)
@@ -44,22 +59,38 @@ def main() -> None:
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
     shape = (args.b, args.nh, args.t, args.hd)
     q, k, v = (torch.randn(shape, device="cuda", dtype=dtype) for _ in range(3))
-    mask = torch.ones(args.t, args.t, device="cuda", dtype=torch.bool).tril()
     scale = 1.0 / math.sqrt(args.hd)
+    mask = torch.ones(args.t, args.t, device="cuda", dtype=torch.bool).tril()
 
-    def sdpa():
-        F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    def sdpa(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
-    def materialised():
+    def pinned(backend):
+        def run(q, k, v):
+            with sdpa_kernel(backend):
+                return sdpa(q, k, v)
+
+        return run
+
+    def materialised(q, k, v):
         att = (q @ k.transpose(-2, -1)) * scale
-        att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-        att @ v
+        return att.masked_fill(~mask, float("-inf")).softmax(dim=-1) @ v
 
-    print(json.dumps({
-        "torch": torch.__version__,
-        "sdpa_ms": median_ms(sdpa, args.warmup, args.reps),
-        "materialised_ms": median_ms(materialised, args.warmup, args.reps),
-    }))
+    implementations = {
+        "SDPA default": sdpa,
+        "SDPA flash": pinned(SDPBackend.FLASH_ATTENTION),
+        "SDPA efficient": pinned(SDPBackend.EFFICIENT_ATTENTION),
+        "SDPA cuDNN": pinned(SDPBackend.CUDNN_ATTENTION),
+        "materialised (PyTorch)": materialised,
+    }
+    rows = []
+    for name, attention in implementations.items():
+        try:
+            rows.append({"impl": name, **measure(attention, q, k, v, args.warmup, args.reps)})
+        except Exception as err:  # a backend unavailable for this GPU, dtype or shape
+            rows.append({"impl": name, "error": str(err).splitlines()[0][:200]})
+        torch.cuda.empty_cache()
+    print(json.dumps({"torch": torch.__version__, "rows": rows}))
 
 
 if __name__ == "__main__":

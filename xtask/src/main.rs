@@ -80,8 +80,8 @@ enum BenchTarget {
         #[arg(last = true)]
         args: Vec<String>,
     },
-    /// Flash attention forward at GPT-2 124M's shape against PyTorch SDPA (CUDA GPU only);
-    /// writes bench/attention-<device>.md. Arguments after `--` go to `gpu-bench attention`.
+    /// Attention forward and backward (flash and materialised) against PyTorch's SDPA
+    /// backends (CUDA GPU only); writes bench/attention-<device>.md. Arguments after `--` go to `gpu-bench attention`.
     Attention {
         /// Arguments for `gpu-bench attention`.
         #[arg(last = true)]

@@ -33,8 +33,9 @@ enum Command {
     /// The memory-bound kernels (GELU, residual, layernorm, classifier, ...) at GPT-2 124M
     /// sizes: achieved GB/s against a device-to-device copy; writes bench/kernels-<device>.md.
     Kernels(kernels::Args),
-    /// Flash attention forward at GPT-2 124M's attention shape against PyTorch's SDPA and
-    /// materialised attention in the same run; writes bench/attention-<device>.md.
+    /// Attention forward and backward (our flash and materialised paths) at GPT-2 124M's heads
+    /// and T = 1024..4096 against PyTorch's SDPA backends and materialised attention in the
+    /// same run; writes bench/attention-<device>.md.
     Attention(attention::Args),
     /// The GPU's facts (name, compute capability, SMs, memory, L2, clocks, driver).
     Info,
