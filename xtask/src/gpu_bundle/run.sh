@@ -8,7 +8,8 @@
 #   tests     every `gpu::` kernel test at full size, then sim_vs_gpu (simulator vs hardware)
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck and initcheck over the kernel
 #             tests, at their small sizes (KERNEL_TESTS_SMALL=1: the tools are slow)
-#   bench     every benchmark `gpu-bench list` names, each writing its markdown report
+#   bench     every benchmark `gpu-bench list` names (or those in $BENCHMARKS, e.g.
+#             BENCHMARKS="kernels attention"), each writing its markdown report
 #
 # Each step runs under its own time limit (seconds; override with e.g. TIMEOUT_BENCH=900):
 # TIMEOUT_INFO, TIMEOUT_TESTS (per test binary), TIMEOUT_SANITIZE (per tool and binary),
@@ -55,17 +56,25 @@ out=$(cd "$out" && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/gpu-bundle.XXXXXX") || exit 2
 trap 'rm -rf "$work"' EXIT
 
-# The binaries travel gzip-compressed (the embedded PTX compresses ~10x).
-for packed in "$here"/bin/*.gz "$here"/tests/*.gz; do
+# The binaries travel xz-compressed; python3's lzma unpacks them where `xz` is missing.
+unxz_to() {
+    if command -v xz >/dev/null 2>&1; then
+        xz -dc "$1" >"$2"
+    else
+        python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$1" "$2"
+    fi
+}
+for packed in "$here"/bin/*.xz "$here"/tests/*.xz; do
     [[ -e $packed ]] || continue
     dir=$work/$(basename "$(dirname "$packed")")
+    exe=$dir/$(basename "$packed" .xz)
     mkdir -p "$dir"
-    gzip -dc "$packed" >"$dir/$(basename "$packed" .gz)" && chmod +x "$dir/$(basename "$packed" .gz)" \
-        || { echo "run.sh: could not unpack $packed" >&2; exit 2; }
+    unxz_to "$packed" "$exe" && chmod +x "$exe" || { echo "run.sh: could not unpack $packed" >&2; exit 2; }
 done
 bench_bin=$work/bin/gpu-bench
 export GPU_BUNDLE_COMMIT=$(sed -n 's/^commit: //p' "$here/MANIFEST.txt")
 export GPU_BENCH_SCRIPTS=$here/bench
+export RUST_LIB_BACKTRACE=${RUST_LIB_BACKTRACE:-0} # errors in one line; panics keep RUST_BACKTRACE
 
 failed=0
 rows=()
@@ -80,7 +89,8 @@ step() {
     timeout --kill-after=15 "$limit" "$@" >"$log" 2>&1
     status=$?
     headline=$("$headline_fn" "$log" "$status")
-    # A step that says nothing useful is summarised by the last line it printed (its error).
+    # A step that says nothing useful is summarised by its error, else its last line.
+    [[ -n ${headline//[[:space:]]/} ]] || headline=$(grep -m1 '^Error: ' "$log" | cut -c1-200)
     [[ -n ${headline//[[:space:]]/} ]] || headline=$(grep -v '^[[:space:]]*$' "$log" | tail -n 1 | cut -c1-200)
     case $status in
         0) result=pass ;;
@@ -159,7 +169,7 @@ stage_sanitize() {
 
 stage_bench() {
     local name
-    for name in $("$bench_bin" list); do
+    for name in ${BENCHMARKS:-$("$bench_bin" list)}; do
         # From $out, each benchmark writes its report to bench/<name>-<gpu>.md, the path the
         # report has in the repository.
         pushd "$out" >/dev/null || exit 2
