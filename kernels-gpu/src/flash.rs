@@ -102,6 +102,40 @@ impl<T> Source<T> {
 
 const _: () = assert!(CHUNKS_PER_THREAD == 4, "Source::load copies 4 chunks per thread");
 
+/// Two tile streams double-buffered in shared memory (K and V, or Q and dO): each stream's
+/// stage 0 at its address, stage 1 [`TILE_BYTES`] after it.
+struct StreamPair<'a, T> {
+    first: (&'a Source<T>, u32),
+    second: (&'a Source<T>, u32),
+}
+
+impl<T> StreamPair<'_, T> {
+    /// One step of the tile loop at `stage` (0 or 1): issues both streams' tiles starting at
+    /// row `next_row` (when there is a next tile) into the other stage, commits (possibly an
+    /// empty group), waits until this stage's tiles and everything committed before them have
+    /// landed, and synchronises the block. Returns this stage's two tile addresses.
+    ///
+    /// # Safety
+    /// Block-uniform call site; the other stage was last read before the barrier that ended
+    /// the previous step; the sources' buffers are as `Source::load` requires.
+    #[inline(always)]
+    unsafe fn step(&self, stage: u32, next_row: Option<u32>) -> (u32, u32) {
+        let ((a, a0), (b, b0)) = (self.first, self.second);
+        // SAFETY: the caller's contract.
+        unsafe {
+            if let Some(row) = next_row {
+                let next = (1 - stage) * TILE_BYTES;
+                a.load(a0 + next, row);
+                b.load(b0 + next, row);
+            }
+            cp_async_commit_group();
+            cp_async_wait_group::<1>();
+            bar_sync();
+        }
+        (a0 + stage * TILE_BYTES, b0 + stage * TILE_BYTES)
+    }
+}
+
 /// The maximum of `x` over the 4 lanes of this lane's quad.
 ///
 /// # Safety
@@ -151,6 +185,7 @@ unsafe fn forward<Op: FlashOp>(p: FlashForwardParams<Op::In>) {
         cp_async_commit_group();
     }
 
+    let kv = StreamPair { first: (&k_src, sk), second: (&v_src, sv) };
     let kv_tiles = q_tile + 1;
     let mut qa = [[0u32; 4]; 4];
     let mut o = [[0.0f32; 4]; 8];
@@ -158,19 +193,9 @@ unsafe fn forward<Op: FlashOp>(p: FlashForwardParams<Op::In>) {
     let mut sum = [0.0f32; 2];
     let mut j = 0;
     while j < kv_tiles {
-        let stage = j % 2;
-        // SAFETY: block-uniform; the stage being filled was last read before the barrier that
-        // ended the previous iteration. The group committed here may be empty.
-        unsafe {
-            if j + 1 < kv_tiles {
-                let next = (j + 1) % 2;
-                k_src.load(sk + next * TILE_BYTES, (j + 1) * BLOCK_KV);
-                v_src.load(sv + next * TILE_BYTES, (j + 1) * BLOCK_KV);
-            }
-            cp_async_commit_group();
-            cp_async_wait_group::<1>();
-            bar_sync();
-        }
+        let next_row = (j + 1 < kv_tiles).then(|| (j + 1) * BLOCK_KV);
+        // SAFETY: block-uniform; the previous step ended with a barrier.
+        let (ks, vs) = unsafe { kv.step(j % 2, next_row) };
         if j == 0 {
             unroll!(kk in 0..4 => {
                 let row = warp * 16 + lane % 8 + 8 * ((lane / 8) % 2);
@@ -181,7 +206,6 @@ unsafe fn forward<Op: FlashOp>(p: FlashForwardParams<Op::In>) {
             });
         }
 
-        let ks = sk + stage * TILE_BYTES;
         let mut s = [[0.0f32; 4]; 8];
         unroll!(kk in 0..4 => {
             unroll!(np in 0..4 => {
@@ -223,7 +247,6 @@ unsafe fn forward<Op: FlashOp>(p: FlashForwardParams<Op::In>) {
             });
         });
 
-        let vs = sv + stage * TILE_BYTES;
         unroll!(kk in 0..4 => {
             let a = [
                 Op::pack(s[2 * kk][0], s[2 * kk][1]),

@@ -27,8 +27,8 @@
 //! The 16-row blocks of a tile are addressed with `ldmatrix [addr+OFF]` (`OFF` a const
 //! generic), so each lane keeps one shared address per lane pattern and k-step, not per load.
 
-use super::{FlashOp, ROW_CHUNKS, Source, TILE_BYTES};
-use crate::arch::cp_async::{cp_async_commit_group, cp_async_wait_group};
+use super::{FlashOp, ROW_CHUNKS, Source, StreamPair, TILE_BYTES};
+use crate::arch::cp_async::cp_async_commit_group;
 use crate::arch::ldmatrix::{ldmatrix_x4, ldmatrix_x4_at, ldmatrix_x4_trans_at};
 use crate::arch::math::ex2_approx_f32;
 use crate::arch::shfl::{FULL_MASK, shfl_bfly_f32};
@@ -236,24 +236,14 @@ unsafe fn dkdv<Op: FlashOp>(p: FlashBackwardParams<Op::In>) {
         cp_async_commit_group();
     }
 
+    let q_do = StreamPair { first: (&q_src, sq), second: (&do_src, sdo) };
     let mut dk = [[0.0f32; 4]; 8];
     let mut dv = [[0.0f32; 4]; 8];
     let mut j = kv_tile;
     while j < tiles {
-        let stage = (j - kv_tile) % 2;
-        // SAFETY: block-uniform; the stage being filled was last read before the barrier that
-        // ended the previous iteration. The group committed here may be empty.
-        unsafe {
-            if j + 1 < tiles {
-                let next = 1 - stage;
-                q_src.load(sq + next * TILE_BYTES, (j + 1) * BLOCK_Q);
-                do_src.load(sdo + next * TILE_BYTES, (j + 1) * BLOCK_Q);
-            }
-            cp_async_commit_group();
-            cp_async_wait_group::<1>();
-            bar_sync();
-        }
-        let (qs, dos) = (sq + stage * TILE_BYTES, sdo + stage * TILE_BYTES);
+        let next_row = (j + 1 < tiles).then(|| (j + 1) * BLOCK_Q);
+        // SAFETY: block-uniform; the previous step ended with a barrier.
+        let (qs, dos) = unsafe { q_do.step((j - kv_tile) % 2, next_row) };
 
         // Sᵀ = K·Qᵀ, then Pᵀ (masked below the diagonal: query < key).
         // SAFETY: warp-uniform; K arrived with the first group.
@@ -341,30 +331,20 @@ unsafe fn dq<Op: FlashOp>(p: FlashBackwardParams<Op::In>) {
         cp_async_commit_group();
     }
 
+    let kv = StreamPair { first: (&k_src, sk), second: (&v_src, sv) };
     let kv_tiles = q_tile + 1;
     let mut qa = [[0u32; 4]; 4];
     let mut doa = [[0u32; 4]; 4];
     let mut dq = [[0.0f32; 4]; 8];
     let mut j = 0;
     while j < kv_tiles {
-        let stage = j % 2;
-        // SAFETY: block-uniform; the stage being filled was last read before the barrier that
-        // ended the previous iteration. The group committed here may be empty.
-        unsafe {
-            if j + 1 < kv_tiles {
-                let next = (j + 1) % 2;
-                k_src.load(sk + next * TILE_BYTES, (j + 1) * BLOCK_KV);
-                v_src.load(sv + next * TILE_BYTES, (j + 1) * BLOCK_KV);
-            }
-            cp_async_commit_group();
-            cp_async_wait_group::<1>();
-            bar_sync();
-        }
+        let next_row = (j + 1 < kv_tiles).then(|| (j + 1) * BLOCK_KV);
+        // SAFETY: block-uniform; the previous step ended with a barrier.
+        let (ks, vs) = unsafe { kv.step(j % 2, next_row) };
         if j == 0 {
             // SAFETY: warp-uniform; Q and dO arrived with the first group.
             unsafe { (qa, doa) = (a_rows(sq), a_rows(sdo)) };
         }
-        let (ks, vs) = (sk + stage * TILE_BYTES, sv + stage * TILE_BYTES);
 
         // S = Q·Kᵀ, then P (masked above the diagonal: key > query).
         let mut s = [[0.0f32; 4]; 8];
