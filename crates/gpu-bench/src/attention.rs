@@ -242,10 +242,7 @@ fn best_sdpa<'a>(rows: impl Iterator<Item = &'a Row>) -> Option<Times> {
 }
 
 fn markdown(meta: &report::Meta, rows: &[Row]) -> String {
-    let mut s = String::new();
-    let _ = writeln!(s, "# Attention benchmark: {}\n", meta.device_name);
-    let _ = writeln!(s, "- Device: {}", meta.device);
-    let _ = writeln!(s, "- Date (UTC): {}; commit: `{}`", meta.date, meta.commit);
+    let mut s = meta.header("Attention benchmark");
     let _ = writeln!(
         s,
         "- Shape: causal, B = {B}, NH = {NH}, HD = {} (GPT-2 124M's heads). TFLOP/s: forward \

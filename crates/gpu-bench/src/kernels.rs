@@ -471,10 +471,7 @@ fn copy_bandwidth(gpu: &Gpu, timer: &Timer<'_>) -> Result<f64> {
 }
 
 fn markdown(meta: &report::Meta, copy: f64, rows: &[Row]) -> String {
-    let mut s = String::new();
-    let _ = writeln!(s, "# Memory-bound kernels: {}\n", meta.device_name);
-    let _ = writeln!(s, "- Device: {}", meta.device);
-    let _ = writeln!(s, "- Date (UTC): {}; commit: `{}`", meta.date, meta.commit);
+    let mut s = meta.header("Memory-bound kernels");
     let _ = writeln!(
         s,
         "- Method: `cargo xtask bench kernels`. CUDA events around every launch, {} warm-up \

@@ -23,6 +23,17 @@ pub struct Meta {
     pub l2_bytes: usize,
 }
 
+impl Meta {
+    /// The report's title line (`# {title}: {device name}`) and its device and date/commit
+    /// lines, which every benchmark report starts with.
+    pub fn header(&self, title: &str) -> String {
+        format!(
+            "# {title}: {}\n\n- Device: {}\n- Date (UTC): {}; commit: `{}`\n",
+            self.device_name, self.device, self.date, self.commit
+        )
+    }
+}
+
 /// One problem in one variant.
 #[derive(Clone, Debug)]
 pub struct Row {
@@ -169,10 +180,7 @@ pub fn headline(rows: &[Row]) -> String {
 /// The report: header, a summary per variant over the GPT-2 problems, then one table per
 /// variant.
 pub fn markdown(meta: &Meta, rows: &[Row]) -> String {
-    let mut s = String::new();
-    let _ = writeln!(s, "# GEMM benchmark: {}\n", meta.device_name);
-    let _ = writeln!(s, "- Device: {}", meta.device);
-    let _ = writeln!(s, "- Date (UTC): {}; commit: `{}`", meta.date, meta.commit);
+    let mut s = meta.header("GEMM benchmark");
     let _ = writeln!(
         s,
         "- Method: `cargo xtask bench gemm`. CUDA events around every launch, {} warm-up \
