@@ -5,7 +5,8 @@
 #
 # Stages, run in this order (all of them when none is named):
 #   info      nvidia-smi and the driver's device attributes (gpu-bench info)
-#   tests     every `gpu::` kernel test at full size, then sim_vs_gpu (simulator vs hardware)
+#   tests     every `gpu::` kernel test at full size (or the binaries in $TESTS, e.g.
+#             TESTS="gemm flash"), then sim_vs_gpu (simulator vs hardware)
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck and initcheck over the kernel
 #             tests, at their small sizes (KERNEL_TESTS_SMALL=1: the tools are slow)
 #   bench     every benchmark `gpu-bench list` names (or those in $BENCHMARKS, e.g.
@@ -124,9 +125,13 @@ headline_sanitizer() {
     echo "${summary:-no ERROR SUMMARY line}; $(headline_tests "$1" | tr -d '\n')"
 }
 
+# The kernel test binaries: all of them, or those named in $TESTS (e.g. TESTS="gemm flash").
 kernel_test_bins() {
+    local bin name
     for bin in "$work"/tests/*; do
-        [[ $(basename "$bin") == sim_vs_gpu ]] || echo "$bin"
+        name=$(basename "$bin")
+        [[ $name != sim_vs_gpu ]] || continue
+        [[ -z ${TESTS:-} || " $TESTS " == *" $name "* ]] && echo "$bin"
     done
 }
 
