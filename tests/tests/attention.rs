@@ -387,6 +387,20 @@ fn check_backward<T: AttentionElement + Element>(dev: &impl Device, precision: P
         let got = dev.download(grad.view()).unwrap();
         let tol = whole_path_tolerance(precision, s, max_abs(&want));
         assert_close_in(&format!("{what} dqkv"), rng.seed(), &got, &want, tol);
+
+        // Deterministic: a second run into fresh poisoned buffers gives the same bits.
+        let mut again = poisoned::<_, T>(dev, s.qkv_len()).unwrap();
+        let mut scratch = poisoned::<_, T>(dev, attention_backward_scratch_len(s)).unwrap();
+        let args = AttentionBackward {
+            dout: ddout.view(),
+            qkv: dqkv.view(),
+            att: datt.view(),
+            dqkv: again.view_mut(),
+            scratch: scratch.view_mut(),
+        };
+        attention_backward(dev, s, precision, args).unwrap();
+        let again = dev.download(again.view()).unwrap();
+        assert_bits_eq(&format!("{what} dqkv, second run"), rng.seed(), &again, &got);
     }
 }
 
