@@ -6,13 +6,24 @@
 //! pass where there is none; `instruction_zoo_runs_on_the_simulator` always runs, so the zoo's
 //! PTX stays executable.
 //!
-//! Two parts: the project's kernels (through the `gpu-host` launchers) and an instruction
+//! Two parts: the project's kernels (through the `gpu-host` launchers: the elementwise kernels,
+//! the probes, and the exactly rounded GPT-2 op kernels) and an instruction
 //! "zoo", a hand-written PTX kernel applying ~75 instructions to special and random operands,
 //! loaded on the GPU through cudarc.
 
 use cudarc::driver::{LaunchConfig as CudaLaunchConfig, PushKernelArg};
 use cudarc::nvrtc::Ptx;
+use gpu_host::kernels::adamw::{
+    AdamWBuffers, AdamWHyper, AdamWTable, AdamWTensor, WorkingRounding, adamw,
+};
 use gpu_host::kernels::elementwise::{add, cast, fill, scale};
+use gpu_host::kernels::encoder::{TokenShape, Tokens, encoder_backward, encoder_forward};
+use gpu_host::kernels::layernorm::{
+    LayerNormBackward, LayerNormForward, LayerNormStats, ResidualLayerNormForward,
+    layernorm_backward, layernorm_backward_scratch_len, layernorm_forward,
+    residual_layernorm_forward,
+};
+use gpu_host::kernels::norm::{GRAD_NORM_WORKSPACE_LEN, grad_norm};
 use gpu_host::kernels::probe::{self, MmaKind};
 use gpu_host::{Device, DeviceBuffer, Gpu, LaunchConfig};
 use half::{bf16, f16};
@@ -165,6 +176,131 @@ fn elementwise_outputs<D: Device>(dev: &D, seed: u64) -> Outputs<u8> {
     out
 }
 
+/// The GPT-2 op kernels whose arithmetic is exactly rounded IEEE (`.rn` adds and multiplies,
+/// `sqrt.rn`, `div.rn`, shuffles; no `.approx`): layernorm forward, fused residual + forward and
+/// backward, encoder forward and backward, the gradient norm and AdamW (nearest and stochastic
+/// rounding), on bf16 data in shapes with partial vectors and blocks.
+fn op_outputs<D: Device>(dev: &D, seed: u64) -> Outputs<u8> {
+    let mut rng = TestRng::with_seed(seed);
+    let mut out: Outputs<u8> = Vec::new();
+    let mut record = |name: &str, bytes: &[u8]| out.push((name.to_string(), bytes.to_vec()));
+    let bf = |v: Vec<f32>| -> Vec<bf16> { v.into_iter().map(bf16::from_f32).collect() };
+    let (rows, c) = (37, 264);
+    let x = dev.upload(&bf(rng.uniform(rows * c, -3.0, 3.0))).unwrap();
+    let x2 = dev.upload(&bf(rng.uniform(rows * c, -1.0, 1.0))).unwrap();
+    let w = dev.upload(&bf(rng.uniform(c, -2.0, 2.0))).unwrap();
+    let bias = dev.upload(&bf(rng.uniform(c, -1.0, 1.0))).unwrap();
+    let (mut y, mut residual) =
+        (dev.alloc::<bf16>(rows * c).unwrap(), dev.alloc(rows * c).unwrap());
+    let (mut mean, mut rstd) = (dev.alloc::<f32>(rows).unwrap(), dev.alloc::<f32>(rows).unwrap());
+    let args = ResidualLayerNormForward {
+        inp1: x.view(),
+        inp2: x2.view(),
+        residual: residual.view_mut(),
+        weight: w.view(),
+        bias: bias.view(),
+        out: y.view_mut(),
+        stats: Some(LayerNormStats { mean: mean.view_mut(), rstd: rstd.view_mut() }),
+    };
+    residual_layernorm_forward(dev, c, args).unwrap();
+    record(
+        "residual_layernorm_forward out",
+        bytemuck::cast_slice(&dev.download(y.view()).unwrap()),
+    );
+    record(
+        "residual_layernorm_forward rstd",
+        bytemuck::cast_slice(&dev.download(rstd.view()).unwrap()),
+    );
+    let stats = Some(LayerNormStats { mean: mean.view_mut(), rstd: rstd.view_mut() });
+    let args = LayerNormForward {
+        inp: x.view(),
+        weight: w.view(),
+        bias: bias.view(),
+        out: y.view_mut(),
+        stats,
+    };
+    layernorm_forward(dev, c, args).unwrap();
+    record("layernorm_forward out", bytemuck::cast_slice(&dev.download(y.view()).unwrap()));
+    let mut dinp = dev.upload(&bf(rng.uniform(rows * c, -1.0, 1.0))).unwrap();
+    let (mut dw, mut db) = (
+        dev.upload(&rng.uniform(c, -1.0, 1.0)).unwrap(),
+        dev.upload(&rng.uniform(c, -1.0, 1.0)).unwrap(),
+    );
+    let mut scratch = dev.alloc::<f32>(layernorm_backward_scratch_len(rows, c)).unwrap();
+    let args = LayerNormBackward {
+        dout: x2.view(),
+        inp: x.view(),
+        weight: w.view(),
+        mean: mean.view(),
+        rstd: rstd.view(),
+        dinp: dinp.view_mut(),
+        dweight: dw.view_mut(),
+        dbias: db.view_mut(),
+        scratch: scratch.view_mut(),
+    };
+    layernorm_backward(dev, c, args).unwrap();
+    record("layernorm_backward dinp", bytemuck::cast_slice(&dev.download(dinp.view()).unwrap()));
+    record("layernorm_backward dweight", bytemuck::cast_slice(&dev.download(dw.view()).unwrap()));
+
+    let (b, t, vocab) = (3, 11, 50);
+    let ids: Vec<u32> = rng.u16s(b * t).iter().map(|v| u32::from(*v) % vocab as u32).collect();
+    let tokens = Tokens::upload(dev, &ids, TokenShape { b, t, vocab }).unwrap();
+    let wte = dev.upload(&bf(rng.uniform(vocab * c, -1.0, 1.0))).unwrap();
+    let wpe = dev.upload(&bf(rng.uniform(t * c, -1.0, 1.0))).unwrap();
+    let mut emb = dev.alloc::<bf16>(b * t * c).unwrap();
+    encoder_forward(dev, &tokens, wte.view(), wpe.view(), emb.view_mut(), c).unwrap();
+    record("encoder_forward", bytemuck::cast_slice(&dev.download(emb.view()).unwrap()));
+    let mut dwte = dev.upload(&rng.uniform(vocab * c, -1.0, 1.0)).unwrap();
+    let mut dwpe = dev.upload(&rng.uniform(t * c, -1.0, 1.0)).unwrap();
+    encoder_backward(dev, &tokens, emb.view(), dwte.view_mut(), dwpe.view_mut(), c).unwrap();
+    record("encoder_backward dwte", bytemuck::cast_slice(&dev.download(dwte.view()).unwrap()));
+    record("encoder_backward dwpe", bytemuck::cast_slice(&dev.download(dwpe.view()).unwrap()));
+
+    let n = 10_243;
+    let grads = dev.upload(&bf(rng.uniform(n, -2.0, 2.0))).unwrap();
+    let mut workspace = dev.alloc::<u64>(GRAD_NORM_WORKSPACE_LEN).unwrap();
+    let mut norm = dev.alloc::<f32>(2).unwrap();
+    grad_norm(dev, grads.view(), workspace.view_mut(), norm.view_mut()).unwrap();
+    record("grad_norm", bytemuck::cast_slice(&dev.download(norm.view()).unwrap()));
+    let tensors = [
+        AdamWTensor { offset: 0, len: 4001, weight_decay: 0.1 },
+        AdamWTensor { offset: 4003, len: (n - 4003) as u32, weight_decay: 0.0 },
+    ];
+    let table = AdamWTable::new(dev, &tensors, n).unwrap();
+    for rounding in [WorkingRounding::NearestEven, WorkingRounding::Stochastic { seed: 7 }] {
+        let mut params = dev.upload(&rng.uniform(n, -1.0, 1.0)).unwrap();
+        let mut m = dev.upload(&rng.uniform(n, -0.1, 0.1)).unwrap();
+        let mut v = dev.upload(&rng.uniform(n, 0.0, 0.01)).unwrap();
+        let mut working = dev.alloc::<bf16>(n).unwrap();
+        let bufs = AdamWBuffers {
+            params: params.view_mut(),
+            grads: grads.view(),
+            m: m.view_mut(),
+            v: v.view_mut(),
+            working: Some(working.view_mut()),
+        };
+        let hyper = AdamWHyper {
+            lr: 3e-4,
+            beta1: 0.9,
+            beta2: 0.95,
+            eps: 1e-8,
+            t: 3,
+            grad_scale: 0.5,
+            rounding,
+        };
+        adamw(dev, &table, bufs, &hyper).unwrap();
+        record(
+            &format!("adamw {rounding:?} params"),
+            bytemuck::cast_slice(&dev.download(params.view()).unwrap()),
+        );
+        record(
+            &format!("adamw {rounding:?} working"),
+            bytemuck::cast_slice(&dev.download(working.view()).unwrap()),
+        );
+    }
+    out
+}
+
 /// The bit-exact probes (ldmatrix, cp.async, shuffles) and the mma probes' raw outputs.
 fn probe_outputs<D: Device>(dev: &D, seed: u64) -> (Outputs<u8>, Outputs<f32>) {
     let mut rng = TestRng::with_seed(seed);
@@ -231,8 +367,11 @@ fn project_kernels_agree_bit_for_bit() {
     let seed = TestRng::new().seed();
     let (g, s) = (elementwise_outputs(gpu, seed), elementwise_outputs(sim, seed));
     let ((ge, gm), (se, sm)) = (probe_outputs(gpu, seed), probe_outputs(sim, seed));
+    let (go, so) = (op_outputs(gpu, seed), op_outputs(sim, seed));
     let mut failures = Vec::new();
-    for ((name, gv), (_, sv)) in g.iter().zip(&s).chain(ge.iter().zip(&se)) {
+    for ((name, gv), (_, sv)) in
+        g.iter().zip(&s).chain(ge.iter().zip(&se)).chain(go.iter().zip(&so))
+    {
         if let Some(i) = (0..gv.len()).find(|&i| gv[i] != sv[i]) {
             failures.push(format!(
                 "{name}: first difference at byte {i}: gpu {:#04x} sim {:#04x}",
@@ -253,6 +392,18 @@ fn project_kernels_agree_bit_for_bit() {
         failures.join("\n")
     );
     eprintln!("sim_vs_gpu: project kernels agree on {} (seed {seed})", gpu.describe());
+}
+
+/// The op-kernel comparison's inputs and launches run on the simulator on every machine, so a
+/// GPU session never finds them broken; two runs give the same bits.
+#[test]
+fn op_kernels_run_on_the_simulator() {
+    let seed = TestRng::new().seed();
+    let (a, b) = (op_outputs(sim(), seed), op_outputs(sim(), seed));
+    assert_eq!(a.len(), 13);
+    for ((name, x), (_, y)) in a.iter().zip(&b) {
+        assert!(x == y, "{name} differs between two simulator runs (TEST_SEED={seed})");
+    }
 }
 
 /// How a zoo result is compared.
