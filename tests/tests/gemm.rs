@@ -479,16 +479,17 @@ fn check_sampled<D: Device, I: GemmTypes<O> + Element, O: FloatElement + GemmOut
 }
 
 /// Column sums: vector and scalar paths (N not a multiple of 8, odd ld), beta 0 and ≠ 0.
-fn check_bias_grad<D: Device, T>(dev: &D)
+fn check_bias_grad<D: Device, T, O>(dev: &D)
 where
-    T: gpu_host::kernels::gemm::BiasGradElement + Element,
+    T: gpu_host::kernels::gemm::BiasGradElement<O> + Element,
+    O: DeviceElement + Element,
 {
     let mut rng = TestRng::new();
     let rows = if small_sizes(dev) { 300 } else { 16384 };
     for (n, ld, beta) in [(64, 64, 0.0), (37, 40, 1.0), (8, 9, 0.5), (1, 1, 0.0), (130, 136, -1.0)]
     {
         let dy: Vec<T> = random(&mut rng, (rows - 1) * ld + n, -1.0, 1.0);
-        let db0: Vec<T> = random(&mut rng, n, -1.0, 1.0);
+        let db0: Vec<O> = random(&mut rng, n, -1.0, 1.0);
         let ddy = dev.upload(&dy).unwrap();
         let mut ddb =
             if beta != 0.0 { dev.upload(&db0).unwrap() } else { poisoned(dev, n).unwrap() };
@@ -504,13 +505,14 @@ where
                 let mag = mag + (beta * db0[col].to_f32()).abs() as f64;
                 Some(
                     mag * (rows as f64 + 8.0) * 2f64.powi(-23)
-                        + w.to_f32().abs() as f64 * output_rounding::<T>(),
+                        + w.to_f32().abs() as f64 * output_rounding::<O>(),
                 )
             })
             .collect();
         let what = format!(
-            "bias_grad_{} rows={rows} n={n} ld={ld} beta={beta}",
-            <T as DeviceElement>::NAME
+            "bias_grad {}→{} rows={rows} n={n} ld={ld} beta={beta}",
+            <T as DeviceElement>::NAME,
+            <O as DeviceElement>::NAME
         );
         assert_matches(&what, rng.seed(), &got, &want, &tol);
     }
@@ -634,8 +636,10 @@ kernel_tests! {
     gemm_f16_f32out_batched => f16_f32::batched;
     gemm_f16_f32out_unaligned_and_edges => f16_f32::unaligned_and_edges;
     gemm_f16_f32out_split_k => f16_f32::split_k;
-    bias_grad_f32 => check_bias_grad::<_, f32>;
-    bias_grad_bf16 => check_bias_grad::<_, bf16>;
-    bias_grad_f16 => check_bias_grad::<_, f16>;
+    bias_grad_f32 => check_bias_grad::<_, f32, f32>;
+    bias_grad_bf16 => check_bias_grad::<_, bf16, bf16>;
+    bias_grad_f16 => check_bias_grad::<_, f16, f16>;
+    bias_grad_bf16_to_f32 => check_bias_grad::<_, bf16, f32>;
+    bias_grad_f16_to_f32 => check_bias_grad::<_, f16, f32>;
     gemm_argument_errors => check_argument_errors;
 }

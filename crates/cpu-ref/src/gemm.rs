@@ -271,7 +271,7 @@ pub fn gemm<I: Element, O: Element>(
 ///
 /// # Panics
 /// If `dy` is shorter than `(m - 1)·ld + db.len()`.
-pub fn bias_grad<T: Element>(dy: &[T], m: usize, ld: usize, db: &mut [T], beta: f32) {
+pub fn bias_grad<T: Element, O: Element>(dy: &[T], m: usize, ld: usize, db: &mut [O], beta: f32) {
     let n = db.len();
     if m > 0 && n > 0 {
         assert!(dy.len() >= (m - 1) * ld + n, "bias_grad: dy has {} elements", dy.len());
@@ -281,7 +281,7 @@ pub fn bias_grad<T: Element>(dy: &[T], m: usize, ld: usize, db: &mut [T], beta: 
         if beta != 0.0 {
             sum += beta as f64 * d.to_f32() as f64;
         }
-        *d = T::from_f32(sum as f32);
+        *d = O::from_f32(sum as f32);
     });
 }
 

@@ -122,11 +122,11 @@ unsafe impl<I: Copy + 'static, O: Copy + 'static> KernelParams for GemmParams<I,
 /// once). `beta == 0` means `db` is not read.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
-pub struct BiasGradParams<T: Copy> {
+pub struct BiasGradParams<I: Copy, O: Copy> {
     /// M×N row-major gradient of the layer output.
-    pub dy: DevicePtr<T>,
+    pub dy: DevicePtr<I>,
     /// N sums (output; also input when `beta != 0`).
-    pub db: DevicePtrMut<T>,
+    pub db: DevicePtrMut<O>,
     /// Rows summed over.
     pub m: u32,
     /// Columns.
@@ -138,7 +138,7 @@ pub struct BiasGradParams<T: Copy> {
 }
 
 // SAFETY: #[repr(C)] struct of device pointers, u32s and an f32; no padding.
-unsafe impl<T: Copy + 'static> KernelParams for BiasGradParams<T> {}
+unsafe impl<I: Copy + 'static, O: Copy + 'static> KernelParams for BiasGradParams<I, O> {}
 
 /// Threads per block and columns per block of the bias-gradient kernel.
 pub mod bias_grad {
@@ -400,14 +400,18 @@ pub const SPLIT_REDUCE_F16: Kernel<GemmParams<f32, F16>> = Kernel::new("gemm_spl
 pub const SPLIT_REDUCE_THREADS: u32 = 256;
 
 /// `bias_grad_f32`.
-pub const BIAS_GRAD_F32: Kernel<BiasGradParams<f32>> = Kernel::new("bias_grad_f32");
+pub const BIAS_GRAD_F32: Kernel<BiasGradParams<f32, f32>> = Kernel::new("bias_grad_f32");
 /// `bias_grad_bf16`.
-pub const BIAS_GRAD_BF16: Kernel<BiasGradParams<Bf16>> = Kernel::new("bias_grad_bf16");
+pub const BIAS_GRAD_BF16: Kernel<BiasGradParams<Bf16, Bf16>> = Kernel::new("bias_grad_bf16");
 /// `bias_grad_f16`.
-pub const BIAS_GRAD_F16: Kernel<BiasGradParams<F16>> = Kernel::new("bias_grad_f16");
+pub const BIAS_GRAD_F16: Kernel<BiasGradParams<F16, F16>> = Kernel::new("bias_grad_f16");
+/// `bias_grad_bf16_f32`: bf16 gradient in, f32 sums out.
+pub const BIAS_GRAD_BF16_F32: Kernel<BiasGradParams<Bf16, f32>> = Kernel::new("bias_grad_bf16_f32");
+/// `bias_grad_f16_f32`: f16 gradient in, f32 sums out.
+pub const BIAS_GRAD_F16_F32: Kernel<BiasGradParams<F16, f32>> = Kernel::new("bias_grad_f16_f32");
 
-/// The 24 GEMM entries, the 3 bias-gradient entries, the 3 split-K reductions.
-const SIGS: [KernelSig; 30] = {
+/// The 24 GEMM entries, the 5 bias-gradient entries, the 3 split-K reductions.
+const SIGS: [KernelSig; 32] = {
     let families = [
         SIMT_F32.sigs(),
         TF32_F32.sigs(),
@@ -416,7 +420,7 @@ const SIGS: [KernelSig; 30] = {
         F16_F16.sigs(),
         F16_F32.sigs(),
     ];
-    let mut out = [BIAS_GRAD_F32.sig(); 30];
+    let mut out = [BIAS_GRAD_F32.sig(); 32];
     let mut i = 0;
     while i < 24 {
         out[i] = families[i / 4][i % 4];
@@ -427,6 +431,8 @@ const SIGS: [KernelSig; 30] = {
     out[27] = SPLIT_REDUCE_F32.sig();
     out[28] = SPLIT_REDUCE_BF16.sig();
     out[29] = SPLIT_REDUCE_F16.sig();
+    out[30] = BIAS_GRAD_BF16_F32.sig();
+    out[31] = BIAS_GRAD_F16_F32.sig();
     out
 };
 

@@ -1,4 +1,5 @@
-//! Bias gradient: column sums of an M×N row-major matrix (`db = beta·db + Σ_m dy[m, :]`).
+//! Bias gradient: column sums of an M×N row-major matrix (`db = beta·db + Σ_m dy[m, :]`),
+//! `db` of the input type or f32 (the f32 gradients of mixed-precision training).
 //!
 //! One block per 8 adjacent columns: each of the 256 threads sums rows `t, t + 256, …` of its
 //! 8 columns (one 16-byte load per row for 16-bit types, two for f32, when aligned), then the
@@ -23,7 +24,7 @@ pub const SMEM_BYTES: u32 = THREADS / 32 * COLS * 4;
 /// Launched by `gpu-host` with `THREADS` threads, `ceil(N / COLS)` blocks and `SMEM_BYTES` of
 /// dynamic shared memory, on buffers it validated.
 #[inline(always)]
-pub unsafe fn bias_grad<T: VecIo<8>>(p: BiasGradParams<T>) {
+pub unsafe fn bias_grad<T: VecIo<8>, O: VecIo<8>>(p: BiasGradParams<T, O>) {
     let tid = thread_idx_x();
     let n0 = block_idx_x() * COLS;
     let dy = p.dy.as_ptr();
@@ -69,7 +70,7 @@ pub unsafe fn bias_grad<T: VecIo<8>>(p: BiasGradParams<T>) {
             if p.beta != 0.0 {
                 total += p.beta * (*db).to_f32();
             }
-            *db = T::from_f32(total);
+            *db = O::from_f32(total);
         }
     }
 }

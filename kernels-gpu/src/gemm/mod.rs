@@ -51,7 +51,9 @@ entries! { "gemm";
     gemm_split_reduce_f32(GemmParams<f32, f32>) => split_reduce::split_reduce::<f32>;
     gemm_split_reduce_bf16(GemmParams<f32, Bf16>) => split_reduce::split_reduce::<Bf16>;
     gemm_split_reduce_f16(GemmParams<f32, F16>) => split_reduce::split_reduce::<F16>;
-    bias_grad_f32(BiasGradParams<f32>) => bias_grad::bias_grad::<f32>;
-    bias_grad_bf16(BiasGradParams<Bf16>) => bias_grad::bias_grad::<Bf16>;
-    bias_grad_f16(BiasGradParams<F16>) => bias_grad::bias_grad::<F16>;
+    bias_grad_f32(BiasGradParams<f32, f32>) => bias_grad::bias_grad::<f32, f32>;
+    bias_grad_bf16(BiasGradParams<Bf16, Bf16>) => bias_grad::bias_grad::<Bf16, Bf16>;
+    bias_grad_f16(BiasGradParams<F16, F16>) => bias_grad::bias_grad::<F16, F16>;
+    bias_grad_bf16_f32(BiasGradParams<Bf16, f32>) => bias_grad::bias_grad::<Bf16, f32>;
+    bias_grad_f16_f32(BiasGradParams<F16, f32>) => bias_grad::bias_grad::<F16, f32>;
 }

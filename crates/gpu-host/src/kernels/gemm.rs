@@ -16,10 +16,10 @@ use crate::error::{GpuError, Result};
 use crate::view::{DeviceView, DeviceViewMut};
 use half::{bf16, f16};
 use kernel_abi::gemm::{
-    ACT_DGELU, ACT_GELU, ACT_NONE, BF16_BF16, BF16_F32, BIAS_GRAD_BF16, BIAS_GRAD_F16,
-    BIAS_GRAD_F32, BiasGradParams, F16_F16, F16_F32, GemmKernels, GemmParams, SIMT_F32,
-    SPLIT_REDUCE_BF16, SPLIT_REDUCE_F16, SPLIT_REDUCE_F32, SPLIT_REDUCE_THREADS, TF32_F32,
-    bias_grad as bg, simt, tc,
+    ACT_DGELU, ACT_GELU, ACT_NONE, BF16_BF16, BF16_F32, BIAS_GRAD_BF16, BIAS_GRAD_BF16_F32,
+    BIAS_GRAD_F16, BIAS_GRAD_F16_F32, BIAS_GRAD_F32, BiasGradParams, F16_F16, F16_F32, GemmKernels,
+    GemmParams, SIMT_F32, SPLIT_REDUCE_BF16, SPLIT_REDUCE_F16, SPLIT_REDUCE_F32,
+    SPLIT_REDUCE_THREADS, TF32_F32, bias_grad as bg, simt, tc,
 };
 use kernel_abi::{DevicePtr, DevicePtrMut, Kernel};
 
@@ -586,31 +586,38 @@ fn launch<D: Device, I: GemmTypes<O>, O: GemmOutput>(
     unsafe { dev.launch(O::SPLIT_REDUCE, config, reduce) }
 }
 
-/// Element types of [`bias_grad`]: f32, bf16, f16 (sums are f32 in every case).
-pub trait BiasGradElement: DeviceElement {
-    /// The kernel of this type.
-    const KERNEL: Kernel<BiasGradParams<Self::Abi>>;
+/// Element types of [`bias_grad`]: `dy` of `Self`, sums written as `O`: `f32 → f32`,
+/// `bf16 → bf16 | f32`, `f16 → f16 | f32` (sums are f32 in every case).
+pub trait BiasGradElement<O: DeviceElement>: DeviceElement {
+    /// The kernel of this pair of types.
+    const KERNEL: Kernel<BiasGradParams<Self::Abi, O::Abi>>;
 }
 
-impl BiasGradElement for f32 {
-    const KERNEL: Kernel<BiasGradParams<f32>> = BIAS_GRAD_F32;
+impl BiasGradElement<f32> for f32 {
+    const KERNEL: Kernel<BiasGradParams<f32, f32>> = BIAS_GRAD_F32;
 }
-impl BiasGradElement for bf16 {
-    const KERNEL: Kernel<BiasGradParams<kernel_abi::Bf16>> = BIAS_GRAD_BF16;
+impl BiasGradElement<bf16> for bf16 {
+    const KERNEL: Kernel<BiasGradParams<kernel_abi::Bf16, kernel_abi::Bf16>> = BIAS_GRAD_BF16;
 }
-impl BiasGradElement for f16 {
-    const KERNEL: Kernel<BiasGradParams<kernel_abi::F16>> = BIAS_GRAD_F16;
+impl BiasGradElement<f16> for f16 {
+    const KERNEL: Kernel<BiasGradParams<kernel_abi::F16, kernel_abi::F16>> = BIAS_GRAD_F16;
+}
+impl BiasGradElement<f32> for bf16 {
+    const KERNEL: Kernel<BiasGradParams<kernel_abi::Bf16, f32>> = BIAS_GRAD_BF16_F32;
+}
+impl BiasGradElement<f32> for f16 {
+    const KERNEL: Kernel<BiasGradParams<kernel_abi::F16, f32>> = BIAS_GRAD_F16_F32;
 }
 
 /// `db[n] = beta · db[n] + Σ_{m < rows} dy[m · ld + n]` for `n < db.len()`: the bias gradient of
 /// a linear layer from its output gradient `dy` (rows × N, row-major, leading dimension `ld`).
 /// f32 sums in a fixed order (deterministic), rounded once.
-pub fn bias_grad<D: Device, T: BiasGradElement>(
+pub fn bias_grad<D: Device, T: BiasGradElement<O>, O: DeviceElement>(
     dev: &D,
     dy: DeviceView<'_, T>,
     rows: usize,
     ld: usize,
-    mut db: DeviceViewMut<'_, T>,
+    mut db: DeviceViewMut<'_, O>,
     beta: f32,
 ) -> Result<()> {
     const OP: &str = "bias_grad";
