@@ -2,10 +2,10 @@
 
 use crate::backend::Backend;
 use crate::error::Result;
-use crate::model::{Gpt2, Gpt2Config, gpt2_init};
+use crate::model::{Gpt2, Gpt2Config, ModelOptions, gpt2_init};
 use crate::optim::AdamWConfig;
 use crate::rng;
-use crate::train::{BatchSource, Session};
+use crate::train::{BatchShape, BatchSource, Session};
 use rand::RngExt;
 use std::time::Instant;
 
@@ -35,17 +35,30 @@ pub struct BenchResult {
     pub tokens_per_sec: f64,
 }
 
+/// The shape of a benchmark run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BenchRun {
+    /// Batch size.
+    pub b: usize,
+    /// Sequence length.
+    pub t: usize,
+    /// Untimed steps first.
+    pub warmup: usize,
+    /// Timed steps.
+    pub steps: usize,
+}
+
 /// Runs `warmup + steps` training steps (forward, backward, norm, AdamW) of a fresh model of
-/// `config` on `b × t` random tokens and reports the timed steps.
+/// `config` on `b × t` random tokens and reports the timed steps (each ends with a
+/// synchronisation, so the wall time covers the device's work).
 pub fn bench<B: Backend>(
     backend: &B,
     config: &Gpt2Config,
-    b: usize,
-    t: usize,
-    warmup: usize,
-    steps: usize,
+    options: ModelOptions,
+    run: BenchRun,
 ) -> Result<BenchResult> {
-    let model = Gpt2::new(backend, *config, &gpt2_init(config, 0))?;
+    let BenchRun { b, t, warmup, steps } = run;
+    let model = Gpt2::new(backend, *config, &gpt2_init(config, 0), options)?;
     let adamw = AdamWConfig {
         beta1: 0.9,
         beta2: 0.95,
@@ -54,7 +67,8 @@ pub fn bench<B: Backend>(
         decay_all: false,
         grad_clip: 1.0,
     };
-    let mut session = Session::new(backend, model, adamw, b, t, 1)?;
+    let shape = BatchShape { b, t, grad_accum_steps: 1 };
+    let mut session = Session::new(backend, model, adamw, shape, 0)?;
     let mut data = RandomTokens {
         vocab_size: config.vocab_size as u32,
         stream: rng::stream(0, &[rng::family::BENCH_TOKENS]),
@@ -63,6 +77,7 @@ pub fn bench<B: Backend>(
     for i in 0..warmup + steps {
         let timer = Instant::now();
         session.train_step(&mut data, 1e-4, i as u32 + 1)?;
+        backend.synchronize()?;
         if i >= warmup {
             step_ms.push(timer.elapsed().as_secs_f64() * 1e3);
         }

@@ -136,7 +136,7 @@ pub fn read_model(path: &Path) -> Result<ModelCheckpoint> {
         let mut tensor = vec![0.0f32; kind.len(&config)];
         let read = if bytes_per_param == 4 { read_f32s_into } else { read_bf16s_into };
         read(&mut input, &mut tensor).map_err(|e| Error::io(path, e))?;
-        Ok(tensor)
+        Ok::<_, Error>(tensor)
     })?;
     Ok(ModelCheckpoint { config, params })
 }
@@ -245,7 +245,7 @@ pub fn read_state(path: &Path, config: &Gpt2Config) -> Result<OptimizerState> {
         Params::try_from_fn(|kind| {
             let mut tensor = vec![0.0f32; kind.len(config)];
             read_f32s_into(&mut input, &mut tensor).map_err(|e| Error::io(path, e))?;
-            Ok(tensor)
+            Ok::<_, Error>(tensor)
         })
     };
     let m = read_moments()?;

@@ -2,7 +2,8 @@
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
-use trainer::backend::DeviceChoice;
+use trainer::backend::ops::AttentionKind;
+use trainer::backend::{DeviceChoice, Precision};
 use trainer::data::DEFAULT_DATA_DIR;
 use trainer::model::ModelSize;
 use trainer::optim::LrSchedule;
@@ -40,11 +41,14 @@ pub enum Command {
 /// `--device`.
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum Device {
-    /// The CPU backend (cpu-ref on rayon).
+    /// The CPU backend (cpu-ref on rayon, fp32): llm.c's numbers.
     Cpu,
-    /// The CUDA backend (not implemented yet).
+    /// The CUDA backend on GPU 0: the project's kernels.
     Cuda,
-    /// CUDA when available, else the CPU.
+    /// The CUDA backend on the PTX simulator: every kernel interpreted with bounds, race and
+    /// alignment checks. Very slow; for tiny models and debugging.
+    Sim,
+    /// CUDA when a usable GPU and driver are present, else the CPU.
     Auto,
 }
 
@@ -53,9 +57,71 @@ impl From<Device> for DeviceChoice {
         match device {
             Device::Cpu => DeviceChoice::Cpu,
             Device::Cuda => DeviceChoice::Cuda,
+            Device::Sim => DeviceChoice::Sim,
             Device::Auto => DeviceChoice::Auto,
         }
     }
+}
+
+/// `--precision`.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum PrecisionArg {
+    /// f32 everywhere, FP32 matmuls on the SIMT cores.
+    Fp32,
+    /// f32 storage, TF32 tensor-core matmuls.
+    Tf32,
+    /// bf16 activations and working weights, f32 master weights, gradients and AdamW state.
+    Bf16,
+    /// As bf16 with fp16, and dynamic loss scaling (overflowing steps are skipped).
+    Fp16,
+}
+
+impl From<PrecisionArg> for Precision {
+    fn from(p: PrecisionArg) -> Self {
+        match p {
+            PrecisionArg::Fp32 => Precision::Fp32,
+            PrecisionArg::Tf32 => Precision::Tf32,
+            PrecisionArg::Bf16 => Precision::Bf16,
+            PrecisionArg::Fp16 => Precision::Fp16,
+        }
+    }
+}
+
+/// `--attention`.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum AttentionArg {
+    /// Materialised scores and probabilities (B·NH·T·T per layer).
+    Naive,
+    /// Fused flash attention (bf16/fp16, head size 64).
+    Flash,
+}
+
+impl From<AttentionArg> for AttentionKind {
+    fn from(a: AttentionArg) -> Self {
+        match a {
+            AttentionArg::Naive => AttentionKind::Naive,
+            AttentionArg::Flash => AttentionKind::Flash,
+        }
+    }
+}
+
+/// Where and how the kernels run: shared by `train`, `sample` and `bench`.
+#[derive(Args, Debug, Clone, Copy)]
+pub struct KernelArgs {
+    /// Backend to run on.
+    #[arg(long, value_enum, default_value_t = Device::Auto)]
+    pub device: Device,
+    /// Arithmetic [default: bf16 on a GPU (and the simulator), fp32 on the CPU].
+    #[arg(long, value_enum)]
+    pub precision: Option<PrecisionArg>,
+    /// Attention kernel [default: flash where it applies (bf16/fp16, head size 64), else
+    /// naive].
+    #[arg(long, value_enum)]
+    pub attention: Option<AttentionArg>,
+    /// Run GELU and the residual adds as separate kernels instead of fused into the matmuls
+    /// and layernorms (the unfused rung of the speed ladder).
+    #[arg(long)]
+    pub no_fuse: bool,
 }
 
 /// `--model`: the named sizes (V 50,257 padded to 50,304, maxT 1,024, 64 channels per head).
@@ -106,9 +172,9 @@ const FRESH_MODEL: [&str; 6] =
 /// Options of `trainer train`. Later occurrences of an option override earlier ones.
 #[derive(Args, Debug)]
 pub struct TrainArgs {
-    /// Backend to train on.
-    #[arg(long, value_enum, default_value_t = Device::Auto)]
-    pub device: Device,
+    /// Device, precision, attention and fusion.
+    #[command(flatten)]
+    pub kernels: KernelArgs,
 
     /// Start from the parameters of this llm.c checkpoint (fresh optimizer state).
     #[arg(long, value_name = "CKPT", conflicts_with_all = FRESH_MODEL, conflicts_with = "resume")]
@@ -132,7 +198,8 @@ pub struct TrainArgs {
     /// Fresh model: maximum sequence length (positions), default 1024.
     #[arg(long, value_name = "MAXT")]
     pub max_seq_len: Option<usize>,
-    /// Fresh model: padded vocabulary size Vp >= 50257 (default: 50304, a multiple of 128).
+    /// Fresh model: padded vocabulary size Vp >= 50257 (default: 50304, a multiple of 128;
+    /// 50257 reproduces the "ugly number" rung of the speed ladder).
     #[arg(long, value_name = "VP")]
     pub padded_vocab: Option<usize>,
 
@@ -245,9 +312,9 @@ pub struct SampleArgs {
     /// Seed of the sampling.
     #[arg(long, value_name = "N", default_value_t = 1337)]
     pub seed: u64,
-    /// Backend to run on.
-    #[arg(long, value_enum, default_value_t = Device::Auto)]
-    pub device: Device,
+    /// Device, precision, attention and fusion.
+    #[command(flatten)]
+    pub kernels: KernelArgs,
 }
 
 /// Options of `trainer shard`.
@@ -300,7 +367,10 @@ pub struct BenchArgs {
     /// Timed steps (the median is reported).
     #[arg(long, value_name = "N", default_value_t = 7)]
     pub steps: usize,
-    /// Backend to run on.
-    #[arg(long, value_enum, default_value_t = Device::Auto)]
-    pub device: Device,
+    /// Padded vocabulary size (default: 50304; 50257 times the unpadded vocabulary).
+    #[arg(long, value_name = "VP")]
+    pub padded_vocab: Option<usize>,
+    /// Device, precision, attention and fusion.
+    #[command(flatten)]
+    pub kernels: KernelArgs,
 }

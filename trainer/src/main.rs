@@ -4,18 +4,19 @@ mod cli;
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use cli::{BenchArgs, Cli, Command, PrepareDataArgs, SampleArgs, ShardArgs, TrainArgs};
+use cli::{BenchArgs, Cli, Command, KernelArgs, PrepareDataArgs, SampleArgs, ShardArgs, TrainArgs};
 use std::process::ExitCode;
-use trainer::backend::{CpuBackend, DeviceChoice, ResolvedDevice};
+use trainer::backend::ops::AttentionKind;
+use trainer::backend::{Backend, BackendJob, DeviceChoice, Precision, ResolvedDevice};
 use trainer::checkpoint::{read_model, resolve_model_file};
 use trainer::data::{
     DataGlobs, ShardingOptions, Tokenizer, ensure_shakespeare, is_prepared, prepare_shakespeare,
     write_shards,
 };
-use trainer::model::{Gpt2, Gpt2Config, ModelSize, padded_vocab};
+use trainer::model::{Gpt2, Gpt2Config, ModelOptions, ModelSize, padded_vocab};
 use trainer::optim::AdamWConfig;
 use trainer::sample::{SampleOptions, generate};
-use trainer::train::{ModelSource, TrainOptions};
+use trainer::train::{ModelSource, TrainOptions, TrainReport};
 
 fn main() -> ExitCode {
     match run(Cli::parse()) {
@@ -55,8 +56,36 @@ fn fresh_config(args: &TrainArgs) -> Gpt2Config {
     config
 }
 
-fn train(args: TrainArgs) -> Result<()> {
+/// The device `args` selects, opened, and the precision to run in there.
+fn resolve_device(args: &KernelArgs) -> Result<(ResolvedDevice, Precision)> {
     let device = DeviceChoice::from(args.device).resolve()?;
+    let fastest = if device.is_cpu() { Precision::Fp32 } else { Precision::Bf16 };
+    Ok((device, args.precision.map_or(fastest, Precision::from)))
+}
+
+/// The model options `args` select for a model of `config` in `precision`.
+fn model_options(args: &KernelArgs, config: &Gpt2Config, precision: Precision) -> ModelOptions {
+    let head_size = config.channels / config.num_heads.max(1);
+    ModelOptions {
+        attention: args
+            .attention
+            .map_or_else(|| AttentionKind::fastest(precision, head_size), AttentionKind::from),
+        fuse: !args.no_fuse,
+    }
+}
+
+/// `trainer train` on whichever backend was chosen.
+struct TrainJob<'a>(&'a TrainOptions);
+
+impl BackendJob for TrainJob<'_> {
+    type Output = TrainReport;
+    fn run<B: Backend>(self, backend: &B) -> trainer::Result<TrainReport> {
+        trainer::train::run(backend, self.0)
+    }
+}
+
+fn train(args: TrainArgs) -> Result<()> {
+    let (device, precision) = resolve_device(&args.kernels)?;
     let (train_data, val_data) = match &args.train_data {
         Some(pattern) => (pattern.clone(), args.val_data.clone()),
         None => {
@@ -98,10 +127,10 @@ fn train(args: TrainArgs) -> Result<()> {
         checkpoint_dir: args.checkpoint_dir.clone(),
         checkpoint_every: args.checkpoint_every,
         metrics_jsonl: args.metrics_jsonl.clone(),
+        attention: args.kernels.attention.map(AttentionKind::from),
+        fuse: !args.kernels.no_fuse,
     };
-    let report = match device {
-        ResolvedDevice::Cpu => trainer::train::run(&CpuBackend, &opts)?,
-    };
+    let report = device.run(precision, TrainJob(&opts))?;
     let val = report.final_val_loss.map(|v| format!(", val loss {v:.4}")).unwrap_or_default();
     log(&format!("done: final train loss {:.4}{val}", report.final_loss));
     if let Some(path) = &report.last_checkpoint {
@@ -113,8 +142,24 @@ fn train(args: TrainArgs) -> Result<()> {
     Ok(())
 }
 
+/// `trainer sample` on whichever backend was chosen.
+struct SampleJob<'a> {
+    ckpt: &'a trainer::checkpoint::ModelCheckpoint,
+    options: ModelOptions,
+    prompt: &'a [u32],
+    opts: &'a SampleOptions,
+}
+
+impl BackendJob for SampleJob<'_> {
+    type Output = Vec<u32>;
+    fn run<B: Backend>(self, backend: &B) -> trainer::Result<Vec<u32>> {
+        let model = Gpt2::new(backend, self.ckpt.config, &self.ckpt.params, self.options)?;
+        generate(backend, &model, self.prompt, self.opts, &mut |_| ())
+    }
+}
+
 fn sample(args: SampleArgs) -> Result<()> {
-    let device = DeviceChoice::from(args.device).resolve()?;
+    let (device, precision) = resolve_device(&args.kernels)?;
     let path = resolve_model_file(&args.checkpoint)?;
     let ckpt = read_model(&path)?;
     let tokenizer = Tokenizer::new();
@@ -125,12 +170,9 @@ fn sample(args: SampleArgs) -> Result<()> {
         top_k: args.top_k,
         seed: args.seed,
     };
-    let generated = match device {
-        ResolvedDevice::Cpu => {
-            let model = Gpt2::new(&CpuBackend, ckpt.config, &ckpt.params)?;
-            generate(&CpuBackend, &model, &prompt, &opts, &mut |_| ())?
-        }
-    };
+    let options = model_options(&args.kernels, &ckpt.config, precision);
+    let job = SampleJob { ckpt: &ckpt, options, prompt: &prompt, opts: &opts };
+    let generated = device.run(precision, job)?;
     println!("{}{}", args.prompt, tokenizer.decode(&generated));
     Ok(())
 }
@@ -174,29 +216,46 @@ fn prepare_data(args: PrepareDataArgs) -> Result<()> {
     Ok(())
 }
 
+/// `trainer bench` of one model on whichever backend was chosen: the result and the
+/// backend's description.
+struct BenchJob<'a> {
+    config: &'a Gpt2Config,
+    options: ModelOptions,
+    run: trainer::bench::BenchRun,
+}
+
+impl BackendJob for BenchJob<'_> {
+    type Output = (trainer::bench::BenchResult, String);
+    fn run<B: Backend>(self, backend: &B) -> trainer::Result<Self::Output> {
+        let result = trainer::bench::bench(backend, self.config, self.options, self.run)?;
+        Ok((result, backend.describe()))
+    }
+}
+
 fn bench(args: BenchArgs) -> Result<()> {
-    let device = DeviceChoice::from(args.device).resolve()?;
+    let (device, precision) = resolve_device(&args.kernels)?;
     for model in &args.model {
-        let config = Gpt2Config::from_size(ModelSize::from(*model));
-        let result = match device {
-            ResolvedDevice::Cpu => trainer::bench::bench(
-                &CpuBackend,
-                &config,
-                args.batch_size,
-                args.seq_len,
-                args.warmup,
-                args.steps,
-            )?,
+        let mut config = Gpt2Config::from_size(ModelSize::from(*model));
+        if let Some(vp) = args.padded_vocab {
+            config.padded_vocab_size = vp;
+        }
+        let options = model_options(&args.kernels, &config, precision);
+        let run = trainer::bench::BenchRun {
+            b: args.batch_size,
+            t: args.seq_len,
+            warmup: args.warmup,
+            steps: args.steps,
         };
-        let backend = match device {
-            ResolvedDevice::Cpu => trainer::backend::Backend::describe(&CpuBackend),
-        };
+        let (result, backend) =
+            device.run(precision, BenchJob { config: &config, options, run })?;
         log(&format!(
-            "{:<4} {} B={} T={} on {backend}: {:.1} ms/step, {:.0} tokens/s (median of {} steps after {} warm-up)",
+            "{:<4} {} B={} T={} on {backend}, {} attention{}: {:.1} ms/step, {:.0} tokens/s (median of {} steps after {} warm-up)",
             format!("{model:?}").to_lowercase(),
             config.describe(),
             args.batch_size,
             args.seq_len,
+            options.attention.name(),
+            if options.fuse { "" } else { ", unfused" },
             result.median_ms,
             result.tokens_per_sec,
             args.steps,

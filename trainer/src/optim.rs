@@ -1,8 +1,9 @@
 //! AdamW over the parameter tensors, gradient clipping and the learning-rate schedule.
 
-use crate::backend::{AdamWStep, Backend, View, ViewMut};
+use crate::backend::ops::{AdamWArgs, AdamWHyper, WorkingRounding};
+use crate::backend::{ArenaTensor, Backend, Buf, View, ViewMut};
 use crate::error::Result;
-use crate::model::{Gpt2Config, ParamKind, Params, alloc_params};
+use crate::model::{Gpt2, ParamKind, ParamLayout};
 
 /// Shape of the learning rate over the run (after the warm-up).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,50 +83,84 @@ impl AdamWConfig {
     }
 }
 
-/// AdamW moments, one pair of buffers per parameter tensor.
+/// AdamW state: the moments, one arena each (laid out as the parameters), and the per-tensor
+/// table that gives every tensor its weight decay, so an update is one launch.
 pub struct AdamW<B: Backend> {
     /// First moments.
-    pub m: Params<B::Buffer>,
+    pub m: Buf<B, f32>,
     /// Second moments.
-    pub v: Params<B::Buffer>,
+    pub v: Buf<B, f32>,
+    table: B::AdamWTable,
+    config: AdamWConfig,
+}
+
+/// One optimizer step's inputs besides the state.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct UpdateStep {
+    /// Learning rate.
+    pub lr: f32,
+    /// 1-based update number.
+    pub t: u32,
+    /// Factor applied to every gradient: clipping × 1/loss scale.
+    pub grad_scale: f32,
+    /// Rounding of the working copy of the weights.
+    pub rounding: WorkingRounding,
 }
 
 impl<B: Backend> AdamW<B> {
-    /// Zero moments for a model of `config`.
-    pub fn new(backend: &B, config: &Gpt2Config) -> Result<Self> {
-        Ok(Self { m: alloc_params(backend, config)?, v: alloc_params(backend, config)? })
+    /// Zero moments for parameters laid out as `layout`.
+    pub fn new(backend: &B, layout: &ParamLayout, config: AdamWConfig) -> Result<Self> {
+        let tensors: Vec<ArenaTensor> = ParamKind::ALL
+            .iter()
+            .map(|&kind| {
+                let range = layout.range(kind);
+                ArenaTensor {
+                    offset: range.start,
+                    len: range.len(),
+                    weight_decay: config.decay_of(kind),
+                }
+            })
+            .collect();
+        Ok(Self {
+            m: backend.alloc(layout.len(), "the AdamW first moments")?,
+            v: backend.alloc(layout.len(), "the AdamW second moments")?,
+            table: backend.adamw_table(&tensors, layout.len())?,
+            config,
+        })
     }
 
-    /// Applies update number `t` (1-based) to every tensor.
+    /// The hyperparameters.
+    pub fn config(&self) -> &AdamWConfig {
+        &self.config
+    }
+
+    /// Applies one update to the model's master weights (and its working copy).
     pub fn update(
         &mut self,
         backend: &B,
-        cfg: &AdamWConfig,
-        params: &mut Params<B::Buffer>,
-        grads: &Params<B::Buffer>,
-        lr: f32,
-        t: u32,
-        grad_scale: f32,
+        model: &mut Gpt2<B>,
+        grads: &Buf<B, f32>,
+        step: UpdateStep,
     ) -> Result<()> {
-        for (((kind, p), m), v) in params.iter_mut().zip(&mut self.m.0).zip(&mut self.v.0) {
-            let step = AdamWStep {
-                lr,
-                beta1: cfg.beta1,
-                beta2: cfg.beta2,
-                eps: cfg.eps,
-                weight_decay: cfg.decay_of(kind),
-                t,
-                grad_scale,
-            };
-            backend.adamw_update(
-                ViewMut::all(p),
-                View::all(&grads[kind]),
-                ViewMut::all(m),
-                ViewMut::all(v),
-                &step,
-            )?;
-        }
-        Ok(())
+        let cfg = &self.config;
+        let hyper = AdamWHyper {
+            lr: step.lr,
+            beta1: cfg.beta1,
+            beta2: cfg.beta2,
+            eps: cfg.eps,
+            t: step.t,
+            grad_scale: step.grad_scale,
+            rounding: step.rounding,
+        };
+        let (params, working) = model.weights_mut();
+        let args = AdamWArgs {
+            params,
+            grads: View::all(grads),
+            m: ViewMut::all(&mut self.m),
+            v: ViewMut::all(&mut self.v),
+            working,
+        };
+        backend.adamw(args, &self.table, &hyper)
     }
 }
 

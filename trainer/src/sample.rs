@@ -1,10 +1,11 @@
 //! Text generation from a model: temperature and top-k sampling, one token at a time.
 
-use crate::backend::{Backend, ViewMut};
+use crate::backend::{Backend, TokenShape};
 use crate::data::EOT;
 use crate::error::{Error, Result};
 use crate::model::{Activations, Gpt2};
 use crate::rng;
+use cpu_ref::precision::Element as _;
 use rand::RngExt;
 
 /// How to sample.
@@ -83,17 +84,21 @@ pub fn generate<B: Backend>(
     }
     let mut tokens = if prompt.is_empty() { vec![EOT] } else { prompt.to_vec() };
     let capacity = (tokens.len() + opts.max_tokens).min(config.max_seq_len);
-    let mut acts = Activations::new(backend, &config, 1, capacity)?;
+    let mut acts = Activations::new(backend, &config, model.options().attention, 1, capacity)?;
     let mut stream = rng::stream(opts.seed, &[rng::family::SAMPLE]);
     let (v, vp) = (config.vocab_size, config.padded_vocab_size);
+    let mut row = vec![B::Act::default(); v];
     let mut logits = vec![0.0f32; v];
     let mut generated = Vec::with_capacity(opts.max_tokens);
     for _ in 0..opts.max_tokens {
         let context = &tokens[tokens.len().saturating_sub(capacity)..];
         let t = context.len();
-        backend.upload_tokens(context, ViewMut::prefix(&mut acts.inputs, t))?;
-        model.forward(backend, &mut acts, 1, t)?;
-        backend.download(acts.logits.window(0, (t - 1) * vp, v), &mut logits)?;
+        let inputs = backend.upload_tokens(context, TokenShape { b: 1, t, vocab: v })?;
+        model.forward(backend, &mut acts, &inputs, 1, t)?;
+        backend.download(acts.logits.window(0, (t - 1) * vp, v), &mut row)?;
+        for (logit, x) in logits.iter_mut().zip(&row) {
+            *logit = x.to_f32();
+        }
         let next = pick(&logits, opts, &mut stream);
         on_token(next);
         tokens.push(next);

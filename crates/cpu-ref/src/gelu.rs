@@ -38,14 +38,36 @@ pub fn gelu_backward(dinp: &mut [f32], inp: &[f32], dout: &[f32]) {
         .for_each(|(d, (x, g))| backward_chunk(d, x, g));
 }
 
+/// [`gelu_backward`] in place: `grad[i] = gelu'(inp[i]) · grad[i]` (the same arithmetic).
+///
+/// # Panics
+/// If the lengths differ.
+pub fn gelu_backward_in_place(grad: &mut [f32], inp: &[f32]) {
+    assert_eq!(grad.len(), inp.len(), "gelu_backward_in_place: grad and inp lengths differ");
+    grad.par_chunks_mut(CHUNK)
+        .zip(inp.par_chunks(CHUNK))
+        .for_each(|(g, x)| backward_in_place_chunk(g, x));
+}
+
+/// `gelu'(x)`, llm.c's local gradient.
+#[inline(always)]
+fn local_grad(x: f32) -> f32 {
+    let th = tanh(SQRT_2_OVER_PI * (x + CUBIC * x * x * x));
+    let sech2 = 1.0 - th * th;
+    0.5 * (1.0 + th) + 0.5 * x * sech2 * SQRT_2_OVER_PI * (1.0 + 3.0 * CUBIC * x * x)
+}
+
 #[multiversion(targets = "simd")]
 fn backward_chunk(dinp: &mut [f32], inp: &[f32], dout: &[f32]) {
     for ((d, &x), &g) in dinp.iter_mut().zip(inp).zip(dout) {
-        let th = tanh(SQRT_2_OVER_PI * (x + CUBIC * x * x * x));
-        let sech2 = 1.0 - th * th;
-        let local =
-            0.5 * (1.0 + th) + 0.5 * x * sech2 * SQRT_2_OVER_PI * (1.0 + 3.0 * CUBIC * x * x);
-        *d = local * g;
+        *d = local_grad(x) * g;
+    }
+}
+
+#[multiversion(targets = "simd")]
+fn backward_in_place_chunk(grad: &mut [f32], inp: &[f32]) {
+    for (g, &x) in grad.iter_mut().zip(inp) {
+        *g *= local_grad(x);
     }
 }
 

@@ -39,7 +39,7 @@ pub use adamw::{AdamWStep, adamw_update};
 pub use attention::{attention_backward, attention_forward};
 pub use classifier::fused_classifier;
 pub use encoder::{encoder_backward, encoder_forward};
-pub use gelu::{gelu_backward, gelu_forward};
+pub use gelu::{gelu_backward, gelu_backward_in_place, gelu_forward};
 pub use layernorm::{LAYERNORM_EPS, layernorm_backward, layernorm_forward};
 pub use matmul::{matmul_backward, matmul_forward};
 pub use norm::global_norm;

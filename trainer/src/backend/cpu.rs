@@ -1,7 +1,19 @@
 //! The CPU backend: host `Vec`s and the `cpu_ref` functions, parallel over the rayon pool.
+//!
+//! f32 throughout (`--precision fp32`): it is the reference the other backends are compared
+//! with and reproduces llm.c's CPU trainer. Fused ops run as their unfused sequence, with the
+//! same arithmetic.
 
-use super::{AdamWStep, Backend, View, ViewMut};
+use super::ops::{
+    AdamWArgs, AdamWHyper, AttentionBackward, AttentionForward, AttentionSaved, AttentionSavedView,
+    Classifier, Dims, LayerNormBackward, LayerNormForward, Linear, MatmulBackward, MatmulForward,
+    ParamGrads, ResidualLayerNormForward,
+};
+use super::view::disjoint_pair;
+use super::{ActMut, ActView, ArenaTensor, Backend, Element, GradNorm, Precision, TokenShape};
+use super::{View, ViewMut};
 use crate::error::{Error, Result};
+use cpu_ref::adamw::AdamWArena;
 use rayon::prelude::*;
 
 /// Runs every op with `cpu_ref` on host memory (rayon's global pool, one thread per core
@@ -9,11 +21,18 @@ use rayon::prelude::*;
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CpuBackend;
 
-fn zeros<T: Clone + Default>(len: usize) -> Result<Vec<T>> {
+/// A validated batch of token ids in host memory.
+#[derive(Clone, Debug)]
+pub struct CpuTokens {
+    ids: Vec<u32>,
+    shape: TokenShape,
+}
+
+fn zeros<T: Clone + Default>(len: usize, what: &str) -> Result<Vec<T>> {
     let mut buf = Vec::new();
     buf.try_reserve_exact(len).map_err(|_| {
         Error::Backend(format!(
-            "out of memory allocating {len} elements ({:.1} GiB)",
+            "out of memory allocating {what}: {len} elements ({:.2} GiB); lower --batch-size",
             (len * size_of::<T>()) as f64 / (1u64 << 30) as f64
         ))
     })?;
@@ -21,55 +40,102 @@ fn zeros<T: Clone + Default>(len: usize) -> Result<Vec<T>> {
     Ok(buf)
 }
 
+fn check_tokens(ids: &[u32], shape: TokenShape) -> Result<()> {
+    if ids.len() != shape.len() {
+        return Err(Error::invalid(format!(
+            "a token batch of {} ids does not match B×T = {}×{}",
+            ids.len(),
+            shape.b,
+            shape.t
+        )));
+    }
+    if let Some((i, &id)) = ids.iter().enumerate().find(|(_, id)| **id as usize >= shape.vocab) {
+        return Err(Error::invalid(format!(
+            "token id {id} at position {i} is outside the vocabulary of {} tokens",
+            shape.vocab
+        )));
+    }
+    Ok(())
+}
+
+/// The weight and bias windows of a gradient arena.
+fn weight_and_bias(grads: ParamGrads<'_, CpuBackend>) -> (&mut [f32], Option<&mut [f32]>) {
+    let ParamGrads { arena, weight, bias } = grads;
+    let arena = arena.into_slice();
+    match bias {
+        Some(bias) => {
+            let (w, b) = disjoint_pair(arena, weight, bias);
+            (w, Some(b))
+        }
+        None => (&mut arena[weight], None),
+    }
+}
+
 impl Backend for CpuBackend {
-    type Buffer = Vec<f32>;
-    type Tokens = Vec<u32>;
+    type Act = f32;
+    type Buf<T: Element> = Vec<T>;
+    type Tokens = CpuTokens;
+    type AdamWTable = Vec<ArenaTensor>;
 
     fn describe(&self) -> String {
-        format!("CPU ({} threads)", rayon::current_num_threads())
+        format!("CPU ({} threads), fp32", rayon::current_num_threads())
     }
 
-    fn alloc(&self, len: usize) -> Result<Vec<f32>> {
-        zeros(len)
+    fn precision(&self) -> Precision {
+        Precision::Fp32
     }
 
-    fn alloc_tokens(&self, len: usize) -> Result<Vec<u32>> {
-        zeros(len)
+    fn synchronize(&self) -> Result<()> {
+        Ok(())
     }
 
-    fn upload(&self, src: &[f32], dst: ViewMut<'_, Vec<f32>>) -> Result<()> {
+    fn alloc<T: Element>(&self, len: usize, what: &str) -> Result<Vec<T>> {
+        zeros(len, what)
+    }
+
+    fn upload<T: Element>(&self, src: &[T], dst: ViewMut<'_, Vec<T>>) -> Result<()> {
         dst.into_slice().copy_from_slice(src);
         Ok(())
     }
 
-    fn upload_tokens(&self, src: &[u32], dst: ViewMut<'_, Vec<u32>>) -> Result<()> {
-        dst.into_slice().copy_from_slice(src);
-        Ok(())
-    }
-
-    fn download(&self, src: View<'_, Vec<f32>>, dst: &mut [f32]) -> Result<()> {
+    fn download<T: Element>(&self, src: View<'_, Vec<T>>, dst: &mut [T]) -> Result<()> {
         dst.copy_from_slice(src.as_slice());
         Ok(())
     }
 
-    fn zero(&self, dst: ViewMut<'_, Vec<f32>>) -> Result<()> {
-        dst.into_slice().par_chunks_mut(1 << 16).for_each(|chunk| chunk.fill(0.0));
+    fn zero<T: Element>(&self, dst: ViewMut<'_, Vec<T>>) -> Result<()> {
+        dst.into_slice().par_chunks_mut(1 << 16).for_each(|chunk| chunk.fill(T::default()));
+        Ok(())
+    }
+
+    fn round_to_act(&self, src: View<'_, Vec<f32>>, dst: ViewMut<'_, Vec<f32>>) -> Result<()> {
+        dst.into_slice().copy_from_slice(src.as_slice());
+        Ok(())
+    }
+
+    fn upload_tokens(&self, ids: &[u32], shape: TokenShape) -> Result<CpuTokens> {
+        check_tokens(ids, shape)?;
+        Ok(CpuTokens { ids: ids.to_vec(), shape })
+    }
+
+    fn replace_tokens(&self, tokens: &mut CpuTokens, ids: &[u32]) -> Result<()> {
+        check_tokens(ids, tokens.shape)?;
+        tokens.ids.copy_from_slice(ids);
         Ok(())
     }
 
     fn encoder_forward(
         &self,
-        out: ViewMut<'_, Vec<f32>>,
-        tokens: View<'_, Vec<u32>>,
-        wte: View<'_, Vec<f32>>,
-        wpe: View<'_, Vec<f32>>,
-        b: usize,
-        t: usize,
-        c: usize,
+        out: ActMut<'_, Self>,
+        tokens: &CpuTokens,
+        wte: ActView<'_, Self>,
+        wpe: ActView<'_, Self>,
+        dims: Dims,
     ) -> Result<()> {
+        let (b, t, c) = (dims.b, dims.t, dims.c);
         cpu_ref::encoder_forward(
             out.into_slice(),
-            tokens.as_slice(),
+            &tokens.ids,
             wte.as_slice(),
             wpe.as_slice(),
             b,
@@ -81,45 +147,55 @@ impl Backend for CpuBackend {
 
     fn encoder_backward(
         &self,
-        dwte: ViewMut<'_, Vec<f32>>,
-        dwpe: ViewMut<'_, Vec<f32>>,
-        dout: View<'_, Vec<f32>>,
-        tokens: View<'_, Vec<u32>>,
-        b: usize,
-        t: usize,
-        c: usize,
+        grads: ParamGrads<'_, Self>,
+        dout: ActView<'_, Self>,
+        tokens: &CpuTokens,
+        dims: Dims,
     ) -> Result<()> {
-        cpu_ref::encoder_backward(
-            dwte.into_slice(),
-            dwpe.into_slice(),
-            dout.as_slice(),
-            tokens.as_slice(),
-            b,
-            t,
-            c,
-        );
+        let (b, t, c) = (dims.b, dims.t, dims.c);
+        let (dwte, dwpe) = weight_and_bias(grads);
+        let dwpe = dwpe.expect("the encoder's grads name wpe as the bias");
+        cpu_ref::encoder_backward(dwte, dwpe, dout.as_slice(), &tokens.ids, b, t, c);
         Ok(())
     }
 
     fn layernorm_forward(
         &self,
-        out: ViewMut<'_, Vec<f32>>,
-        mean: ViewMut<'_, Vec<f32>>,
-        rstd: ViewMut<'_, Vec<f32>>,
-        inp: View<'_, Vec<f32>>,
-        weight: View<'_, Vec<f32>>,
-        bias: View<'_, Vec<f32>>,
-        bt: usize,
+        args: LayerNormForward<'_, Self>,
+        rows: usize,
         c: usize,
     ) -> Result<()> {
+        let LayerNormForward { out, stats, inp, weight, bias } = args;
         cpu_ref::layernorm_forward(
             out.into_slice(),
-            mean.into_slice(),
-            rstd.into_slice(),
+            stats.mean.into_slice(),
+            stats.rstd.into_slice(),
             inp.as_slice(),
             weight.as_slice(),
             bias.as_slice(),
-            bt,
+            rows,
+            c,
+        );
+        Ok(())
+    }
+
+    fn residual_layernorm_forward(
+        &self,
+        args: ResidualLayerNormForward<'_, Self>,
+        rows: usize,
+        c: usize,
+    ) -> Result<()> {
+        let ResidualLayerNormForward { residual, inp1, inp2, out, stats, weight, bias } = args;
+        let residual = residual.into_slice();
+        cpu_ref::residual_forward(residual, inp1.as_slice(), inp2.as_slice());
+        cpu_ref::layernorm_forward(
+            out.into_slice(),
+            stats.mean.into_slice(),
+            stats.rstd.into_slice(),
+            residual,
+            weight.as_slice(),
+            bias.as_slice(),
+            rows,
             c,
         );
         Ok(())
@@ -127,105 +203,86 @@ impl Backend for CpuBackend {
 
     fn layernorm_backward(
         &self,
-        dinp: ViewMut<'_, Vec<f32>>,
-        dweight: ViewMut<'_, Vec<f32>>,
-        dbias: ViewMut<'_, Vec<f32>>,
-        dout: View<'_, Vec<f32>>,
-        inp: View<'_, Vec<f32>>,
-        weight: View<'_, Vec<f32>>,
-        mean: View<'_, Vec<f32>>,
-        rstd: View<'_, Vec<f32>>,
-        bt: usize,
+        args: LayerNormBackward<'_, Self>,
+        rows: usize,
         c: usize,
     ) -> Result<()> {
+        let LayerNormBackward { dinp, grads, dout, inp, weight, mean, rstd } = args;
+        let (dweight, dbias) = weight_and_bias(grads);
         cpu_ref::layernorm_backward(
             dinp.into_slice(),
-            dweight.into_slice(),
-            dbias.into_slice(),
+            dweight,
+            dbias.expect("layernorm gradients have a bias"),
             dout.as_slice(),
             inp.as_slice(),
             weight.as_slice(),
             mean.as_slice(),
             rstd.as_slice(),
-            bt,
+            rows,
             c,
         );
         Ok(())
     }
 
-    fn matmul_forward(
-        &self,
-        out: ViewMut<'_, Vec<f32>>,
-        inp: View<'_, Vec<f32>>,
-        weight: View<'_, Vec<f32>>,
-        bias: Option<View<'_, Vec<f32>>>,
-        bt: usize,
-        c: usize,
-        oc: usize,
-    ) -> Result<()> {
-        cpu_ref::matmul_forward(
-            out.into_slice(),
-            inp.as_slice(),
-            weight.as_slice(),
-            bias.as_ref().map(View::as_slice),
-            bt,
-            c,
-            oc,
-        );
+    fn matmul_forward(&self, args: MatmulForward<'_, Self>, shape: Linear) -> Result<()> {
+        let MatmulForward { out, inp, weight, bias, activation } = args;
+        let (inp, weight, bias) = (inp.as_slice(), weight.as_slice(), bias.map(|b| b.as_slice()));
+        let Linear { rows, inp: c, out: oc } = shape;
+        match activation {
+            super::ops::Activation::None => {
+                cpu_ref::matmul_forward(out.into_slice(), inp, weight, bias, rows, c, oc);
+            }
+            super::ops::Activation::Gelu { pre_act } => {
+                let pre_act = pre_act.into_slice();
+                cpu_ref::matmul_forward(pre_act, inp, weight, bias, rows, c, oc);
+                cpu_ref::gelu_forward(out.into_slice(), pre_act);
+            }
+        }
         Ok(())
     }
 
-    fn matmul_backward(
-        &self,
-        dinp: ViewMut<'_, Vec<f32>>,
-        dweight: ViewMut<'_, Vec<f32>>,
-        dbias: Option<ViewMut<'_, Vec<f32>>>,
-        dout: View<'_, Vec<f32>>,
-        inp: View<'_, Vec<f32>>,
-        weight: View<'_, Vec<f32>>,
-        bt: usize,
-        c: usize,
-        oc: usize,
-    ) -> Result<()> {
+    fn matmul_backward(&self, args: MatmulBackward<'_, Self>, shape: Linear) -> Result<()> {
+        let MatmulBackward { dinp, grads, dout, inp, weight, gelu_pre_act } = args;
+        let Linear { rows, inp: c, out: oc } = shape;
+        let dinp = dinp.into_slice();
+        let (dweight, dbias) = weight_and_bias(grads);
         cpu_ref::matmul_backward(
-            dinp.into_slice(),
-            dweight.into_slice(),
-            dbias.map(ViewMut::into_slice),
+            dinp,
+            dweight,
+            dbias,
             dout.as_slice(),
             inp.as_slice(),
             weight.as_slice(),
-            bt,
+            rows,
             c,
             oc,
         );
+        if let Some(pre_act) = gelu_pre_act {
+            cpu_ref::gelu_backward_in_place(dinp, pre_act.as_slice());
+        }
         Ok(())
     }
 
-    fn attention_forward(
-        &self,
-        out: ViewMut<'_, Vec<f32>>,
-        att: ViewMut<'_, Vec<f32>>,
-        qkv: View<'_, Vec<f32>>,
-        b: usize,
-        t: usize,
-        c: usize,
-        nh: usize,
-    ) -> Result<()> {
+    fn attention_forward(&self, args: AttentionForward<'_, Self>, dims: Dims) -> Result<()> {
+        let AttentionForward { out, saved, qkv } = args;
+        let AttentionSaved::Probs(att) = saved else {
+            return Err(Error::invalid(
+                "the CPU backend has no flash attention; use --attention naive",
+            ));
+        };
+        let (b, t, c, nh) = (dims.b, dims.t, dims.c, dims.nh);
         cpu_ref::attention_forward(out.into_slice(), att.into_slice(), qkv.as_slice(), b, t, c, nh);
         Ok(())
     }
 
-    fn attention_backward(
-        &self,
-        dqkv: ViewMut<'_, Vec<f32>>,
-        dout: View<'_, Vec<f32>>,
-        qkv: View<'_, Vec<f32>>,
-        att: View<'_, Vec<f32>>,
-        b: usize,
-        t: usize,
-        c: usize,
-        nh: usize,
-    ) -> Result<()> {
+    fn attention_backward(&self, args: AttentionBackward<'_, Self>, dims: Dims) -> Result<()> {
+        let AttentionBackward { dqkv, dout, qkv, saved, .. } = args;
+        let AttentionSavedView::Probs(att) = saved else {
+            return Err(Error::invalid(
+                "the CPU backend has no flash attention; use --attention naive",
+            ));
+        };
+        let (b, t, c, nh) = (dims.b, dims.t, dims.c, dims.nh);
         cpu_ref::attention_backward(
             dqkv.into_slice(),
             dout.as_slice(),
@@ -239,16 +296,16 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
-    fn gelu_forward(&self, out: ViewMut<'_, Vec<f32>>, inp: View<'_, Vec<f32>>) -> Result<()> {
+    fn gelu_forward(&self, out: ActMut<'_, Self>, inp: ActView<'_, Self>) -> Result<()> {
         cpu_ref::gelu_forward(out.into_slice(), inp.as_slice());
         Ok(())
     }
 
     fn gelu_backward(
         &self,
-        dinp: ViewMut<'_, Vec<f32>>,
-        inp: View<'_, Vec<f32>>,
-        dout: View<'_, Vec<f32>>,
+        dinp: ActMut<'_, Self>,
+        inp: ActView<'_, Self>,
+        dout: ActView<'_, Self>,
     ) -> Result<()> {
         cpu_ref::gelu_backward(dinp.into_slice(), inp.as_slice(), dout.as_slice());
         Ok(())
@@ -256,56 +313,68 @@ impl Backend for CpuBackend {
 
     fn residual_forward(
         &self,
-        out: ViewMut<'_, Vec<f32>>,
-        inp1: View<'_, Vec<f32>>,
-        inp2: View<'_, Vec<f32>>,
+        out: ActMut<'_, Self>,
+        inp1: ActView<'_, Self>,
+        inp2: ActView<'_, Self>,
     ) -> Result<()> {
         cpu_ref::residual_forward(out.into_slice(), inp1.as_slice(), inp2.as_slice());
         Ok(())
     }
 
-    fn fused_classifier(
-        &self,
-        logits: ViewMut<'_, Vec<f32>>,
-        losses: ViewMut<'_, Vec<f32>>,
-        targets: View<'_, Vec<u32>>,
-        dloss: f32,
-        bt: usize,
-        v: usize,
-        vp: usize,
-    ) -> Result<()> {
+    fn fused_classifier(&self, args: Classifier<'_, Self>, dims: Dims) -> Result<()> {
+        let Classifier { logits, losses, targets, dloss } = args;
         cpu_ref::fused_classifier(
             logits.into_slice(),
             losses.into_slice(),
-            targets.as_slice(),
-            dloss,
-            bt,
-            v,
-            vp,
+            &targets.ids,
+            dloss.unwrap_or(0.0),
+            dims.bt(),
+            dims.v,
+            dims.vp,
         );
         Ok(())
     }
 
-    fn global_norm(&self, tensors: &[View<'_, Vec<f32>>]) -> Result<f32> {
-        let slices: Vec<&[f32]> = tensors.iter().map(View::as_slice).collect();
-        Ok(cpu_ref::global_norm(&slices))
+    fn grad_norm(&self, grads: View<'_, Vec<f32>>) -> Result<GradNorm> {
+        let norm = cpu_ref::global_norm(&[grads.as_slice()]);
+        Ok(GradNorm { norm, nonfinite: !norm.is_finite() })
     }
 
-    fn adamw_update(
+    fn adamw_table(&self, tensors: &[ArenaTensor], arena_len: usize) -> Result<Vec<ArenaTensor>> {
+        if let Some(bad) = tensors.iter().find(|e| e.offset + e.len > arena_len) {
+            return Err(Error::invalid(format!(
+                "an AdamW tensor at {}..{} lies outside the arena of {arena_len} elements",
+                bad.offset,
+                bad.offset + bad.len
+            )));
+        }
+        Ok(tensors.to_vec())
+    }
+
+    fn adamw(
         &self,
-        params: ViewMut<'_, Vec<f32>>,
-        grads: View<'_, Vec<f32>>,
-        m: ViewMut<'_, Vec<f32>>,
-        v: ViewMut<'_, Vec<f32>>,
-        step: &AdamWStep,
+        args: AdamWArgs<'_, Self>,
+        table: &Vec<ArenaTensor>,
+        hyper: &AdamWHyper,
     ) -> Result<()> {
-        cpu_ref::adamw_update(
-            params.into_slice(),
-            grads.as_slice(),
-            m.into_slice(),
-            v.into_slice(),
-            step,
-        );
+        let AdamWArgs { params, grads, m, v, working } = args;
+        let step = cpu_ref::AdamWStep {
+            lr: hyper.lr,
+            beta1: hyper.beta1,
+            beta2: hyper.beta2,
+            eps: hyper.eps,
+            weight_decay: 0.0,
+            t: hyper.t,
+            grad_scale: hyper.grad_scale,
+        };
+        let arena = AdamWArena {
+            params: params.into_slice(),
+            grads: grads.as_slice(),
+            m: m.into_slice(),
+            v: v.into_slice(),
+            working: working.map(ViewMut::into_slice),
+        };
+        cpu_ref::adamw_update_arena(arena, table, &step, hyper.rounding);
         Ok(())
     }
 }

@@ -1,237 +1,231 @@
 //! The compute backend the model runs on.
 //!
-//! [`Backend`] owns memory (an associated buffer type, device memory on a GPU) and runs every
-//! GPT-2 op on it. Ops take [`View`]s and [`ViewMut`]s into backend buffers, never host
-//! slices, so activations and parameters stay on the device; host transfers are explicit
-//! ([`Backend::upload`], [`Backend::download`], the norm returned by
-//! [`Backend::global_norm`]). The semantics of each op are those of the `cpu_ref` function of
-//! the same name, which is also what [`CpuBackend`] runs.
+//! [`Backend`] owns memory and runs every GPT-2 op on it. Buffers are typed by element: f32
+//! (master weights, gradients, optimizer state, layernorm statistics, losses) and the
+//! backend's activation type [`Backend::Act`] (f32, bf16 or f16: activations and the working
+//! copy of the weights). Ops take parameter structs of [`View`]s and [`ViewMut`]s into backend
+//! buffers ([`ops`]), never host slices, so everything stays on the device; host transfers are
+//! explicit ([`Backend::upload`], [`Backend::download`], the norm returned by
+//! [`Backend::grad_norm`]).
+//!
+//! Implementations: [`CpuBackend`] (the `cpu_ref` functions, f32, llm.c's numbers) and
+//! [`CudaBackend`] (the project's kernels through `gpu_host`, generic over the runtime: a
+//! CUDA GPU or the PTX simulator).
 
+mod choice;
 mod cpu;
+mod cuda;
+pub mod ops;
 mod view;
 
+pub use choice::{BackendJob, DeviceChoice, Precision, ResolvedDevice};
 pub use cpu::CpuBackend;
-pub use cpu_ref::AdamWStep;
+pub use cpu_ref::GradNorm;
+pub use cpu_ref::adamw::ArenaTensor;
+pub use cuda::{CudaAct, CudaBackend};
+pub use gpu_host::kernels::encoder::TokenShape;
 pub use view::{Storage, View, ViewMut};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
+use gpu_host::kernels::elementwise::FloatElement;
+use half::{bf16, f16};
+use ops::{
+    AdamWArgs, AdamWHyper, AttentionBackward, AttentionForward, Classifier, Dims,
+    LayerNormBackward, LayerNormForward, Linear, MatmulBackward, MatmulForward, ParamGrads,
+    ResidualLayerNormForward,
+};
 
-/// Whether a CUDA backend can run on this machine.
-///
-/// There is no CUDA backend yet: it comes with the GPU kernel issues (gpu-host launchers for
-/// every op). Until then this is false, and `--device auto` resolves to the CPU.
-pub fn cuda_backend_available() -> bool {
-    false
+/// An element type of backend buffers: f32, bf16 or f16.
+pub trait Element: FloatElement + cpu_ref::precision::Element + Default {}
+
+impl Element for f32 {}
+impl Element for bf16 {}
+impl Element for f16 {}
+
+/// The element type of activations and working weights.
+pub trait ActElement: Element {
+    /// Whether the model keeps a working copy of the weights in this type (bf16, f16); f32
+    /// models compute with the f32 master weights themselves.
+    const WORKING_COPY: bool;
+    /// Whether the working copy is rounded stochastically from the master weights (bf16,
+    /// whose 8-bit mantissa would otherwise swallow small updates); else to nearest.
+    const STOCHASTIC_ROUNDING: bool;
+
+    /// The weights the forward and backward passes read: `master` itself for f32, else the
+    /// working copy (present whenever [`ActElement::WORKING_COPY`] holds).
+    fn weights<'a, B: Backend<Act = Self>>(
+        master: &'a B::Buf<f32>,
+        working: Option<&'a B::Buf<Self>>,
+    ) -> &'a B::Buf<Self>;
 }
 
-/// Where the user asked to train.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DeviceChoice {
-    /// The CPU backend.
-    Cpu,
-    /// The CUDA backend.
-    Cuda,
-    /// CUDA when it is available, else the CPU.
-    Auto,
-}
-
-/// A backend that can actually run here.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ResolvedDevice {
-    /// [`CpuBackend`].
-    Cpu,
-}
-
-impl DeviceChoice {
-    /// The backend to use, or an error naming why the requested one cannot run.
-    pub fn resolve(self) -> Result<ResolvedDevice> {
-        match self {
-            Self::Cpu => Ok(ResolvedDevice::Cpu),
-            Self::Cuda => {
-                Err(Error::invalid("the CUDA backend is not implemented yet; use --device cpu"))
-            }
-            Self::Auto if cuda_backend_available() => Self::Cuda.resolve(),
-            Self::Auto => Ok(ResolvedDevice::Cpu),
-        }
+impl ActElement for f32 {
+    const WORKING_COPY: bool = false;
+    const STOCHASTIC_ROUNDING: bool = false;
+    fn weights<'a, B: Backend<Act = f32>>(
+        master: &'a B::Buf<f32>,
+        _: Option<&'a B::Buf<f32>>,
+    ) -> &'a B::Buf<f32> {
+        master
     }
 }
 
-/// A compute backend: memory plus the GPT-2 ops, forward and backward.
+macro_rules! working_copy {
+    ($($ty:ty => $stochastic:literal),*) => {$(
+        impl ActElement for $ty {
+            const WORKING_COPY: bool = true;
+            const STOCHASTIC_ROUNDING: bool = $stochastic;
+            fn weights<'a, B: Backend<Act = $ty>>(
+                _: &'a B::Buf<f32>,
+                working: Option<&'a B::Buf<$ty>>,
+            ) -> &'a B::Buf<$ty> {
+                working.expect("models with 16-bit activations always hold a working copy")
+            }
+        }
+    )*};
+}
+
+working_copy!(bf16 => true, f16 => false);
+
+/// A backend buffer of `T`.
+pub type Buf<B, T> = <B as Backend>::Buf<T>;
+/// A backend buffer of activations.
+pub type ActBuf<B> = Buf<B, <B as Backend>::Act>;
+/// A read-only window of activations.
+pub type ActView<'a, B> = View<'a, ActBuf<B>>;
+/// A writable window of activations.
+pub type ActMut<'a, B> = ViewMut<'a, ActBuf<B>>;
+/// A read-only window of f32 values.
+pub type F32View<'a, B> = View<'a, Buf<B, f32>>;
+/// A writable window of f32 values.
+pub type F32Mut<'a, B> = ViewMut<'a, Buf<B, f32>>;
+
+/// A compute backend: typed memory plus the GPT-2 ops, forward and backward.
 ///
-/// Shapes follow `cpu_ref`: `b` batch, `t` sequence length, `bt = b * t`, `c` channels, `oc`
-/// output channels, `nh` heads, `v` / `vp` real / padded vocabulary. Views must have exactly
-/// the lengths the shapes imply; backends may panic otherwise (a bug in the caller, never a
-/// user input).
-pub trait Backend: Sync {
-    /// An allocation of f32 values.
-    type Buffer: Storage;
-    /// An allocation of token ids (u32).
-    type Tokens: Storage;
+/// Views must have exactly the lengths the shapes imply; backends may panic otherwise (a bug
+/// in the caller, never a user input). User input (token ids, sizes, memory) is checked and
+/// reported as errors.
+pub trait Backend {
+    /// The activation element type.
+    type Act: ActElement;
+    /// An allocation of `T`.
+    type Buf<T: Element>: Storage;
+    /// A batch of token ids, validated against the vocabulary on upload.
+    type Tokens;
+    /// The per-tensor table of an AdamW update.
+    type AdamWTable;
 
-    /// One line naming the device (shown in the startup summary).
+    /// One line naming the device and precision (shown in the startup summary).
     fn describe(&self) -> String;
+    /// The precision the matmuls run in.
+    fn precision(&self) -> Precision;
+    /// The GPU's name as the driver reports it (for the MFU's peak), if on a GPU.
+    fn gpu_name(&self) -> Option<&str> {
+        None
+    }
+    /// Waits for all issued work (for timing).
+    fn synchronize(&self) -> Result<()>;
 
-    /// Allocates `len` zeros.
-    fn alloc(&self, len: usize) -> Result<Self::Buffer>;
-    /// Allocates `len` token slots, all 0.
-    fn alloc_tokens(&self, len: usize) -> Result<Self::Tokens>;
+    /// Allocates `len` zeros; `what` names the buffer in an out-of-memory error.
+    fn alloc<T: Element>(&self, len: usize, what: &str) -> Result<Self::Buf<T>>;
     /// Copies host values into `dst` (same length).
-    fn upload(&self, src: &[f32], dst: ViewMut<'_, Self::Buffer>) -> Result<()>;
-    /// Copies host token ids into `dst` (same length).
-    fn upload_tokens(&self, src: &[u32], dst: ViewMut<'_, Self::Tokens>) -> Result<()>;
+    fn upload<T: Element>(&self, src: &[T], dst: ViewMut<'_, Self::Buf<T>>) -> Result<()>;
     /// Copies `src` to host memory (same length), waiting for the work that writes it.
-    fn download(&self, src: View<'_, Self::Buffer>, dst: &mut [f32]) -> Result<()>;
+    fn download<T: Element>(&self, src: View<'_, Self::Buf<T>>, dst: &mut [T]) -> Result<()>;
     /// Sets every element of `dst` to 0.
-    fn zero(&self, dst: ViewMut<'_, Self::Buffer>) -> Result<()>;
+    fn zero<T: Element>(&self, dst: ViewMut<'_, Self::Buf<T>>) -> Result<()>;
+    /// `dst = src` rounded to nearest-even (the working copy of the master weights).
+    fn round_to_act(&self, src: F32View<'_, Self>, dst: ActMut<'_, Self>) -> Result<()>;
 
-    /// See [`cpu_ref::encoder_forward`].
+    /// Validates `ids` (`shape.b × shape.t`, each `< shape.vocab`) and uploads them.
+    fn upload_tokens(&self, ids: &[u32], shape: TokenShape) -> Result<Self::Tokens>;
+    /// Validates and uploads a new batch of the same shape into `tokens`.
+    fn replace_tokens(&self, tokens: &mut Self::Tokens, ids: &[u32]) -> Result<()>;
+
+    /// `out = wte[tokens] + wpe[position]` ([`cpu_ref::encoder_forward`]).
     fn encoder_forward(
         &self,
-        out: ViewMut<'_, Self::Buffer>,
-        tokens: View<'_, Self::Tokens>,
-        wte: View<'_, Self::Buffer>,
-        wpe: View<'_, Self::Buffer>,
-        b: usize,
-        t: usize,
-        c: usize,
+        out: ActMut<'_, Self>,
+        tokens: &Self::Tokens,
+        wte: ActView<'_, Self>,
+        wpe: ActView<'_, Self>,
+        dims: Dims,
     ) -> Result<()>;
-
-    /// See [`cpu_ref::encoder_backward`].
+    /// `dwte[tokens] += dout`, `dwpe[position] += dout` ([`cpu_ref::encoder_backward`]);
+    /// `grads.weight` is wte's window of the arena, `grads.bias` wpe's.
     fn encoder_backward(
         &self,
-        dwte: ViewMut<'_, Self::Buffer>,
-        dwpe: ViewMut<'_, Self::Buffer>,
-        dout: View<'_, Self::Buffer>,
-        tokens: View<'_, Self::Tokens>,
-        b: usize,
-        t: usize,
-        c: usize,
+        grads: ParamGrads<'_, Self>,
+        dout: ActView<'_, Self>,
+        tokens: &Self::Tokens,
+        dims: Dims,
     ) -> Result<()>;
 
-    /// See [`cpu_ref::layernorm_forward`].
+    /// [`cpu_ref::layernorm_forward`] over `rows` rows of `c`.
     fn layernorm_forward(
         &self,
-        out: ViewMut<'_, Self::Buffer>,
-        mean: ViewMut<'_, Self::Buffer>,
-        rstd: ViewMut<'_, Self::Buffer>,
-        inp: View<'_, Self::Buffer>,
-        weight: View<'_, Self::Buffer>,
-        bias: View<'_, Self::Buffer>,
-        bt: usize,
+        args: LayerNormForward<'_, Self>,
+        rows: usize,
         c: usize,
     ) -> Result<()>;
-
-    /// See [`cpu_ref::layernorm_backward`] (accumulates into `dinp`).
+    /// `residual = inp1 + inp2`, then its layernorm (one kernel where the backend fuses them).
+    fn residual_layernorm_forward(
+        &self,
+        args: ResidualLayerNormForward<'_, Self>,
+        rows: usize,
+        c: usize,
+    ) -> Result<()>;
+    /// [`cpu_ref::layernorm_backward`] (accumulates into `dinp`, `dweight`, `dbias`).
     fn layernorm_backward(
         &self,
-        dinp: ViewMut<'_, Self::Buffer>,
-        dweight: ViewMut<'_, Self::Buffer>,
-        dbias: ViewMut<'_, Self::Buffer>,
-        dout: View<'_, Self::Buffer>,
-        inp: View<'_, Self::Buffer>,
-        weight: View<'_, Self::Buffer>,
-        mean: View<'_, Self::Buffer>,
-        rstd: View<'_, Self::Buffer>,
-        bt: usize,
+        args: LayerNormBackward<'_, Self>,
+        rows: usize,
         c: usize,
     ) -> Result<()>;
 
-    /// See [`cpu_ref::matmul_forward`].
-    fn matmul_forward(
-        &self,
-        out: ViewMut<'_, Self::Buffer>,
-        inp: View<'_, Self::Buffer>,
-        weight: View<'_, Self::Buffer>,
-        bias: Option<View<'_, Self::Buffer>>,
-        bt: usize,
-        c: usize,
-        oc: usize,
-    ) -> Result<()>;
+    /// `out = act(inp · weightᵀ + bias)` ([`cpu_ref::matmul_forward`], then the activation).
+    fn matmul_forward(&self, args: MatmulForward<'_, Self>, shape: Linear) -> Result<()>;
+    /// `dinp = (dout · weight) ⊙ gelu'(pre_act)` when the input went through a GELU (else
+    /// without the factor), `dweight += doutᵀ · inp`, `dbias += Σ dout`.
+    fn matmul_backward(&self, args: MatmulBackward<'_, Self>, shape: Linear) -> Result<()>;
 
-    /// See [`cpu_ref::matmul_backward`].
-    fn matmul_backward(
-        &self,
-        dinp: ViewMut<'_, Self::Buffer>,
-        dweight: ViewMut<'_, Self::Buffer>,
-        dbias: Option<ViewMut<'_, Self::Buffer>>,
-        dout: View<'_, Self::Buffer>,
-        inp: View<'_, Self::Buffer>,
-        weight: View<'_, Self::Buffer>,
-        bt: usize,
-        c: usize,
-        oc: usize,
-    ) -> Result<()>;
+    /// Causal self-attention forward, saving what its backward needs.
+    fn attention_forward(&self, args: AttentionForward<'_, Self>, dims: Dims) -> Result<()>;
+    /// Causal self-attention backward: `dqkv` is overwritten.
+    fn attention_backward(&self, args: AttentionBackward<'_, Self>, dims: Dims) -> Result<()>;
 
-    /// See [`cpu_ref::attention_forward`].
-    fn attention_forward(
-        &self,
-        out: ViewMut<'_, Self::Buffer>,
-        att: ViewMut<'_, Self::Buffer>,
-        qkv: View<'_, Self::Buffer>,
-        b: usize,
-        t: usize,
-        c: usize,
-        nh: usize,
-    ) -> Result<()>;
-
-    /// See [`cpu_ref::attention_backward`].
-    fn attention_backward(
-        &self,
-        dqkv: ViewMut<'_, Self::Buffer>,
-        dout: View<'_, Self::Buffer>,
-        qkv: View<'_, Self::Buffer>,
-        att: View<'_, Self::Buffer>,
-        b: usize,
-        t: usize,
-        c: usize,
-        nh: usize,
-    ) -> Result<()>;
-
-    /// See [`cpu_ref::gelu_forward`].
-    fn gelu_forward(
-        &self,
-        out: ViewMut<'_, Self::Buffer>,
-        inp: View<'_, Self::Buffer>,
-    ) -> Result<()>;
-
-    /// See [`cpu_ref::gelu_backward`].
+    /// `out = gelu(inp)` (the unfused path).
+    fn gelu_forward(&self, out: ActMut<'_, Self>, inp: ActView<'_, Self>) -> Result<()>;
+    /// `dinp = gelu'(inp) · dout` (the unfused path).
     fn gelu_backward(
         &self,
-        dinp: ViewMut<'_, Self::Buffer>,
-        inp: View<'_, Self::Buffer>,
-        dout: View<'_, Self::Buffer>,
+        dinp: ActMut<'_, Self>,
+        inp: ActView<'_, Self>,
+        dout: ActView<'_, Self>,
     ) -> Result<()>;
-
-    /// See [`cpu_ref::residual_forward`].
+    /// `out = inp1 + inp2` (the unfused path).
     fn residual_forward(
         &self,
-        out: ViewMut<'_, Self::Buffer>,
-        inp1: View<'_, Self::Buffer>,
-        inp2: View<'_, Self::Buffer>,
+        out: ActMut<'_, Self>,
+        inp1: ActView<'_, Self>,
+        inp2: ActView<'_, Self>,
     ) -> Result<()>;
 
-    /// See [`cpu_ref::fused_classifier`] (logits become dlogits in place).
-    fn fused_classifier(
-        &self,
-        logits: ViewMut<'_, Self::Buffer>,
-        losses: ViewMut<'_, Self::Buffer>,
-        targets: View<'_, Self::Tokens>,
-        dloss: f32,
-        bt: usize,
-        v: usize,
-        vp: usize,
-    ) -> Result<()>;
+    /// Per row: the cross-entropy loss, and (training) the logits' gradient in place
+    /// ([`cpu_ref::fused_classifier`]).
+    fn fused_classifier(&self, args: Classifier<'_, Self>, dims: Dims) -> Result<()>;
 
-    /// See [`cpu_ref::global_norm`]; the result is read back to the host.
-    fn global_norm(&self, tensors: &[View<'_, Self::Buffer>]) -> Result<f32>;
+    /// The L2 norm of `grads` and whether any element is not finite (read back to the host).
+    fn grad_norm(&self, grads: F32View<'_, Self>) -> Result<GradNorm>;
 
-    /// See [`cpu_ref::adamw_update`].
-    fn adamw_update(
+    /// The table of an AdamW update over an arena of `arena_len` elements.
+    fn adamw_table(&self, tensors: &[ArenaTensor], arena_len: usize) -> Result<Self::AdamWTable>;
+    /// One AdamW step over every tensor of `table` (per-tensor weight decay), writing the
+    /// working copy when given.
+    fn adamw(
         &self,
-        params: ViewMut<'_, Self::Buffer>,
-        grads: View<'_, Self::Buffer>,
-        m: ViewMut<'_, Self::Buffer>,
-        v: ViewMut<'_, Self::Buffer>,
-        step: &AdamWStep,
+        args: AdamWArgs<'_, Self>,
+        table: &Self::AdamWTable,
+        hyper: &AdamWHyper,
     ) -> Result<()>;
 }

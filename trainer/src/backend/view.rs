@@ -3,7 +3,7 @@
 use std::ops::Range;
 
 /// A backend allocation: something with a length in elements.
-pub trait Storage: Send + Sync {
+pub trait Storage {
     /// Number of elements.
     fn len(&self) -> usize;
     /// Whether there are no elements.
@@ -12,9 +12,24 @@ pub trait Storage: Send + Sync {
     }
 }
 
-impl<T: Send + Sync> Storage for Vec<T> {
+impl<T> Storage for Vec<T> {
     fn len(&self) -> usize {
         Vec::len(self)
+    }
+}
+
+/// Two disjoint windows `a` and `b` of one slice, mutably.
+///
+/// # Panics
+/// If the windows overlap or lie outside the slice.
+pub fn disjoint_pair<T>(slice: &mut [T], a: Range<usize>, b: Range<usize>) -> (&mut [T], &mut [T]) {
+    assert!(a.end <= b.start || b.end <= a.start, "windows {a:?} and {b:?} overlap");
+    if a.start < b.start {
+        let (lo, hi) = slice.split_at_mut(b.start);
+        (&mut lo[a], &mut hi[..b.len()])
+    } else {
+        let (lo, hi) = slice.split_at_mut(a.start);
+        (&mut hi[..a.len()], &mut lo[b])
     }
 }
 
@@ -101,6 +116,16 @@ impl<'a, S: Storage> ViewMut<'a, S> {
         Self::of(buf, 0..len)
     }
 
+    /// The same window, borrowed for a shorter time.
+    pub fn reborrow(&mut self) -> ViewMut<'_, S> {
+        ViewMut { buf: &mut *self.buf, range: self.range.clone() }
+    }
+
+    /// The same window, read-only.
+    pub fn as_view(&self) -> View<'_, S> {
+        View { buf: &*self.buf, range: self.range.clone() }
+    }
+
     /// The buffer and the window's element range in it (what a backend launches ops on).
     pub fn into_parts(self) -> (&'a mut S, Range<usize>) {
         (self.buf, self.range)
@@ -117,7 +142,7 @@ impl<'a, S: Storage> ViewMut<'a, S> {
     }
 }
 
-impl<'a, T: Send + Sync> View<'a, Vec<T>> {
+impl<'a, T> View<'a, Vec<T>> {
     /// The window as a host slice (host-memory backends only).
     pub fn as_slice(&self) -> &'a [T] {
         let (buf, range) = self.parts();
@@ -125,7 +150,7 @@ impl<'a, T: Send + Sync> View<'a, Vec<T>> {
     }
 }
 
-impl<'a, T: Send + Sync> ViewMut<'a, Vec<T>> {
+impl<'a, T> ViewMut<'a, Vec<T>> {
     /// The window as a host slice (host-memory backends only).
     pub fn into_slice(self) -> &'a mut [T] {
         let (buf, range) = self.into_parts();

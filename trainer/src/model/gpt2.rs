@@ -1,70 +1,71 @@
 //! The GPT-2 forward and backward passes, written once over [`Backend`].
 
-use super::{Activations, Gpt2Config, GradScratch, ParamKind, Params};
-use crate::backend::{Backend, Storage, View, ViewMut};
+use super::{Activations, Gpt2Config, GradScratch, ParamKind, ParamLayout, Params};
+use crate::backend::ops::{
+    Activation, AttentionBackward, AttentionForward, AttentionKind, Classifier, Dims,
+    LayerNormBackward, LayerNormForward, LayerNormStats, Linear, MatmulBackward, MatmulForward,
+    ParamGrads, ResidualLayerNormForward,
+};
+use crate::backend::{ActBuf, ActElement, ActMut, ActView, Backend, Buf, F32Mut, View, ViewMut};
 use crate::error::{Error, Result};
 
-/// A GPT-2 model: its dimensions and its parameters in backend memory.
+/// How the model runs its ops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ModelOptions {
+    /// Naive (materialised) or flash attention.
+    pub attention: AttentionKind,
+    /// Fuse GELU into the matmuls and the residual adds into the layernorms (`--no-fuse`
+    /// turns this off: the unfused rung of the speed ladder).
+    pub fuse: bool,
+}
+
+impl Default for ModelOptions {
+    fn default() -> Self {
+        Self { attention: AttentionKind::Naive, fuse: true }
+    }
+}
+
+/// A GPT-2 model: its dimensions and its parameters in backend memory (the f32 master
+/// weights, one arena in checkpoint order, and a working copy in the activation type when
+/// that is not f32).
 pub struct Gpt2<B: Backend> {
     config: Gpt2Config,
-    params: Params<B::Buffer>,
-}
-
-/// Allocates one backend buffer per parameter tensor, all zero.
-pub fn alloc_params<B: Backend>(backend: &B, config: &Gpt2Config) -> Result<Params<B::Buffer>> {
-    Params::try_from_fn(|kind| backend.alloc(kind.len(config)))
-}
-
-/// Copies host tensors (checkpoint order) into freshly allocated backend buffers.
-pub fn upload_params<B: Backend>(
-    backend: &B,
-    config: &Gpt2Config,
-    host: &Params<Vec<f32>>,
-) -> Result<Params<B::Buffer>> {
-    let mut params = alloc_params(backend, config)?;
-    for (kind, buf) in params.iter_mut() {
-        let src = &host[kind];
-        if src.len() != kind.len(config) {
-            return Err(Error::invalid(format!(
-                "parameter {} holds {} values; the model needs {}",
-                kind.name(),
-                src.len(),
-                kind.len(config)
-            )));
-        }
-        backend.upload(src, ViewMut::all(buf))?;
-    }
-    Ok(params)
-}
-
-/// Copies backend tensors to the host.
-pub fn download_params<B: Backend>(
-    backend: &B,
-    params: &Params<B::Buffer>,
-) -> Result<Params<Vec<f32>>> {
-    Params::try_from_fn(|kind| {
-        let view = View::all(&params[kind]);
-        let mut host = vec![0.0; view.len()];
-        backend.download(view, &mut host)?;
-        Ok(host)
-    })
-}
-
-/// Layer `l`'s slice of the gradient (or other per-parameter) buffer of `kind`.
-fn layer_mut<'a, S: Storage>(
-    buf: &'a mut S,
-    kind: ParamKind,
-    config: &Gpt2Config,
-    l: usize,
-) -> ViewMut<'a, S> {
-    ViewMut::of(buf, kind.layer(config, l))
+    options: ModelOptions,
+    layout: ParamLayout,
+    master: Buf<B, f32>,
+    working: Option<ActBuf<B>>,
 }
 
 impl<B: Backend> Gpt2<B> {
     /// A model with the given host parameters.
-    pub fn new(backend: &B, config: Gpt2Config, host: &Params<Vec<f32>>) -> Result<Self> {
+    pub fn new(
+        backend: &B,
+        config: Gpt2Config,
+        host: &Params<Vec<f32>>,
+        options: ModelOptions,
+    ) -> Result<Self> {
         config.validate()?;
-        Ok(Self { params: upload_params(backend, &config, host)?, config })
+        let layout = ParamLayout::new(&config);
+        for (kind, tensor) in host.iter() {
+            if tensor.len() != kind.len(&config) {
+                return Err(Error::invalid(format!(
+                    "parameter {} holds {} values; the model needs {}",
+                    kind.name(),
+                    tensor.len(),
+                    kind.len(&config)
+                )));
+            }
+        }
+        let mut master = backend.alloc::<f32>(layout.len(), "the parameters")?;
+        backend.upload(&layout.flatten(host), ViewMut::all(&mut master))?;
+        let mut model = Self { config, options, layout, master, working: None };
+        if B::Act::WORKING_COPY {
+            let working = backend
+                .alloc::<B::Act>(model.layout.len(), "the working copy of the parameters")?;
+            model.working = Some(working);
+            model.refresh_working_copy(backend)?;
+        }
+        Ok(model)
     }
 
     /// The model's dimensions.
@@ -72,221 +73,302 @@ impl<B: Backend> Gpt2<B> {
         &self.config
     }
 
-    /// The parameters.
-    pub fn params(&self) -> &Params<B::Buffer> {
-        &self.params
+    /// How the model runs its ops.
+    pub fn options(&self) -> ModelOptions {
+        self.options
     }
 
-    /// The parameters, writable (for the optimizer).
-    pub fn params_mut(&mut self) -> &mut Params<B::Buffer> {
-        &mut self.params
+    /// Where each tensor lives in the parameter, gradient and moment arenas.
+    pub fn layout(&self) -> &ParamLayout {
+        &self.layout
     }
 
-    /// Layer `l`'s slice of parameter `kind`.
-    fn p(&self, kind: ParamKind, l: usize) -> View<'_, B::Buffer> {
-        View::of(&self.params[kind], kind.layer(&self.config, l))
+    /// The f32 master weights, copied to the host.
+    pub fn params_to_host(&self, backend: &B) -> Result<Params<Vec<f32>>> {
+        let mut host = vec![0.0; self.layout.len()];
+        backend.download(View::all(&self.master), &mut host)?;
+        Ok(self.layout.split(&host))
     }
 
-    /// Forward pass of `b × t` tokens (already in `acts.inputs`): fills `acts` up to the
-    /// logits.
+    /// Replaces the parameters with `host` (same dimensions).
+    pub fn load_params(&mut self, backend: &B, host: &Params<Vec<f32>>) -> Result<()> {
+        backend.upload(&self.layout.flatten(host), ViewMut::all(&mut self.master))?;
+        self.refresh_working_copy(backend)
+    }
+
+    /// Rounds the master weights into the working copy (if the model keeps one).
+    fn refresh_working_copy(&mut self, backend: &B) -> Result<()> {
+        if let Some(working) = &mut self.working {
+            backend.round_to_act(View::all(&self.master), ViewMut::all(working))?;
+        }
+        Ok(())
+    }
+
+    /// The master weights and the working copy, writable (for the optimizer).
+    pub fn weights_mut(&mut self) -> (F32Mut<'_, B>, Option<ActMut<'_, B>>) {
+        (ViewMut::all(&mut self.master), self.working.as_mut().map(ViewMut::all))
+    }
+
+    /// Layer `l`'s slice of parameter `kind`, as the passes read it.
+    fn p(&self, kind: ParamKind, l: usize) -> ActView<'_, B> {
+        let weights = B::Act::weights::<B>(&self.master, self.working.as_ref());
+        View::of(weights, self.layout.layer(kind, l))
+    }
+
+    fn dims(&self, b: usize, t: usize) -> Dims {
+        let cfg = &self.config;
+        Dims {
+            b,
+            t,
+            c: cfg.channels,
+            nh: cfg.num_heads,
+            v: cfg.vocab_size,
+            vp: cfg.padded_vocab_size,
+        }
+    }
+
+    /// The gradient windows of layer `l`'s `weight` (and `bias`) in the gradient arena.
+    fn grads<'g>(
+        &self,
+        arena: &'g mut Buf<B, f32>,
+        l: usize,
+        weight: ParamKind,
+        bias: Option<ParamKind>,
+    ) -> ParamGrads<'g, B> {
+        ParamGrads {
+            arena: ViewMut::all(arena),
+            weight: self.layout.layer(weight, l),
+            bias: bias.map(|kind| self.layout.layer(kind, l)),
+        }
+    }
+
+    /// Forward pass of `b × t` tokens: fills `acts` up to the logits.
     pub fn forward(
         &self,
         backend: &B,
         acts: &mut Activations<B>,
+        inputs: &B::Tokens,
         b: usize,
         t: usize,
     ) -> Result<()> {
         let cfg = &self.config;
         assert!(b <= acts.max_b && t <= acts.max_t, "batch larger than the activations");
-        let (c, nh, bt, l_last) = (cfg.channels, cfg.num_heads, b * t, cfg.num_layers - 1);
-        let (n, natt) = (bt * c, b * nh * t * t);
+        let dims = self.dims(b, t);
+        let (c, nh, bt, layers) = (cfg.channels, cfg.num_heads, b * t, cfg.num_layers);
+        let n = bt * c;
+        let fuse = self.options.fuse;
         let a = acts;
+        let linear = |inp, out| Linear { rows: bt, inp, out };
         backend.encoder_forward(
             a.encoded.at_mut(0, n),
-            View::prefix(&a.inputs, bt),
+            inputs,
             self.p(ParamKind::Wte, 0),
             self.p(ParamKind::Wpe, 0),
-            b,
-            t,
+            dims,
+        )?;
+        backend.layernorm_forward(
+            LayerNormForward {
+                out: a.ln1.at_mut(0, n),
+                stats: LayerNormStats {
+                    mean: a.ln1_mean.at_mut(0, bt),
+                    rstd: a.ln1_rstd.at_mut(0, bt),
+                },
+                inp: a.encoded.at(0, n),
+                weight: self.p(ParamKind::Ln1w, 0),
+                bias: self.p(ParamKind::Ln1b, 0),
+            },
+            bt,
             c,
         )?;
-        for l in 0..cfg.num_layers {
+        for l in 0..layers {
             let residual = if l == 0 { a.encoded.at(0, n) } else { a.residual3.at(l - 1, n) };
-            backend.layernorm_forward(
-                a.ln1.at_mut(l, n),
-                a.ln1_mean.at_mut(l, bt),
-                a.ln1_rstd.at_mut(l, bt),
-                residual.clone(),
-                self.p(ParamKind::Ln1w, l),
-                self.p(ParamKind::Ln1b, l),
-                bt,
-                c,
-            )?;
             backend.matmul_forward(
-                a.qkv.at_mut(l, 3 * n),
-                a.ln1.at(l, n),
-                self.p(ParamKind::Qkvw, l),
-                Some(self.p(ParamKind::Qkvb, l)),
-                bt,
-                c,
-                3 * c,
+                MatmulForward {
+                    out: a.qkv.at_mut(l, 3 * n),
+                    inp: a.ln1.at(l, n),
+                    weight: self.p(ParamKind::Qkvw, l),
+                    bias: Some(self.p(ParamKind::Qkvb, l)),
+                    activation: Activation::None,
+                },
+                linear(c, 3 * c),
             )?;
             backend.attention_forward(
-                a.atty.at_mut(l, n),
-                a.att.at_mut(l, natt),
-                a.qkv.at(l, 3 * n),
-                b,
-                t,
-                c,
-                nh,
+                AttentionForward {
+                    out: a.atty.at_mut(l, n),
+                    saved: a.att.saved_mut(l, b, nh, t),
+                    qkv: a.qkv.at(l, 3 * n),
+                },
+                dims,
             )?;
             backend.matmul_forward(
-                a.attproj.at_mut(l, n),
-                a.atty.at(l, n),
-                self.p(ParamKind::Attprojw, l),
-                Some(self.p(ParamKind::Attprojb, l)),
-                bt,
-                c,
-                c,
+                MatmulForward {
+                    out: a.attproj.at_mut(l, n),
+                    inp: a.atty.at(l, n),
+                    weight: self.p(ParamKind::Attprojw, l),
+                    bias: Some(self.p(ParamKind::Attprojb, l)),
+                    activation: Activation::None,
+                },
+                linear(c, c),
             )?;
-            backend.residual_forward(a.residual2.at_mut(l, n), residual, a.attproj.at(l, n))?;
-            backend.layernorm_forward(
-                a.ln2.at_mut(l, n),
-                a.ln2_mean.at_mut(l, bt),
-                a.ln2_rstd.at_mut(l, bt),
-                a.residual2.at(l, n),
-                self.p(ParamKind::Ln2w, l),
-                self.p(ParamKind::Ln2b, l),
+            self.residual_layernorm(
+                backend,
+                ResidualLayerNormForward {
+                    residual: a.residual2.at_mut(l, n),
+                    inp1: residual,
+                    inp2: a.attproj.at(l, n),
+                    out: a.ln2.at_mut(l, n),
+                    stats: LayerNormStats {
+                        mean: a.ln2_mean.at_mut(l, bt),
+                        rstd: a.ln2_rstd.at_mut(l, bt),
+                    },
+                    weight: self.p(ParamKind::Ln2w, l),
+                    bias: self.p(ParamKind::Ln2b, l),
+                },
                 bt,
-                c,
             )?;
+            let fc = |out, activation| MatmulForward {
+                out,
+                inp: a.ln2.at(l, n),
+                weight: self.p(ParamKind::Fcw, l),
+                bias: Some(self.p(ParamKind::Fcb, l)),
+                activation,
+            };
+            if fuse {
+                let pre_act = a.fch.at_mut(l, 4 * n);
+                backend.matmul_forward(
+                    fc(a.fch_gelu.at_mut(l, 4 * n), Activation::Gelu { pre_act }),
+                    linear(c, 4 * c),
+                )?;
+            } else {
+                backend.matmul_forward(
+                    fc(a.fch.at_mut(l, 4 * n), Activation::None),
+                    linear(c, 4 * c),
+                )?;
+                backend.gelu_forward(a.fch_gelu.at_mut(l, 4 * n), a.fch.at(l, 4 * n))?;
+            }
             backend.matmul_forward(
-                a.fch.at_mut(l, 4 * n),
-                a.ln2.at(l, n),
-                self.p(ParamKind::Fcw, l),
-                Some(self.p(ParamKind::Fcb, l)),
-                bt,
-                c,
-                4 * c,
+                MatmulForward {
+                    out: a.fcproj.at_mut(l, n),
+                    inp: a.fch_gelu.at(l, 4 * n),
+                    weight: self.p(ParamKind::Fcprojw, l),
+                    bias: Some(self.p(ParamKind::Fcprojb, l)),
+                    activation: Activation::None,
+                },
+                linear(4 * c, c),
             )?;
-            backend.gelu_forward(a.fch_gelu.at_mut(l, 4 * n), a.fch.at(l, 4 * n))?;
-            backend.matmul_forward(
-                a.fcproj.at_mut(l, n),
-                a.fch_gelu.at(l, 4 * n),
-                self.p(ParamKind::Fcprojw, l),
-                Some(self.p(ParamKind::Fcprojb, l)),
+            let last = l + 1 == layers;
+            let (out, mean, rstd) = if last {
+                (a.lnf.at_mut(0, n), a.lnf_mean.at_mut(0, bt), a.lnf_rstd.at_mut(0, bt))
+            } else {
+                (a.ln1.at_mut(l + 1, n), a.ln1_mean.at_mut(l + 1, bt), a.ln1_rstd.at_mut(l + 1, bt))
+            };
+            let (weight, bias) = if last {
+                (self.p(ParamKind::Lnfw, 0), self.p(ParamKind::Lnfb, 0))
+            } else {
+                (self.p(ParamKind::Ln1w, l + 1), self.p(ParamKind::Ln1b, l + 1))
+            };
+            self.residual_layernorm(
+                backend,
+                ResidualLayerNormForward {
+                    residual: a.residual3.at_mut(l, n),
+                    inp1: a.residual2.at(l, n),
+                    inp2: a.fcproj.at(l, n),
+                    out,
+                    stats: LayerNormStats { mean, rstd },
+                    weight,
+                    bias,
+                },
                 bt,
-                4 * c,
-                c,
-            )?;
-            backend.residual_forward(
-                a.residual3.at_mut(l, n),
-                a.residual2.at(l, n),
-                a.fcproj.at(l, n),
             )?;
         }
-        backend.layernorm_forward(
-            a.lnf.at_mut(0, n),
-            a.lnf_mean.at_mut(0, bt),
-            a.lnf_rstd.at_mut(0, bt),
-            a.residual3.at(l_last, n),
-            self.p(ParamKind::Lnfw, 0),
-            self.p(ParamKind::Lnfb, 0),
-            bt,
-            c,
-        )?;
         backend.matmul_forward(
-            a.logits.at_mut(0, bt * cfg.padded_vocab_size),
-            a.lnf.at(0, n),
-            self.p(ParamKind::Wte, 0),
-            None,
-            bt,
-            c,
-            cfg.padded_vocab_size,
+            MatmulForward {
+                out: a.logits.at_mut(0, bt * cfg.padded_vocab_size),
+                inp: a.lnf.at(0, n),
+                weight: self.p(ParamKind::Wte, 0),
+                bias: None,
+                activation: Activation::None,
+            },
+            linear(c, cfg.padded_vocab_size),
         )
     }
 
-    /// After [`Gpt2::forward`]: the cross-entropy losses against `acts.targets`, with the
-    /// logits replaced by their gradient scaled by `dloss` (see [`cpu_ref::fused_classifier`]).
-    /// Returns the mean loss over the `b × t` positions (read back to the host).
+    /// `residual = inp1 + inp2` and its layernorm: one fused op, or (unfused) a residual add
+    /// and a layernorm.
+    fn residual_layernorm(
+        &self,
+        backend: &B,
+        args: ResidualLayerNormForward<'_, B>,
+        rows: usize,
+    ) -> Result<()> {
+        let c = self.config.channels;
+        if self.options.fuse {
+            return backend.residual_layernorm_forward(args, rows, c);
+        }
+        let ResidualLayerNormForward { mut residual, inp1, inp2, out, stats, weight, bias } = args;
+        backend.residual_forward(residual.reborrow(), inp1, inp2)?;
+        let inp = residual.as_view();
+        backend.layernorm_forward(LayerNormForward { out, stats, inp, weight, bias }, rows, c)
+    }
+
+    /// After [`Gpt2::forward`]: the cross-entropy loss of every position against `targets`
+    /// into `losses` (`b·t`, left on the device), and with `dloss` (training) the logits
+    /// replaced by their gradient scaled by `dloss` (see [`cpu_ref::fused_classifier`]).
     pub fn classify(
         &self,
         backend: &B,
         acts: &mut Activations<B>,
-        b: usize,
-        t: usize,
-        dloss: f32,
-    ) -> Result<f32> {
-        let (bt, v, vp) = (b * t, self.config.vocab_size, self.config.padded_vocab_size);
-        backend.fused_classifier(
-            acts.logits.at_mut(0, bt * vp),
-            acts.losses.at_mut(0, bt),
-            View::prefix(&acts.targets, bt),
-            dloss,
-            bt,
-            v,
-            vp,
-        )?;
-        let mut losses = vec![0.0; bt];
-        backend.download(acts.losses.at(0, bt), &mut losses)?;
-        Ok((losses.iter().map(|&x| f64::from(x)).sum::<f64>() / bt as f64) as f32)
+        targets: &B::Tokens,
+        losses: F32Mut<'_, B>,
+        (b, t): (usize, usize),
+        dloss: Option<f32>,
+    ) -> Result<()> {
+        let bt = b * t;
+        let logits = acts.logits.at_mut(0, bt * self.config.padded_vocab_size);
+        backend.fused_classifier(Classifier { logits, losses, targets, dloss }, self.dims(b, t))
     }
 
     /// Backward pass after [`Gpt2::forward`] and [`Gpt2::classify`]: accumulates the
-    /// parameter gradients into `grads`.
+    /// parameter gradients into the arena `grads` (laid out as [`Gpt2::layout`]).
     pub fn backward(
         &self,
         backend: &B,
         acts: &Activations<B>,
-        grads: &mut Params<B::Buffer>,
+        inputs: &B::Tokens,
+        grads: &mut Buf<B, f32>,
         scratch: &mut GradScratch<B>,
-        b: usize,
-        t: usize,
+        (b, t): (usize, usize),
     ) -> Result<()> {
         let cfg = &self.config;
+        let dims = self.dims(b, t);
         let (c, nh, bt, vp) = (cfg.channels, cfg.num_heads, b * t, cfg.padded_vocab_size);
-        let (n, natt) = (bt * c, b * nh * t * t);
+        let n = bt * c;
         let (a, s) = (acts, scratch);
-        let [
-            g_wte,
-            g_wpe,
-            g_ln1w,
-            g_ln1b,
-            g_qkvw,
-            g_qkvb,
-            g_attprojw,
-            g_attprojb,
-            g_ln2w,
-            g_ln2b,
-            g_fcw,
-            g_fcb,
-            g_fcprojw,
-            g_fcprojb,
-            g_lnfw,
-            g_lnfb,
-        ] = &mut grads.0;
+        let linear = |inp, out| Linear { rows: bt, inp, out };
+        use ParamKind as K;
 
         backend.matmul_backward(
-            s.dln.at_mut(0, n),
-            ViewMut::all(g_wte),
-            None,
-            a.logits.at(0, bt * vp),
-            a.lnf.at(0, n),
-            self.p(ParamKind::Wte, 0),
-            bt,
-            c,
-            vp,
+            MatmulBackward {
+                dinp: s.dln.at_mut(0, n),
+                grads: self.grads(grads, 0, K::Wte, None),
+                dout: a.logits.at(0, bt * vp),
+                inp: a.lnf.at(0, n),
+                weight: self.p(K::Wte, 0),
+                gelu_pre_act: None,
+            },
+            linear(c, vp),
         )?;
         backend.zero(s.dres.at_mut(0, n))?;
         backend.layernorm_backward(
-            s.dres.at_mut(0, n),
-            ViewMut::all(g_lnfw),
-            ViewMut::all(g_lnfb),
-            s.dln.at(0, n),
-            a.residual3.at(cfg.num_layers - 1, n),
-            self.p(ParamKind::Lnfw, 0),
-            a.lnf_mean.at(0, bt),
-            a.lnf_rstd.at(0, bt),
+            LayerNormBackward {
+                dinp: s.dres.at_mut(0, n),
+                grads: self.grads(grads, 0, K::Lnfw, Some(K::Lnfb)),
+                dout: s.dln.at(0, n),
+                inp: a.residual3.at(cfg.num_layers - 1, n),
+                weight: self.p(K::Lnfw, 0),
+                mean: a.lnf_mean.at(0, bt),
+                rstd: a.lnf_rstd.at(0, bt),
+            },
             bt,
             c,
         )?;
@@ -295,98 +377,106 @@ impl<B: Backend> Gpt2<B> {
         // once the attention's layernorm adds its part, of layer l's input.
         for l in (0..cfg.num_layers).rev() {
             let residual = if l == 0 { a.encoded.at(0, n) } else { a.residual3.at(l - 1, n) };
+            let fcproj_grads = self.grads(grads, l, K::Fcprojw, Some(K::Fcprojb));
+            let fcproj = |dinp, grads, gelu_pre_act| MatmulBackward {
+                dinp,
+                grads,
+                dout: s.dres.at(0, n),
+                inp: a.fch_gelu.at(l, 4 * n),
+                weight: self.p(K::Fcprojw, l),
+                gelu_pre_act,
+            };
+            match &mut s.dfch_gelu {
+                None => {
+                    let args =
+                        fcproj(s.dfch.at_mut(0, 4 * n), fcproj_grads, Some(a.fch.at(l, 4 * n)));
+                    backend.matmul_backward(args, linear(4 * c, c))?;
+                }
+                Some(dfch_gelu) => {
+                    let args = fcproj(dfch_gelu.at_mut(0, 4 * n), fcproj_grads, None);
+                    backend.matmul_backward(args, linear(4 * c, c))?;
+                    backend.gelu_backward(
+                        s.dfch.at_mut(0, 4 * n),
+                        a.fch.at(l, 4 * n),
+                        dfch_gelu.at(0, 4 * n),
+                    )?;
+                }
+            }
             backend.matmul_backward(
-                s.dfch_gelu.at_mut(0, 4 * n),
-                layer_mut(g_fcprojw, ParamKind::Fcprojw, cfg, l),
-                Some(layer_mut(g_fcprojb, ParamKind::Fcprojb, cfg, l)),
-                s.dres.at(0, n),
-                a.fch_gelu.at(l, 4 * n),
-                self.p(ParamKind::Fcprojw, l),
-                bt,
-                4 * c,
-                c,
-            )?;
-            backend.gelu_backward(
-                s.dfch.at_mut(0, 4 * n),
-                a.fch.at(l, 4 * n),
-                s.dfch_gelu.at(0, 4 * n),
-            )?;
-            backend.matmul_backward(
-                s.dln.at_mut(0, n),
-                layer_mut(g_fcw, ParamKind::Fcw, cfg, l),
-                Some(layer_mut(g_fcb, ParamKind::Fcb, cfg, l)),
-                s.dfch.at(0, 4 * n),
-                a.ln2.at(l, n),
-                self.p(ParamKind::Fcw, l),
-                bt,
-                c,
-                4 * c,
+                MatmulBackward {
+                    dinp: s.dln.at_mut(0, n),
+                    grads: self.grads(grads, l, K::Fcw, Some(K::Fcb)),
+                    dout: s.dfch.at(0, 4 * n),
+                    inp: a.ln2.at(l, n),
+                    weight: self.p(K::Fcw, l),
+                    gelu_pre_act: None,
+                },
+                linear(c, 4 * c),
             )?;
             backend.layernorm_backward(
-                s.dres.at_mut(0, n),
-                layer_mut(g_ln2w, ParamKind::Ln2w, cfg, l),
-                layer_mut(g_ln2b, ParamKind::Ln2b, cfg, l),
-                s.dln.at(0, n),
-                a.residual2.at(l, n),
-                self.p(ParamKind::Ln2w, l),
-                a.ln2_mean.at(l, bt),
-                a.ln2_rstd.at(l, bt),
+                LayerNormBackward {
+                    dinp: s.dres.at_mut(0, n),
+                    grads: self.grads(grads, l, K::Ln2w, Some(K::Ln2b)),
+                    dout: s.dln.at(0, n),
+                    inp: a.residual2.at(l, n),
+                    weight: self.p(K::Ln2w, l),
+                    mean: a.ln2_mean.at(l, bt),
+                    rstd: a.ln2_rstd.at(l, bt),
+                },
                 bt,
                 c,
             )?;
             backend.matmul_backward(
-                s.datty.at_mut(0, n),
-                layer_mut(g_attprojw, ParamKind::Attprojw, cfg, l),
-                Some(layer_mut(g_attprojb, ParamKind::Attprojb, cfg, l)),
-                s.dres.at(0, n),
-                a.atty.at(l, n),
-                self.p(ParamKind::Attprojw, l),
-                bt,
-                c,
-                c,
+                MatmulBackward {
+                    dinp: s.datty.at_mut(0, n),
+                    grads: self.grads(grads, l, K::Attprojw, Some(K::Attprojb)),
+                    dout: s.dres.at(0, n),
+                    inp: a.atty.at(l, n),
+                    weight: self.p(K::Attprojw, l),
+                    gelu_pre_act: None,
+                },
+                linear(c, c),
             )?;
             backend.attention_backward(
-                s.dqkv.at_mut(0, 3 * n),
-                s.datty.at(0, n),
-                a.qkv.at(l, 3 * n),
-                a.att.at(l, natt),
-                b,
-                t,
-                c,
-                nh,
+                AttentionBackward {
+                    dqkv: s.dqkv.at_mut(0, 3 * n),
+                    dout: s.datty.at(0, n),
+                    qkv: a.qkv.at(l, 3 * n),
+                    out: a.atty.at(l, n),
+                    saved: a.att.saved(l, b, nh, t),
+                },
+                dims,
             )?;
             backend.matmul_backward(
-                s.dln.at_mut(0, n),
-                layer_mut(g_qkvw, ParamKind::Qkvw, cfg, l),
-                Some(layer_mut(g_qkvb, ParamKind::Qkvb, cfg, l)),
-                s.dqkv.at(0, 3 * n),
-                a.ln1.at(l, n),
-                self.p(ParamKind::Qkvw, l),
-                bt,
-                c,
-                3 * c,
+                MatmulBackward {
+                    dinp: s.dln.at_mut(0, n),
+                    grads: self.grads(grads, l, K::Qkvw, Some(K::Qkvb)),
+                    dout: s.dqkv.at(0, 3 * n),
+                    inp: a.ln1.at(l, n),
+                    weight: self.p(K::Qkvw, l),
+                    gelu_pre_act: None,
+                },
+                linear(c, 3 * c),
             )?;
             backend.layernorm_backward(
-                s.dres.at_mut(0, n),
-                layer_mut(g_ln1w, ParamKind::Ln1w, cfg, l),
-                layer_mut(g_ln1b, ParamKind::Ln1b, cfg, l),
-                s.dln.at(0, n),
-                residual,
-                self.p(ParamKind::Ln1w, l),
-                a.ln1_mean.at(l, bt),
-                a.ln1_rstd.at(l, bt),
+                LayerNormBackward {
+                    dinp: s.dres.at_mut(0, n),
+                    grads: self.grads(grads, l, K::Ln1w, Some(K::Ln1b)),
+                    dout: s.dln.at(0, n),
+                    inp: residual,
+                    weight: self.p(K::Ln1w, l),
+                    mean: a.ln1_mean.at(l, bt),
+                    rstd: a.ln1_rstd.at(l, bt),
+                },
                 bt,
                 c,
             )?;
         }
         backend.encoder_backward(
-            ViewMut::all(g_wte),
-            ViewMut::all(g_wpe),
+            self.grads(grads, 0, K::Wte, Some(K::Wpe)),
             s.dres.at(0, n),
-            View::prefix(&a.inputs, bt),
-            b,
-            t,
-            c,
+            inputs,
+            dims,
         )
     }
 }

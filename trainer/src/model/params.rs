@@ -166,3 +166,60 @@ impl<T> IndexMut<ParamKind> for Params<T> {
         &mut self.0[kind.index()]
     }
 }
+
+/// Where each tensor lives in a parameter arena: the tensors back to back in checkpoint order
+/// (the layout of llm.c's checkpoint), so parameters, gradients and AdamW moments are one
+/// buffer each.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParamLayout {
+    starts: [usize; NUM_PARAM_TENSORS + 1],
+    layer_lens: [usize; NUM_PARAM_TENSORS],
+}
+
+impl ParamLayout {
+    /// The layout of a model of `config`.
+    pub fn new(config: &Gpt2Config) -> Self {
+        let mut starts = [0; NUM_PARAM_TENSORS + 1];
+        for kind in ParamKind::ALL {
+            starts[kind.index() + 1] = starts[kind.index()] + kind.len(config);
+        }
+        Self { starts, layer_lens: ParamKind::ALL.map(|kind| kind.layer_len(config)) }
+    }
+
+    /// Number of parameters.
+    pub fn len(&self) -> usize {
+        self.starts[NUM_PARAM_TENSORS]
+    }
+
+    /// Whether the model has no parameters.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The elements of tensor `kind`.
+    pub fn range(&self, kind: ParamKind) -> Range<usize> {
+        self.starts[kind.index()]..self.starts[kind.index() + 1]
+    }
+
+    /// The elements of layer `l` of tensor `kind` (the whole tensor for `l = 0` of the
+    /// tensors that are not per layer).
+    pub fn layer(&self, kind: ParamKind, l: usize) -> Range<usize> {
+        let n = self.layer_lens[kind.index()];
+        let start = self.starts[kind.index()] + l * n;
+        start..start + n
+    }
+
+    /// The tensors concatenated into one arena.
+    pub fn flatten(&self, tensors: &Params<Vec<f32>>) -> Vec<f32> {
+        let mut arena = Vec::with_capacity(self.len());
+        for (_, tensor) in tensors.iter() {
+            arena.extend_from_slice(tensor);
+        }
+        arena
+    }
+
+    /// An arena split into its tensors.
+    pub fn split(&self, arena: &[f32]) -> Params<Vec<f32>> {
+        Params::from_fn(|kind| arena[self.range(kind)].to_vec())
+    }
+}

@@ -23,6 +23,15 @@ pub struct StepRecord {
     pub step_ms: f64,
     /// Training tokens processed per second during the step.
     pub tokens_per_sec: f64,
+    /// Model FLOPs utilisation of the step (on a GPU of known peak).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub mfu: Option<f64>,
+    /// The fp16 loss scale the step used.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub loss_scale: Option<f32>,
+    /// Whether the fp16 loss scaler skipped the step's update (a gradient overflowed).
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub skipped: bool,
     /// Validation loss of the parameters the step started from, on evaluation steps.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub val_loss: Option<f32>,
@@ -152,6 +161,9 @@ mod tests {
             grad_norm: 1.5,
             step_ms: 12.5,
             tokens_per_sec: 20480.0,
+            mfu: None,
+            loss_scale: None,
+            skipped: false,
             val_loss,
         }
     }

@@ -9,4 +9,4 @@ mod session;
 pub use metrics::{MetricsLog, StepRecord, plot_losses};
 pub use progress::Progress;
 pub use run::{ModelSource, TrainOptions, TrainReport, run};
-pub use session::{BatchSource, Session, StepOutput};
+pub use session::{BatchShape, BatchSource, Session, StepOutput};

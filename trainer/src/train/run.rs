@@ -2,8 +2,9 @@
 
 use super::metrics::{MetricsLog, StepRecord, plot_losses};
 use super::progress::Progress;
-use super::session::Session;
+use super::session::{BatchShape, Session};
 use crate::backend::Backend;
+use crate::backend::ops::AttentionKind;
 use crate::checkpoint::{
     OptimizerState, latest_resumable, model_path, read_model, read_state, resumable_steps,
     state_path, write_model, write_state,
@@ -11,7 +12,8 @@ use crate::checkpoint::{
 use crate::data::DataLoader;
 use crate::error::{Error, Result};
 use crate::io::ensure_writable_dir;
-use crate::model::{Gpt2, Gpt2Config, ParamKind, Params, gpt2_init};
+use crate::mfu;
+use crate::model::{Gpt2, Gpt2Config, ModelOptions, ParamKind, Params, gpt2_init};
 use crate::optim::{AdamWConfig, LrConfig, LrSchedule};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -68,6 +70,10 @@ pub struct TrainOptions {
     pub checkpoint_every: u64,
     /// Where to write the metrics (and, next to them, the loss plot).
     pub metrics_jsonl: Option<PathBuf>,
+    /// Attention kind (`None`: the fastest for the backend's precision and the model).
+    pub attention: Option<AttentionKind>,
+    /// Fuse GELU into the matmuls and residual adds into the layernorms.
+    pub fuse: bool,
 }
 
 /// What a finished run reports.
@@ -198,6 +204,7 @@ fn describe_data(loader: &DataLoader, pattern: &str) -> String {
 /// What the run prints before its first step.
 struct Summary<'a> {
     backend: String,
+    kernels: String,
     config: &'a Gpt2Config,
     origin: &'a str,
     train: &'a DataLoader,
@@ -220,6 +227,7 @@ impl Summary<'_> {
             ),
             format!("         {}", self.origin),
             format!("device   {}", self.backend),
+            format!("         {}", self.kernels),
             format!(
                 "train    {}{}",
                 describe_data(train, &opts.train_data),
@@ -309,8 +317,16 @@ pub fn run<B: Backend>(backend: &B, opts: &TrainOptions) -> Result<TrainReport> 
         None => None,
     };
 
-    let model = Gpt2::new(backend, config, &start.params)?;
-    let mut session = Session::new(backend, model, opts.adamw, b, t, accum)?;
+    let head_size = config.channels / config.num_heads;
+    let model_options = ModelOptions {
+        attention: opts
+            .attention
+            .unwrap_or_else(|| AttentionKind::fastest(backend.precision(), head_size)),
+        fuse: opts.fuse,
+    };
+    let model = Gpt2::new(backend, config, &start.params, model_options)?;
+    let shape = BatchShape { b, t, grad_accum_steps: accum };
+    let mut session = Session::new(backend, model, opts.adamw, shape, opts.seed)?;
     if let Some(state) = &start.state {
         session.set_moments(&state.m, &state.v)?;
     }
@@ -326,9 +342,24 @@ pub fn run<B: Backend>(backend: &B, opts: &TrainOptions) -> Result<TrainReport> 
     });
 
     let tokens_per_step = b * t * accum;
+    let peak = backend.gpu_name().and_then(|name| mfu::peak(name, backend.precision()));
+    let flops_per_step = mfu::flops_per_token(&config, t) * tokens_per_step as f64;
     let progress = Progress::new(first_step, opts.steps);
     let summary = Summary {
         backend: backend.describe(),
+        kernels: format!(
+            "{} attention, {}; MFU {}",
+            model_options.attention.name(),
+            if model_options.fuse {
+                "fused GELU and residual+layernorm"
+            } else {
+                "unfused (--no-fuse)"
+            },
+            match peak {
+                Some(p) => format!("against the {} peak of {:.1} TFLOP/s", p.gpu, p.flops / 1e12),
+                None => "not reported (no GPU of known peak)".to_string(),
+            }
+        ),
         config: &config,
         origin: &start.origin,
         train: &train_data,
@@ -365,6 +396,7 @@ pub fn run<B: Backend>(backend: &B, opts: &TrainOptions) -> Result<TrainReport> 
             }
             Err(other) => return Err(other),
         };
+        backend.synchronize()?;
         let seconds = timer.elapsed().as_secs_f64();
         final_loss = out.loss;
         let record = StepRecord {
@@ -374,6 +406,9 @@ pub fn run<B: Backend>(backend: &B, opts: &TrainOptions) -> Result<TrainReport> 
             grad_norm: out.grad_norm,
             step_ms: seconds * 1e3,
             tokens_per_sec: tokens_per_step as f64 / seconds,
+            mfu: peak.map(|p| flops_per_step / seconds / p.flops),
+            loss_scale: out.loss_scale,
+            skipped: out.skipped,
             val_loss,
         };
         progress.step(&record, opts.steps);

@@ -1,13 +1,13 @@
 //! One model with everything training needs (gradients, AdamW moments, activations), and the
 //! training step and evaluation built from the model's passes.
 
-use crate::backend::{Backend, View, ViewMut};
+use crate::backend::ops::WorkingRounding;
+use crate::backend::{ActElement, Backend, Buf, TokenShape, View, ViewMut};
 use crate::data::DataLoader;
 use crate::error::{Error, Result};
-use crate::model::{
-    Activations, Gpt2, GradScratch, Params, alloc_params, download_params, upload_params,
-};
-use crate::optim::{AdamW, AdamWConfig};
+use crate::loss_scale::{LossScaleConfig, LossScaler, StepDecision};
+use crate::model::{Activations, Gpt2, GradScratch, Params};
+use crate::optim::{AdamW, AdamWConfig, UpdateStep};
 
 /// Something that yields batches of token ids.
 pub trait BatchSource {
@@ -26,38 +26,63 @@ impl BatchSource for DataLoader {
 pub struct StepOutput {
     /// Mean training loss over the step's B·T·accumulation tokens.
     pub loss: f32,
-    /// Global L2 norm of the gradient, before clipping.
+    /// Global L2 norm of the (unscaled) gradient, before clipping; NaN or inf for a step the
+    /// loss scaler skipped.
     pub grad_norm: f32,
+    /// Whether the fp16 loss scaler skipped the update (a gradient overflowed).
+    pub skipped: bool,
+    /// The loss scale this step used (fp16 only).
+    pub loss_scale: Option<f32>,
+}
+
+/// The shape of training: micro-batches of `b × t`, `grad_accum_steps` per optimizer step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchShape {
+    /// Micro-batch size B.
+    pub b: usize,
+    /// Sequence length T.
+    pub t: usize,
+    /// Micro-batches per optimizer step.
+    pub grad_accum_steps: usize,
 }
 
 /// A model in training on one backend.
 pub struct Session<'b, B: Backend> {
     backend: &'b B,
     model: Gpt2<B>,
-    grads: Params<B::Buffer>,
+    grads: Buf<B, f32>,
     adamw: AdamW<B>,
     acts: Activations<B>,
     scratch: GradScratch<B>,
-    inputs: Vec<u32>,
-    targets: Vec<u32>,
-    b: usize,
-    t: usize,
-    grad_accum_steps: usize,
-    optim: AdamWConfig,
+    losses: Buf<B, f32>,
+    host_inputs: Vec<u32>,
+    host_targets: Vec<u32>,
+    tokens: Option<(B::Tokens, B::Tokens)>,
+    shape: BatchShape,
+    scaler: Option<LossScaler>,
+    rounding_seed: u64,
+}
+
+/// The seed of the stochastic rounding of update `t`: a fixed function of the run's seed and
+/// the step, so a resumed run rounds exactly as an uninterrupted one.
+fn rounding_seed(seed: u64, t: u32) -> u32 {
+    let mixed = (seed ^ 0x9e37_79b9_7f4a_7c15).wrapping_mul(0xbf58_476d_1ce4_e5b9)
+        ^ u64::from(t).wrapping_mul(0x94d0_49bb_1331_11eb);
+    (mixed >> 32) as u32 ^ mixed as u32
 }
 
 impl<'b, B: Backend> Session<'b, B> {
-    /// Allocates training state for `model` with micro-batches of `b × t` tokens and
-    /// `grad_accum_steps` micro-batches per optimizer step.
+    /// Allocates training state for `model`; `seed` seeds the stochastic rounding of bf16
+    /// working weights. fp16 training gets the dynamic loss scaler.
     pub fn new(
         backend: &'b B,
         model: Gpt2<B>,
         optim: AdamWConfig,
-        b: usize,
-        t: usize,
-        grad_accum_steps: usize,
+        shape: BatchShape,
+        seed: u64,
     ) -> Result<Self> {
         let config = *model.config();
+        let BatchShape { b, t, grad_accum_steps } = shape;
         if t > config.max_seq_len {
             return Err(Error::invalid(format!(
                 "sequence length T={t} exceeds the model's maximum sequence length maxT={}",
@@ -69,19 +94,23 @@ impl<'b, B: Backend> Session<'b, B> {
                 "batch size, sequence length and accumulation must be positive",
             ));
         }
+        let options = model.options();
+        let n = model.layout().len();
+        let fp16 = backend.precision() == crate::backend::Precision::Fp16;
         Ok(Self {
             backend,
-            grads: alloc_params(backend, &config)?,
-            adamw: AdamW::new(backend, &config)?,
-            acts: Activations::new(backend, &config, b, t)?,
-            scratch: GradScratch::new(backend, &config, b, t)?,
-            inputs: vec![0; b * t],
-            targets: vec![0; b * t],
+            grads: backend.alloc(n, "the gradients")?,
+            adamw: AdamW::new(backend, model.layout(), optim)?,
+            acts: Activations::new(backend, &config, options.attention, b, t)?,
+            scratch: GradScratch::new(backend, &config, options.fuse, b, t)?,
+            losses: backend.alloc(grad_accum_steps * b * t, "the losses")?,
+            host_inputs: vec![0; b * t],
+            host_targets: vec![0; b * t],
+            tokens: None,
             model,
-            b,
-            t,
-            grad_accum_steps,
-            optim,
+            shape,
+            scaler: fp16.then(|| LossScaler::new(LossScaleConfig::default())),
+            rounding_seed: seed,
         })
     }
 
@@ -90,38 +119,124 @@ impl<'b, B: Backend> Session<'b, B> {
         &self.model
     }
 
-    /// Replaces the AdamW moments (when resuming).
-    pub fn set_moments(&mut self, m: &Params<Vec<f32>>, v: &Params<Vec<f32>>) -> Result<()> {
-        let config = *self.model.config();
-        self.adamw.m = upload_params(self.backend, &config, m)?;
-        self.adamw.v = upload_params(self.backend, &config, v)?;
-        Ok(())
+    /// The dynamic loss scaler (fp16 only).
+    pub fn scaler(&self) -> Option<&LossScaler> {
+        self.scaler.as_ref()
     }
 
-    /// The parameters, copied to the host.
+    /// Replaces the loss scaler's state (when resuming an fp16 run).
+    pub fn set_scaler(&mut self, scaler: LossScaler) {
+        if self.scaler.is_some() {
+            self.scaler = Some(scaler);
+        }
+    }
+
+    /// Replaces the AdamW moments (when resuming).
+    pub fn set_moments(&mut self, m: &Params<Vec<f32>>, v: &Params<Vec<f32>>) -> Result<()> {
+        let layout = self.model.layout();
+        self.backend.upload(&layout.flatten(m), ViewMut::all(&mut self.adamw.m))?;
+        self.backend.upload(&layout.flatten(v), ViewMut::all(&mut self.adamw.v))
+    }
+
+    /// The f32 master parameters, copied to the host.
     pub fn params(&self) -> Result<Params<Vec<f32>>> {
-        download_params(self.backend, self.model.params())
+        self.model.params_to_host(self.backend)
     }
 
     /// The AdamW moments (m, v), copied to the host.
     pub fn moments(&self) -> Result<[Params<Vec<f32>>; 2]> {
-        Ok([
-            download_params(self.backend, &self.adamw.m)?,
-            download_params(self.backend, &self.adamw.v)?,
-        ])
+        let layout = self.model.layout();
+        let mut host = vec![0.0; layout.len()];
+        self.backend.download(View::all(&self.adamw.m), &mut host)?;
+        let m = layout.split(&host);
+        self.backend.download(View::all(&self.adamw.v), &mut host)?;
+        Ok([m, layout.split(&host)])
     }
 
-    /// Loads the next batch into the activations' token buffers.
+    /// The gradients of the last step, copied to the host (for tests and debugging).
+    pub fn grads(&self) -> Result<Params<Vec<f32>>> {
+        let layout = self.model.layout();
+        let mut host = vec![0.0; layout.len()];
+        self.backend.download(View::all(&self.grads), &mut host)?;
+        Ok(layout.split(&host))
+    }
+
+    /// Loads the next batch into the token buffers.
     fn load_batch(&mut self, data: &mut dyn BatchSource) -> Result<()> {
-        data.next_batch(&mut self.inputs, &mut self.targets)?;
-        let bt = self.b * self.t;
-        self.backend.upload_tokens(&self.inputs, ViewMut::prefix(&mut self.acts.inputs, bt))?;
-        self.backend.upload_tokens(&self.targets, ViewMut::prefix(&mut self.acts.targets, bt))
+        data.next_batch(&mut self.host_inputs, &mut self.host_targets)?;
+        match &mut self.tokens {
+            Some((inputs, targets)) => {
+                self.backend.replace_tokens(inputs, &self.host_inputs)?;
+                self.backend.replace_tokens(targets, &self.host_targets)
+            }
+            None => {
+                let shape = TokenShape {
+                    b: self.shape.b,
+                    t: self.shape.t,
+                    vocab: self.model.config().vocab_size,
+                };
+                let inputs = self.backend.upload_tokens(&self.host_inputs, shape)?;
+                let targets = self.backend.upload_tokens(&self.host_targets, shape)?;
+                self.tokens = Some((inputs, targets));
+                Ok(())
+            }
+        }
+    }
+
+    /// Forward (and with `dloss` the backward) of the next batch; the positions' losses go
+    /// to micro-batch `micro`'s window of the losses buffer.
+    fn micro_step(
+        &mut self,
+        data: &mut dyn BatchSource,
+        micro: usize,
+        dloss: Option<f32>,
+    ) -> Result<()> {
+        self.load_batch(data)?;
+        let (b, t) = (self.shape.b, self.shape.t);
+        let bt = b * t;
+        let (inputs, targets) = self.tokens.as_ref().expect("load_batch uploads the tokens");
+        let backend = self.backend;
+        self.model.forward(backend, &mut self.acts, inputs, b, t)?;
+        let losses = ViewMut::of(&mut self.losses, micro * bt..(micro + 1) * bt);
+        self.model.classify(backend, &mut self.acts, targets, losses, (b, t), dloss)?;
+        if dloss.is_some() {
+            self.model.backward(
+                backend,
+                &self.acts,
+                inputs,
+                &mut self.grads,
+                &mut self.scratch,
+                (b, t),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The mean of the first `micro_batches` windows of the losses buffer (one read-back).
+    fn mean_loss(&self, micro_batches: usize) -> Result<f32> {
+        let n = micro_batches * self.shape.b * self.shape.t;
+        let mut host = vec![0.0f32; n];
+        self.backend.download(View::prefix(&self.losses, n), &mut host)?;
+        Ok((host.iter().map(|&x| f64::from(x)).sum::<f64>() / n as f64) as f32)
+    }
+
+    /// The gradients of one optimizer step's micro-batches (replacing the previous ones, see
+    /// [`Session::grads`]), multiplied by the loss scale under fp16; returns the mean loss.
+    pub fn forward_backward(&mut self, data: &mut dyn BatchSource) -> Result<f32> {
+        self.backend.zero(ViewMut::all(&mut self.grads))?;
+        let accum = self.shape.grad_accum_steps;
+        let scale = self.scaler.as_ref().map_or(1.0, LossScaler::scale);
+        let dloss = scale / (self.shape.b * self.shape.t * accum) as f32;
+        for micro in 0..accum {
+            self.micro_step(data, micro, Some(dloss))?;
+        }
+        self.mean_loss(accum)
     }
 
     /// One optimizer step: gradients accumulated over the micro-batches, global norm, clipping,
     /// AdamW update number `t` (1-based) at learning rate `lr`. A non-finite loss or gradient
-    /// norm stops before the update, leaving the parameters untouched.
+    /// norm stops before the update, leaving the parameters untouched — except under fp16 loss
+    /// scaling, where an overflowing gradient skips the update and lowers the scale.
     pub fn train_step(
         &mut self,
         data: &mut dyn BatchSource,
@@ -129,52 +244,45 @@ impl<'b, B: Backend> Session<'b, B> {
         t: u32,
     ) -> Result<StepOutput> {
         let backend = self.backend;
-        for (_, grad) in self.grads.iter_mut() {
-            backend.zero(ViewMut::all(grad))?;
+        let loss_scale = self.scaler.as_ref().map(LossScaler::scale);
+        let loss = self.forward_backward(data)?;
+        let norm = backend.grad_norm(View::all(&self.grads))?;
+        let unscale = 1.0 / loss_scale.unwrap_or(1.0);
+        let grad_norm = norm.norm * unscale;
+        let skipped = match &mut self.scaler {
+            Some(scaler) => scaler.update(norm.nonfinite) == StepDecision::Skip,
+            None => false,
+        };
+        let output = StepOutput { loss, grad_norm, skipped, loss_scale };
+        if skipped && loss.is_finite() {
+            return Ok(output);
         }
-        let dloss = 1.0 / (self.b * self.t * self.grad_accum_steps) as f32;
-        let mut loss_sum = 0.0f64;
-        for _ in 0..self.grad_accum_steps {
-            self.load_batch(data)?;
-            self.model.forward(backend, &mut self.acts, self.b, self.t)?;
-            loss_sum +=
-                f64::from(self.model.classify(backend, &mut self.acts, self.b, self.t, dloss)?);
-            self.model.backward(
-                backend,
-                &self.acts,
-                &mut self.grads,
-                &mut self.scratch,
-                self.b,
-                self.t,
-            )?;
-        }
-        let loss = (loss_sum / self.grad_accum_steps as f64) as f32;
-        let views: Vec<View<'_, B::Buffer>> = self.grads.0.iter().map(View::all).collect();
-        let grad_norm = backend.global_norm(&views)?;
-        if !loss.is_finite() || !grad_norm.is_finite() {
+        if !loss.is_finite() || norm.nonfinite || !grad_norm.is_finite() {
             return Err(Error::Diverged(format!(
                 "the loss is {loss} and the gradient norm {grad_norm}"
             )));
         }
-        let scale = self.optim.clip_scale(grad_norm);
-        let params = self.model.params_mut();
-        self.adamw.update(backend, &self.optim, params, &self.grads, lr, t, scale)?;
-        Ok(StepOutput { loss, grad_norm })
+        let rounding = if B::Act::STOCHASTIC_ROUNDING {
+            WorkingRounding::Stochastic { seed: rounding_seed(self.rounding_seed, t) }
+        } else {
+            WorkingRounding::NearestEven
+        };
+        let grad_scale = self.adamw_clip(grad_norm) * unscale;
+        let step = UpdateStep { lr, t, grad_scale, rounding };
+        self.adamw.update(backend, &mut self.model, &self.grads, step)?;
+        Ok(output)
+    }
+
+    fn adamw_clip(&self, grad_norm: f32) -> f32 {
+        self.adamw.config().clip_scale(grad_norm)
     }
 
     /// Mean loss over the next `batches` batches of `data` (no parameter change).
     pub fn evaluate(&mut self, data: &mut dyn BatchSource, batches: usize) -> Result<f32> {
         let mut sum = 0.0f64;
         for _ in 0..batches {
-            self.load_batch(data)?;
-            self.model.forward(self.backend, &mut self.acts, self.b, self.t)?;
-            sum += f64::from(self.model.classify(
-                self.backend,
-                &mut self.acts,
-                self.b,
-                self.t,
-                0.0,
-            )?);
+            self.micro_step(data, 0, None)?;
+            sum += f64::from(self.mean_loss(1)?);
         }
         Ok((sum / batches.max(1) as f64) as f32)
     }

@@ -5,9 +5,12 @@ use rand_pcg::Pcg64;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use tempfile::TempDir;
+use trainer::backend::Backend;
 use trainer::checkpoint::write_model;
 use trainer::data::write_shard;
-use trainer::model::{Gpt2Config, Params, gpt2_init};
+use trainer::model::{Gpt2, Gpt2Config, ModelOptions, Params, gpt2_init};
+use trainer::optim::AdamWConfig;
+use trainer::train::{BatchShape, BatchSource, Session};
 
 /// L2 NH4 C64, V 300 padded to 384, maxT 64: small enough for an f64 reference.
 pub fn tiny() -> Gpt2Config {
@@ -107,4 +110,48 @@ pub fn metrics(path: &Path) -> Vec<serde_json::Value> {
         .lines()
         .map(|line| serde_json::from_str(line).unwrap())
         .collect()
+}
+
+/// The same batch every time.
+pub struct FixedBatch {
+    /// Input ids (B·T).
+    pub inputs: Vec<u32>,
+    /// Target ids (B·T).
+    pub targets: Vec<u32>,
+}
+
+impl BatchSource for FixedBatch {
+    fn next_batch(&mut self, inputs: &mut [u32], targets: &mut [u32]) -> trainer::Result<()> {
+        inputs.copy_from_slice(&self.inputs);
+        targets.copy_from_slice(&self.targets);
+        Ok(())
+    }
+}
+
+/// AdamW at llm.c's test settings: no weight decay, no clipping.
+pub fn plain_adamw() -> AdamWConfig {
+    AdamWConfig {
+        beta1: 0.9,
+        beta2: 0.999,
+        eps: 1e-8,
+        weight_decay: 0.0,
+        decay_all: false,
+        grad_clip: 0.0,
+    }
+}
+
+/// The loss and the parameter gradients of one forward/backward of `params` on `batch`.
+pub fn one_step_grads<B: Backend>(
+    backend: &B,
+    config: &Gpt2Config,
+    params: &Params<Vec<f32>>,
+    options: ModelOptions,
+    batch: &mut FixedBatch,
+    (b, t): (usize, usize),
+) -> (f32, Params<Vec<f32>>) {
+    let model = Gpt2::new(backend, *config, params, options).unwrap();
+    let shape = BatchShape { b, t, grad_accum_steps: 1 };
+    let mut session = Session::new(backend, model, plain_adamw(), shape, 0).unwrap();
+    let loss = session.forward_backward(batch).unwrap();
+    (loss, session.grads().unwrap())
 }

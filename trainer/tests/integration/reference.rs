@@ -1,10 +1,12 @@
 //! The trainer against the independent f64 model of llm.c's `train_gpt2.c`.
 
-use crate::common::{Files, arg, metrics, random_params, tiny, tokens, trainer_ok};
+use crate::common::{
+    Files, FixedBatch, arg, metrics, one_step_grads, random_params, tiny, tokens, trainer_ok,
+};
 use crate::llmc_f64::{self, WTE};
-use trainer::backend::{CpuBackend, ViewMut};
+use trainer::backend::CpuBackend;
 use trainer::checkpoint::write_model;
-use trainer::model::{Activations, Gpt2, Gpt2Config, GradScratch, alloc_params, download_params};
+use trainer::model::{Gpt2Config, ModelOptions};
 
 /// The f64 reference is itself right: its gradient matches central differences of its loss.
 #[test]
@@ -58,21 +60,10 @@ fn trainer_gradients_match_reference() {
     let toks = tokens(b * t + 1, config.vocab_size, 4);
     let (want_loss, want) = reference.loss_and_grads(&toks[..b * t], &toks[1..], b, t);
 
-    let backend = CpuBackend;
-    let model = Gpt2::new(&backend, config, &params).unwrap();
-    let mut acts = Activations::new(&backend, &config, b, t).unwrap();
     let widen = |x: &[u16]| x.iter().map(|&v| u32::from(v)).collect::<Vec<_>>();
-    let inputs = widen(&toks[..b * t]);
-    let targets = widen(&toks[1..]);
-    use trainer::backend::Backend;
-    backend.upload_tokens(&inputs, ViewMut::all(&mut acts.inputs)).unwrap();
-    backend.upload_tokens(&targets, ViewMut::all(&mut acts.targets)).unwrap();
-    model.forward(&backend, &mut acts, b, t).unwrap();
-    let loss = model.classify(&backend, &mut acts, b, t, 1.0 / (b * t) as f32).unwrap();
-    let mut grads = alloc_params(&backend, &config).unwrap();
-    let mut scratch = GradScratch::new(&backend, &config, b, t).unwrap();
-    model.backward(&backend, &acts, &mut grads, &mut scratch, b, t).unwrap();
-    let grads = download_params(&backend, &grads).unwrap();
+    let mut batch = FixedBatch { inputs: widen(&toks[..b * t]), targets: widen(&toks[1..]) };
+    let (loss, grads) =
+        one_step_grads(&CpuBackend, &config, &params, ModelOptions::default(), &mut batch, (b, t));
 
     assert!((f64::from(loss) - want_loss).abs() < 1e-5, "loss {loss} vs {want_loss}");
     for (k, (kind, got)) in grads.iter().enumerate() {

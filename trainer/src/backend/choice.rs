@@ -1,0 +1,150 @@
+//! `--device` and `--precision`: which backend runs, in which arithmetic.
+
+use super::{Backend, CpuBackend, CudaAct, CudaBackend};
+use crate::error::{Error, Result};
+use gpu_host::{Device, Gpu, GpuError};
+use half::{bf16, f16};
+use ptx_sim::Simulator;
+
+/// Work generic over the backend: what [`ResolvedDevice::run`] runs once it has built the
+/// backend of the requested device and precision (one monomorphised copy per backend type).
+pub trait BackendJob {
+    /// What the job returns.
+    type Output;
+    /// Runs the job on `backend`.
+    fn run<B: Backend>(self, backend: &B) -> Result<Self::Output>;
+}
+
+/// Where the user asked to train.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceChoice {
+    /// The CPU backend.
+    Cpu,
+    /// The CUDA backend on GPU 0.
+    Cuda,
+    /// The CUDA backend on the PTX simulator (slow, every check on; tiny models).
+    Sim,
+    /// CUDA when a usable GPU and driver are present, else the CPU.
+    Auto,
+}
+
+/// A backend that can run here, with its runtime opened.
+pub enum ResolvedDevice {
+    /// [`super::CpuBackend`].
+    Cpu,
+    /// The CUDA backend on this GPU.
+    Cuda(Gpu),
+    /// The CUDA backend on the simulator.
+    Sim(Simulator),
+}
+
+impl ResolvedDevice {
+    /// Whether this is the CPU.
+    pub fn is_cpu(&self) -> bool {
+        matches!(self, Self::Cpu)
+    }
+
+    /// Builds the backend of this device in `precision` and runs `job` on it. The CPU runs
+    /// fp32 only.
+    pub fn run<J: BackendJob>(&self, precision: Precision, job: J) -> Result<J::Output> {
+        match self {
+            Self::Cpu if precision == Precision::Fp32 => job.run(&CpuBackend),
+            Self::Cpu => Err(Error::invalid(format!(
+                "the CPU backend computes in fp32 only; --precision {} needs --device cuda (or sim)",
+                precision.name()
+            ))),
+            Self::Cuda(gpu) => {
+                let info = gpu.info();
+                let sms = info.multiprocessors as usize;
+                run_on(gpu, precision, sms, Some(info.name.clone()), job)
+            }
+            Self::Sim(sim) => run_on(sim, precision, 1, None, job),
+        }
+    }
+}
+
+fn run_on<D: Device, J: BackendJob>(
+    dev: &D,
+    precision: Precision,
+    multiprocessors: usize,
+    gpu_name: Option<String>,
+    job: J,
+) -> Result<J::Output> {
+    fn with<D: Device, A: CudaAct, J: BackendJob>(
+        dev: &D,
+        precision: Precision,
+        multiprocessors: usize,
+        gpu_name: Option<String>,
+        job: J,
+    ) -> Result<J::Output> {
+        job.run(&CudaBackend::<D, A>::new(dev, precision, multiprocessors, gpu_name)?)
+    }
+    match precision {
+        Precision::Fp32 | Precision::Tf32 => {
+            with::<D, f32, J>(dev, precision, multiprocessors, gpu_name, job)
+        }
+        Precision::Bf16 => with::<D, bf16, J>(dev, precision, multiprocessors, gpu_name, job),
+        Precision::Fp16 => with::<D, f16, J>(dev, precision, multiprocessors, gpu_name, job),
+    }
+}
+
+impl DeviceChoice {
+    /// Opens the backend's runtime, or names why it cannot run.
+    pub fn resolve(self) -> Result<ResolvedDevice> {
+        match self {
+            Self::Cpu => Ok(ResolvedDevice::Cpu),
+            Self::Cuda => Gpu::new().map(ResolvedDevice::Cuda).map_err(|e| {
+                Error::invalid(format!("--device cuda: {e}; use --device cpu (or auto)"))
+            }),
+            Self::Sim => Simulator::new().map(ResolvedDevice::Sim).map_err(|e| {
+                Error::invalid(format!("--device sim: {e}; run `cargo xtask build-ptx` first"))
+            }),
+            Self::Auto => match Gpu::new() {
+                Ok(gpu) => Ok(ResolvedDevice::Cuda(gpu)),
+                Err(GpuError::NoDriver(_) | GpuError::NoDevice | GpuError::PtxNotBuilt { .. }) => {
+                    Ok(ResolvedDevice::Cpu)
+                }
+                Err(e) => Err(Error::invalid(format!(
+                    "a GPU is present but cannot be used: {e}; use --device cpu"
+                ))),
+            },
+        }
+    }
+}
+
+/// The arithmetic of training: the speed ladder's precisions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Precision {
+    /// f32 storage, FP32 matmuls on the SIMT cores.
+    Fp32,
+    /// f32 storage, TF32 tensor-core matmuls.
+    Tf32,
+    /// bf16 activations and working weights, f32 master weights, gradients and optimizer
+    /// state; bf16 tensor-core matmuls.
+    Bf16,
+    /// As bf16 with f16, and dynamic loss scaling.
+    Fp16,
+}
+
+impl Precision {
+    /// The CLI name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Fp32 => "fp32",
+            Self::Tf32 => "tf32",
+            Self::Bf16 => "bf16",
+            Self::Fp16 => "fp16",
+        }
+    }
+
+    /// The GEMM mode of this precision.
+    pub fn gemm(self) -> gpu_host::kernels::gemm::Precision {
+        use gpu_host::kernels::gemm::Precision as G;
+        match self {
+            Self::Fp32 => G::Fp32,
+            Self::Tf32 => G::Tf32,
+            Self::Bf16 => G::Bf16,
+            Self::Fp16 => G::Fp16,
+        }
+    }
+}

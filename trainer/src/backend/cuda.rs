@@ -1,0 +1,664 @@
+//! The CUDA backend: every op is one or a few of the project's kernels, launched through
+//! `gpu_host` on any [`Device`] — a CUDA GPU, or the PTX simulator (`--device sim`).
+//!
+//! Activations and the working copy of the weights are `A` (f32, bf16 or f16); master
+//! weights, gradients, AdamW moments, layernorm statistics and losses are f32. Matmul weight
+//! and bias gradients are accumulated in f32 straight from the 16-bit operands.
+
+use super::ops::{
+    AdamWArgs, AdamWHyper, AttentionBackward, AttentionForward, AttentionSaved, AttentionSavedView,
+    Classifier, Dims, LayerNormBackward, LayerNormForward, Linear, MatmulBackward, MatmulForward,
+    ParamGrads, ResidualLayerNormForward, WorkingRounding,
+};
+use super::{
+    ActElement, ActMut, ActView, ArenaTensor, Backend, Element, F32View, GradNorm, Precision,
+    Storage, TokenShape, View, ViewMut,
+};
+use crate::error::{Error, Result};
+use gpu_host::kernels::adamw::{self, AdamWBuffers, AdamWTable, AdamWTensor};
+use gpu_host::kernels::attention::{self, AttentionElement, AttentionShape};
+use gpu_host::kernels::classifier::{self, LogitsGradient, Vocab};
+use gpu_host::kernels::elementwise;
+use gpu_host::kernels::encoder::{self, Tokens};
+use gpu_host::kernels::flash::{self, FlashBackward, FlashForward};
+use gpu_host::kernels::gemm::{
+    self, BiasGradElement, Epilogue, GemmOutput, GemmSpec, GemmTypes, Precision as GemmPrecision,
+};
+use gpu_host::kernels::layernorm::{self, LayerNormStats};
+use gpu_host::kernels::{gelu, norm};
+use gpu_host::{Device, DeviceBuffer, DeviceElement, DeviceView, DeviceViewMut, GpuError};
+use half::{bf16, f16};
+use std::cell::RefCell;
+use std::marker::PhantomData;
+
+/// The activation types the CUDA backend runs: what their matmuls, attention, working-copy
+/// rounding and AdamW need.
+pub trait CudaAct:
+    ActElement + GemmTypes<Self> + GemmOutput + GemmTypes<f32> + BiasGradElement<f32> + AttentionElement
+{
+    /// The precisions whose matmuls take this type.
+    const PRECISIONS: &'static [Precision];
+
+    /// `dst = src` rounded to nearest-even.
+    fn round_from_f32<D: Device>(
+        dev: &D,
+        src: DeviceView<'_, f32>,
+        dst: DeviceViewMut<'_, Self>,
+    ) -> gpu_host::Result<()>;
+
+    /// Flash attention forward (16-bit types only).
+    fn flash_forward<D: Device>(
+        dev: &D,
+        shape: AttentionShape,
+        args: FlashForward<'_, Self>,
+    ) -> Result<()>;
+
+    /// Flash attention backward (16-bit types only).
+    fn flash_backward<D: Device>(
+        dev: &D,
+        shape: AttentionShape,
+        args: FlashBackward<'_, Self>,
+    ) -> Result<()>;
+
+    /// One AdamW step with f32 gradients, writing a working copy of this type if given.
+    fn adamw<D: Device>(
+        dev: &D,
+        table: &AdamWTable<D>,
+        bufs: AdamWBuffers<'_, f32, Self>,
+        hyper: &adamw::AdamWHyper,
+    ) -> gpu_host::Result<()>;
+}
+
+fn no_flash() -> Error {
+    Error::invalid(
+        "flash attention runs on bf16 or fp16 activations; use --attention naive with fp32/tf32",
+    )
+}
+
+impl CudaAct for f32 {
+    const PRECISIONS: &'static [Precision] = &[Precision::Fp32, Precision::Tf32];
+
+    fn round_from_f32<D: Device>(
+        dev: &D,
+        src: DeviceView<'_, f32>,
+        dst: DeviceViewMut<'_, f32>,
+    ) -> gpu_host::Result<()> {
+        elementwise::scale(dev, src, 1.0, dst)
+    }
+
+    fn flash_forward<D: Device>(_: &D, _: AttentionShape, _: FlashForward<'_, f32>) -> Result<()> {
+        Err(no_flash())
+    }
+
+    fn flash_backward<D: Device>(
+        _: &D,
+        _: AttentionShape,
+        _: FlashBackward<'_, f32>,
+    ) -> Result<()> {
+        Err(no_flash())
+    }
+
+    fn adamw<D: Device>(
+        dev: &D,
+        table: &AdamWTable<D>,
+        bufs: AdamWBuffers<'_, f32, f32>,
+        hyper: &adamw::AdamWHyper,
+    ) -> gpu_host::Result<()> {
+        let AdamWBuffers { params, grads, m, v, working } = bufs;
+        if working.is_some() {
+            return Err(GpuError::invalid("adamw", "working", "f32 models keep no working copy"));
+        }
+        let working: Option<DeviceViewMut<'_, bf16>> = None;
+        adamw::adamw(dev, table, AdamWBuffers { params, grads, m, v, working }, hyper)
+    }
+}
+
+macro_rules! half_act {
+    ($ty:ty, $precision:ident) => {
+        impl CudaAct for $ty {
+            const PRECISIONS: &'static [Precision] = &[Precision::$precision];
+
+            fn round_from_f32<D: Device>(
+                dev: &D,
+                src: DeviceView<'_, f32>,
+                dst: DeviceViewMut<'_, $ty>,
+            ) -> gpu_host::Result<()> {
+                elementwise::cast(dev, src, dst)
+            }
+
+            fn flash_forward<D: Device>(
+                dev: &D,
+                shape: AttentionShape,
+                args: FlashForward<'_, $ty>,
+            ) -> Result<()> {
+                Ok(flash::flash_attention_forward(dev, shape, args)?)
+            }
+
+            fn flash_backward<D: Device>(
+                dev: &D,
+                shape: AttentionShape,
+                args: FlashBackward<'_, $ty>,
+            ) -> Result<()> {
+                Ok(flash::flash_attention_backward(dev, shape, args)?)
+            }
+
+            fn adamw<D: Device>(
+                dev: &D,
+                table: &AdamWTable<D>,
+                bufs: AdamWBuffers<'_, f32, $ty>,
+                hyper: &adamw::AdamWHyper,
+            ) -> gpu_host::Result<()> {
+                adamw::adamw(dev, table, bufs, hyper)
+            }
+        }
+    };
+}
+
+half_act!(bf16, Bf16);
+half_act!(f16, Fp16);
+
+/// A device allocation as a backend buffer.
+pub struct DevBuf<D: Device, T: DeviceElement>(D::Buffer<T>);
+
+impl<D: Device, T: DeviceElement> Storage for DevBuf<D, T> {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+fn dv<'a, D: Device, T: DeviceElement>(view: View<'a, DevBuf<D, T>>) -> DeviceView<'a, T> {
+    let (buf, range) = view.parts();
+    buf.0.view().slice(range).expect("backend views lie inside their buffers")
+}
+
+fn dvm<'a, D: Device, T: DeviceElement>(view: ViewMut<'a, DevBuf<D, T>>) -> DeviceViewMut<'a, T> {
+    let (buf, range) = view.into_parts();
+    buf.0.view_mut().slice_mut(range).expect("backend views lie inside their buffers")
+}
+
+/// Work space the ops borrow for the duration of a call, grown on demand.
+struct Scratch<D: Device, A: DeviceElement> {
+    act: Option<D::Buffer<A>>,
+    f32: Option<D::Buffer<f32>>,
+    norm_workspace: D::Buffer<u64>,
+    norm_out: D::Buffer<f32>,
+}
+
+/// The CUDA backend on runtime `D` with activations of type `A`.
+pub struct CudaBackend<'d, D: Device, A: CudaAct> {
+    dev: &'d D,
+    precision: Precision,
+    multiprocessors: usize,
+    gpu_name: Option<String>,
+    scratch: RefCell<Scratch<D, A>>,
+    act: PhantomData<A>,
+}
+
+/// Maps a runtime error to the trainer's, naming the buffer of an out-of-memory error.
+fn alloc_error(what: &str, err: GpuError) -> Error {
+    match err {
+        GpuError::OutOfMemory { bytes, free, total } => Error::Backend(format!(
+            "out of GPU memory allocating {what}: {:.2} GiB requested, {:.2} GiB free of {:.2} GiB; lower --batch-size (or --seq-len)",
+            gib(bytes),
+            gib(free),
+            gib(total)
+        )),
+        other => Error::Backend(format!("allocating {what}: {other}")),
+    }
+}
+
+fn gib(bytes: usize) -> f64 {
+    bytes as f64 / (1u64 << 30) as f64
+}
+
+impl From<GpuError> for Error {
+    fn from(err: GpuError) -> Self {
+        Error::Backend(err.to_string())
+    }
+}
+
+impl<'d, D: Device, A: CudaAct> CudaBackend<'d, D, A> {
+    /// A backend on `dev` whose matmuls run in `precision` (which must take `A`), splitting
+    /// K of small-output GEMMs for a GPU of `multiprocessors` SMs; `gpu_name` (the driver's
+    /// name of a real GPU) selects the peak of the MFU.
+    pub fn new(
+        dev: &'d D,
+        precision: Precision,
+        multiprocessors: usize,
+        gpu_name: Option<String>,
+    ) -> Result<Self> {
+        if !<A as CudaAct>::PRECISIONS.contains(&precision) {
+            return Err(Error::invalid(format!(
+                "precision {} does not compute on {} activations",
+                precision.name(),
+                <A as DeviceElement>::NAME
+            )));
+        }
+        let scratch = Scratch {
+            act: None,
+            f32: None,
+            norm_workspace: dev
+                .alloc(norm::GRAD_NORM_WORKSPACE_LEN)
+                .map_err(|e| alloc_error("the gradient-norm workspace", e))?,
+            norm_out: dev.alloc(2).map_err(|e| alloc_error("the gradient norm", e))?,
+        };
+        Ok(Self {
+            dev,
+            precision,
+            multiprocessors: multiprocessors.max(1),
+            gpu_name,
+            scratch: RefCell::new(scratch),
+            act: PhantomData,
+        })
+    }
+
+    fn gemm_precision(&self) -> GemmPrecision {
+        self.precision.gemm()
+    }
+
+    /// Runs `f` with at least `act_len` elements of `A` and `f32_len` of f32 scratch.
+    fn with_scratch<R>(
+        &self,
+        act_len: usize,
+        f32_len: usize,
+        what: &str,
+        f: impl FnOnce(DeviceViewMut<'_, A>, DeviceViewMut<'_, f32>) -> Result<R>,
+    ) -> Result<R> {
+        let mut scratch = self.scratch.borrow_mut();
+        let scratch = &mut *scratch;
+        grow(self.dev, &mut scratch.act, act_len, what)?;
+        grow(self.dev, &mut scratch.f32, f32_len, what)?;
+        let act = scratch.act.as_mut().expect("grown").view_mut();
+        let f32s = scratch.f32.as_mut().expect("grown").view_mut();
+        f(act, f32s)
+    }
+}
+
+/// Replaces `buf` with a larger allocation when it holds fewer than `len` elements (at least
+/// one element, so the views exist).
+fn grow<D: Device, T: DeviceElement>(
+    dev: &D,
+    buf: &mut Option<D::Buffer<T>>,
+    len: usize,
+    what: &str,
+) -> Result<()> {
+    let len = len.max(1);
+    if buf.as_ref().is_none_or(|b| b.len() < len) {
+        *buf = None;
+        *buf = Some(dev.alloc(len).map_err(|e| alloc_error(what, e))?);
+    }
+    Ok(())
+}
+
+/// The weight and bias windows of a gradient arena (disjoint by the arena's layout).
+fn weight_and_bias<'a, D: Device, A: CudaAct>(
+    grads: ParamGrads<'a, CudaBackend<'_, D, A>>,
+) -> Result<(DeviceViewMut<'a, f32>, Option<DeviceViewMut<'a, f32>>)> {
+    let ParamGrads { arena, weight, bias } = grads;
+    let arena = dvm(arena);
+    let Some(bias) = bias else {
+        return Ok((arena.slice_mut(weight)?, None));
+    };
+    assert!(weight.end <= bias.start || bias.end <= weight.start, "gradient windows overlap");
+    let (first, second) =
+        if weight.start < bias.start { (&weight, &bias) } else { (&bias, &weight) };
+    let (lo, hi) = arena.split_at_mut(second.start)?;
+    let (first, second) = (lo.slice_mut(first.clone())?, hi.slice_mut(0..second.len())?);
+    Ok(if weight.start < bias.start { (first, Some(second)) } else { (second, Some(first)) })
+}
+
+fn attention_shape(dims: Dims) -> AttentionShape {
+    AttentionShape { b: dims.b, t: dims.t, c: dims.c, nh: dims.nh }
+}
+
+impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
+    type Act = A;
+    type Buf<T: Element> = DevBuf<D, T>;
+    type Tokens = Tokens<D>;
+    type AdamWTable = AdamWTable<D>;
+
+    fn describe(&self) -> String {
+        let matmuls = match self.precision {
+            Precision::Fp32 => "FP32 SIMT matmuls",
+            Precision::Tf32 => "TF32 tensor-core matmuls",
+            Precision::Bf16 => "bf16 tensor-core matmuls",
+            Precision::Fp16 => "fp16 tensor-core matmuls",
+        };
+        format!(
+            "{}, {} ({} activations, {matmuls})",
+            self.dev.describe(),
+            self.precision.name(),
+            <A as DeviceElement>::NAME
+        )
+    }
+
+    fn precision(&self) -> Precision {
+        self.precision
+    }
+
+    fn gpu_name(&self) -> Option<&str> {
+        self.gpu_name.as_deref()
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        Ok(self.dev.synchronize()?)
+    }
+
+    fn alloc<T: Element>(&self, len: usize, what: &str) -> Result<DevBuf<D, T>> {
+        let mut buf = self.dev.alloc::<T>(len).map_err(|e| alloc_error(what, e))?;
+        elementwise::fill(self.dev, buf.view_mut(), T::default())?;
+        Ok(DevBuf(buf))
+    }
+
+    fn upload<T: Element>(&self, src: &[T], dst: ViewMut<'_, DevBuf<D, T>>) -> Result<()> {
+        Ok(self.dev.copy_to_device(src, dvm(dst))?)
+    }
+
+    fn download<T: Element>(&self, src: View<'_, DevBuf<D, T>>, dst: &mut [T]) -> Result<()> {
+        Ok(self.dev.copy_to_host(dv(src), dst)?)
+    }
+
+    fn zero<T: Element>(&self, dst: ViewMut<'_, DevBuf<D, T>>) -> Result<()> {
+        Ok(elementwise::fill(self.dev, dvm(dst), T::default())?)
+    }
+
+    fn round_to_act(&self, src: F32View<'_, Self>, dst: ActMut<'_, Self>) -> Result<()> {
+        Ok(A::round_from_f32(self.dev, dv(src), dvm(dst))?)
+    }
+
+    fn upload_tokens(&self, ids: &[u32], shape: TokenShape) -> Result<Tokens<D>> {
+        Tokens::upload(self.dev, ids, shape).map_err(|e| Error::invalid(e.to_string()))
+    }
+
+    fn replace_tokens(&self, tokens: &mut Tokens<D>, ids: &[u32]) -> Result<()> {
+        tokens.replace(self.dev, ids).map_err(|e| Error::invalid(e.to_string()))
+    }
+
+    fn encoder_forward(
+        &self,
+        out: ActMut<'_, Self>,
+        tokens: &Tokens<D>,
+        wte: ActView<'_, Self>,
+        wpe: ActView<'_, Self>,
+        dims: Dims,
+    ) -> Result<()> {
+        Ok(encoder::encoder_forward(self.dev, tokens, dv(wte), dv(wpe), dvm(out), dims.c)?)
+    }
+
+    fn encoder_backward(
+        &self,
+        grads: ParamGrads<'_, Self>,
+        dout: ActView<'_, Self>,
+        tokens: &Tokens<D>,
+        dims: Dims,
+    ) -> Result<()> {
+        let (dwte, dwpe) = weight_and_bias(grads)?;
+        let dwpe = dwpe.expect("the encoder's grads name wpe as the bias");
+        Ok(encoder::encoder_backward(self.dev, tokens, dv(dout), dwte, dwpe, dims.c)?)
+    }
+
+    fn layernorm_forward(
+        &self,
+        args: LayerNormForward<'_, Self>,
+        rows: usize,
+        c: usize,
+    ) -> Result<()> {
+        let LayerNormForward { out, stats, inp, weight, bias } = args;
+        let _ = rows;
+        let args = layernorm::LayerNormForward {
+            inp: dv(inp),
+            weight: dv(weight),
+            bias: dv(bias),
+            out: dvm(out),
+            stats: Some(LayerNormStats { mean: dvm(stats.mean), rstd: dvm(stats.rstd) }),
+        };
+        Ok(layernorm::layernorm_forward(self.dev, c, args)?)
+    }
+
+    fn residual_layernorm_forward(
+        &self,
+        args: ResidualLayerNormForward<'_, Self>,
+        rows: usize,
+        c: usize,
+    ) -> Result<()> {
+        let ResidualLayerNormForward { residual, inp1, inp2, out, stats, weight, bias } = args;
+        let _ = rows;
+        let args = layernorm::ResidualLayerNormForward {
+            inp1: dv(inp1),
+            inp2: dv(inp2),
+            residual: dvm(residual),
+            weight: dv(weight),
+            bias: dv(bias),
+            out: dvm(out),
+            stats: Some(LayerNormStats { mean: dvm(stats.mean), rstd: dvm(stats.rstd) }),
+        };
+        Ok(layernorm::residual_layernorm_forward(self.dev, c, args)?)
+    }
+
+    fn layernorm_backward(
+        &self,
+        args: LayerNormBackward<'_, Self>,
+        rows: usize,
+        c: usize,
+    ) -> Result<()> {
+        let LayerNormBackward { dinp, grads, dout, inp, weight, mean, rstd } = args;
+        let (dweight, dbias) = weight_and_bias(grads)?;
+        let dbias = dbias.expect("layernorm gradients have a bias");
+        let len = layernorm::layernorm_backward_scratch_len(rows, c);
+        self.with_scratch(0, len, "layernorm backward scratch", |_, scratch| {
+            let args = layernorm::LayerNormBackward {
+                dout: dv(dout),
+                inp: dv(inp),
+                weight: dv(weight),
+                mean: dv(mean),
+                rstd: dv(rstd),
+                dinp: dvm(dinp),
+                dweight,
+                dbias,
+                scratch,
+            };
+            Ok(layernorm::layernorm_backward(self.dev, c, args)?)
+        })
+    }
+
+    fn matmul_forward(&self, args: MatmulForward<'_, Self>, shape: Linear) -> Result<()> {
+        let MatmulForward { out, inp, weight, bias, activation } = args;
+        let spec =
+            GemmSpec::linear_forward(shape.rows, shape.out, shape.inp, self.gemm_precision());
+        let activation = match activation {
+            super::ops::Activation::None => gemm::Activation::None,
+            super::ops::Activation::Gelu { pre_act } => {
+                gemm::Activation::Gelu { pre_act: Some(dvm(pre_act)) }
+            }
+        };
+        let epilogue = Epilogue { bias: bias.map(dv), activation };
+        Ok(gemm::gemm::<D, A, A>(self.dev, &spec, dv(inp), dv(weight), dvm(out), epilogue)?)
+    }
+
+    fn matmul_backward(&self, args: MatmulBackward<'_, Self>, shape: Linear) -> Result<()> {
+        let MatmulBackward { dinp, grads, dout, inp, weight, gelu_pre_act } = args;
+        let (dweight, dbias) = weight_and_bias(grads)?;
+        let Linear { rows, inp: in_features, out: out_features } = shape;
+        let precision = self.gemm_precision();
+        let dout = dv(dout);
+        let spec = GemmSpec::linear_backward_input(rows, in_features, out_features, precision);
+        let activation = match gelu_pre_act {
+            Some(pre_act) => gemm::Activation::DGelu { pre_act: dv(pre_act) },
+            None => gemm::Activation::None,
+        };
+        let epilogue = Epilogue { bias: None, activation };
+        gemm::gemm::<D, A, A>(self.dev, &spec, dout, dv(weight), dvm(dinp), epilogue)?;
+        let spec = GemmSpec::linear_backward_weight(rows, in_features, out_features, precision)
+            .with_split_k_for(self.multiprocessors);
+        self.with_scratch(0, spec.workspace_len(), "split-K workspace", |_, workspace| {
+            Ok(gemm::gemm_split_k::<D, A, f32>(
+                self.dev,
+                &spec,
+                dout,
+                dv(inp),
+                dweight,
+                Epilogue::default(),
+                workspace,
+            )?)
+        })?;
+        if let Some(dbias) = dbias {
+            gemm::bias_grad::<D, A, f32>(self.dev, dout, rows, out_features, dbias, 1.0)?;
+        }
+        Ok(())
+    }
+
+    fn attention_forward(&self, args: AttentionForward<'_, Self>, dims: Dims) -> Result<()> {
+        let AttentionForward { out, saved, qkv } = args;
+        let shape = attention_shape(dims);
+        match saved {
+            AttentionSaved::Probs(att) => {
+                let len = attention::attention_forward_scratch_len(shape);
+                let precision = self.gemm_precision();
+                self.with_scratch(len, 0, "attention scratch", |scratch, _| {
+                    let args = attention::AttentionForward {
+                        qkv: dv(qkv),
+                        out: dvm(out),
+                        att: dvm(att),
+                        scratch,
+                    };
+                    Ok(attention::attention_forward(self.dev, shape, precision, args)?)
+                })
+            }
+            AttentionSaved::Lse(lse) => {
+                let args = FlashForward { qkv: dv(qkv), out: dvm(out), lse: dvm(lse) };
+                A::flash_forward(self.dev, shape, args)
+            }
+        }
+    }
+
+    fn attention_backward(&self, args: AttentionBackward<'_, Self>, dims: Dims) -> Result<()> {
+        let AttentionBackward { dqkv, dout, qkv, out, saved } = args;
+        let shape = attention_shape(dims);
+        match saved {
+            AttentionSavedView::Probs(att) => {
+                let len = attention::attention_backward_scratch_len(shape);
+                let precision = self.gemm_precision();
+                self.with_scratch(len, 0, "attention scratch", |scratch, _| {
+                    let args = attention::AttentionBackward {
+                        dout: dv(dout),
+                        qkv: dv(qkv),
+                        att: dv(att),
+                        dqkv: dvm(dqkv),
+                        scratch,
+                    };
+                    Ok(attention::attention_backward(self.dev, shape, precision, args)?)
+                })
+            }
+            AttentionSavedView::Lse(lse) => {
+                let len = dims.b * dims.nh * dims.t;
+                self.with_scratch(0, len, "flash attention scratch", |_, d_scratch| {
+                    let args = FlashBackward {
+                        qkv: dv(qkv),
+                        out: dv(out),
+                        dout: dv(dout),
+                        lse: dv(lse),
+                        d_scratch,
+                        dqkv: dvm(dqkv),
+                    };
+                    A::flash_backward(self.dev, shape, args)
+                })
+            }
+        }
+    }
+
+    fn gelu_forward(&self, out: ActMut<'_, Self>, inp: ActView<'_, Self>) -> Result<()> {
+        Ok(gelu::gelu_forward(self.dev, dv(inp), dvm(out))?)
+    }
+
+    fn gelu_backward(
+        &self,
+        dinp: ActMut<'_, Self>,
+        inp: ActView<'_, Self>,
+        dout: ActView<'_, Self>,
+    ) -> Result<()> {
+        Ok(gelu::gelu_backward(self.dev, dv(inp), dv(dout), dvm(dinp))?)
+    }
+
+    fn residual_forward(
+        &self,
+        out: ActMut<'_, Self>,
+        inp1: ActView<'_, Self>,
+        inp2: ActView<'_, Self>,
+    ) -> Result<()> {
+        Ok(elementwise::add(self.dev, dv(inp1), dv(inp2), dvm(out))?)
+    }
+
+    fn fused_classifier(&self, args: Classifier<'_, Self>, dims: Dims) -> Result<()> {
+        let Classifier { logits, losses, targets, dloss } = args;
+        let gradient = match dloss {
+            Some(dloss) => LogitsGradient::Write { dloss },
+            None => LogitsGradient::Skip,
+        };
+        let args = classifier::Classifier {
+            logits: dvm(logits),
+            losses: dvm(losses),
+            targets: targets.ids(),
+        };
+        let vocab = Vocab { v: dims.v, vp: dims.vp };
+        Ok(classifier::fused_classifier(self.dev, vocab, gradient, args)?)
+    }
+
+    fn grad_norm(&self, grads: F32View<'_, Self>) -> Result<GradNorm> {
+        let mut scratch = self.scratch.borrow_mut();
+        let scratch = &mut *scratch;
+        norm::grad_norm(
+            self.dev,
+            dv(grads),
+            scratch.norm_workspace.view_mut(),
+            scratch.norm_out.view_mut(),
+        )?;
+        let mut out = [0.0f32; 2];
+        self.dev.copy_to_host(scratch.norm_out.view(), &mut out)?;
+        Ok(GradNorm { norm: out[0], nonfinite: out[1] != 0.0 })
+    }
+
+    fn adamw_table(&self, tensors: &[ArenaTensor], arena_len: usize) -> Result<AdamWTable<D>> {
+        let mut entries = Vec::with_capacity(tensors.len());
+        for e in tensors {
+            let len = u32::try_from(e.len).map_err(|_| {
+                Error::invalid(format!("a parameter tensor of {} elements is too large", e.len))
+            })?;
+            entries.push(AdamWTensor {
+                offset: e.offset as u64,
+                len,
+                weight_decay: e.weight_decay,
+            });
+        }
+        Ok(AdamWTable::new(self.dev, &entries, arena_len)?)
+    }
+
+    fn adamw(
+        &self,
+        args: AdamWArgs<'_, Self>,
+        table: &AdamWTable<D>,
+        hyper: &AdamWHyper,
+    ) -> Result<()> {
+        let AdamWArgs { params, grads, m, v, working } = args;
+        let rounding = match hyper.rounding {
+            WorkingRounding::NearestEven => adamw::WorkingRounding::NearestEven,
+            WorkingRounding::Stochastic { seed } => adamw::WorkingRounding::Stochastic { seed },
+        };
+        let gpu_hyper = adamw::AdamWHyper {
+            lr: hyper.lr,
+            beta1: hyper.beta1,
+            beta2: hyper.beta2,
+            eps: hyper.eps,
+            t: hyper.t,
+            grad_scale: hyper.grad_scale,
+            rounding,
+        };
+        let bufs = AdamWBuffers {
+            params: dvm(params),
+            grads: dv(grads),
+            m: dvm(m),
+            v: dvm(v),
+            working: working.map(dvm),
+        };
+        Ok(A::adamw(self.dev, table, bufs, &gpu_hyper)?)
+    }
+}

@@ -1,0 +1,66 @@
+//! Model FLOPs utilisation: the model's FLOPs per token over the GPU's peak for the
+//! precision in use, from a table of known GPUs (dense tensor-core peaks, no sparsity).
+
+use crate::backend::Precision;
+use crate::model::{Gpt2Config, ParamKind};
+
+/// Training FLOPs per token of a model at sequence length `t`: 6 per parameter (forward 2,
+/// backward 4) plus the attention's `6·L·C·T` (score and value matmuls, forward and
+/// backward, causal half counted as in llm.c and nanoGPT: `12·L·C·T / 2`).
+pub fn flops_per_token(config: &Gpt2Config, t: usize) -> f64 {
+    let params: usize = ParamKind::ALL.iter().map(|k| k.len(config)).sum();
+    let (l, c) = (config.num_layers as f64, config.channels as f64);
+    6.0 * params as f64 + 6.0 * l * c * t as f64
+}
+
+/// A GPU's peak throughput for one precision.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Peak {
+    /// FLOP/s.
+    pub flops: f64,
+    /// The table row it came from (named in the output).
+    pub gpu: &'static str,
+}
+
+/// Dense peaks in TFLOP/s: (name fragment, fp32 SIMT, tf32, bf16, fp16 with f32 accumulation).
+const PEAKS: &[(&str, &str, [f64; 4])] = &[
+    ("H200", "H200 SXM", [67.0, 494.7, 989.4, 989.4]),
+    ("H100 PCIe", "H100 PCIe", [51.2, 378.0, 756.0, 756.0]),
+    ("H100", "H100 SXM", [67.0, 494.7, 989.4, 989.4]),
+    ("A100", "A100", [19.5, 156.0, 312.0, 312.0]),
+    ("L40S", "L40S", [91.6, 183.0, 362.1, 362.1]),
+    ("RTX 4090", "RTX 4090", [82.6, 82.6, 165.2, 165.2]),
+    ("RTX 3090", "RTX 3090", [35.6, 35.6, 71.0, 71.0]),
+];
+
+/// The peak of the GPU named `name` (as the driver reports it) in `precision`, if known.
+pub fn peak(name: &str, precision: Precision) -> Option<Peak> {
+    let column = match precision {
+        Precision::Fp32 => 0,
+        Precision::Tf32 => 1,
+        Precision::Bf16 => 2,
+        Precision::Fp16 => 3,
+    };
+    PEAKS
+        .iter()
+        .find(|(fragment, ..)| name.contains(fragment))
+        .map(|&(_, gpu, tflops)| Peak { flops: tflops[column] * 1e12, gpu })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ModelSize;
+
+    #[test]
+    fn gpt2_small_flops_and_peaks() {
+        let config = Gpt2Config::from_size(ModelSize::D12);
+        let f = flops_per_token(&config, 1024);
+        // 6 × 124.5M + 6 × 12 × 768 × 1024 ≈ 803.6M FLOPs per token.
+        assert!((f / 1e6 - 803.6).abs() < 1.0, "{f}");
+        let h100 = peak("NVIDIA H100 80GB HBM3", Precision::Bf16).unwrap();
+        assert_eq!((h100.gpu, h100.flops), ("H100 SXM", 989.4e12));
+        assert_eq!(peak("NVIDIA H100 PCIe", Precision::Tf32).unwrap().gpu, "H100 PCIe");
+        assert!(peak("some GPU", Precision::Fp32).is_none());
+    }
+}
