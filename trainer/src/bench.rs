@@ -68,7 +68,7 @@ pub fn bench<B: Backend>(
         grad_clip: 1.0,
     };
     let shape = BatchShape { b, t, grad_accum_steps: 1 };
-    let mut session = Session::new(backend, model, adamw, shape, 0)?;
+    let mut session = Session::new(backend, model, adamw, shape)?;
     let mut data = RandomTokens {
         vocab_size: config.vocab_size as u32,
         stream: rng::stream(0, &[rng::family::BENCH_TOKENS]),

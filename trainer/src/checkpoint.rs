@@ -7,7 +7,8 @@
 //! An optimizer-state file holds what a bit-exact resume needs beyond the parameters: a
 //! header of 128 little-endian u64 ([`STATE_MAGIC`], version 1, parameter count, completed
 //! steps, B, T, accumulation steps, shuffle flag, seed, loader epoch / shard / window, train
-//! shards and tokens, zeros), then AdamW's m and v as f32 in parameter order. The data
+//! shards and tokens, the fp16 loss scale as f32 bits (0: none) and its clean-step count,
+//! zeros), then AdamW's m and v as f32 in parameter order. The data
 //! loader's orders are derived from (seed, epoch, shard), so these integers are its whole
 //! RNG state.
 //!
@@ -162,6 +163,8 @@ pub struct OptimizerState {
     pub data_shards: u64,
     /// Number of training tokens (to detect a resume on other data).
     pub data_tokens: u64,
+    /// The fp16 loss scaler's scale and clean-step count, if the run has one.
+    pub loss_scale: Option<(f32, u32)>,
     /// AdamW first moments.
     pub m: Params<Vec<f32>>,
     /// AdamW second moments.
@@ -187,6 +190,8 @@ pub fn write_state(path: &Path, config: &Gpt2Config, state: &OptimizerState) -> 
         pos.window,
         state.data_shards,
         state.data_tokens,
+        state.loss_scale.map_or(0, |(scale, _)| u64::from(scale.to_bits())),
+        state.loss_scale.map_or(0, |(_, clean)| u64::from(clean)),
     ];
     header[..fields.len()].copy_from_slice(&fields);
     let bytes: Vec<u8> = header.iter().flat_map(|w| w.to_le_bytes()).collect();
@@ -260,6 +265,7 @@ pub fn read_state(path: &Path, config: &Gpt2Config) -> Result<OptimizerState> {
         data_position: LoaderPosition { epoch: h[9], shard: h[10], window: h[11] },
         data_shards: h[12],
         data_tokens: h[13],
+        loss_scale: (h[14] != 0).then(|| (f32::from_bits(h[14] as u32), h[15] as u32)),
         m,
         v,
     })
@@ -415,6 +421,7 @@ mod tests {
             data_position: LoaderPosition { epoch: 3, shard: 1, window: 7 },
             data_shards: 2,
             data_tokens: 123_456,
+            loss_scale: Some((32768.0, 17)),
             m: gpt2_init(&config, 5),
             v: gpt2_init(&config, 6),
         }

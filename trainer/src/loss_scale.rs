@@ -77,6 +77,14 @@ impl LossScaler {
         Self { config, scale, clean_steps: 0 }
     }
 
+    /// A scaler resumed at `scale` after `clean_steps` clean steps (from a checkpoint).
+    pub fn resumed(config: LossScaleConfig, scale: f32, clean_steps: u32) -> Self {
+        let mut scaler = Self::new(config);
+        scaler.scale = scale.clamp(config.min_scale, config.max_scale);
+        scaler.clean_steps = clean_steps.min(config.growth_interval - 1);
+        scaler
+    }
+
     /// The factor to multiply the loss (or its gradient seed) by.
     pub fn scale(&self) -> f32 {
         self.scale

@@ -13,6 +13,10 @@ pub const LAYERNORM_EPS: f32 = kernel_abi::layernorm::EPS;
 ///
 /// # Panics
 /// If a length does not match the shapes.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "llm.c's signature (buffers, then explicit shapes), kept for side-by-side reading"
+)]
 pub fn layernorm_forward(
     out: &mut [f32],
     mean: &mut [f32],
@@ -56,6 +60,10 @@ pub fn layernorm_forward(
 ///
 /// # Panics
 /// If a length does not match the shapes.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "llm.c's signature (buffers, then explicit shapes), kept for side-by-side reading"
+)]
 pub fn layernorm_backward(
     dinp: &mut [f32],
     dweight: &mut [f32],

@@ -137,6 +137,10 @@ pub fn matmul_forward(
 ///
 /// # Panics
 /// If a length does not match the shapes.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "llm.c's signature (buffers, then explicit shapes), kept for side-by-side reading"
+)]
 pub fn matmul_backward(
     dinp: &mut [f32],
     dweight: &mut [f32],

@@ -256,7 +256,7 @@ impl<'d, D: Device, A: CudaAct> CudaBackend<'d, D, A> {
         self.precision.gemm()
     }
 
-    /// Runs `f` with at least `act_len` elements of `A` and `f32_len` of f32 scratch.
+    /// Runs `f` with `act_len` elements of `A` and `f32_len` of f32 scratch.
     fn with_scratch<R>(
         &self,
         act_len: usize,
@@ -268,8 +268,8 @@ impl<'d, D: Device, A: CudaAct> CudaBackend<'d, D, A> {
         let scratch = &mut *scratch;
         grow(self.dev, &mut scratch.act, act_len, what)?;
         grow(self.dev, &mut scratch.f32, f32_len, what)?;
-        let act = scratch.act.as_mut().expect("grown").view_mut();
-        let f32s = scratch.f32.as_mut().expect("grown").view_mut();
+        let act = scratch.act.as_mut().expect("grown").view_mut().slice_mut(0..act_len)?;
+        let f32s = scratch.f32.as_mut().expect("grown").view_mut().slice_mut(0..f32_len)?;
         f(act, f32s)
     }
 }

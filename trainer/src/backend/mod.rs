@@ -47,9 +47,6 @@ pub trait ActElement: Element {
     /// Whether the model keeps a working copy of the weights in this type (bf16, f16); f32
     /// models compute with the f32 master weights themselves.
     const WORKING_COPY: bool;
-    /// Whether the working copy is rounded stochastically from the master weights (bf16,
-    /// whose 8-bit mantissa would otherwise swallow small updates); else to nearest.
-    const STOCHASTIC_ROUNDING: bool;
 
     /// The weights the forward and backward passes read: `master` itself for f32, else the
     /// working copy (present whenever [`ActElement::WORKING_COPY`] holds).
@@ -61,7 +58,6 @@ pub trait ActElement: Element {
 
 impl ActElement for f32 {
     const WORKING_COPY: bool = false;
-    const STOCHASTIC_ROUNDING: bool = false;
     fn weights<'a, B: Backend<Act = f32>>(
         master: &'a B::Buf<f32>,
         _: Option<&'a B::Buf<f32>>,
@@ -71,10 +67,9 @@ impl ActElement for f32 {
 }
 
 macro_rules! working_copy {
-    ($($ty:ty => $stochastic:literal),*) => {$(
+    ($($ty:ty),*) => {$(
         impl ActElement for $ty {
             const WORKING_COPY: bool = true;
-            const STOCHASTIC_ROUNDING: bool = $stochastic;
             fn weights<'a, B: Backend<Act = $ty>>(
                 _: &'a B::Buf<f32>,
                 working: Option<&'a B::Buf<$ty>>,
@@ -85,7 +80,7 @@ macro_rules! working_copy {
     )*};
 }
 
-working_copy!(bf16 => true, f16 => false);
+working_copy!(bf16, f16);
 
 /// A backend buffer of `T`.
 pub type Buf<B, T> = <B as Backend>::Buf<T>;

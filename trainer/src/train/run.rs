@@ -12,6 +12,7 @@ use crate::checkpoint::{
 use crate::data::DataLoader;
 use crate::error::{Error, Result};
 use crate::io::ensure_writable_dir;
+use crate::loss_scale::{LossScaleConfig, LossScaler};
 use crate::mfu;
 use crate::model::{Gpt2, Gpt2Config, ModelOptions, ParamKind, Params, gpt2_init};
 use crate::optim::{AdamWConfig, LrConfig, LrSchedule};
@@ -326,9 +327,13 @@ pub fn run<B: Backend>(backend: &B, opts: &TrainOptions) -> Result<TrainReport> 
     };
     let model = Gpt2::new(backend, config, &start.params, model_options)?;
     let shape = BatchShape { b, t, grad_accum_steps: accum };
-    let mut session = Session::new(backend, model, opts.adamw, shape, opts.seed)?;
+    let mut session = Session::new(backend, model, opts.adamw, shape)?;
     if let Some(state) = &start.state {
         session.set_moments(&state.m, &state.v)?;
+        if let Some((scale, clean_steps)) = state.loss_scale {
+            let config = LossScaleConfig::default();
+            session.set_scaler(LossScaler::resumed(config, scale, clean_steps));
+        }
     }
     let lr = LrConfig {
         lr: opts.lr,
@@ -481,6 +486,7 @@ fn save_checkpoint<B: Backend>(
         data_position: train_data.position(),
         data_shards: train_data.num_shards() as u64,
         data_tokens: train_data.num_tokens(),
+        loss_scale: session.scaler().map(|s| (s.scale(), s.clean_steps())),
         m,
         v,
     };

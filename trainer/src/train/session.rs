@@ -2,7 +2,7 @@
 //! training step and evaluation built from the model's passes.
 
 use crate::backend::ops::WorkingRounding;
-use crate::backend::{ActElement, Backend, Buf, TokenShape, View, ViewMut};
+use crate::backend::{Backend, Buf, TokenShape, View, ViewMut};
 use crate::data::DataLoader;
 use crate::error::{Error, Result};
 use crate::loss_scale::{LossScaleConfig, LossScaler, StepDecision};
@@ -60,26 +60,15 @@ pub struct Session<'b, B: Backend> {
     tokens: Option<(B::Tokens, B::Tokens)>,
     shape: BatchShape,
     scaler: Option<LossScaler>,
-    rounding_seed: u64,
-}
-
-/// The seed of the stochastic rounding of update `t`: a fixed function of the run's seed and
-/// the step, so a resumed run rounds exactly as an uninterrupted one.
-fn rounding_seed(seed: u64, t: u32) -> u32 {
-    let mixed = (seed ^ 0x9e37_79b9_7f4a_7c15).wrapping_mul(0xbf58_476d_1ce4_e5b9)
-        ^ u64::from(t).wrapping_mul(0x94d0_49bb_1331_11eb);
-    (mixed >> 32) as u32 ^ mixed as u32
 }
 
 impl<'b, B: Backend> Session<'b, B> {
-    /// Allocates training state for `model`; `seed` seeds the stochastic rounding of bf16
-    /// working weights. fp16 training gets the dynamic loss scaler.
+    /// Allocates training state for `model`. fp16 training gets the dynamic loss scaler.
     pub fn new(
         backend: &'b B,
         model: Gpt2<B>,
         optim: AdamWConfig,
         shape: BatchShape,
-        seed: u64,
     ) -> Result<Self> {
         let config = *model.config();
         let BatchShape { b, t, grad_accum_steps } = shape;
@@ -110,7 +99,6 @@ impl<'b, B: Backend> Session<'b, B> {
             model,
             shape,
             scaler: fp16.then(|| LossScaler::new(LossScaleConfig::default())),
-            rounding_seed: seed,
         })
     }
 
@@ -262,11 +250,9 @@ impl<'b, B: Backend> Session<'b, B> {
                 "the loss is {loss} and the gradient norm {grad_norm}"
             )));
         }
-        let rounding = if B::Act::STOCHASTIC_ROUNDING {
-            WorkingRounding::Stochastic { seed: rounding_seed(self.rounding_seed, t) }
-        } else {
-            WorkingRounding::NearestEven
-        };
+        // The working copy is rounded to nearest from the f32 master weights (as autocast
+        // does): a function of the master weights alone, so resuming from them is bit-exact.
+        let rounding = WorkingRounding::NearestEven;
         let grad_scale = self.adamw_clip(grad_norm) * unscale;
         let step = UpdateStep { lr, t, grad_scale, rounding };
         self.adamw.update(backend, &mut self.model, &self.grads, step)?;

@@ -151,7 +151,7 @@ pub fn one_step_grads<B: Backend>(
 ) -> (f32, Params<Vec<f32>>) {
     let model = Gpt2::new(backend, *config, params, options).unwrap();
     let shape = BatchShape { b, t, grad_accum_steps: 1 };
-    let mut session = Session::new(backend, model, plain_adamw(), shape, 0).unwrap();
+    let mut session = Session::new(backend, model, plain_adamw(), shape).unwrap();
     let loss = session.forward_backward(batch).unwrap();
     (loss, session.grads().unwrap())
 }

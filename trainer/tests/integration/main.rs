@@ -8,3 +8,4 @@ mod errors;
 mod llmc_f64;
 mod reference;
 mod resume;
+mod sim;

@@ -112,6 +112,10 @@ impl Block<'_> {
     /// `ldmatrix.m8n8.xN[.trans].b16`: lane `8j + r` supplies the address of row `r` of
     /// matrix `j` (16 bytes, 16-byte aligned); register `j` of every lane receives two
     /// elements of matrix `j`.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the interpreter's per-instruction state, passed without an intermediate struct in the hot loop"
+    )]
     pub(super) fn ldmatrix(
         &mut self,
         w: &mut Warp,

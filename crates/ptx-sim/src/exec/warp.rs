@@ -130,6 +130,10 @@ impl Block<'_> {
     /// the clamp/segment fields of `c`; an out-of-range source reads the lane's own value and
     /// clears the predicate. A source lane outside the member mask is an error (its value is
     /// undefined in PTX).
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the interpreter's per-instruction state, passed without an intermediate struct in the hot loop"
+    )]
     fn shfl(
         &self,
         w: &mut Warp,

@@ -1,0 +1,261 @@
+//! The CUDA backend end to end on the PTX simulator: the same launches a GPU gets, every
+//! kernel interpreted with its bounds, race and alignment checks, against the CPU backend.
+//!
+//! The model is tiny (L=2, C=128 in 2 heads of 64 so flash attention applies, V=96 padded to
+//! 128, B=2, T=16) so the whole file takes seconds to a minute of simulation.
+
+use crate::common::{Files, FixedBatch, arg, metrics, one_step_grads, plain_adamw, tokens};
+use crate::common::{random_params, trainer_ok};
+use ptx_sim::Simulator;
+use trainer::backend::ops::AttentionKind;
+use trainer::backend::{Backend, BackendJob, Precision, ResolvedDevice};
+use trainer::loss_scale::{LossScaleConfig, LossScaler};
+use trainer::model::{Gpt2, Gpt2Config, ModelOptions, Params};
+use trainer::train::{BatchShape, Session, StepOutput};
+
+const B: usize = 2;
+const T: usize = 16;
+
+fn config() -> Gpt2Config {
+    Gpt2Config {
+        max_seq_len: 32,
+        vocab_size: 96,
+        padded_vocab_size: 128,
+        num_layers: 2,
+        num_heads: 2,
+        channels: 128,
+    }
+}
+
+fn sim() -> ResolvedDevice {
+    ResolvedDevice::Sim(Simulator::new().expect("cargo xtask build-ptx has run"))
+}
+
+fn batch(seed: u64) -> FixedBatch {
+    let toks = tokens(B * T + 1, config().vocab_size, seed);
+    let widen = |x: &[u16]| x.iter().map(|&v| u32::from(v)).collect::<Vec<_>>();
+    FixedBatch { inputs: widen(&toks[..B * T]), targets: widen(&toks[1..]) }
+}
+
+fn params() -> Params<Vec<f32>> {
+    random_params(&config(), 0.05, 11)
+}
+
+/// One forward/backward on whatever backend it is run on.
+struct GradJob(ModelOptions);
+
+impl BackendJob for GradJob {
+    type Output = (f32, Params<Vec<f32>>);
+    fn run<B: Backend>(self, backend: &B) -> trainer::Result<Self::Output> {
+        Ok(one_step_grads(backend, &config(), &params(), self.0, &mut batch(5), (B, T)))
+    }
+}
+
+/// `steps` optimizer steps from [`params`] on a fixed batch: each step's output.
+struct TrainJob {
+    options: ModelOptions,
+    steps: u32,
+}
+
+impl BackendJob for TrainJob {
+    type Output = Vec<StepOutput>;
+    fn run<Bk: Backend>(self, backend: &Bk) -> trainer::Result<Vec<StepOutput>> {
+        let model = Gpt2::new(backend, config(), &params(), self.options)?;
+        let shape = BatchShape { b: B, t: T, grad_accum_steps: 2 };
+        let mut session = Session::new(backend, model, plain_adamw(), shape)?;
+        let mut data = batch(6);
+        (1..=self.steps).map(|t| session.train_step(&mut data, 1e-3, t)).collect()
+    }
+}
+
+fn worst_relative(got: &[f32], want: &[f32]) -> (f64, f64) {
+    let scale = want.iter().fold(0.0f64, |m, &w| m.max(f64::from(w).abs()));
+    let worst = got
+        .iter()
+        .zip(want)
+        .map(|(&g, &w)| if g.is_nan() { f64::INFINITY } else { f64::from(g - w).abs() })
+        .fold(0.0, f64::max);
+    (worst, scale)
+}
+
+/// fp32 on the simulator computes the loss and every gradient tensor of the CPU backend, up
+/// to summation order: any wrong op, index or constant shows.
+#[test]
+fn fp32_gradients_match_the_cpu_tensor_by_tensor() {
+    let naive = ModelOptions { attention: AttentionKind::Naive, fuse: true };
+    for options in [naive, ModelOptions { fuse: false, ..naive }] {
+        let (want_loss, want) = ResolvedDevice::Cpu.run(Precision::Fp32, GradJob(naive)).unwrap();
+        let (loss, got) = sim().run(Precision::Fp32, GradJob(options)).unwrap();
+        assert!((loss - want_loss).abs() < 2e-6, "{options:?}: loss {loss} vs {want_loss}");
+        for ((kind, g), (_, w)) in got.iter().zip(want.iter()) {
+            let (worst, scale) = worst_relative(g, w);
+            assert!(
+                worst <= 2e-5 * scale + 1e-9,
+                "{options:?} {}: max error {worst:e} (max |grad| {scale:e})",
+                kind.name()
+            );
+        }
+    }
+}
+
+/// Every precision and attention path trains: three steps of two micro-batches each, losses
+/// within the precision's tolerance of the CPU's fp32 run.
+#[test]
+fn every_precision_and_attention_trains_like_the_cpu() {
+    let options = |attention, fuse| ModelOptions { attention, fuse };
+    let want = ResolvedDevice::Cpu
+        .run(Precision::Fp32, TrainJob { options: ModelOptions::default(), steps: 3 })
+        .unwrap();
+    let naive = AttentionKind::Naive;
+    let flash = AttentionKind::Flash;
+    let runs = [
+        (Precision::Fp32, options(naive, true), 1e-5),
+        (Precision::Tf32, options(naive, true), 5e-3),
+        (Precision::Bf16, options(naive, true), 4e-2),
+        (Precision::Bf16, options(flash, true), 4e-2),
+        (Precision::Bf16, options(flash, false), 4e-2),
+        (Precision::Fp16, options(naive, true), 1e-2),
+        (Precision::Fp16, options(flash, true), 1e-2),
+    ];
+    let device = sim();
+    for (precision, options, tol) in runs {
+        let got = device.run(precision, TrainJob { options, steps: 3 }).unwrap();
+        for (step, (g, w)) in got.iter().zip(&want).enumerate() {
+            let what = format!("{} {options:?} step {step}", precision.name());
+            assert!(!g.skipped, "{what}: skipped");
+            assert!(
+                (g.loss - w.loss).abs() <= tol * w.loss,
+                "{what}: loss {} vs {}",
+                g.loss,
+                w.loss
+            );
+            let norm_tol = 10.0 * tol * w.grad_norm + 1e-6;
+            assert!(
+                (g.grad_norm - w.grad_norm).abs() <= norm_tol,
+                "{what}: grad norm {} vs {}",
+                g.grad_norm,
+                w.grad_norm
+            );
+        }
+        assert!(got[2].loss < got[0].loss, "{} {options:?}: the loss falls", precision.name());
+    }
+}
+
+/// Four steps in one session, or two, then the parameters, moments (and loss scaler) moved to
+/// a fresh session, then two more: the same bits.
+struct ResumeJob {
+    options: ModelOptions,
+}
+
+impl BackendJob for ResumeJob {
+    type Output = ();
+    fn run<Bk: Backend>(self, backend: &Bk) -> trainer::Result<()> {
+        let shape = BatchShape { b: B, t: T, grad_accum_steps: 1 };
+        let session = |params: &Params<Vec<f32>>| {
+            let model = Gpt2::new(backend, config(), params, self.options)?;
+            Session::new(backend, model, plain_adamw(), shape)
+        };
+        let mut data = batch(7);
+        let mut straight = session(&params())?;
+        for t in 1..=4 {
+            straight.train_step(&mut data, 1e-3, t)?;
+        }
+        let mut data = batch(7);
+        let mut first = session(&params())?;
+        for t in 1..=2 {
+            first.train_step(&mut data, 1e-3, t)?;
+        }
+        let [m, v] = first.moments()?;
+        let mut resumed = session(&first.params()?)?;
+        resumed.set_moments(&m, &v)?;
+        if let Some(scaler) = first.scaler() {
+            resumed.set_scaler(scaler.clone());
+        }
+        for t in 3..=4 {
+            resumed.train_step(&mut data, 1e-3, t)?;
+        }
+        assert!(straight.params()? == resumed.params()?, "{:?}: parameters differ", self.options);
+        assert!(straight.moments()? == resumed.moments()?, "{:?}: moments differ", self.options);
+        Ok(())
+    }
+}
+
+#[test]
+fn resume_on_the_simulator_is_bit_exact() {
+    let device = sim();
+    let flash = ModelOptions { attention: AttentionKind::Flash, fuse: true };
+    device.run(Precision::Fp32, ResumeJob { options: ModelOptions::default() }).unwrap();
+    device.run(Precision::Bf16, ResumeJob { options: flash }).unwrap();
+    device.run(Precision::Fp16, ResumeJob { options: flash }).unwrap();
+}
+
+/// A loss scale far too large overflows the fp16 gradients: the scaler skips the update
+/// (parameters untouched), halves the scale, and training goes on once it fits.
+struct OverflowJob;
+
+impl BackendJob for OverflowJob {
+    type Output = ();
+    fn run<Bk: Backend>(self, backend: &Bk) -> trainer::Result<()> {
+        let model = Gpt2::new(backend, config(), &params(), ModelOptions::default())?;
+        let shape = BatchShape { b: B, t: T, grad_accum_steps: 1 };
+        let mut session = Session::new(backend, model, plain_adamw(), shape)?;
+        let huge = LossScaleConfig { init_scale: 16_777_216.0, ..LossScaleConfig::default() };
+        session.set_scaler(LossScaler::new(huge));
+        let before = session.params()?;
+        let mut data = batch(8);
+        let first = session.train_step(&mut data, 1e-3, 1)?;
+        assert!(first.skipped, "a 2^24 loss scale overflows fp16: {first:?}");
+        assert!(first.loss.is_finite());
+        assert_eq!(first.loss_scale, Some(16_777_216.0));
+        assert!(session.params()? == before, "a skipped step leaves the parameters alone");
+        assert_eq!(session.scaler().map(LossScaler::scale), Some(8_388_608.0));
+        let mut t = 1;
+        while session.train_step(&mut data, 1e-3, t)?.skipped {
+            t += 1;
+            assert!(t < 20, "the scale never came down");
+        }
+        assert!(session.params()? != before, "an applied step changes the parameters");
+        Ok(())
+    }
+}
+
+#[test]
+fn fp16_loss_scaler_skips_an_overflowing_step() {
+    sim().run(Precision::Fp16, OverflowJob).unwrap();
+}
+
+/// `trainer train --device sim` end to end: the binary, the data loader, metrics with
+/// tokens/s, the checkpoint written from the simulator's master weights.
+#[test]
+fn cli_trains_on_the_simulator() {
+    let config = config();
+    let files = Files::new(&config, 4, 400, 100);
+    let metrics_path = files.path("metrics.jsonl");
+    let out = trainer_ok(&[
+        "train",
+        "--device",
+        "sim",
+        "--precision",
+        "bf16",
+        "--init",
+        &arg(&files.ckpt),
+        "--train-data",
+        &arg(&files.train),
+        "--batch-size",
+        "2",
+        "--seq-len",
+        "16",
+        "--steps",
+        "2",
+        "--checkpoint-dir",
+        &arg(&files.path("ckpt")),
+        "--metrics-jsonl",
+        &arg(&metrics_path),
+    ]);
+    assert!(out.contains("PTX simulator") || out.contains("bf16"), "{out}");
+    assert!(out.contains("flash attention"), "head size 64 in bf16 defaults to flash: {out}");
+    let records = metrics(&metrics_path);
+    assert_eq!(records.len(), 2);
+    assert!(records[1]["train_loss"].as_f64().unwrap().is_finite());
+    assert!(files.path("ckpt/model_00000002.bin").is_file());
+}
