@@ -13,6 +13,7 @@ use trainer::data::{
     DataGlobs, ShardingOptions, Tokenizer, ensure_shakespeare, is_prepared, prepare_shakespeare,
     write_shards,
 };
+use trainer::mfu;
 use trainer::model::{Gpt2, Gpt2Config, ModelOptions, ModelSize, padded_vocab};
 use trainer::optim::AdamWConfig;
 use trainer::sample::{SampleOptions, generate};
@@ -228,7 +229,18 @@ impl BackendJob for BenchJob<'_> {
     type Output = (trainer::bench::BenchResult, String);
     fn run<B: Backend>(self, backend: &B) -> trainer::Result<Self::Output> {
         let result = trainer::bench::bench(backend, self.config, self.options, self.run)?;
-        Ok((result, backend.describe()))
+        let peak = backend.gpu_name().and_then(|name| mfu::peak(name, backend.precision()));
+        let flops = mfu::flops_per_token(self.config, self.run.t) * result.tokens_per_sec;
+        let described = match peak {
+            Some(p) => format!(
+                "{}, MFU {:.1}% of the {} peak",
+                backend.describe(),
+                100.0 * flops / p.flops,
+                p.gpu
+            ),
+            None => backend.describe(),
+        };
+        Ok((result, described))
     }
 }
 

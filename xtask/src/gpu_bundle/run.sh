@@ -9,8 +9,9 @@
 #             TESTS="gemm flash"), then sim_vs_gpu (simulator vs hardware)
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck and initcheck over the kernel
 #             tests, at their small sizes (KERNEL_TESTS_SMALL=1: the tools are slow)
-#   bench     every benchmark `gpu-bench list` names (or those in $BENCHMARKS, e.g.
-#             BENCHMARKS="kernels attention"), each writing its markdown report
+#   bench     every benchmark `gpu-bench list` names, each writing its markdown report, then
+#             `trainer bench` of GPT-2 124M in fp32, tf32, bf16 and fp16 (or those in
+#             $BENCHMARKS, e.g. BENCHMARKS="kernels attention trainer")
 #
 # Each step runs under its own time limit (seconds; override with e.g. TIMEOUT_BENCH=900):
 # TIMEOUT_INFO, TIMEOUT_TESTS (per test binary), TIMEOUT_SANITIZE (per tool and binary),
@@ -172,9 +173,22 @@ stage_sanitize() {
     done
 }
 
+headline_none() { :; }
+
 stage_bench() {
-    local name
-    for name in ${BENCHMARKS:-$("$bench_bin" list)}; do
+    local name precision
+    for name in ${BENCHMARKS:-$("$bench_bin" list) trainer}; do
+        if [[ $name == trainer ]]; then
+            # Full GPT-2 124M training steps (B=16, T=1024) in every precision, each with the
+            # backend's fastest defaults for it (flash attention for bf16/fp16).
+            for precision in fp32 tf32 bf16 fp16; do
+                step bench "trainer $precision" "${TIMEOUT_BENCH:-540}" \
+                    "$out/logs/bench-trainer-$precision.log" headline_none \
+                    "$work/bin/trainer" bench --device cuda --precision "$precision" \
+                    --model d12 --batch-size 16 --seq-len 1024 --warmup 3 --steps 10
+            done
+            continue
+        fi
         # From $out, each benchmark writes its report to bench/<name>-<gpu>.md, the path the
         # report has in the repository.
         pushd "$out" >/dev/null || exit 2
