@@ -400,11 +400,10 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
     fn layernorm_forward(
         &self,
         args: LayerNormForward<'_, Self>,
-        rows: usize,
+        _rows: usize,
         c: usize,
     ) -> Result<()> {
         let LayerNormForward { out, stats, inp, weight, bias } = args;
-        let _ = rows;
         let args = layernorm::LayerNormForward {
             inp: dv(inp),
             weight: dv(weight),
@@ -418,11 +417,10 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
     fn residual_layernorm_forward(
         &self,
         args: ResidualLayerNormForward<'_, Self>,
-        rows: usize,
+        _rows: usize,
         c: usize,
     ) -> Result<()> {
         let ResidualLayerNormForward { residual, inp1, inp2, out, stats, weight, bias } = args;
-        let _ = rows;
         let args = layernorm::ResidualLayerNormForward {
             inp1: dv(inp1),
             inp2: dv(inp2),
