@@ -17,8 +17,9 @@ pub struct StepRecord {
     pub train_loss: f32,
     /// Learning rate used by the step's update.
     pub lr: f32,
-    /// Global gradient norm before clipping.
-    pub grad_norm: f32,
+    /// Global gradient norm before clipping; `null` for a step the fp16 loss scaler skipped
+    /// (its gradients overflowed, so they have no finite norm).
+    pub grad_norm: Option<f32>,
     /// Wall time of the step (forward, backward, update), without evaluation or checkpoints.
     pub step_ms: f64,
     /// Training tokens processed per second during the step.
@@ -158,7 +159,7 @@ mod tests {
             step,
             train_loss: 10.0 - step as f32 * 0.1,
             lr: 1e-3,
-            grad_norm: 1.5,
+            grad_norm: Some(1.5),
             step_ms: 12.5,
             tokens_per_sec: 20480.0,
             mfu: None,

@@ -40,9 +40,10 @@ impl Progress {
         let val = record.val_loss.map(|v| format!(" | val {v:.4}")).unwrap_or_default();
         let mfu = record.mfu.map(|m| format!(" | MFU {:.1}%", m * 100.0)).unwrap_or_default();
         let skipped = if record.skipped { " | overflow: update skipped" } else { "" };
+        let norm = record.grad_norm.map_or("-".to_string(), |n| format!("{n:.3}"));
         let summary = format!(
-            "loss {:.4}{val} | {:.0} tok/s{mfu} | {:.1} ms | lr {:.2e} | norm {:.3}{skipped}",
-            record.train_loss, record.tokens_per_sec, record.step_ms, record.lr, record.grad_norm
+            "loss {:.4}{val} | {:.0} tok/s{mfu} | {:.1} ms | lr {:.2e} | norm {norm}{skipped}",
+            record.train_loss, record.tokens_per_sec, record.step_ms, record.lr
         );
         let last = record.step + 1 == total;
         match &self.bar {

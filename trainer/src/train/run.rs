@@ -408,7 +408,7 @@ pub fn run<B: Backend>(backend: &B, opts: &TrainOptions) -> Result<TrainReport> 
             step,
             train_loss: out.loss,
             lr: step_lr,
-            grad_norm: out.grad_norm,
+            grad_norm: (!out.skipped).then_some(out.grad_norm),
             step_ms: seconds * 1e3,
             tokens_per_sec: tokens_per_step as f64 / seconds,
             mfu: peak.map(|p| flops_per_step / seconds / p.flops),
