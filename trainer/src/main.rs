@@ -66,13 +66,8 @@ fn resolve_device(args: &KernelArgs) -> Result<(ResolvedDevice, Precision)> {
 
 /// The model options `args` select for a model of `config` in `precision`.
 fn model_options(args: &KernelArgs, config: &Gpt2Config, precision: Precision) -> ModelOptions {
-    let head_size = config.channels / config.num_heads.max(1);
-    ModelOptions {
-        attention: args
-            .attention
-            .map_or_else(|| AttentionKind::fastest(precision, head_size), AttentionKind::from),
-        fuse: !args.no_fuse,
-    }
+    let attention = args.attention.map(AttentionKind::from);
+    ModelOptions::resolve(attention, !args.no_fuse, precision, config)
 }
 
 /// `trainer train` on whichever backend was chosen.

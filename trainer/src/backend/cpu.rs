@@ -40,22 +40,9 @@ fn zeros<T: Clone + Default>(len: usize, what: &str) -> Result<Vec<T>> {
     Ok(buf)
 }
 
-fn check_tokens(ids: &[u32], shape: TokenShape) -> Result<()> {
-    if ids.len() != shape.len() {
-        return Err(Error::invalid(format!(
-            "a token batch of {} ids does not match B×T = {}×{}",
-            ids.len(),
-            shape.b,
-            shape.t
-        )));
-    }
-    if let Some((i, &id)) = ids.iter().enumerate().find(|(_, id)| **id as usize >= shape.vocab) {
-        return Err(Error::invalid(format!(
-            "token id {id} at position {i} is outside the vocabulary of {} tokens",
-            shape.vocab
-        )));
-    }
-    Ok(())
+/// The checks the CUDA backend's token upload makes, with the same messages.
+fn check_tokens(op: &'static str, ids: &[u32], shape: TokenShape) -> Result<()> {
+    shape.check_ids(op, ids).map(drop).map_err(|e| Error::invalid(e.to_string()))
 }
 
 /// The weight and bias windows of a gradient arena.
@@ -114,12 +101,12 @@ impl Backend for CpuBackend {
     }
 
     fn upload_tokens(&self, ids: &[u32], shape: TokenShape) -> Result<CpuTokens> {
-        check_tokens(ids, shape)?;
+        check_tokens("upload_tokens", ids, shape)?;
         Ok(CpuTokens { ids: ids.to_vec(), shape })
     }
 
     fn replace_tokens(&self, tokens: &mut CpuTokens, ids: &[u32]) -> Result<()> {
-        check_tokens(ids, tokens.shape)?;
+        check_tokens("replace_tokens", ids, tokens.shape)?;
         tokens.ids.copy_from_slice(ids);
         Ok(())
     }

@@ -6,7 +6,9 @@ use crate::backend::ops::{
     LayerNormBackward, LayerNormForward, LayerNormStats, Linear, MatmulBackward, MatmulForward,
     ParamGrads, ResidualLayerNormForward,
 };
-use crate::backend::{ActBuf, ActElement, ActMut, ActView, Backend, Buf, F32Mut, View, ViewMut};
+use crate::backend::{
+    ActBuf, ActElement, ActMut, ActView, Backend, Buf, F32Mut, Precision, View, ViewMut,
+};
 use crate::error::{Error, Result};
 
 /// How the model runs its ops.
@@ -17,6 +19,21 @@ pub struct ModelOptions {
     /// Fuse GELU into the matmuls and the residual adds into the layernorms (`--no-fuse`
     /// turns this off: the unfused rung of the speed ladder).
     pub fuse: bool,
+}
+
+impl ModelOptions {
+    /// `attention`, or when `None` the fastest kind for `precision` at `config`'s head size,
+    /// with `fuse`.
+    pub fn resolve(
+        attention: Option<AttentionKind>,
+        fuse: bool,
+        precision: Precision,
+        config: &Gpt2Config,
+    ) -> Self {
+        let attention =
+            attention.unwrap_or_else(|| AttentionKind::fastest(precision, config.head_size()));
+        Self { attention, fuse }
+    }
 }
 
 impl Default for ModelOptions {
@@ -57,15 +74,16 @@ impl<B: Backend> Gpt2<B> {
             }
         }
         let mut master = backend.alloc::<f32>(layout.len(), "the parameters")?;
-        backend.upload(&layout.flatten(host), ViewMut::all(&mut master))?;
-        let mut model = Self { config, options, layout, master, working: None };
-        if B::Act::WORKING_COPY {
-            let working = backend
-                .alloc::<B::Act>(model.layout.len(), "the working copy of the parameters")?;
-            model.working = Some(working);
-            model.refresh_working_copy(backend)?;
-        }
-        Ok(model)
+        layout.upload(backend, host, &mut master)?;
+        let working = if B::Act::WORKING_COPY {
+            let what = "the working copy of the parameters";
+            let mut working = backend.alloc::<B::Act>(layout.len(), what)?;
+            backend.round_to_act(View::all(&master), ViewMut::all(&mut working))?;
+            Some(working)
+        } else {
+            None
+        };
+        Ok(Self { config, options, layout, master, working })
     }
 
     /// The model's dimensions.
@@ -85,23 +103,7 @@ impl<B: Backend> Gpt2<B> {
 
     /// The f32 master weights, copied to the host.
     pub fn params_to_host(&self, backend: &B) -> Result<Params<Vec<f32>>> {
-        let mut host = vec![0.0; self.layout.len()];
-        backend.download(View::all(&self.master), &mut host)?;
-        Ok(self.layout.split(&host))
-    }
-
-    /// Replaces the parameters with `host` (same dimensions).
-    pub fn load_params(&mut self, backend: &B, host: &Params<Vec<f32>>) -> Result<()> {
-        backend.upload(&self.layout.flatten(host), ViewMut::all(&mut self.master))?;
-        self.refresh_working_copy(backend)
-    }
-
-    /// Rounds the master weights into the working copy (if the model keeps one).
-    fn refresh_working_copy(&mut self, backend: &B) -> Result<()> {
-        if let Some(working) = &mut self.working {
-            backend.round_to_act(View::all(&self.master), ViewMut::all(working))?;
-        }
-        Ok(())
+        self.layout.download(backend, &self.master)
     }
 
     /// The master weights and the working copy, writable (for the optimizer).
@@ -256,16 +258,21 @@ impl<B: Backend> Gpt2<B> {
                 },
                 linear(4 * c, c),
             )?;
-            let last = l + 1 == layers;
-            let (out, mean, rstd) = if last {
-                (a.lnf.at_mut(0, n), a.lnf_mean.at_mut(0, bt), a.lnf_rstd.at_mut(0, bt))
+            // The residual add closing layer l feeds the next layernorm: layer l + 1's first,
+            // or the final one.
+            let (out, stats, weight, bias) = if l + 1 == layers {
+                let stats = LayerNormStats {
+                    mean: a.lnf_mean.at_mut(0, bt),
+                    rstd: a.lnf_rstd.at_mut(0, bt),
+                };
+                (a.lnf.at_mut(0, n), stats, self.p(ParamKind::Lnfw, 0), self.p(ParamKind::Lnfb, 0))
             } else {
-                (a.ln1.at_mut(l + 1, n), a.ln1_mean.at_mut(l + 1, bt), a.ln1_rstd.at_mut(l + 1, bt))
-            };
-            let (weight, bias) = if last {
-                (self.p(ParamKind::Lnfw, 0), self.p(ParamKind::Lnfb, 0))
-            } else {
-                (self.p(ParamKind::Ln1w, l + 1), self.p(ParamKind::Ln1b, l + 1))
+                let stats = LayerNormStats {
+                    mean: a.ln1_mean.at_mut(l + 1, bt),
+                    rstd: a.ln1_rstd.at_mut(l + 1, bt),
+                };
+                let (w, b) = (self.p(ParamKind::Ln1w, l + 1), self.p(ParamKind::Ln1b, l + 1));
+                (a.ln1.at_mut(l + 1, n), stats, w, b)
             };
             self.residual_layernorm(
                 backend,
@@ -274,7 +281,7 @@ impl<B: Backend> Gpt2<B> {
                     inp1: a.residual2.at(l, n),
                     inp2: a.fcproj.at(l, n),
                     out,
-                    stats: LayerNormStats { mean, rstd },
+                    stats,
                     weight,
                     bias,
                 },

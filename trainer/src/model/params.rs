@@ -1,6 +1,8 @@
 //! The 16 parameter tensors of GPT-2, in llm.c's order and layout.
 
 use super::Gpt2Config;
+use crate::backend::{Backend, Buf, View, ViewMut};
+use crate::error::Result;
 use std::ops::{Index, IndexMut, Range};
 
 /// One parameter tensor. Per-layer tensors hold all L layers, layer-major (llm.c's layout):
@@ -209,17 +211,28 @@ impl ParamLayout {
         start..start + n
     }
 
-    /// The tensors concatenated into one arena.
-    pub fn flatten(&self, tensors: &Params<Vec<f32>>) -> Vec<f32> {
-        let mut arena = Vec::with_capacity(self.len());
+    /// Copies host tensors into a backend arena laid out as `self`.
+    pub fn upload<B: Backend>(
+        &self,
+        backend: &B,
+        tensors: &Params<Vec<f32>>,
+        arena: &mut Buf<B, f32>,
+    ) -> Result<()> {
+        let mut host = Vec::with_capacity(self.len());
         for (_, tensor) in tensors.iter() {
-            arena.extend_from_slice(tensor);
+            host.extend_from_slice(tensor);
         }
-        arena
+        backend.upload(&host, ViewMut::all(arena))
     }
 
-    /// An arena split into its tensors.
-    pub fn split(&self, arena: &[f32]) -> Params<Vec<f32>> {
-        Params::from_fn(|kind| arena[self.range(kind)].to_vec())
+    /// The tensors of a backend arena laid out as `self`, copied to the host.
+    pub fn download<B: Backend>(
+        &self,
+        backend: &B,
+        arena: &Buf<B, f32>,
+    ) -> Result<Params<Vec<f32>>> {
+        let mut host = vec![0.0; self.len()];
+        backend.download(View::all(arena), &mut host)?;
+        Ok(Params::from_fn(|kind| host[self.range(kind)].to_vec()))
     }
 }

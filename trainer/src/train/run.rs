@@ -318,13 +318,8 @@ pub fn run<B: Backend>(backend: &B, opts: &TrainOptions) -> Result<TrainReport> 
         None => None,
     };
 
-    let head_size = config.channels / config.num_heads;
-    let model_options = ModelOptions {
-        attention: opts
-            .attention
-            .unwrap_or_else(|| AttentionKind::fastest(backend.precision(), head_size)),
-        fuse: opts.fuse,
-    };
+    let model_options =
+        ModelOptions::resolve(opts.attention, opts.fuse, backend.precision(), &config);
     let model = Gpt2::new(backend, config, &start.params, model_options)?;
     let shape = BatchShape { b, t, grad_accum_steps: accum };
     let mut session = Session::new(backend, model, opts.adamw, shape)?;

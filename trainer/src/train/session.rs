@@ -122,8 +122,8 @@ impl<'b, B: Backend> Session<'b, B> {
     /// Replaces the AdamW moments (when resuming).
     pub fn set_moments(&mut self, m: &Params<Vec<f32>>, v: &Params<Vec<f32>>) -> Result<()> {
         let layout = self.model.layout();
-        self.backend.upload(&layout.flatten(m), ViewMut::all(&mut self.adamw.m))?;
-        self.backend.upload(&layout.flatten(v), ViewMut::all(&mut self.adamw.v))
+        layout.upload(self.backend, m, &mut self.adamw.m)?;
+        layout.upload(self.backend, v, &mut self.adamw.v)
     }
 
     /// The f32 master parameters, copied to the host.
@@ -134,19 +134,15 @@ impl<'b, B: Backend> Session<'b, B> {
     /// The AdamW moments (m, v), copied to the host.
     pub fn moments(&self) -> Result<[Params<Vec<f32>>; 2]> {
         let layout = self.model.layout();
-        let mut host = vec![0.0; layout.len()];
-        self.backend.download(View::all(&self.adamw.m), &mut host)?;
-        let m = layout.split(&host);
-        self.backend.download(View::all(&self.adamw.v), &mut host)?;
-        Ok([m, layout.split(&host)])
+        Ok([
+            layout.download(self.backend, &self.adamw.m)?,
+            layout.download(self.backend, &self.adamw.v)?,
+        ])
     }
 
     /// The gradients of the last step, copied to the host (for tests and debugging).
     pub fn grads(&self) -> Result<Params<Vec<f32>>> {
-        let layout = self.model.layout();
-        let mut host = vec![0.0; layout.len()];
-        self.backend.download(View::all(&self.grads), &mut host)?;
-        Ok(layout.split(&host))
+        self.model.layout().download(self.backend, &self.grads)
     }
 
     /// Loads the next batch into the token buffers.

@@ -43,6 +43,28 @@ impl TokenShape {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// Checks that `ids` holds `b · t` ids, each below `vocab`, and that `b · t` fits in
+    /// `u32`; errors name `op` and, for a bad id, its position and value. Returns `b · t`.
+    pub fn check_ids(&self, op: &'static str, ids: &[u32]) -> Result<usize> {
+        let n = self.b.checked_mul(self.t).filter(|&n| u32::try_from(n).is_ok());
+        let n = n.ok_or_else(|| {
+            GpuError::invalid(op, "b", format!("b = {} × t = {} exceeds u32", self.b, self.t))
+        })?;
+        check_len(op, "tokens", ids.len(), n, "b × t")?;
+        if let Some(pos) = ids.iter().position(|&id| id as usize >= self.vocab) {
+            let (bi, ti) = (pos / self.t, pos % self.t);
+            return Err(GpuError::invalid(
+                op,
+                "tokens",
+                format!(
+                    "id {} at position {pos} (b {bi}, t {ti}) is not below the vocabulary size {}",
+                    ids[pos], self.vocab
+                ),
+            ));
+        }
+        Ok(n)
+    }
 }
 
 /// A batch of token ids on the device, each checked to be below the vocabulary size, with
@@ -109,22 +131,7 @@ struct Staged {
 impl Staged {
     /// Validates `ids` against `shape` (errors name `op`) and lays out the buffer.
     fn new(op: &'static str, ids: &[u32], shape: TokenShape) -> Result<Self> {
-        let n = shape.b.checked_mul(shape.t).filter(|&n| u32::try_from(n).is_ok());
-        let n = n.ok_or_else(|| {
-            GpuError::invalid(op, "b", format!("b = {} × t = {} exceeds u32", shape.b, shape.t))
-        })?;
-        check_len(op, "tokens", ids.len(), n, "b × t")?;
-        if let Some(pos) = ids.iter().position(|&id| id as usize >= shape.vocab) {
-            let (bi, ti) = (pos / shape.t, pos % shape.t);
-            return Err(GpuError::invalid(
-                op,
-                "tokens",
-                format!(
-                    "id {} at position {pos} (b {bi}, t {ti}) is not below the vocabulary size {}",
-                    ids[pos], shape.vocab
-                ),
-            ));
-        }
+        let n = shape.check_ids(op, ids)?;
         // Counting sort of the positions by token; buckets ordered largest first (ties by
         // token) so the longest sums start first on the GPU.
         let ids_seen = ids.iter().max().map_or(0, |&max| max as usize + 1);
