@@ -2,7 +2,9 @@
 //!
 //! A model checkpoint is llm.c's format: 256 little-endian i32 (magic 20240326, version 3
 //! for f32 or 5 for bf16, maxT, V, L, NH, C, Vp, zeros), then the 16 parameter tensors in
-//! [`ParamKind::ALL`] order. Version 3 is written; 3 and 5 are read.
+//! [`ParamKind::ALL`] order. Both versions are written and read; training checkpoints are
+//! version 3 (the f32 master weights, which a bit-exact resume needs), and `trainer convert`
+//! writes version 5 (bf16, rounded to nearest even: what llm.c's bf16 build loads).
 //!
 //! An optimizer-state file holds what a bit-exact resume needs beyond the parameters: a
 //! header of 128 little-endian u64 ([`STATE_MAGIC`], version 1, parameter count, completed
@@ -17,7 +19,9 @@
 
 use crate::data::LoaderPosition;
 use crate::error::{Error, Result};
-use crate::io::{read_bf16s_into, read_f32s_into, read_i32s, write_atomic, write_f32s, write_i32s};
+use crate::io::{
+    read_bf16s_into, read_f32s_into, read_i32s, write_atomic, write_f32s, write_i32s, write_u16s,
+};
 use crate::model::{Gpt2Config, ParamKind, Params};
 use std::fs::File;
 use std::io::{BufReader, Read};
@@ -41,8 +45,10 @@ const STATE_HEADER_WORDS: usize = 128;
 pub struct ModelCheckpoint {
     /// The model's dimensions.
     pub config: Gpt2Config,
-    /// The parameters, f32.
+    /// The parameters, widened to f32.
     pub params: Params<Vec<f32>>,
+    /// The element type the file stored them in.
+    pub dtype: ModelDtype,
 }
 
 fn open(path: &Path) -> Result<(BufReader<File>, u64)> {
@@ -55,8 +61,48 @@ fn num_params(config: &Gpt2Config) -> usize {
     ParamKind::ALL.iter().map(|k| k.len(config)).sum()
 }
 
-/// Writes an llm.c version-3 (f32) checkpoint, atomically.
-pub fn write_model(path: &Path, config: &Gpt2Config, params: &Params<Vec<f32>>) -> Result<()> {
+/// The element type of a model checkpoint's parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModelDtype {
+    /// f32, llm.c version 3.
+    F32,
+    /// bf16 (rounded to nearest even), llm.c version 5.
+    Bf16,
+}
+
+impl ModelDtype {
+    /// The llm.c checkpoint version of this element type.
+    pub fn version(self) -> i32 {
+        match self {
+            Self::F32 => VERSION_F32,
+            Self::Bf16 => VERSION_BF16,
+        }
+    }
+
+    /// The element type of checkpoint `version`, if it is one this crate knows.
+    pub fn of_version(version: i32) -> Option<Self> {
+        match version {
+            VERSION_F32 => Some(Self::F32),
+            VERSION_BF16 => Some(Self::Bf16),
+            _ => None,
+        }
+    }
+
+    fn bytes(self) -> u64 {
+        match self {
+            Self::F32 => 4,
+            Self::Bf16 => 2,
+        }
+    }
+}
+
+/// Writes an llm.c checkpoint with parameters of `dtype`, atomically.
+pub fn write_model(
+    path: &Path,
+    config: &Gpt2Config,
+    params: &Params<Vec<f32>>,
+    dtype: ModelDtype,
+) -> Result<()> {
     let mut header = [0i32; MODEL_HEADER_INTS];
     let dims = [
         config.max_seq_len,
@@ -67,7 +113,7 @@ pub fn write_model(path: &Path, config: &Gpt2Config, params: &Params<Vec<f32>>) 
         config.padded_vocab_size,
     ];
     header[0] = MODEL_MAGIC;
-    header[1] = VERSION_F32;
+    header[1] = dtype.version();
     for (slot, dim) in header[2..8].iter_mut().zip(dims) {
         *slot = i32::try_from(dim).map_err(|_| {
             Error::invalid(format!("model dimension {dim} does not fit a checkpoint"))
@@ -75,7 +121,14 @@ pub fn write_model(path: &Path, config: &Gpt2Config, params: &Params<Vec<f32>>) 
     }
     write_atomic(path, |w| {
         write_i32s(w, &header)?;
-        params.0.iter().try_for_each(|tensor| write_f32s(w, tensor))
+        params.0.iter().try_for_each(|tensor| match dtype {
+            ModelDtype::F32 => write_f32s(w, tensor),
+            ModelDtype::Bf16 => {
+                let bits: Vec<u16> =
+                    tensor.iter().map(|&x| half::bf16::from_f32(x).to_bits()).collect();
+                write_u16s(w, &bits)
+            }
+        })
     })
 }
 
@@ -96,15 +149,14 @@ pub fn read_model(path: &Path) -> Result<ModelCheckpoint> {
             format!("not an llm.c model checkpoint (magic {}, expected {MODEL_MAGIC})", header[0]),
         ));
     }
-    let bytes_per_param = match header[1] {
-        VERSION_F32 => 4,
-        VERSION_BF16 => 2,
-        v => {
-            return Err(Error::bad_file(
-                path,
-                format!("unsupported checkpoint version {v} (3 = f32 and 5 = bf16 are supported)"),
-            ));
-        }
+    let Some(dtype) = ModelDtype::of_version(header[1]) else {
+        return Err(Error::bad_file(
+            path,
+            format!(
+                "unsupported checkpoint version {} (3 = f32 and 5 = bf16 are supported)",
+                header[1]
+            ),
+        ));
     };
     let dim = |i: usize, name: &str| {
         usize::try_from(header[i]).map_err(|_| {
@@ -122,7 +174,7 @@ pub fn read_model(path: &Path) -> Result<ModelCheckpoint> {
     config
         .validate()
         .map_err(|e| Error::bad_file(path, format!("corrupt checkpoint header: {e}")))?;
-    let expected = header_bytes + bytes_per_param * num_params(&config) as u64;
+    let expected = header_bytes + dtype.bytes() * num_params(&config) as u64;
     if size != expected {
         let what = if size < expected { "truncated" } else { "corrupt" };
         return Err(Error::bad_file(
@@ -135,11 +187,14 @@ pub fn read_model(path: &Path) -> Result<ModelCheckpoint> {
     }
     let params = Params::try_from_fn(|kind| {
         let mut tensor = vec![0.0f32; kind.len(&config)];
-        let read = if bytes_per_param == 4 { read_f32s_into } else { read_bf16s_into };
+        let read = match dtype {
+            ModelDtype::F32 => read_f32s_into,
+            ModelDtype::Bf16 => read_bf16s_into,
+        };
         read(&mut input, &mut tensor).map_err(|e| Error::io(path, e))?;
         Ok::<_, Error>(tensor)
     })?;
-    Ok(ModelCheckpoint { config, params })
+    Ok(ModelCheckpoint { config, params, dtype })
 }
 
 /// Everything besides the parameters that a bit-exact resume needs.
@@ -348,7 +403,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("m.bin");
         let params = gpt2_init(&tiny(), 1);
-        write_model(&path, &tiny(), &params).unwrap();
+        write_model(&path, &tiny(), &params, ModelDtype::F32).unwrap();
         let bytes = std::fs::read(&path).unwrap();
         let word = |i: usize| i32::from_le_bytes(bytes[4 * i..4 * i + 4].try_into().unwrap());
         assert_eq!((0..8).map(word).collect::<Vec<_>>(), [20240326, 3, 8, 20, 2, 2, 8, 32]);
@@ -356,7 +411,7 @@ mod tests {
         let wpe0 = f32::from_le_bytes(bytes[1024 + 4 * 32 * 8..][..4].try_into().unwrap());
         assert_eq!(wpe0, params[ParamKind::Wpe][0]);
         let read = read_model(&path).unwrap();
-        assert_eq!(read, ModelCheckpoint { config: tiny(), params });
+        assert_eq!(read, ModelCheckpoint { config: tiny(), params, dtype: ModelDtype::F32 });
     }
 
     #[test]
@@ -381,10 +436,40 @@ mod tests {
     }
 
     #[test]
+    fn bf16_checkpoints_are_written_rounded_to_nearest_even() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.bin");
+        let mut params = gpt2_init(&tiny(), 2);
+        // 1 + 2^-8 is halfway between two bf16 values: ties go to the even one (1.0);
+        // 1 + 3·2^-9 rounds up; -(1 + 2^-7 + 2^-8) ties up to the even -(1 + 2^-6).
+        params[ParamKind::Wte][..3].copy_from_slice(&[
+            1.0 + 2f32.powi(-8),
+            1.0 + 3.0 * 2f32.powi(-9),
+            -(1.0 + 2f32.powi(-7) + 2f32.powi(-8)),
+        ]);
+        write_model(&path, &tiny(), &params, ModelDtype::Bf16).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let word = |i: usize| i32::from_le_bytes(bytes[4 * i..4 * i + 4].try_into().unwrap());
+        assert_eq!(word(1), 5);
+        assert_eq!(bytes.len(), 1024 + 2 * num_params(&tiny()));
+        let read = read_model(&path).unwrap();
+        assert_eq!(read.dtype, ModelDtype::Bf16);
+        assert_eq!(
+            read.params[ParamKind::Wte][..3],
+            [1.0, 1.0 + 2f32.powi(-7), -(1.0 + 2f32.powi(-6))]
+        );
+        for (written, read) in params.0.iter().zip(&read.params.0) {
+            for (&w, &r) in written.iter().zip(read) {
+                assert_eq!(r, half::bf16::from_f32(w).to_f32());
+            }
+        }
+    }
+
+    #[test]
     fn malformed_checkpoints_are_rejected_with_the_reason() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("m.bin");
-        write_model(&path, &tiny(), &gpt2_init(&tiny(), 1)).unwrap();
+        write_model(&path, &tiny(), &gpt2_init(&tiny(), 1), ModelDtype::F32).unwrap();
         let good = std::fs::read(&path).unwrap();
         let err_for = |bytes: &[u8]| {
             std::fs::write(&path, bytes).unwrap();

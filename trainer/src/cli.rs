@@ -30,6 +30,8 @@ pub enum Command {
     Train(Box<TrainArgs>),
     /// Generate text from a checkpoint.
     Sample(SampleArgs),
+    /// Rewrite an llm.c checkpoint with f32 (version 3) or bf16 (version 5) parameters.
+    Convert(ConvertArgs),
     /// Tokenize text files (one document each, EOT before each) into train/val shards.
     Shard(ShardArgs),
     /// Prepare the bundled Shakespeare shards (done automatically by `train` when needed).
@@ -315,6 +317,39 @@ pub struct SampleArgs {
     /// Device, precision, attention and fusion.
     #[command(flatten)]
     pub kernels: KernelArgs,
+}
+
+/// `--dtype` of `trainer convert`.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum DtypeArg {
+    /// f32 parameters (llm.c version 3; what training checkpoints are).
+    F32,
+    /// bf16 parameters, rounded to nearest even (llm.c version 5; half the size, loaded by
+    /// llm.c's bf16 build; resuming training from it is not bit-exact).
+    Bf16,
+}
+
+impl From<DtypeArg> for trainer::checkpoint::ModelDtype {
+    fn from(arg: DtypeArg) -> Self {
+        match arg {
+            DtypeArg::F32 => Self::F32,
+            DtypeArg::Bf16 => Self::Bf16,
+        }
+    }
+}
+
+/// Options of `trainer convert`.
+#[derive(Args, Debug)]
+pub struct ConvertArgs {
+    /// An llm.c checkpoint, or a checkpoint directory (its highest-step model_N.bin).
+    #[arg(value_name = "IN")]
+    pub input: PathBuf,
+    /// Where to write the converted checkpoint (atomically).
+    #[arg(value_name = "OUT")]
+    pub output: PathBuf,
+    /// Element type of the written parameters.
+    #[arg(long, value_enum, default_value_t = DtypeArg::Bf16)]
+    pub dtype: DtypeArg,
 }
 
 /// Options of `trainer shard`.

@@ -4,11 +4,14 @@ mod cli;
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use cli::{BenchArgs, Cli, Command, KernelArgs, PrepareDataArgs, SampleArgs, ShardArgs, TrainArgs};
+use cli::{
+    BenchArgs, Cli, Command, ConvertArgs, KernelArgs, PrepareDataArgs, SampleArgs, ShardArgs,
+    TrainArgs,
+};
 use std::process::ExitCode;
 use trainer::backend::ops::AttentionKind;
 use trainer::backend::{Backend, BackendJob, DeviceChoice, Precision, ResolvedDevice};
-use trainer::checkpoint::{read_model, resolve_model_file};
+use trainer::checkpoint::{ModelDtype, read_model, resolve_model_file, write_model};
 use trainer::data::{
     DataGlobs, ShardingOptions, Tokenizer, ensure_shakespeare, is_prepared, prepare_shakespeare,
     write_shards,
@@ -33,6 +36,7 @@ fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Train(args) => train(*args),
         Command::Sample(args) => sample(args),
+        Command::Convert(args) => convert(&args),
         Command::Shard(args) => shard(args),
         Command::PrepareData(args) => prepare_data(args),
         Command::Bench(args) => bench(args),
@@ -170,6 +174,22 @@ fn sample(args: SampleArgs) -> Result<()> {
     let job = SampleJob { ckpt: &ckpt, options, prompt: &prompt, opts: &opts };
     let generated = device.run(precision, job)?;
     println!("{}{}", args.prompt, tokenizer.decode(&generated));
+    Ok(())
+}
+
+fn convert(args: &ConvertArgs) -> Result<()> {
+    let input = resolve_model_file(&args.input)?;
+    let ckpt = read_model(&input)?;
+    let dtype = ModelDtype::from(args.dtype);
+    write_model(&args.output, &ckpt.config, &ckpt.params, dtype)?;
+    log(&format!(
+        "wrote {} ({}, llm.c version {}) from {} ({:?})",
+        args.output.display(),
+        ckpt.config.describe(),
+        dtype.version(),
+        input.display(),
+        ckpt.dtype
+    ));
     Ok(())
 }
 

@@ -6,8 +6,8 @@ use super::session::{BatchShape, Session};
 use crate::backend::Backend;
 use crate::backend::ops::AttentionKind;
 use crate::checkpoint::{
-    OptimizerState, latest_resumable, model_path, read_model, read_state, resumable_steps,
-    state_path, write_model, write_state,
+    ModelDtype, OptimizerState, latest_resumable, model_path, read_model, read_state,
+    resumable_steps, state_path, write_model, write_state,
 };
 use crate::data::DataLoader;
 use crate::error::{Error, Result};
@@ -469,7 +469,7 @@ fn save_checkpoint<B: Backend>(
 ) -> Result<PathBuf> {
     let config = session.model().config();
     let path = model_path(dir, step);
-    write_model(&path, config, &session.params()?)?;
+    write_model(&path, config, &session.params()?, ModelDtype::F32)?;
     let [m, v] = session.moments()?;
     let state = OptimizerState {
         step,

@@ -1,6 +1,7 @@
-//! The other commands: help, shard, sample.
+//! The other commands: help, shard, sample, convert.
 
 use crate::common::{Files, arg, tiny, trainer, trainer_ok};
+use trainer::checkpoint::{ModelDtype, read_model};
 use trainer::data::Shard;
 
 #[test]
@@ -84,6 +85,30 @@ fn sample_is_seeded_and_decodes_text() {
     assert!(first.trim_end().chars().count() > 1, "nothing generated: {first:?}");
     let greedy = ["sample", "--checkpoint", &ckpt, "--prompt", "x", "--temperature", "0"];
     assert_eq!(trainer_ok(&greedy), trainer_ok(&greedy));
+}
+
+#[test]
+fn convert_writes_bf16_checkpoints_that_load_and_sample() {
+    let files = Files::new(&tiny(), 3, 200, 100);
+    let bf16 = files.path("bf16.bin");
+    let out = trainer_ok(&["convert", &arg(&files.ckpt), &arg(&bf16)]);
+    assert!(out.contains("llm.c version 5"), "{out}");
+    let (f32_ckpt, bf16_ckpt) = (read_model(&files.ckpt).unwrap(), read_model(&bf16).unwrap());
+    assert_eq!((f32_ckpt.dtype, bf16_ckpt.dtype), (ModelDtype::F32, ModelDtype::Bf16));
+    assert_eq!(bf16_ckpt.config, f32_ckpt.config);
+    for (exact, rounded) in f32_ckpt.params.0.iter().zip(&bf16_ckpt.params.0) {
+        let expected: Vec<f32> = exact.iter().map(|&x| half::bf16::from_f32(x).to_f32()).collect();
+        assert_eq!(rounded, &expected);
+    }
+    let back = files.path("back.bin");
+    trainer_ok(&["convert", "--dtype", "f32", &arg(&bf16), &arg(&back)]);
+    assert_eq!(read_model(&back).unwrap().params, bf16_ckpt.params, "bf16 -> f32 is exact");
+    let text =
+        trainer_ok(&["sample", "--device", "cpu", "--checkpoint", &arg(&bf16), "--prompt", "x"]);
+    assert!(text.starts_with('x'), "{text}");
+    let out = trainer(&["convert", &arg(&files.path("missing.bin")), &arg(&back)]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("missing.bin"), "{err}");
 }
 
 #[test]

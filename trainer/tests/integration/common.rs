@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use tempfile::TempDir;
 use trainer::backend::Backend;
-use trainer::checkpoint::write_model;
+use trainer::checkpoint::{ModelDtype, write_model};
 use trainer::data::write_shard;
 use trainer::model::{Gpt2, Gpt2Config, ModelOptions, Params, gpt2_init};
 use trainer::optim::AdamWConfig;
@@ -67,7 +67,7 @@ impl Files {
     pub fn new(config: &Gpt2Config, seed: u64, train_tokens: usize, val_tokens: usize) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let ckpt = dir.path().join("init.bin");
-        write_model(&ckpt, config, &gpt2_init(config, seed)).unwrap();
+        write_model(&ckpt, config, &gpt2_init(config, seed), ModelDtype::F32).unwrap();
         let train = dir.path().join("train_000000.bin");
         write_shard(&train, &tokens(train_tokens, config.vocab_size, seed)).unwrap();
         let val = dir.path().join("val_000000.bin");

@@ -1,7 +1,7 @@
 //! Every bad input ends with one line on stderr naming the problem and a non-zero exit.
 
 use crate::common::{Files, arg, tiny, trainer};
-use trainer::checkpoint::write_model;
+use trainer::checkpoint::{ModelDtype, write_model};
 use trainer::data::write_shard;
 use trainer::model::{ParamKind, gpt2_init};
 
@@ -143,7 +143,7 @@ fn non_finite_loss_stops_without_touching_the_checkpoints() {
     let config = tiny();
     let mut params = gpt2_init(&config, 1);
     params[ParamKind::Lnfw][3] = f32::NAN;
-    write_model(&f.ckpt, &config, &params).unwrap();
+    write_model(&f.ckpt, &config, &params, ModelDtype::F32).unwrap();
     let dir = f.path("ckpts");
     let stderr = train_error(&f, &["--checkpoint-dir", &arg(&dir), "--checkpoint-every", "1"]);
     assert_mentions(&stderr, &["training stopped at step 0", "NaN", "none written"]);
@@ -151,7 +151,7 @@ fn non_finite_loss_stops_without_touching_the_checkpoints() {
 
     // Two good steps, then a resume with a learning rate that explodes the weights: the
     // checkpoint written after the exploding update is removed and the one before it named.
-    write_model(&f.ckpt, &config, &gpt2_init(&config, 1)).unwrap();
+    write_model(&f.ckpt, &config, &gpt2_init(&config, 1), ModelDtype::F32).unwrap();
     let every_step =
         ["--checkpoint-dir", &arg(&dir), "--checkpoint-every", "1", "--grad-clip", "0"];
     let (ckpt, train) = (arg(&f.ckpt), arg(&f.train));

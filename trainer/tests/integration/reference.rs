@@ -5,7 +5,7 @@ use crate::common::{
 };
 use crate::llmc_f64::{self, WTE};
 use trainer::backend::CpuBackend;
-use trainer::checkpoint::write_model;
+use trainer::checkpoint::{ModelDtype, write_model};
 use trainer::model::{Gpt2Config, ModelOptions};
 
 /// The f64 reference is itself right: its gradient matches central differences of its loss.
@@ -21,7 +21,7 @@ fn reference_gradients_match_finite_differences() {
     };
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("m.bin");
-    write_model(&path, &config, &random_params(&config, 0.3, 1)).unwrap();
+    write_model(&path, &config, &random_params(&config, 0.3, 1), ModelDtype::F32).unwrap();
     let mut model = llmc_f64::read_checkpoint(&path);
     let (b, t) = (2, 5);
     let toks = tokens(b * t + 1, 20, 2);
@@ -54,7 +54,7 @@ fn trainer_gradients_match_reference() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("m.bin");
     let params = random_params(&config, 0.1, 3);
-    write_model(&path, &config, &params).unwrap();
+    write_model(&path, &config, &params, ModelDtype::F32).unwrap();
     let reference = llmc_f64::read_checkpoint(&path);
     let (b, t) = (2, 64);
     let toks = tokens(b * t + 1, config.vocab_size, 4);
