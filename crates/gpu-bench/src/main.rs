@@ -15,7 +15,6 @@ mod timing;
 use anyhow::{Context, Result};
 use clap::{CommandFactory, Parser, Subcommand};
 use std::path::Path;
-use std::process::Command as Process;
 
 /// GPU benchmarks (CUDA events, warm-up, median; inputs rotated past the L2 cache).
 #[derive(Parser)]
@@ -68,19 +67,6 @@ fn benchmark_names() -> Vec<String> {
         .map(|c| c.get_name().to_string())
         .filter(|name| !NOT_BENCHMARKS.contains(&name.as_str()))
         .collect()
-}
-
-/// The commit a report records: `GPU_BUNDLE_COMMIT` (set by the GPU bundle's `run.sh`, where
-/// there is no repository), else `git rev-parse --short HEAD`.
-fn source_commit() -> String {
-    if let Some(commit) = std::env::var_os("GPU_BUNDLE_COMMIT") {
-        return commit.to_string_lossy().into_owned();
-    }
-    let out = Process::new("git").args(["rev-parse", "--short", "HEAD"]).output();
-    match out {
-        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).trim().to_string(),
-        _ => "unknown (pass --commit)".into(),
-    }
 }
 
 /// Writes `text` to `path` atomically (temporary file in the same folder, then rename).

@@ -2,7 +2,6 @@
 
 use gpu_host::kernels::gemm::{GemmSpec, Layout};
 use std::fmt::Write;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Facts about the run, printed above the tables.
 #[derive(Clone, Debug)]
@@ -72,34 +71,6 @@ pub fn median(values: &mut [f64]) -> f64 {
     if values.len() % 2 == 1 { values[mid] } else { 0.5 * (values[mid - 1] + values[mid]) }
 }
 
-/// `NVIDIA H100 80GB HBM3` → `nvidia-h100-80gb-hbm3`.
-pub fn device_slug(name: &str) -> String {
-    let mut slug = String::new();
-    for c in name.chars() {
-        if c.is_ascii_alphanumeric() {
-            slug.push(c.to_ascii_lowercase());
-        } else if !slug.is_empty() && !slug.ends_with('-') {
-            slug.push('-');
-        }
-    }
-    slug.trim_end_matches('-').to_string()
-}
-
-/// `YYYY-MM-DD` (UTC) of `time`.
-pub fn utc_date(time: SystemTime) -> String {
-    let days = time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() / 86_400) as i64;
-    // Civil-from-days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}")
-}
 
 fn layouts(spec: &GemmSpec) -> String {
     let l = |x| if x == Layout::RowMajor { "r" } else { "c" };
@@ -242,14 +213,9 @@ pub fn markdown(meta: &Meta, rows: &[Row]) -> String {
 mod tests {
     use super::*;
     use gpu_host::kernels::gemm::Precision;
-    use std::time::Duration;
 
     #[test]
-    fn slugs_dates_and_medians() {
-        assert_eq!(device_slug("NVIDIA H100 80GB HBM3"), "nvidia-h100-80gb-hbm3");
-        assert_eq!(device_slug("  NVIDIA H200 (x) "), "nvidia-h200-x");
-        assert_eq!(utc_date(UNIX_EPOCH), "1970-01-01");
-        assert_eq!(utc_date(UNIX_EPOCH + Duration::from_secs(1_709_251_200)), "2024-03-01");
+    fn medians() {
         assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&mut [4.0, 1.0, 2.0, 3.0]), 2.5);
     }

@@ -4,7 +4,7 @@
 use crate::report;
 use anyhow::{Context, Result};
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
-use gpu_host::{Device, Gpu};
+use gpu_host::{Device, Gpu, provenance};
 use std::path::PathBuf;
 
 /// How every benchmark times a launch.
@@ -93,8 +93,10 @@ impl RunArgs {
         report::Meta {
             device: gpu.describe(),
             device_name: gpu.info().name.clone(),
-            date: report::utc_date(std::time::SystemTime::now()),
-            commit: self.commit.clone().unwrap_or_else(crate::source_commit),
+            date: provenance::utc_date(std::time::SystemTime::now()),
+            commit: self.commit.clone().unwrap_or_else(|| {
+                provenance::source_commit().unwrap_or_else(|| "unknown (pass --commit)".into())
+            }),
             warmup: self.warmup,
             reps: self.reps,
             l2_bytes,
@@ -105,7 +107,7 @@ impl RunArgs {
     pub fn report_path(&self, benchmark: &str, device_name: &str) -> PathBuf {
         self.out.clone().unwrap_or_else(|| {
             PathBuf::from("bench")
-                .join(format!("{benchmark}-{}.md", report::device_slug(device_name)))
+                .join(format!("{benchmark}-{}.md", provenance::device_slug(device_name)))
         })
     }
 }

@@ -16,6 +16,7 @@ mod device;
 mod element;
 mod error;
 pub mod kernels;
+pub mod provenance;
 mod ptx;
 mod view;
 
