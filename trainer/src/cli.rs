@@ -38,6 +38,10 @@ pub enum Command {
     PrepareData(PrepareDataArgs),
     /// Time full training steps (forward, backward, AdamW) on random tokens.
     Bench(BenchArgs),
+    /// The speed ladder: fp32 → tf32 → bf16 → fused → flash attention → padded vocab (and
+    /// fp16 beside bf16), ours and PyTorch's rung by rung from one checkpoint on the same
+    /// batches; writes a markdown report and a PNG chart.
+    Ladder(LadderArgs),
 }
 
 /// `--device`.
@@ -408,4 +412,85 @@ pub struct BenchArgs {
     /// Device, precision, attention and fusion.
     #[command(flatten)]
     pub kernels: KernelArgs,
+}
+
+/// `--model` of `trainer ladder`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LadderModelArg {
+    /// L2 NH2 C128 (GPT-2's vocabulary).
+    D2,
+    /// L4 NH4 C256.
+    D4,
+    /// L6 NH6 C384.
+    D6,
+    /// L12 NH12 C768: GPT-2 124M, the ladder's model.
+    D12,
+    /// L2 NH2 C128 maxT64 with a toy vocabulary (V 96, padded to 128) on random tokens: for
+    /// the simulator, where it checks that every rung trains.
+    Tiny,
+}
+
+/// `--torch`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TorchArg {
+    /// Run PyTorch's side when `python3` can import torch, else say why not in the report.
+    Auto,
+    /// Always run it; fail if it cannot run.
+    On,
+    /// Ours only.
+    Off,
+}
+
+/// Options of `trainer ladder`. Defaults differ on a GPU (the real ladder) and elsewhere (a
+/// check that every rung trains, on the tiny model).
+#[derive(Args, Debug)]
+pub struct LadderArgs {
+    /// Backend: cuda for the real ladder; sim (or cpu, fp32 rung only) to check the machinery.
+    #[arg(long, value_enum, default_value_t = Device::Auto)]
+    pub device: Device,
+    /// Model [default: d12 on a GPU, tiny elsewhere].
+    #[arg(long, value_enum)]
+    pub model: Option<LadderModelArg>,
+    /// Micro-batch size B, the same on both sides [default: 16 on a GPU, else 2].
+    #[arg(long, value_name = "B")]
+    pub batch_size: Option<usize>,
+    /// Sequence length T [default: 1024 on a GPU, else 16].
+    #[arg(long, value_name = "T")]
+    pub seq_len: Option<usize>,
+    /// Untimed steps per rung (PyTorch compiles during them) [default: 3 on a GPU, else 1].
+    #[arg(long, value_name = "N")]
+    pub warmup: Option<usize>,
+    /// Timed steps per rung (the median is reported) [default: 10 on a GPU, else 1].
+    #[arg(long, value_name = "N")]
+    pub steps: Option<usize>,
+    /// Rungs to run, in order (fp32, tf32, bf16, fused, flash, vocab, fp16) [default: all].
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub rungs: Vec<String>,
+    /// A token shard to train on [default: the bundled Shakespeare train shard; random tokens
+    /// for the tiny model].
+    #[arg(long, value_name = "PATH")]
+    pub data: Option<PathBuf>,
+    /// Directory of the bundled Shakespeare shards.
+    #[arg(long, value_name = "DIR", default_value = DEFAULT_DATA_DIR)]
+    pub data_dir: PathBuf,
+    /// Constant learning rate (both sides).
+    #[arg(long, value_name = "LR", default_value_t = 6e-4)]
+    pub lr: f32,
+    /// AdamW weight decay on the matrices (both sides).
+    #[arg(long, value_name = "X", default_value_t = 0.1)]
+    pub weight_decay: f32,
+    /// Seed of the initial parameters.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub seed: u64,
+    /// Whether to run PyTorch's side.
+    #[arg(long, value_enum, default_value_t = TorchArg::Auto)]
+    pub torch: TorchArg,
+    /// The PyTorch script [default: $GPU_BENCH_SCRIPTS/ladder_torch.py, else
+    /// bench/ladder_torch.py].
+    #[arg(long, value_name = "PATH")]
+    pub torch_script: Option<PathBuf>,
+    /// The report [default: bench/ladder-<gpu>.md on a GPU, bench/ladder-<device>.md
+    /// elsewhere]; the chart is written beside it (.png).
+    #[arg(long, value_name = "PATH")]
+    pub out: Option<PathBuf>,
 }

@@ -8,7 +8,7 @@
 //! - [`data`]: llm.c token shards, the batch loader, the GPT-2 tokenizer, bundled data.
 //! - [`checkpoint`]: llm.c model checkpoints and the optimizer-state file.
 //! - [`io`], [`rng`], [`error`]: atomic file writes, seeded random streams, the error type.
-//! - [`train`], [`sample`], [`mod@bench`]: the commands of the `trainer` binary.
+//! - [`train`], [`sample`], [`mod@bench`], [`ladder`]: the commands of the `trainer` binary.
 
 pub mod backend;
 pub mod bench;
@@ -16,6 +16,7 @@ pub mod checkpoint;
 pub mod data;
 pub mod error;
 pub mod io;
+pub mod ladder;
 pub mod loss_scale;
 pub mod mfu;
 pub mod model;

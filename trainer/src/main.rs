@@ -5,8 +5,8 @@ mod cli;
 use anyhow::{Context, Result};
 use clap::Parser;
 use cli::{
-    BenchArgs, Cli, Command, ConvertArgs, KernelArgs, PrepareDataArgs, SampleArgs, ShardArgs,
-    TrainArgs,
+    BenchArgs, Cli, Command, ConvertArgs, KernelArgs, LadderArgs, LadderModelArg, PrepareDataArgs,
+    SampleArgs, ShardArgs, TorchArg, TrainArgs,
 };
 use std::process::ExitCode;
 use trainer::backend::ops::AttentionKind;
@@ -40,6 +40,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Shard(args) => shard(args),
         Command::PrepareData(args) => prepare_data(args),
         Command::Bench(args) => bench(args),
+        Command::Ladder(args) => ladder(&args),
     }
 }
 
@@ -288,6 +289,119 @@ fn bench(args: BenchArgs) -> Result<()> {
             args.steps,
             args.warmup
         ));
+    }
+    Ok(())
+}
+
+/// The ladder's model: a named GPT-2 size, or the tiny toy-vocabulary model.
+fn ladder_config(model: LadderModelArg) -> Gpt2Config {
+    let size = match model {
+        LadderModelArg::D2 => ModelSize::D2,
+        LadderModelArg::D4 => ModelSize::D4,
+        LadderModelArg::D6 => ModelSize::D6,
+        LadderModelArg::D12 => ModelSize::D12,
+        LadderModelArg::Tiny => {
+            return Gpt2Config {
+                max_seq_len: 64,
+                vocab_size: 96,
+                padded_vocab_size: 128,
+                num_layers: 2,
+                num_heads: 2,
+                channels: 128,
+            };
+        }
+    };
+    Gpt2Config::from_size(size)
+}
+
+fn ladder(args: &LadderArgs) -> Result<()> {
+    use trainer::ladder::{self, LadderOptions, ReportMeta, TorchMode};
+    let device = DeviceChoice::from(args.device).resolve()?;
+    let gpu = matches!(device, ResolvedDevice::Cuda(_));
+    let pick = |value: Option<usize>, on_gpu: usize, elsewhere: usize| {
+        value.unwrap_or(if gpu { on_gpu } else { elsewhere })
+    };
+    let model = args.model.unwrap_or(if gpu { LadderModelArg::D12 } else { LadderModelArg::Tiny });
+    let rungs = if args.rungs.is_empty() {
+        ladder::RUNGS.iter().collect()
+    } else {
+        args.rungs
+            .iter()
+            .map(|id| {
+                ladder::rung(id).with_context(|| {
+                    let known: Vec<&str> = ladder::RUNGS.iter().map(|r| r.id).collect();
+                    format!("--rungs: unknown rung '{id}' (the rungs: {})", known.join(", "))
+                })
+            })
+            .collect::<Result<Vec<_>>>()?
+    };
+    let data = match (&args.data, model) {
+        (Some(path), _) => Some(path.clone()),
+        (None, LadderModelArg::Tiny) => None,
+        (None, _) => {
+            ensure_shakespeare(&args.data_dir, None, &mut |l| log(l))
+                .context("preparing the bundled Shakespeare data")?;
+            Some(args.data_dir.join("train_000000.bin"))
+        }
+    };
+    let script = args.torch_script.clone().unwrap_or_else(|| {
+        std::env::var_os("GPU_BENCH_SCRIPTS")
+            .map_or_else(|| "bench".into(), std::path::PathBuf::from)
+            .join("ladder_torch.py")
+    });
+    let torch = match args.torch {
+        TorchArg::Auto => TorchMode::Auto(script),
+        TorchArg::On => TorchMode::Required(script),
+        TorchArg::Off => TorchMode::Off,
+    };
+    let options = LadderOptions {
+        config: ladder_config(model),
+        b: pick(args.batch_size, 16, 2),
+        t: pick(args.seq_len, 1024, 16),
+        warmup: pick(args.warmup, 3, 1),
+        steps: pick(args.steps, 10, 1),
+        lr: args.lr,
+        adamw: AdamWConfig {
+            beta1: 0.9,
+            beta2: 0.95,
+            eps: 1e-8,
+            weight_decay: args.weight_decay,
+            decay_all: false,
+            grad_clip: 1.0,
+        },
+        rungs,
+        seed: args.seed,
+        data,
+        work_dir: ladder::default_work_dir(),
+        torch,
+    };
+    let result = ladder::run(&device, &options, &mut |l| log(l));
+    ladder::remove_work_dir(&options.work_dir);
+    let ladder = result?;
+    let slug = match &ladder.gpu {
+        Some(name) => gpu_host::provenance::device_slug(name),
+        None => format!("{:?}", args.device).to_lowercase(),
+    };
+    let out = args.out.clone().unwrap_or_else(|| format!("bench/ladder-{slug}.md").into());
+    let date = gpu_host::provenance::utc_date(std::time::SystemTime::now());
+    let commit = gpu_host::provenance::source_commit().unwrap_or_else(|| "unknown".into());
+    let command = format!("trainer {}", std::env::args().skip(1).collect::<Vec<_>>().join(" "));
+    let meta = ReportMeta { date: &date, commit: &commit, command: &command };
+    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let text = ladder::markdown(&ladder, &meta);
+    trainer::io::write_atomic(&out, |w| std::io::Write::write_all(w, text.as_bytes()))?;
+    let png = out.with_extension("png");
+    ladder::chart(&ladder, &png)?;
+    log(&format!("report: {} (chart: {})", out.display(), png.display()));
+    let failed: Vec<String> = ladder
+        .rungs
+        .iter()
+        .filter_map(|r| r.ours.as_ref().err().map(|e| format!("{}: {e}", r.rung.id)))
+        .collect();
+    if !failed.is_empty() {
+        anyhow::bail!("{} of our rungs failed: {}", failed.len(), failed.join("; "));
     }
     Ok(())
 }

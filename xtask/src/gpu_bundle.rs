@@ -5,12 +5,15 @@
 //! (their `gpu::` tests and `sim_vs_gpu`), every binary of `gpu-bench` and `trainer`, and the
 //! Python scripts under `bench/`, each executable stripped and xz-compressed (`xz -9`: its
 //! large window folds the two near-identical PTX modules every binary embeds, about 20× in
-//! all, against 5× for gzip), plus `run.sh` and a `MANIFEST.txt` (commit, date, files).
+//! all, against 5× for gzip), the bundled Shakespeare shards (`data/shakespeare`, prepared here
+//! first if needed: the GPU machine has no network), plus `run.sh` and a `MANIFEST.txt`
+//! (commit, date, files).
 //! Test binaries and benchmarks are discovered, never listed: a new `tests/tests/*.rs` file or
 //! `gpu-bench` subcommand joins the next bundle by itself.
 
 use crate::build_ptx;
 use crate::cmd::{self, target_dir, workspace_root};
+use crate::trainer_bin;
 use anyhow::{Context, Result, bail};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -66,6 +69,13 @@ pub fn run(dir: Option<PathBuf>) -> Result<()> {
         let dest = dir.join("bench").join(script.file_name().context("script has no name")?);
         fs::create_dir_all(dest.parent().context("no parent")?)?;
         fs::copy(&script, &dest).with_context(|| format!("copying {}", script.display()))?;
+        files.push(dest);
+    }
+    for shard in shakespeare_shards()? {
+        let dest =
+            dir.join("data/shakespeare").join(shard.file_name().context("shard has no name")?);
+        fs::create_dir_all(dest.parent().context("no parent")?)?;
+        fs::copy(&shard, &dest).with_context(|| format!("copying {}", shard.display()))?;
         files.push(dest);
     }
     let run_sh = dir.join("run.sh");
@@ -175,6 +185,17 @@ fn python_scripts() -> Result<Vec<PathBuf>> {
     Ok(scripts)
 }
 
+/// The Shakespeare train and val shards, prepared by `trainer prepare-data` when missing.
+fn shakespeare_shards() -> Result<Vec<PathBuf>> {
+    let data = workspace_root().join("data/shakespeare");
+    let shards: Vec<PathBuf> =
+        ["train_000000.bin", "val_000000.bin"].iter().map(|name| data.join(name)).collect();
+    if !shards.iter().all(|s| s.is_file()) {
+        cmd::run(trainer_bin::trainer()?.args(["prepare-data", "--data-dir"]).arg(&data))?;
+    }
+    Ok(shards)
+}
+
 fn write_executable(path: &Path, contents: &[u8]) -> Result<()> {
     cmd::write_atomic(path, contents)?;
     #[cfg(unix)]
@@ -216,7 +237,7 @@ fn report(dir: &Path, files: &[PathBuf]) -> Result<()> {
     println!(
         "gpu-bundle: {} ({} files, {:.1} MiB)\n\
          run it on a GPU machine from the repository root (docs/GPU.md):\n  \
-         {}/run.sh [info] [tests] [sanitize] [bench] --out DIR [--archive FILE.tar.gz]",
+         {}/run.sh [info] [tests] [sanitize] [bench] [train] [ladder] --out DIR [--archive FILE.tar.gz]",
         dir.display(),
         files.len(),
         total as f64 / (1 << 20) as f64,

@@ -6,6 +6,7 @@ mod check_ptx;
 mod cmd;
 mod data;
 mod gpu_bundle;
+mod ladder;
 mod test;
 mod train;
 mod trainer_bin;
@@ -52,6 +53,15 @@ enum Command {
     GpuBundle {
         /// Output folder (default: target/gpu-bundle).
         dir: Option<std::path::PathBuf>,
+    },
+    /// The speed ladder (fp32 → tf32 → bf16 → fused → flash → padded vocab, fp16 beside
+    /// bf16), ours against PyTorch rung by rung on GPT-2 124M; writes bench/ladder-<gpu>.md and
+    /// a chart. Without a GPU, `--device sim` checks that every rung trains on a tiny model.
+    /// Arguments go to `trainer ladder` (see `cargo xtask ladder --help`).
+    Ladder {
+        /// Arguments for `trainer ladder`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
     },
     /// Benchmarks (GPU ones need a CUDA GPU).
     Bench {
@@ -100,6 +110,7 @@ fn main() -> Result<()> {
         Command::Train { args } => train::run(&args),
         Command::Data { args } => data::run(&args),
         Command::GpuBundle { dir } => gpu_bundle::run(dir),
+        Command::Ladder { args } => ladder::run(&args),
         Command::Bench { which: BenchTarget::Gemm { args } } => bench::gpu("gemm", &args),
         Command::Bench { which: BenchTarget::Kernels { args } } => bench::gpu("kernels", &args),
         Command::Bench { which: BenchTarget::Attention { args } } => bench::gpu("attention", &args),

@@ -71,7 +71,6 @@ pub fn median(values: &mut [f64]) -> f64 {
     if values.len() % 2 == 1 { values[mid] } else { 0.5 * (values[mid - 1] + values[mid]) }
 }
 
-
 fn layouts(spec: &GemmSpec) -> String {
     let l = |x| if x == Layout::RowMajor { "r" } else { "c" };
     let beta = if spec.beta != 0.0 { ", β=1" } else { "" };

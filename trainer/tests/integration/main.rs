@@ -5,6 +5,7 @@
 mod commands;
 mod common;
 mod errors;
+mod ladder;
 mod llmc_f64;
 mod reference;
 mod resume;

@@ -12,10 +12,16 @@
 #   bench     every benchmark `gpu-bench list` names, each writing its markdown report, then
 #             `trainer bench` of GPT-2 124M in fp32, tf32, bf16 and fp16 (or those in
 #             $BENCHMARKS, e.g. BENCHMARKS="kernels attention trainer")
+#   train     first 3 steps of GPT-2 124M (B=4, T=128) on the CPU backend and on the GPU in
+#             fp32, losses compared; then 124M trained on the bundled Shakespeare in each
+#             precision ($TRAIN_PRECISIONS, default "fp32 tf32 bf16 fp16") for $TRAIN_STEPS
+#             steps (default 200), B=16, T=1024; metrics in DIR/train/<precision>.jsonl
+#   ladder    the speed ladder against PyTorch (`trainer ladder`), writing
+#             bench/ladder-<gpu>.md and its chart; $LADDER_RUNGS (e.g. "fp32,tf32") runs a part
 #
 # Each step runs under its own time limit (seconds; override with e.g. TIMEOUT_BENCH=900):
 # TIMEOUT_INFO, TIMEOUT_TESTS (per test binary), TIMEOUT_SANITIZE (per tool and binary),
-# TIMEOUT_BENCH (per benchmark). Logs go to DIR/logs, reports to DIR/bench, and DIR/summary.md
+# TIMEOUT_BENCH (per benchmark), TIMEOUT_TRAIN (per precision), TIMEOUT_LADDER. Logs go to DIR/logs, reports to DIR/bench, and DIR/summary.md
 # gets one row per step. --archive packs DIR into a .tar.gz (for a machine that can only hand
 # back a few files). Exit status: 0 when every step passed, 1 when one failed, 2 when there is
 # no GPU here or the arguments are wrong.
@@ -26,7 +32,7 @@ case $0 in
     *) here=. ;;
 esac
 here=$(cd "$here" && pwd)
-all_stages=(info tests sanitize bench)
+all_stages=(info tests sanitize bench train ladder)
 out=./gpu-results
 archive=""
 stages=()
@@ -38,7 +44,7 @@ while (($#)); do
         --out) out=${2:?--out needs a folder}; shift 2 ;;
         --archive) archive=${2:?--archive needs a file name}; shift 2 ;;
         -h|--help) usage; exit 0 ;;
-        info|tests|sanitize|bench) stages+=("$1"); shift ;;
+        info|tests|sanitize|bench|train|ladder) stages+=("$1"); shift ;;
         *) echo "run.sh: unknown argument '$1' (stages: ${all_stages[*]}; see --help)" >&2; exit 2 ;;
     esac
 done
@@ -196,6 +202,63 @@ stage_bench() {
             "$bench_bin" "$name"
         popd >/dev/null || exit 2
     done
+}
+
+headline_train() {
+    sed -n 's/^done: /final /p' "$1" | tail -n 1
+}
+
+# The bundled Shakespeare shards (the GPU machine has no network to prepare them).
+data_dir=$here/data/shakespeare
+
+# The same fresh 124M model (same seed, same batches) for 3 steps on the CPU backend and on the
+# GPU in fp32: the losses must agree to 2e-3.
+cpu_vs_cuda() {
+    local device
+    for device in cpu cuda; do
+        "$work/bin/trainer" train --device "$device" --precision fp32 --attention naive \
+            --model d12 --batch-size 4 --seq-len 128 --steps 3 --val-every 0 --no-shuffle \
+            --data-dir "$data_dir" --metrics-jsonl "$out/train/first-steps-$device.jsonl" || return 1
+    done
+    python3 - "$out/train/first-steps-cpu.jsonl" "$out/train/first-steps-cuda.jsonl" <<'PY'
+import json, sys
+cpu, gpu = ([json.loads(l)["train_loss"] for l in open(p)] for p in sys.argv[1:])
+diff = max(abs(a - b) for a, b in zip(cpu, gpu))
+print(f"headline: CPU {cpu} vs GPU {gpu}: max |diff| {diff:.2e} (tolerance 2e-3)")
+sys.exit(0 if len(cpu) == len(gpu) == 3 and diff <= 2e-3 else 1)
+PY
+}
+
+stage_train() {
+    local precision
+    mkdir -p "$out/train"
+    # `timeout` runs programs, not functions: the comparison runs in a child bash.
+    export -f cpu_vs_cuda
+    export work out data_dir
+    step train "first steps, CPU vs GPU fp32" "${TIMEOUT_TRAIN:-420}" "$out/logs/train-cpu-vs-cuda.log" \
+        headline_line bash -c cpu_vs_cuda
+    for precision in ${TRAIN_PRECISIONS:-fp32 tf32 bf16 fp16}; do
+        step train "trainer train $precision" "${TIMEOUT_TRAIN:-420}" \
+            "$out/logs/train-$precision.log" headline_train \
+            "$work/bin/trainer" train --device cuda --precision "$precision" --model d12 \
+            --batch-size 16 --seq-len 1024 --steps "${TRAIN_STEPS:-200}" --lr 6e-4 \
+            --warmup-steps 20 --val-every 50 --val-batches 5 --data-dir "$data_dir" \
+            --metrics-jsonl "$out/train/$precision.jsonl"
+    done
+}
+
+headline_ladder() {
+    sed -n 's/^report: //p' "$1" | tail -n 1
+}
+
+stage_ladder() {
+    # From $out, the report lands in bench/ladder-<gpu>.md, its path in the repository.
+    pushd "$out" >/dev/null || exit 2
+    step ladder "trainer ladder${LADDER_RUNGS:+ $LADDER_RUNGS}" "${TIMEOUT_LADDER:-570}" \
+        "$out/logs/ladder.log" headline_ladder \
+        "$work/bin/trainer" ladder --device cuda --data "$data_dir/train_000000.bin" \
+        --torch-script "$here/bench/ladder_torch.py" ${LADDER_RUNGS:+--rungs "$LADDER_RUNGS"}
+    popd >/dev/null || exit 2
 }
 
 started=$(date -u '+%Y-%m-%d %H:%M UTC')

@@ -1,0 +1,321 @@
+//! `trainer ladder`: the speed ladder of GPT-2 training (fp32 → TF32 → bf16 → fused kernels →
+//! flash attention → padded vocabulary, and fp16 with loss scaling beside bf16), our kernels
+//! and PyTorch rung by rung, from one initial checkpoint on the same batches.
+//!
+//! Each rung builds a fresh model from the same parameters (written once as an llm.c
+//! checkpoint, which the PyTorch script loads too), trains `warmup + steps` steps on the same
+//! token windows (window `i` of the shard at step `i`, as `bench/ladder_torch.py` does), and
+//! reports the median step time of the timed steps and every step's loss, so the report can
+//! show that both sides train the same model to the same losses.
+
+mod report;
+mod rungs;
+mod torch;
+
+pub use report::{ReportMeta, chart, loss_tolerance, markdown};
+pub use rungs::{RUNGS, Rung, rung};
+pub use torch::{TorchMode, TorchRun};
+
+use crate::backend::{Backend, BackendJob, ResolvedDevice};
+use crate::checkpoint::{ModelDtype, write_model};
+use crate::data::{Shard, write_shard};
+use crate::error::{Error, Result};
+use crate::mfu;
+use crate::model::{Gpt2, Gpt2Config, ModelOptions, ParamKind, Params, gpt2_init};
+use crate::optim::AdamWConfig;
+use crate::rng;
+use crate::train::{BatchShape, BatchSource, Session};
+use rand::RngExt;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct LadderOptions {
+    /// The model, with its padded vocabulary (the rungs before `vocab` use `Vp = V`).
+    pub config: Gpt2Config,
+    /// Micro-batch size B.
+    pub b: usize,
+    /// Sequence length T.
+    pub t: usize,
+    /// Untimed steps per rung.
+    pub warmup: usize,
+    /// Timed steps per rung (the median is reported).
+    pub steps: usize,
+    /// Constant learning rate.
+    pub lr: f32,
+    /// AdamW's settings (PyTorch gets the same).
+    pub adamw: AdamWConfig,
+    /// The rungs to run, in order.
+    pub rungs: Vec<&'static Rung>,
+    /// Seed of the initial parameters (and of the synthetic tokens).
+    pub seed: u64,
+    /// A token shard to train on; `None`: random tokens below V (for models with a toy
+    /// vocabulary, on the simulator).
+    pub data: Option<PathBuf>,
+    /// Where the initial checkpoint and the token shard the PyTorch script reads are written.
+    pub work_dir: PathBuf,
+    /// Whether to run the PyTorch side, and its script.
+    pub torch: TorchMode,
+}
+
+/// Our side of one rung.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RungRun {
+    /// Wall time of each timed step (each ends with a synchronisation).
+    pub step_ms: Vec<f64>,
+    /// Median of `step_ms`.
+    pub median_ms: f64,
+    /// B·T over the median step time.
+    pub tokens_per_sec: f64,
+    /// Every step's loss, warm-up included.
+    pub losses: Vec<f32>,
+    /// Steps the fp16 loss scaler skipped.
+    pub skipped: usize,
+    /// The backend, as it describes itself.
+    pub backend: String,
+}
+
+/// Both sides of one rung.
+#[derive(Clone, Debug)]
+pub struct RungResult {
+    /// The rung.
+    pub rung: &'static Rung,
+    /// Ours, or why it could not run.
+    pub ours: std::result::Result<RungRun, String>,
+    /// PyTorch's, when it ran (or why this rung could not).
+    pub torch: Option<std::result::Result<TorchRun, String>>,
+}
+
+/// The whole ladder.
+#[derive(Clone, Debug)]
+pub struct Ladder {
+    /// The options it ran with.
+    pub options: LadderOptions,
+    /// The GPU's name, when the device is a GPU.
+    pub gpu: Option<String>,
+    /// The device, in words.
+    pub device: String,
+    /// Whether the figures are real (a GPU) or only check that each rung trains.
+    pub timed_on_gpu: bool,
+    /// One entry per rung, in order.
+    pub rungs: Vec<RungResult>,
+    /// Why there is no PyTorch side, when there is none.
+    pub torch_note: Option<String>,
+}
+
+impl Ladder {
+    /// Model FLOPs per token (6·N + 6·L·C·T, N counted with the unpadded vocabulary: padding
+    /// is not useful work).
+    pub fn flops_per_token(&self) -> f64 {
+        let unpadded =
+            Gpt2Config { padded_vocab_size: self.options.config.vocab_size, ..self.options.config };
+        mfu::flops_per_token(&unpadded, self.options.t)
+    }
+
+    /// MFU of `tokens_per_sec` in `rung`'s precision on this GPU, if its peak is known.
+    pub fn mfu(&self, rung: &Rung, tokens_per_sec: f64) -> Option<f64> {
+        let peak = mfu::peak(self.gpu.as_deref()?, rung.precision)?;
+        Some(self.flops_per_token() * tokens_per_sec / peak.flops)
+    }
+
+    /// The result of rung `id`, if it ran.
+    pub fn result(&self, id: &str) -> Option<&RungResult> {
+        self.rungs.iter().find(|r| r.rung.id == id)
+    }
+}
+
+/// Runs the ladder on `device`; `log` receives a line per rung (and PyTorch's progress).
+pub fn run(
+    device: &ResolvedDevice,
+    options: &LadderOptions,
+    log: &mut dyn FnMut(&str),
+) -> Result<Ladder> {
+    let LadderOptions { config, b, t, .. } = *options;
+    config.validate()?;
+    if options.rungs.is_empty() || options.steps == 0 || b == 0 || t == 0 {
+        return Err(Error::invalid("the ladder needs rungs, timed steps, B > 0 and T > 0"));
+    }
+    std::fs::create_dir_all(&options.work_dir).map_err(|e| Error::io(&options.work_dir, e))?;
+    let params = gpt2_init(&config, options.seed);
+    let checkpoint = options.work_dir.join("ladder-init.bin");
+    write_model(&checkpoint, &config, &params, ModelDtype::F32)?;
+    let (tokens, shard) = tokens(options)?;
+    let (gpu, described) = match device {
+        ResolvedDevice::Cuda(gpu) => (Some(gpu.info().name.clone()), gpu.info().name.clone()),
+        ResolvedDevice::Sim(_) => (None, "the PTX simulator (timings meaningless)".into()),
+        ResolvedDevice::Cpu => (None, "the CPU backend".into()),
+    };
+    let mut ladder = Ladder {
+        options: options.clone(),
+        gpu,
+        device: described,
+        timed_on_gpu: matches!(device, ResolvedDevice::Cuda(_)),
+        rungs: Vec::new(),
+        torch_note: None,
+    };
+    for &rung in &options.rungs {
+        let (config, params) =
+            if rung.padded_vocab { (config, params.clone()) } else { unpadded(&config, &params) };
+        let job = RungJob { rung, options, config, params: &params, tokens: &tokens };
+        let ours = device.run(rung.precision, job).map_err(|e| e.to_string());
+        match &ours {
+            Ok(run) => log(&format!(
+                "ours  {:6} {:9.0} tokens/s, {:8.1} ms/step{}; losses {}",
+                rung.id,
+                run.tokens_per_sec,
+                run.median_ms,
+                ladder
+                    .mfu(rung, run.tokens_per_sec)
+                    .map_or(String::new(), |m| format!(", MFU {:.1}%", 100.0 * m)),
+                first_losses(&run.losses)
+            )),
+            Err(e) => log(&format!("ours  {:6} failed: {e}", rung.id)),
+        }
+        ladder.rungs.push(RungResult { rung, ours, torch: None });
+    }
+    let torch_device = if ladder.timed_on_gpu { "cuda" } else { "cpu" };
+    let inputs = torch::Inputs { checkpoint: &checkpoint, shard: &shard, device: torch_device };
+    match torch::run(&options.torch, options, &inputs, log)? {
+        Ok(runs) => {
+            for result in &mut ladder.rungs {
+                result.torch =
+                    runs.iter().find(|(id, _)| id == result.rung.id).map(|(_, r)| r.clone());
+            }
+        }
+        Err(note) => ladder.torch_note = Some(note),
+    }
+    Ok(ladder)
+}
+
+/// `first_losses(&[10.98, 10.52, ..])` → `10.9800 10.5200 ..` (at most four).
+fn first_losses(losses: &[f32]) -> String {
+    let shown: Vec<String> = losses.iter().take(4).map(|l| format!("{l:.4}")).collect();
+    shown.join(" ") + if losses.len() > 4 { " …" } else { "" }
+}
+
+/// The model with its vocabulary unpadded (`Vp = V`, `wte` cut to V rows).
+fn unpadded(config: &Gpt2Config, params: &Params<Vec<f32>>) -> (Gpt2Config, Params<Vec<f32>>) {
+    let config = Gpt2Config { padded_vocab_size: config.vocab_size, ..*config };
+    let mut params = params.clone();
+    params[ParamKind::Wte].truncate(config.vocab_size * config.channels);
+    (config, params)
+}
+
+/// The training tokens and the shard that holds them (written to the work folder when they
+/// are synthetic).
+fn tokens(options: &LadderOptions) -> Result<(Vec<u16>, PathBuf)> {
+    let need = options.b * options.t + 1;
+    let vocab = options.config.vocab_size;
+    let path = match &options.data {
+        Some(path) => path.clone(),
+        None => {
+            let count = need.max((options.warmup + options.steps) * (need - 1) + 1);
+            let vocab_u16 = u16::try_from(vocab)
+                .map_err(|_| Error::invalid("synthetic tokens need a vocabulary below 65,536"))?;
+            let mut stream = rng::stream(options.seed, &[rng::family::BENCH_TOKENS]);
+            let tokens: Vec<u16> = (0..count).map(|_| stream.random_range(0..vocab_u16)).collect();
+            let path = options.work_dir.join("ladder-tokens.bin");
+            write_shard(&path, &tokens)?;
+            path
+        }
+    };
+    let tokens = Shard::open(&path)?.read_all()?;
+    if tokens.len() < need {
+        return Err(Error::bad_file(
+            &path,
+            format!("{} tokens, but a batch of B × T + 1 needs {need}", tokens.len()),
+        ));
+    }
+    if let Some(i) = tokens.iter().position(|&tok| usize::from(tok) >= vocab) {
+        return Err(Error::bad_file(
+            &path,
+            format!(
+                "token id {} at position {i} is not below the vocabulary size {vocab}",
+                tokens[i]
+            ),
+        ));
+    }
+    Ok((tokens, path))
+}
+
+/// Window `i mod windows` of the tokens at step `i`: what `bench/ladder_torch.py` feeds too.
+struct Windows<'a> {
+    tokens: &'a [u16],
+    bt: usize,
+    next: usize,
+}
+
+impl BatchSource for Windows<'_> {
+    fn next_batch(&mut self, inputs: &mut [u32], targets: &mut [u32]) -> Result<()> {
+        let windows = (self.tokens.len() - 1) / self.bt;
+        let start = (self.next % windows) * self.bt;
+        self.next += 1;
+        let window = &self.tokens[start..=start + self.bt];
+        for (dst, &src) in inputs.iter_mut().zip(&window[..self.bt]) {
+            *dst = u32::from(src);
+        }
+        for (dst, &src) in targets.iter_mut().zip(&window[1..]) {
+            *dst = u32::from(src);
+        }
+        Ok(())
+    }
+}
+
+/// One rung on one backend.
+struct RungJob<'a> {
+    rung: &'static Rung,
+    options: &'a LadderOptions,
+    config: Gpt2Config,
+    params: &'a Params<Vec<f32>>,
+    tokens: &'a [u16],
+}
+
+impl BackendJob for RungJob<'_> {
+    type Output = RungRun;
+    fn run<B: Backend>(self, backend: &B) -> Result<RungRun> {
+        let LadderOptions { b, t, warmup, steps, lr, adamw, .. } = *self.options;
+        let options = ModelOptions { attention: self.rung.attention, fuse: self.rung.fuse };
+        let model = Gpt2::new(backend, self.config, self.params, options)?;
+        let shape = BatchShape { b, t, grad_accum_steps: 1 };
+        let mut session = Session::new(backend, model, adamw, shape)?;
+        let mut data = Windows { tokens: self.tokens, bt: b * t, next: 0 };
+        let (mut losses, mut step_ms, mut skipped) = (Vec::new(), Vec::new(), 0);
+        for i in 0..warmup + steps {
+            let timer = Instant::now();
+            // AdamW's step count advances with applied updates only, as under GradScaler.
+            let update = (losses.len() - skipped) as u32 + 1;
+            let out = session.train_step(&mut data, lr, update)?;
+            backend.synchronize()?;
+            if i >= warmup {
+                step_ms.push(timer.elapsed().as_secs_f64() * 1e3);
+            }
+            losses.push(out.loss);
+            skipped += usize::from(out.skipped);
+        }
+        let mut sorted = step_ms.clone();
+        sorted.sort_by(f64::total_cmp);
+        let median_ms = sorted[sorted.len() / 2];
+        Ok(RungRun {
+            step_ms,
+            median_ms,
+            tokens_per_sec: (b * t) as f64 / (median_ms / 1e3),
+            losses,
+            skipped,
+            backend: backend.describe(),
+        })
+    }
+}
+
+/// The default work folder: a fresh folder under the system's temporary directory.
+pub fn default_work_dir() -> PathBuf {
+    std::env::temp_dir().join(format!("gpt2-ladder-{}", std::process::id()))
+}
+
+/// Removes the work folder's files (the checkpoint and the synthetic shard) and the folder.
+pub fn remove_work_dir(dir: &Path) {
+    for name in ["ladder-init.bin", "ladder-tokens.bin"] {
+        let _ = std::fs::remove_file(dir.join(name));
+    }
+    let _ = std::fs::remove_dir(dir);
+}

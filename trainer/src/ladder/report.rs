@@ -1,0 +1,298 @@
+//! The ladder's report: a markdown table (ours and PyTorch per rung, speed-ups, MFU, loss
+//! agreement) and a PNG bar chart of the two ladders.
+
+use super::{Ladder, Rung, RungResult};
+use crate::backend::Precision;
+use crate::error::{Error, Result};
+use crate::model::ParamKind;
+use plotters::prelude::*;
+use plotters::style::FontStyle;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+use std::fmt::Write;
+use std::path::Path;
+
+/// Largest |ours − PyTorch| loss over the steps that still counts as the same training, per
+/// precision: reduction order alone at fp32, the rounding of the matmul inputs otherwise.
+pub fn loss_tolerance(precision: Precision) -> f32 {
+    match precision {
+        Precision::Fp32 => 2e-3,
+        Precision::Tf32 => 2e-2,
+        Precision::Bf16 | Precision::Fp16 => 6e-2,
+    }
+}
+
+/// Facts the report records besides the ladder itself.
+pub struct ReportMeta<'a> {
+    /// UTC date.
+    pub date: &'a str,
+    /// Source commit.
+    pub commit: &'a str,
+    /// The command that produced it.
+    pub command: &'a str,
+}
+
+fn tokens_per_sec(result: &RungResult) -> (Option<f64>, Option<f64>) {
+    let ours = result.ours.as_ref().ok().map(|r| r.tokens_per_sec);
+    let torch = result.torch.as_ref().and_then(|t| t.as_ref().ok()).map(|t| t.tokens_per_sec);
+    (ours, torch)
+}
+
+fn thousands(x: f64) -> String {
+    let n = x.round() as u64;
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn ratio(a: Option<f64>, b: Option<f64>) -> String {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}×", a / b),
+        _ => "–".into(),
+    }
+}
+
+fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+}
+
+fn losses(values: &[f32], n: usize) -> String {
+    values.iter().take(n).map(|l| format!("{l:.4}")).collect::<Vec<_>>().join(" ")
+}
+
+fn parameter_count(ladder: &Ladder) -> usize {
+    let config = ladder.options.config;
+    let unpadded = crate::model::Gpt2Config { padded_vocab_size: config.vocab_size, ..config };
+    ParamKind::ALL.iter().map(|kind| kind.len(&unpadded)).sum()
+}
+
+/// The report in markdown.
+pub fn markdown(ladder: &Ladder, meta: &ReportMeta<'_>) -> String {
+    let o = &ladder.options;
+    let c = &o.config;
+    let mut s = format!(
+        "# GPT-2 speed ladder: {}\n\n- Device: {}\n- Date (UTC): {}; commit: `{}`\n",
+        ladder.gpu.as_deref().unwrap_or(&ladder.device),
+        ladder.device,
+        meta.date,
+        meta.commit
+    );
+    if !ladder.timed_on_gpu {
+        s += "- **Not a GPU: the timings below are meaningless.** This run checks that every \
+              rung's configuration trains (and, with PyTorch on the CPU, that both sides \
+              compute the same losses).\n";
+    }
+    let torch = ladder.rungs.iter().find_map(|r| r.torch.as_ref()?.as_ref().ok());
+    match (torch, &ladder.torch_note) {
+        (Some(t), _) => {
+            let _ = writeln!(s, "- PyTorch {} on {} (`bench/ladder_torch.py`)", t.torch, t.device);
+        }
+        (None, Some(note)) => {
+            let _ = writeln!(s, "- No PyTorch side: {note}");
+        }
+        (None, None) => s += "- PyTorch ran but no rung succeeded there (see the table)\n",
+    }
+    let n = parameter_count(ladder);
+    let _ = writeln!(
+        s,
+        "- Model: {} ({:.1}M parameters with the unpadded vocabulary), B = {}, T = {}, one \
+         micro-batch per step; AdamW at a constant lr {}, betas ({}, {}), eps {:e}, weight \
+         decay {} on the matrices, gradient clip {}; initial parameters: GPT-2 initialisation, seed {}",
+        c.describe(),
+        n as f64 / 1e6,
+        o.b,
+        o.t,
+        o.lr,
+        o.adamw.beta1,
+        o.adamw.beta2,
+        o.adamw.eps,
+        o.adamw.weight_decay,
+        o.adamw.grad_clip,
+        o.seed
+    );
+    let data =
+        o.data.as_ref().map_or("random tokens below V".into(), |p| format!("`{}`", p.display()));
+    let _ = writeln!(
+        s,
+        "- Method: `{}`. Each rung builds a fresh model from the same initial checkpoint and \
+         trains {} warm-up + {} timed steps on the same batches (window i of {data} at step \
+         i); a step is timed on the wall clock from its first launch to a synchronisation \
+         after its loss is read back; tokens/s = B·T / median timed step. PyTorch runs in the \
+         same process tree right after ours, with the same checkpoint, batches and optimizer, \
+         timed the same way (`torch.cuda.synchronize()` around each step).",
+        meta.command, o.warmup, o.steps
+    );
+    let flops = ladder.flops_per_token();
+    let _ = writeln!(
+        s,
+        "- MFU = model FLOPs per token × tokens/s / the GPU's dense peak in the rung's \
+         precision (trainer::mfu's table). FLOPs per token = 6·N + 6·L·C·T = 6 × {n} + 6 × {} \
+         × {} × {} = {:.1}M (N counted with the unpadded vocabulary: padding is not useful \
+         work; the causal attention counted as half of 12·L·C·T, as llm.c and nanoGPT do).",
+        c.num_layers,
+        c.channels,
+        o.t,
+        flops / 1e6
+    );
+    s += "\n| rung | our change | ours tokens/s | ms/step | MFU | × previous | PyTorch rung | \
+          PyTorch tokens/s | × previous | ours / PyTorch |\n|---|---|---:|---:|---:|---:|---|---:|---:|---:|\n";
+    for result in &ladder.rungs {
+        let rung = result.rung;
+        let (ours, torch) = tokens_per_sec(result);
+        let base = rung.base.and_then(|id| ladder.result(id)).map(tokens_per_sec);
+        let (ours_cell, ms, mfu) = match &result.ours {
+            Ok(r) => (
+                thousands(r.tokens_per_sec),
+                format!("{:.1}", r.median_ms),
+                ladder
+                    .mfu(rung, r.tokens_per_sec)
+                    .map_or("–".into(), |m| format!("{:.1}%", 100.0 * m)),
+            ),
+            Err(e) => (format!("failed: {}", e.replace('|', "\\|")), "–".into(), "–".into()),
+        };
+        let torch_cell = match &result.torch {
+            Some(Ok(t)) => thousands(t.tokens_per_sec),
+            Some(Err(e)) => format!("failed: {}", e.replace('|', "\\|")),
+            None => "–".into(),
+        };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {ours_cell} | {ms} | {mfu} | {} | {} | {torch_cell} | {} | {} |",
+            rung.id,
+            rung.change,
+            ratio(ours, base.and_then(|b| b.0)),
+            rung.torch,
+            ratio(torch, base.and_then(|b| b.1)),
+            ratio(ours, torch),
+        );
+    }
+    s += &loss_section(ladder);
+    s
+}
+
+fn loss_section(ladder: &Ladder) -> String {
+    let shown = 4;
+    let mut s = format!(
+        "\n## Loss agreement\n\nEvery step's loss (warm-up included), ours against PyTorch's on \
+         the same batches; the first {shown} are shown. Step 0's loss is the initial model's, \
+         the same for every rung up to the rung's precision; the agreement tolerance is {} \
+         (fp32), {} (tf32), {} (bf16, fp16).\n\n| rung | ours | PyTorch | max |Δ| | within \
+         tolerance |\n|---|---|---|---:|---|\n",
+        loss_tolerance(Precision::Fp32),
+        loss_tolerance(Precision::Tf32),
+        loss_tolerance(Precision::Bf16)
+    );
+    for result in &ladder.rungs {
+        let ours = result.ours.as_ref().ok();
+        let torch = result.torch.as_ref().and_then(|t| t.as_ref().ok());
+        let (diff, agree) = match (ours, torch) {
+            (Some(o), Some(t)) => {
+                let d = max_abs_diff(&o.losses, &t.losses);
+                let same_steps = o.losses.len() == t.losses.len();
+                let ok = same_steps && d <= loss_tolerance(result.rung.precision);
+                (format!("{d:.2e}"), if ok { "yes" } else { "**no**" }.to_string())
+            }
+            _ => ("–".into(), "–".into()),
+        };
+        let skipped = ours
+            .filter(|o| o.skipped > 0)
+            .map_or(String::new(), |o| format!(" ({} skipped by the loss scaler)", o.skipped));
+        let _ = writeln!(
+            s,
+            "| {} | {}{skipped} | {} | {diff} | {agree} |",
+            result.rung.id,
+            ours.map_or("–".into(), |o| losses(&o.losses, shown)),
+            torch.map_or("–".into(), |t| losses(&t.losses, shown)),
+        );
+    }
+    s
+}
+
+/// Draws the two ladders (tokens/s per rung, ours and PyTorch side by side) into a PNG.
+pub fn chart(ladder: &Ladder, path: &Path) -> Result<()> {
+    // Fonts are embedded (no system font lookup); registering twice is harmless.
+    let _ =
+        plotters::style::register_font("sans-serif", FontStyle::Normal, dejavu::sans::regular());
+    let tmp = path.with_extension("tmp.png");
+    draw(ladder, &tmp)
+        .map_err(|e| Error::io(path, std::io::Error::other(format!("plotting failed: {e}"))))?;
+    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+}
+
+fn draw(ladder: &Ladder, path: &Path) -> std::result::Result<(), Box<dyn std::error::Error>> {
+    let bars: Vec<(&Rung, Option<f64>, Option<f64>)> = ladder
+        .rungs
+        .iter()
+        .map(|r| {
+            let (ours, torch) = tokens_per_sec(r);
+            (r.rung, ours, torch)
+        })
+        .collect();
+    let top = bars.iter().flat_map(|b| [b.1, b.2]).flatten().fold(0.0, f64::max).max(1.0);
+    let n = bars.len() as f64;
+    let root = BitMapBackend::new(path, (960, 540)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let title = format!(
+        "GPT-2 {} training, B={} T={}: tokens/s per rung ({})",
+        ladder.options.config.describe().split(" maxT").next().unwrap_or(""),
+        ladder.options.b,
+        ladder.options.t,
+        ladder.gpu.as_deref().unwrap_or("not a GPU: timings meaningless")
+    );
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(80)
+        .build_cartesian_2d(0.0..n, 0.0..top * 1.15)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(0)
+        .y_desc("tokens/s")
+        .y_label_formatter(&|y| thousands(*y))
+        .draw()?;
+    let ours_color = RGBColor(31, 119, 180);
+    let torch_color = RGBColor(255, 127, 14);
+    for (i, (_, ours, torch)) in bars.iter().enumerate() {
+        let x = i as f64;
+        if let Some(v) = ours {
+            chart.draw_series([Rectangle::new(
+                [(x + 0.1, 0.0), (x + 0.48, *v)],
+                ours_color.filled(),
+            )])?;
+        }
+        if let Some(v) = torch {
+            chart.draw_series([Rectangle::new(
+                [(x + 0.52, 0.0), (x + 0.9, *v)],
+                torch_color.filled(),
+            )])?;
+        }
+    }
+    chart
+        .draw_series([Rectangle::new([(0.0, 0.0), (0.0, 0.0)], ours_color.filled())])?
+        .label("ours")
+        .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], ours_color.filled()));
+    chart
+        .draw_series([Rectangle::new([(0.0, 0.0), (0.0, 0.0)], torch_color.filled())])?
+        .label("PyTorch")
+        .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], torch_color.filled()));
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .border_style(BLACK)
+        .background_style(WHITE)
+        .draw()?;
+    let style = TextStyle::from(("sans-serif", 16)).pos(Pos::new(HPos::Center, VPos::Top));
+    for (i, (rung, ..)) in bars.iter().enumerate() {
+        let (px, py) = chart.backend_coord(&(i as f64 + 0.5, 0.0));
+        root.draw(&Text::new(rung.id.to_string(), (px, py + 8), style.clone()))?;
+    }
+    root.present()?;
+    Ok(())
+}

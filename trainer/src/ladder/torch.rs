@@ -1,0 +1,139 @@
+//! The PyTorch side of the ladder: `bench/ladder_torch.py`, run with the same checkpoint,
+//! token shard, batch shape, optimizer settings and rungs, one JSON line per rung.
+
+use super::LadderOptions;
+use crate::error::{Error, Result};
+use serde::Deserialize;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// Whether the ladder runs PyTorch's side (`--torch`), and the script that does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TorchMode {
+    /// Ours only.
+    Off,
+    /// When `python3` can import torch; otherwise the report says why there is no PyTorch.
+    Auto(PathBuf),
+    /// Always; failing to run it is an error.
+    Required(PathBuf),
+}
+
+/// PyTorch's side of one rung, as the script prints it.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct TorchRun {
+    /// What the rung is in PyTorch, in words.
+    pub config: String,
+    /// `torch.__version__`.
+    pub torch: String,
+    /// The device PyTorch ran on.
+    pub device: String,
+    /// Wall time of each timed step.
+    pub step_ms: Vec<f64>,
+    /// Median of `step_ms`.
+    pub median_ms: f64,
+    /// B·T over the median step time.
+    pub tokens_per_sec: f64,
+    /// Every step's loss, warm-up included.
+    pub losses: Vec<f32>,
+}
+
+/// One line of the script's output.
+#[derive(Deserialize)]
+struct Line {
+    rung: String,
+    ok: bool,
+    #[serde(default)]
+    error: Option<String>,
+    #[serde(flatten)]
+    run: serde_json::Value,
+}
+
+/// The files the script reads and the device it runs on.
+pub(super) struct Inputs<'a> {
+    pub checkpoint: &'a Path,
+    pub shard: &'a Path,
+    pub device: &'a str,
+}
+
+/// Per rung id: PyTorch's run or why that rung failed there.
+pub(super) type TorchRuns = Vec<(String, std::result::Result<TorchRun, String>)>;
+
+/// Runs the script over `options.rungs`. `Ok(Err(note))`: no PyTorch side, and why.
+pub(super) fn run(
+    mode: &TorchMode,
+    options: &LadderOptions,
+    inputs: &Inputs<'_>,
+    log: &mut dyn FnMut(&str),
+) -> Result<std::result::Result<TorchRuns, String>> {
+    let (script, required) = match mode {
+        TorchMode::Off => return Ok(Err("PyTorch was not run (--torch off)".into())),
+        TorchMode::Auto(script) => (script, false),
+        TorchMode::Required(script) => (script, true),
+    };
+    let missing = |note: String| {
+        if required { Err(Error::invalid(format!("--torch on: {note}"))) } else { Ok(Err(note)) }
+    };
+    let import = Command::new("python3").args(["-c", "import torch"]).output();
+    match import {
+        Ok(out) if out.status.success() => {}
+        Ok(out) => {
+            let err = String::from_utf8_lossy(&out.stderr);
+            let reason = err.lines().last().unwrap_or("").trim().to_string();
+            return missing(format!("PyTorch is not importable by python3 ({reason})"));
+        }
+        Err(e) => return missing(format!("python3 could not be run ({e})")),
+    }
+    if !script.is_file() {
+        return missing(format!("the PyTorch script {} is missing", script.display()));
+    }
+    let ids: Vec<&str> = options.rungs.iter().map(|r| r.id).collect();
+    let a = &options.adamw;
+    let mut child = Command::new("python3")
+        .arg(script)
+        .arg("--checkpoint")
+        .arg(inputs.checkpoint)
+        .arg("--data")
+        .arg(inputs.shard)
+        .args(["--b", &options.b.to_string(), "--t", &options.t.to_string()])
+        .args(["--warmup", &options.warmup.to_string(), "--steps", &options.steps.to_string()])
+        .args(["--rungs", &ids.join(","), "--device", inputs.device])
+        .args(["--lr", &options.lr.to_string(), "--weight-decay", &a.weight_decay.to_string()])
+        .args(["--beta1", &a.beta1.to_string(), "--beta2", &a.beta2.to_string()])
+        .args(["--eps", &a.eps.to_string(), "--grad-clip", &a.grad_clip.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| Error::io(script, e))?;
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let mut runs = Vec::new();
+    for line in BufReader::new(stdout).lines() {
+        let line = line.map_err(|e| Error::io(script, e))?;
+        let parsed: Line = serde_json::from_str(&line).map_err(|e| {
+            Error::bad_file(script, format!("unexpected output line {line:?}: {e}"))
+        })?;
+        let run = if parsed.ok {
+            Ok(serde_json::from_value::<TorchRun>(parsed.run).map_err(|e| {
+                Error::bad_file(script, format!("incomplete result for {}: {e}", parsed.rung))
+            })?)
+        } else {
+            Err(parsed.error.unwrap_or_else(|| "failed without a message".into()))
+        };
+        match &run {
+            Ok(r) => log(&format!(
+                "torch {:6} {:9.0} tokens/s, {:8.1} ms/step; losses {}",
+                parsed.rung,
+                r.tokens_per_sec,
+                r.median_ms,
+                super::first_losses(&r.losses)
+            )),
+            Err(e) => log(&format!("torch {:6} failed: {e}", parsed.rung)),
+        }
+        runs.push((parsed.rung, run));
+    }
+    let status = child.wait().map_err(|e| Error::io(script, e))?;
+    if !status.success() {
+        return missing(format!("{} exited with {status}", script.display()));
+    }
+    Ok(Ok(runs))
+}

@@ -1,0 +1,111 @@
+//! The speed ladder's machinery on the simulator: every rung trains the tiny model, all rungs
+//! compute the same losses up to their precision, the report and chart are written, and the
+//! CLI checks its arguments. (The timings are meaningless here; a GPU run measures them.)
+
+use crate::common::{arg, trainer, trainer_ok};
+use ptx_sim::Simulator;
+use trainer::backend::ResolvedDevice;
+use trainer::ladder::{self, LadderOptions, ReportMeta, TorchMode};
+use trainer::model::Gpt2Config;
+use trainer::optim::AdamWConfig;
+
+fn options(work_dir: std::path::PathBuf) -> LadderOptions {
+    LadderOptions {
+        config: Gpt2Config {
+            max_seq_len: 32,
+            vocab_size: 96,
+            padded_vocab_size: 128,
+            num_layers: 2,
+            num_heads: 2,
+            channels: 128,
+        },
+        b: 2,
+        t: 16,
+        warmup: 1,
+        steps: 1,
+        lr: 1e-3,
+        adamw: AdamWConfig {
+            beta1: 0.9,
+            beta2: 0.95,
+            eps: 1e-8,
+            weight_decay: 0.1,
+            decay_all: false,
+            grad_clip: 1.0,
+        },
+        rungs: ladder::RUNGS.iter().collect(),
+        seed: 3,
+        data: None,
+        work_dir,
+        torch: TorchMode::Off,
+    }
+}
+
+#[test]
+fn every_rung_trains_the_same_model_on_the_simulator() {
+    let dir = tempfile::tempdir().unwrap();
+    let device = ResolvedDevice::Sim(Simulator::new().expect("cargo xtask build-ptx has run"));
+    let options = options(dir.path().join("work"));
+    let ladder = ladder::run(&device, &options, &mut |_| ()).unwrap();
+    assert_eq!(ladder.rungs.len(), ladder::RUNGS.len());
+    assert!(!ladder.timed_on_gpu);
+    let fp32 = ladder.result("fp32").unwrap().ours.as_ref().unwrap().losses.clone();
+    assert_eq!(fp32.len(), 2);
+    assert!((fp32[0] - (96f32).ln()).abs() < 0.1, "initial loss {} is not near ln V", fp32[0]);
+    for result in &ladder.rungs {
+        let run = result.ours.as_ref().unwrap_or_else(|e| panic!("{}: {e}", result.rung.id));
+        assert_eq!(run.step_ms.len(), 1);
+        assert!(run.tokens_per_sec > 0.0);
+        let tolerance = ladder::loss_tolerance(result.rung.precision);
+        for (step, (&ours, &reference)) in run.losses.iter().zip(&fp32).enumerate() {
+            assert!(
+                (ours - reference).abs() <= tolerance,
+                "{} step {step}: loss {ours} vs fp32 {reference} (tolerance {tolerance})",
+                result.rung.id
+            );
+        }
+    }
+    // tf32 differs from fp32 only in the matmul inputs' rounding: close, not equal.
+    let tf32 = &ladder.result("tf32").unwrap().ours.as_ref().unwrap().losses;
+    assert!((tf32[0] - fp32[0]).abs() < 1e-3);
+
+    let meta = ReportMeta { date: "2026-01-01", commit: "abc", command: "trainer ladder" };
+    let text = ladder::markdown(&ladder, &meta);
+    assert!(text.contains("timings below are meaningless"), "{text}");
+    assert!(text.contains("No PyTorch side: PyTorch was not run (--torch off)"), "{text}");
+    for rung in &ladder::RUNGS {
+        assert!(text.contains(&format!("\n| {} | {} |", rung.id, rung.change)), "{}", rung.id);
+    }
+    let png = dir.path().join("ladder.png");
+    ladder::chart(&ladder, &png).unwrap();
+    assert!(std::fs::read(&png).unwrap().starts_with(b"\x89PNG"));
+}
+
+#[test]
+fn cli_writes_the_report_and_rejects_bad_arguments() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("bench/ladder.md");
+    let args = ["ladder", "--device", "sim", "--rungs", "vocab", "--torch", "off"];
+    let stdout = trainer_ok(&[&args[..], &["--out", &arg(&out)]].concat());
+    assert!(stdout.contains("ours  vocab"), "{stdout}");
+    let report = std::fs::read_to_string(&out).unwrap();
+    assert!(report.contains("| vocab |") && !report.contains("| fp32 |"), "{report}");
+    assert!(out.with_extension("png").is_file());
+
+    let bad = trainer(&["ladder", "--device", "sim", "--rungs", "fp32,fp64"]);
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(!bad.status.success() && err.contains("unknown rung 'fp64'"), "{err}");
+    let missing = dir.path().join("none.py");
+    let bad = trainer(&[
+        "ladder",
+        "--device",
+        "sim",
+        "--rungs",
+        "vocab",
+        "--torch",
+        "on",
+        "--torch-script",
+        &arg(&missing),
+    ]);
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(!bad.status.success() && err.contains("--torch on"), "{err}");
+}
