@@ -11,11 +11,11 @@ one JSON object per rung on stdout, one a line, flushed as the rung finishes:
 
 `step_ms` holds the timed steps (wall clock between `torch.cuda.synchronize()` before and after
 each step; `time.perf_counter` alone on the CPU), `median_ms` their median, `tokens_per_sec`
-B*T/(median_ms/1000), and `losses` the loss of every step, warm-up steps included, in order (a
-non-finite loss is written as null, JSON having no NaN). A rung that cannot run here (no
-`torch.compile` backend, out of memory, ...) is printed as {"rung", "ok": false, "error"} and the
-ladder goes on with the next one. Nothing else goes to stdout; warnings go to stderr. Exits 2 with
-a message naming the problem when an argument or a file is bad, else 0. `trainer ladder` calls it
+B*T/(median_ms/1000), and `losses` the loss of every step, warm-up steps included, in order. A
+rung that cannot run here (no `torch.compile` backend, out of memory, ...) or whose loss is not
+finite (JSON has no NaN) is printed as {"rung", "ok": false, "error"} and the ladder goes on with
+the next one. Nothing else goes to stdout; progress and warnings go to stderr. Exits 2 with a
+message naming the problem when an argument or a file is bad, else 0. `trainer ladder` calls it
 and runs the same rungs with its own kernels on the same checkpoint and batches.
 
 Rungs, in ladder order (`--rungs` picks some, run in the order given):
@@ -74,8 +74,8 @@ import sys
 import time
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+from torch import nn
 from torch._dynamo.utils import counters as dynamo_counters
 
 MODEL_MAGIC = 20240326
@@ -115,7 +115,8 @@ def load_checkpoint(path: str):
     buf = read_file(path)
     if len(buf) < HEADER_BYTES:
         raise BadInput(
-            f"{path}: truncated checkpoint: {len(buf)} bytes, less than the {HEADER_BYTES}-byte header"
+            f"{path}: truncated checkpoint: {len(buf)} bytes, "
+            f"less than the {HEADER_BYTES}-byte header"
         )
     h = int32s(buf, 256)
     if h[0] != MODEL_MAGIC:
@@ -158,7 +159,8 @@ def load_tokens(path: str) -> torch.Tensor:
     buf = read_file(path)
     if len(buf) < HEADER_BYTES:
         raise BadInput(
-            f"{path}: truncated token shard: {len(buf)} bytes, less than the {HEADER_BYTES}-byte header"
+            f"{path}: truncated token shard: {len(buf)} bytes, "
+            f"less than the {HEADER_BYTES}-byte header"
         )
     h = int32s(buf, 3)
     if h[0] != SHARD_MAGIC:
@@ -276,10 +278,6 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
-def finite_or_none(x: float):
-    return x if math.isfinite(x) else None
-
-
 def run_rung(rung: str, cfg: dict, tensors: list, batches: list, args, device) -> dict:
     tf32, amp, compile_, flash, padded, use_scaler = RUNGS[rung]
     set_tf32(tf32)
@@ -330,6 +328,9 @@ def run_rung(rung: str, cfg: dict, tensors: list, batches: list, args, device) -
                 torch.nn.utils.clip_grad_norm_(params, args.grad_clip)
             optimizer.step()
         losses.append(loss.item())
+        if not math.isfinite(losses[-1]):
+            # JSON has no NaN, and a ladder rung that diverged has no throughput worth comparing.
+            raise FloatingPointError(f"loss {losses[-1]} at step {i + 1}")
         sync(device)
         elapsed = (time.perf_counter() - start) * 1000.0
         if i >= args.warmup:
@@ -355,7 +356,7 @@ def run_rung(rung: str, cfg: dict, tensors: list, batches: list, args, device) -
         "step_ms": step_ms,
         "median_ms": median,
         "tokens_per_sec": args.b * args.t / (median / 1000.0),
-        "losses": [finite_or_none(v) for v in losses],
+        "losses": losses,
     }
 
 
@@ -418,7 +419,9 @@ def main() -> None:
         tokens = load_tokens(args.data)
         B, T = args.b, args.t
         if T > cfg["maxT"]:
-            raise BadInput(f"--t {T} exceeds the checkpoint's maximum sequence length {cfg['maxT']}")
+            raise BadInput(
+                f"--t {T} exceeds the checkpoint's maximum sequence length {cfg['maxT']}"
+            )
         windows = (tokens.numel() - 1) // (B * T)
         if windows < 1:
             raise BadInput(
@@ -448,7 +451,7 @@ def main() -> None:
     for rung in args.rung_list:
         try:
             result = run_rung(rung, cfg, tensors, batches, args, device)
-        except Exception as err:  # compile unavailable, out of memory, ...
+        except Exception as err:  # noqa: BLE001 (compile unavailable, out of memory, ...)
             print(f"ladder_torch: {rung} failed: {err!r}", file=sys.stderr, flush=True)
             result = {"rung": rung, "ok": False, "error": one_line(err)}
         gc.collect()

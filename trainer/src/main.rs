@@ -382,7 +382,13 @@ fn ladder(args: &LadderArgs) -> Result<()> {
         Some(name) => gpu_host::provenance::device_slug(name),
         None => format!("{:?}", args.device).to_lowercase(),
     };
-    let out = args.out.clone().unwrap_or_else(|| format!("bench/ladder-{slug}.md").into());
+    // A part of the ladder gets its own report, named after its rungs.
+    let part = if ladder.rungs.len() == trainer::ladder::RUNGS.len() {
+        String::new()
+    } else {
+        ladder.rungs.iter().map(|r| format!("-{}", r.rung.id)).collect()
+    };
+    let out = args.out.clone().unwrap_or_else(|| format!("bench/ladder-{slug}{part}.md").into());
     let date = gpu_host::provenance::utc_date(std::time::SystemTime::now());
     let commit = gpu_host::provenance::source_commit().unwrap_or_else(|| "unknown".into());
     let command = format!("trainer {}", std::env::args().skip(1).collect::<Vec<_>>().join(" "));
