@@ -30,6 +30,9 @@ pub struct SimOptions {
     pub uninitialized_shared: bool,
     /// Run the blocks of a launch in parallel on the rayon pool.
     pub parallel_blocks: bool,
+    /// Device memory, in bytes: an allocation that would take the live allocations past it
+    /// fails with [`GpuError::OutOfMemory`], as on a GPU (`None`: unlimited).
+    pub memory_limit: Option<u64>,
 }
 
 impl Default for SimOptions {
@@ -39,6 +42,7 @@ impl Default for SimOptions {
             async_copy_hazards: true,
             uninitialized_shared: true,
             parallel_blocks: true,
+            memory_limit: None,
         }
     }
 }
@@ -235,6 +239,16 @@ impl Device for Simulator {
 
     fn alloc<T: DeviceElement>(&self, len: usize) -> Result<SimBuffer<T>> {
         let bytes = alloc_bytes::<T>(len)?;
+        if let Some(total) = self.options.memory_limit {
+            let free = total.saturating_sub(self.heap.live_bytes());
+            if bytes as u64 > free {
+                return Err(GpuError::OutOfMemory {
+                    bytes,
+                    free: free as usize,
+                    total: total as usize,
+                });
+            }
+        }
         let alloc = self.heap.alloc(bytes as u64);
         Ok(SimBuffer { alloc, heap: self.heap.clone(), len, _elem: PhantomData })
     }

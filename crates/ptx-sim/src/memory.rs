@@ -111,6 +111,12 @@ impl Heap {
         alloc
     }
 
+    /// Bytes held by the live allocations (guards excluded).
+    pub fn live_bytes(&self) -> u64 {
+        let live = self.live.read().unwrap_or_else(PoisonError::into_inner);
+        live.values().map(|a| a.len()).sum()
+    }
+
     /// Unmaps the allocation at `base` (its addresses are never handed out again).
     pub fn free(&self, base: u64) {
         self.live.write().unwrap_or_else(PoisonError::into_inner).remove(&base);

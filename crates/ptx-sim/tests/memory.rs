@@ -153,3 +153,19 @@ fn parameters_are_laid_out_with_their_alignment() {
     let err = sim.launch_bytes("p", block(1), &params[..20]).unwrap_err();
     assert!(err.to_string().contains("20 bytes given, the entry declares 22"), "{err}");
 }
+
+#[test]
+fn a_memory_limit_fails_allocations_past_it_like_a_gpu() {
+    use gpu_host::{Device, GpuError};
+    use ptx_sim::{SimOptions, Simulator};
+    let options = SimOptions { memory_limit: Some(1000), ..SimOptions::default() };
+    let sim = Simulator::from_ptx(&kernel("")).unwrap().with_options(options);
+    let first = sim.alloc::<f32>(200).unwrap();
+    match sim.alloc::<f32>(51) {
+        Err(GpuError::OutOfMemory { bytes: 204, free: 200, total: 1000 }) => {}
+        other => panic!("expected out of memory, got {:?}", other.map(|_| ())),
+    }
+    let second = sim.alloc::<f32>(50).unwrap();
+    drop((first, second));
+    sim.alloc::<u8>(1000).expect("freed memory is available again");
+}

@@ -198,17 +198,23 @@ pub struct CudaBackend<'d, D: Device, A: CudaAct> {
 fn alloc_error(what: &str, err: GpuError) -> Error {
     match err {
         GpuError::OutOfMemory { bytes, free, total } => Error::Backend(format!(
-            "out of GPU memory allocating {what}: {:.2} GiB requested, {:.2} GiB free of {:.2} GiB; lower --batch-size (or --seq-len)",
-            gib(bytes),
-            gib(free),
-            gib(total)
+            "out of GPU memory allocating {what}: {} requested, {} free of {}; lower --batch-size (or --seq-len)",
+            human_size(bytes),
+            human_size(free),
+            human_size(total)
         )),
         other => Error::Backend(format!("allocating {what}: {other}")),
     }
 }
 
-fn gib(bytes: usize) -> f64 {
-    bytes as f64 / (1u64 << 30) as f64
+/// `3.42 GiB` from 1 GiB up, else `12.5 MiB`.
+fn human_size(bytes: usize) -> String {
+    let bytes = bytes as f64;
+    if bytes >= (1u64 << 30) as f64 {
+        format!("{:.2} GiB", bytes / (1u64 << 30) as f64)
+    } else {
+        format!("{:.1} MiB", bytes / (1u64 << 20) as f64)
+    }
 }
 
 impl From<GpuError> for Error {

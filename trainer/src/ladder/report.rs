@@ -181,12 +181,24 @@ fn loss_section(ladder: &Ladder) -> String {
         "\n## Loss agreement\n\nEvery step's loss (warm-up included), ours against PyTorch's on \
          the same batches; the first {shown} are shown. Step 0's loss is the initial model's, \
          the same for every rung up to the rung's precision; the agreement tolerance is {} \
-         (fp32), {} (tf32), {} (bf16, fp16).\n\n| rung | ours | PyTorch | max |Δ| | within \
-         tolerance |\n|---|---|---|---:|---|\n",
+         (fp32), {} (tf32), {} (bf16, fp16).\n",
         loss_tolerance(Precision::Fp32),
         loss_tolerance(Precision::Tf32),
         loss_tolerance(Precision::Bf16)
     );
+    let c = &ladder.options.config;
+    if ladder.rungs.iter().any(|r| r.rung.padded_vocab) && c.padded_vocab_size > c.vocab_size {
+        let _ = writeln!(
+            s,
+            "\nFrom the vocab rung on, PyTorch's softmax (nanoGPT's `vocab_size=50304`) also \
+             covers the {} padded logits, ours (llm.c's) does not: PyTorch's loss starts higher \
+             by about ln(Vp/V) = {:.2e} (the padded rows of wte are zero) and the gap shrinks \
+             as training pushes those logits down. The comparison below includes that gap.",
+            c.padded_vocab_size - c.vocab_size,
+            (c.padded_vocab_size as f64 / c.vocab_size as f64).ln()
+        );
+    }
+    s += "\n| rung | ours | PyTorch | max \\|Δ\\| | within tolerance |\n|---|---|---|---:|---|\n";
     for result in &ladder.rungs {
         let ours = result.ours.as_ref().ok();
         let torch = result.torch.as_ref().and_then(|t| t.as_ref().ok());

@@ -259,3 +259,23 @@ fn cli_trains_on_the_simulator() {
     assert!(records[1]["train_loss"].as_f64().unwrap().is_finite());
     assert!(files.path("ckpt/model_00000002.bin").is_file());
 }
+
+/// A simulator with 4 MiB of device memory holds the tiny model but not the training state
+/// of a large batch: the error names the buffer, the sizes, and what to do.
+#[test]
+fn out_of_memory_names_the_buffer_and_advises_a_smaller_batch() {
+    use ptx_sim::SimOptions;
+    use trainer::backend::CudaBackend;
+    let options = SimOptions { memory_limit: Some(4 << 20), ..SimOptions::default() };
+    let sim = Simulator::new().expect("cargo xtask build-ptx has run").with_options(options);
+    let backend =
+        CudaBackend::<Simulator, half::bf16>::new(&sim, Precision::Bf16, 1, None).unwrap();
+    let model = Gpt2::new(&backend, config(), &params(), ModelOptions::default()).unwrap();
+    let shape = BatchShape { b: 64, t: T, grad_accum_steps: 1 };
+    let err = match Session::new(&backend, model, plain_adamw(), shape) {
+        Ok(_) => panic!("a 4 MiB device cannot hold B=64 training state"),
+        Err(e) => e.to_string(),
+    };
+    assert!(err.contains("out of GPU memory allocating the "), "{err}");
+    assert!(err.contains("MiB free of 4.0 MiB") && err.contains("lower --batch-size"), "{err}");
+}
