@@ -314,10 +314,9 @@ fn ladder_config(model: LadderModelArg) -> Gpt2Config {
     Gpt2Config::from_size(size)
 }
 
-fn ladder(args: &LadderArgs) -> Result<()> {
-    use trainer::ladder::{self, LadderOptions, ReportMeta, TorchMode};
-    let device = DeviceChoice::from(args.device).resolve()?;
-    let gpu = matches!(device, ResolvedDevice::Cuda(_));
+/// The ladder's options from the command line, for a GPU (`gpu`) or not.
+fn ladder_options(args: &LadderArgs, gpu: bool) -> Result<trainer::ladder::LadderOptions> {
+    use trainer::ladder::{self, LadderOptions, TorchMode};
     let pick = |value: Option<usize>, on_gpu: usize, elsewhere: usize| {
         value.unwrap_or(if gpu { on_gpu } else { elsewhere })
     };
@@ -354,7 +353,7 @@ fn ladder(args: &LadderArgs) -> Result<()> {
         TorchArg::On => TorchMode::Required(script),
         TorchArg::Off => TorchMode::Off,
     };
-    let options = LadderOptions {
+    Ok(LadderOptions {
         config: ladder_config(model),
         b: pick(args.batch_size, 16, 2),
         t: pick(args.seq_len, 1024, 16),
@@ -374,12 +373,14 @@ fn ladder(args: &LadderArgs) -> Result<()> {
         data,
         work_dir: ladder::default_work_dir(),
         torch,
-    };
-    let result = ladder::run(&device, &options, &mut |l| log(l));
-    ladder::remove_work_dir(&options.work_dir);
-    let ladder = result?;
+    })
+}
+
+/// Writes the ladder's report (`--out`, else `bench/ladder-<device>[-<rungs>].md`) and chart.
+fn write_ladder_report(args: &LadderArgs, ladder: &trainer::ladder::Ladder) -> Result<()> {
+    use gpu_host::provenance;
     let slug = match &ladder.gpu {
-        Some(name) => gpu_host::provenance::device_slug(name),
+        Some(name) => provenance::device_slug(name),
         None => format!("{:?}", args.device).to_lowercase(),
     };
     // A part of the ladder gets its own report, named after its rungs.
@@ -389,18 +390,28 @@ fn ladder(args: &LadderArgs) -> Result<()> {
         ladder.rungs.iter().map(|r| format!("-{}", r.rung.id)).collect()
     };
     let out = args.out.clone().unwrap_or_else(|| format!("bench/ladder-{slug}{part}.md").into());
-    let date = gpu_host::provenance::utc_date(std::time::SystemTime::now());
-    let commit = gpu_host::provenance::source_commit().unwrap_or_else(|| "unknown".into());
+    let date = provenance::utc_date(std::time::SystemTime::now());
+    let commit = provenance::source_commit().unwrap_or_else(|| "unknown".into());
     let command = format!("trainer {}", std::env::args().skip(1).collect::<Vec<_>>().join(" "));
-    let meta = ReportMeta { date: &date, commit: &commit, command: &command };
+    let meta = trainer::ladder::ReportMeta { date: &date, commit: &commit, command: &command };
     if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    let text = ladder::markdown(&ladder, &meta);
+    let text = trainer::ladder::markdown(ladder, &meta);
     trainer::io::write_atomic(&out, |w| std::io::Write::write_all(w, text.as_bytes()))?;
     let png = out.with_extension("png");
-    ladder::chart(&ladder, &png)?;
+    trainer::ladder::chart(ladder, &png)?;
     log(&format!("report: {} (chart: {})", out.display(), png.display()));
+    Ok(())
+}
+
+fn ladder(args: &LadderArgs) -> Result<()> {
+    let device = DeviceChoice::from(args.device).resolve()?;
+    let options = ladder_options(args, matches!(device, ResolvedDevice::Cuda(_)))?;
+    let result = trainer::ladder::run(&device, &options, &mut |l| log(l));
+    trainer::ladder::remove_work_dir(&options.work_dir);
+    let ladder = result?;
+    write_ladder_report(args, &ladder)?;
     let failed: Vec<String> = ladder
         .rungs
         .iter()
