@@ -87,6 +87,20 @@ pub(super) fn run(
     if !script.is_file() {
         return missing(format!("the PyTorch script {} is missing", script.display()));
     }
+    match run_script(script, options, inputs, log) {
+        Ok(runs) => Ok(Ok(runs)),
+        // Our rungs have run: a PyTorch failure becomes a note in the report (unless required).
+        Err(e) => missing(e.to_string()),
+    }
+}
+
+/// Runs `script` and collects its rungs; any failure (spawn, output, exit status) is an error.
+fn run_script(
+    script: &Path,
+    options: &LadderOptions,
+    inputs: &Inputs<'_>,
+    log: &mut dyn FnMut(&str),
+) -> Result<TorchRuns> {
     let ids: Vec<&str> = options.rungs.iter().map(|r| r.id).collect();
     let a = &options.adamw;
     let mut child = Command::new("python3")
@@ -133,7 +147,7 @@ pub(super) fn run(
     }
     let status = child.wait().map_err(|e| Error::io(script, e))?;
     if !status.success() {
-        return missing(format!("{} exited with {status}", script.display()));
+        return Err(Error::invalid(format!("{} exited with {status}", script.display())));
     }
-    Ok(Ok(runs))
+    Ok(runs)
 }
