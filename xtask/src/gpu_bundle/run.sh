@@ -21,9 +21,9 @@
 #
 # Each step runs under its own time limit (seconds; override with e.g. TIMEOUT_BENCH=900):
 # TIMEOUT_INFO, TIMEOUT_TESTS (per test binary), TIMEOUT_SANITIZE (per tool and binary),
-# TIMEOUT_BENCH (per benchmark), TIMEOUT_TRAIN (per precision), TIMEOUT_LADDER. Logs go to DIR/logs, reports to DIR/bench, and DIR/summary.md
-# gets one row per step. --archive packs DIR into a .tar.gz (for a machine that can only hand
-# back a few files). Exit status: 0 when every step passed, 1 when one failed, 2 when there is
+# TIMEOUT_BENCH (per benchmark), TIMEOUT_TRAIN (per precision), TIMEOUT_LADDER. Logs go to
+# DIR/logs, reports to DIR/bench, and DIR/summary.md gets one row per step. --archive packs
+# DIR into a .tar.gz (for a machine that can only hand back a few files). Exit status: 0 when every step passed, 1 when one failed, 2 when there is
 # no GPU here or the arguments are wrong.
 set -uo pipefail
 
@@ -37,7 +37,7 @@ out=./gpu-results
 archive=""
 stages=()
 
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
 
 while (($#)); do
     case "$1" in
