@@ -23,8 +23,8 @@
 # TIMEOUT_INFO, TIMEOUT_TESTS (per test binary), TIMEOUT_SANITIZE (per tool and binary),
 # TIMEOUT_BENCH (per benchmark), TIMEOUT_TRAIN (per precision), TIMEOUT_LADDER. Logs go to
 # DIR/logs, reports to DIR/bench, and DIR/summary.md gets one row per step. --archive packs
-# DIR into a .tar.gz (for a machine that can only hand back a few files). Exit status: 0 when every step passed, 1 when one failed, 2 when there is
-# no GPU here or the arguments are wrong.
+# DIR into a .tar.gz (for a machine that can only hand back a few files). Exit status: 0 when
+# every step passed, 1 when one failed, 2 when there is no GPU here or the arguments are wrong.
 set -uo pipefail
 
 case $0 in
