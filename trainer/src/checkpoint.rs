@@ -2,9 +2,10 @@
 //!
 //! A model checkpoint is llm.c's format: 256 little-endian i32 (magic 20240326, version 3
 //! for f32 or 5 for bf16, maxT, V, L, NH, C, Vp, zeros), then the 16 parameter tensors in
-//! [`ParamKind::ALL`] order. Both versions are written and read; training checkpoints are
-//! version 3 (the f32 master weights, which a bit-exact resume needs), and `trainer convert`
-//! writes version 5 (bf16, rounded to nearest even: what llm.c's bf16 build loads).
+//! [`crate::model::ParamKind::ALL`] order. Both versions are written and read; training
+//! checkpoints are version 3 (the f32 master weights, which a bit-exact resume needs), and
+//! `trainer convert` writes version 5 (bf16, rounded to nearest even: what llm.c's bf16 build
+//! loads).
 //!
 //! An optimizer-state file holds what a bit-exact resume needs beyond the parameters: a
 //! header of 128 little-endian u64 ([`STATE_MAGIC`], version 1, parameter count, completed
@@ -22,7 +23,7 @@ use crate::error::{Error, Result};
 use crate::io::{
     read_bf16s_into, read_f32s_into, read_i32s, write_atomic, write_f32s, write_i32s, write_u16s,
 };
-use crate::model::{Gpt2Config, ParamKind, Params};
+use crate::model::{Gpt2Config, Params};
 use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -55,10 +56,6 @@ fn open(path: &Path) -> Result<(BufReader<File>, u64)> {
     let file = File::open(path).map_err(|e| Error::io(path, e))?;
     let size = file.metadata().map_err(|e| Error::io(path, e))?.len();
     Ok((BufReader::new(file), size))
-}
-
-fn num_params(config: &Gpt2Config) -> usize {
-    ParamKind::ALL.iter().map(|k| k.len(config)).sum()
 }
 
 /// The element type of a model checkpoint's parameters.
@@ -174,7 +171,7 @@ pub fn read_model(path: &Path) -> Result<ModelCheckpoint> {
     config
         .validate()
         .map_err(|e| Error::bad_file(path, format!("corrupt checkpoint header: {e}")))?;
-    let expected = header_bytes + dtype.bytes() * num_params(&config) as u64;
+    let expected = header_bytes + dtype.bytes() * config.num_params() as u64;
     if size != expected {
         let what = if size < expected { "truncated" } else { "corrupt" };
         return Err(Error::bad_file(
@@ -233,7 +230,7 @@ pub fn write_state(path: &Path, config: &Gpt2Config, state: &OptimizerState) -> 
     let fields = [
         STATE_MAGIC,
         STATE_VERSION,
-        num_params(config) as u64,
+        config.num_params() as u64,
         state.step,
         state.batch_size,
         state.seq_len,
@@ -286,7 +283,7 @@ pub fn read_state(path: &Path, config: &Gpt2Config) -> Result<OptimizerState> {
             format!("unsupported optimizer-state version {} (expected {STATE_VERSION})", h[1]),
         ));
     }
-    let n = num_params(config) as u64;
+    let n = config.num_params() as u64;
     if h[2] != n {
         return Err(Error::bad_file(
             path,
@@ -385,7 +382,7 @@ pub fn resolve_model_file(path: &Path) -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::gpt2_init;
+    use crate::model::{ParamKind, gpt2_init};
 
     fn tiny() -> Gpt2Config {
         Gpt2Config {
@@ -422,7 +419,7 @@ mod tests {
         for v in [20240326, 5, 8, 20, 2, 2, 8, 32].into_iter().chain([0; 248]) {
             bytes.extend(i32::to_le_bytes(v));
         }
-        let n = num_params(&tiny());
+        let n = tiny().num_params();
         for i in 0..n {
             bytes.extend(half::bf16::from_f32(i as f32 * 0.5).to_bits().to_le_bytes());
         }
@@ -451,7 +448,7 @@ mod tests {
         let bytes = std::fs::read(&path).unwrap();
         let word = |i: usize| i32::from_le_bytes(bytes[4 * i..4 * i + 4].try_into().unwrap());
         assert_eq!(word(1), 5);
-        assert_eq!(bytes.len(), 1024 + 2 * num_params(&tiny()));
+        assert_eq!(bytes.len(), 1024 + 2 * tiny().num_params());
         let read = read_model(&path).unwrap();
         assert_eq!(read.dtype, ModelDtype::Bf16);
         assert_eq!(

@@ -2,13 +2,13 @@
 //! precision in use, from a table of known GPUs (dense tensor-core peaks, no sparsity).
 
 use crate::backend::Precision;
-use crate::model::{Gpt2Config, ParamKind};
+use crate::model::Gpt2Config;
 
 /// Training FLOPs per token of a model at sequence length `t`: 6 per parameter (forward 2,
 /// backward 4) plus the attention's `6·L·C·T` (score and value matmuls, forward and
 /// backward, causal half counted as in llm.c and nanoGPT: `12·L·C·T / 2`).
 pub fn flops_per_token(config: &Gpt2Config, t: usize) -> f64 {
-    let params: usize = ParamKind::ALL.iter().map(|k| k.len(config)).sum();
+    let params = config.num_params();
     let (l, c) = (config.num_layers as f64, config.channels as f64);
     6.0 * params as f64 + 6.0 * l * c * t as f64
 }

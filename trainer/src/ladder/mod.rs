@@ -108,9 +108,7 @@ impl Ladder {
     /// Model FLOPs per token (6·N + 6·L·C·T, N counted with the unpadded vocabulary: padding
     /// is not useful work).
     pub fn flops_per_token(&self) -> f64 {
-        let unpadded =
-            Gpt2Config { padded_vocab_size: self.options.config.vocab_size, ..self.options.config };
-        mfu::flops_per_token(&unpadded, self.options.t)
+        mfu::flops_per_token(&self.options.config.unpadded(), self.options.t)
     }
 
     /// MFU of `tokens_per_sec` in `rung`'s precision on this GPU, if its peak is known.
@@ -196,7 +194,7 @@ fn first_losses(losses: &[f32]) -> String {
 
 /// The model with its vocabulary unpadded (`Vp = V`, `wte` cut to V rows).
 fn unpadded(config: &Gpt2Config, params: &Params<Vec<f32>>) -> (Gpt2Config, Params<Vec<f32>>) {
-    let config = Gpt2Config { padded_vocab_size: config.vocab_size, ..*config };
+    let config = config.unpadded();
     let mut params = params.clone();
     params[ParamKind::Wte].truncate(config.vocab_size * config.channels);
     (config, params)

@@ -4,7 +4,6 @@
 use super::{Ladder, Rung, RungResult};
 use crate::backend::Precision;
 use crate::error::{Error, Result};
-use crate::model::ParamKind;
 use plotters::prelude::*;
 use plotters::style::FontStyle;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -65,12 +64,6 @@ fn losses(values: &[f32], n: usize) -> String {
     values.iter().take(n).map(|l| format!("{l:.4}")).collect::<Vec<_>>().join(" ")
 }
 
-fn parameter_count(ladder: &Ladder) -> usize {
-    let config = ladder.options.config;
-    let unpadded = crate::model::Gpt2Config { padded_vocab_size: config.vocab_size, ..config };
-    ParamKind::ALL.iter().map(|kind| kind.len(&unpadded)).sum()
-}
-
 /// The report in markdown.
 pub fn markdown(ladder: &Ladder, meta: &ReportMeta<'_>) -> String {
     let o = &ladder.options;
@@ -97,7 +90,7 @@ pub fn markdown(ladder: &Ladder, meta: &ReportMeta<'_>) -> String {
         }
         (None, None) => s += "- PyTorch ran but no rung succeeded there (see the table)\n",
     }
-    let n = parameter_count(ladder);
+    let n = c.unpadded().num_params();
     let _ = writeln!(
         s,
         "- Model: {} ({:.1}M parameters with the unpadded vocabulary), B = {}, T = {}, one \

@@ -113,6 +113,16 @@ impl Gpt2Config {
         self.channels / self.num_heads
     }
 
+    /// Number of parameters (the padded rows of `wte` included).
+    pub fn num_params(&self) -> usize {
+        super::ParamKind::ALL.iter().map(|k| k.len(self)).sum()
+    }
+
+    /// The same model with its vocabulary unpadded (`Vp = V`).
+    pub fn unpadded(&self) -> Self {
+        Self { padded_vocab_size: self.vocab_size, ..*self }
+    }
+
     /// A one-line description: `L12 NH12 C768 maxT1024 V50257 (Vp 50304)`.
     pub fn describe(&self) -> String {
         format!(
@@ -130,11 +140,9 @@ impl Gpt2Config {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::ParamKind;
 
     fn params(size: ModelSize) -> usize {
-        let config = Gpt2Config::from_size(size);
-        ParamKind::ALL.iter().map(|k| k.len(&config)).sum()
+        Gpt2Config::from_size(size).num_params()
     }
 
     #[test]

@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::io::ensure_writable_dir;
 use crate::loss_scale::{LossScaleConfig, LossScaler};
 use crate::mfu;
-use crate::model::{Gpt2, Gpt2Config, ModelOptions, ParamKind, Params, gpt2_init};
+use crate::model::{Gpt2, Gpt2Config, ModelOptions, Params, gpt2_init};
 use crate::optim::{AdamWConfig, LrConfig, LrSchedule};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -218,7 +218,7 @@ impl Summary<'_> {
     fn lines(&self, opts: &TrainOptions) -> Vec<String> {
         let Self { config, train, accum, first_step, .. } = *self;
         let (b, t) = (opts.batch_size, opts.seq_len);
-        let num_params: usize = ParamKind::ALL.iter().map(|k| k.len(config)).sum();
+        let num_params = config.num_params();
         let tokens_per_step = b * t * accum;
         vec![
             format!(
