@@ -18,13 +18,13 @@ pub use torch::{TorchMode, TorchRun};
 
 use crate::backend::{Backend, BackendJob, ResolvedDevice};
 use crate::checkpoint::{ModelDtype, write_model};
-use crate::data::{Shard, write_shard};
+use crate::data::{DataLoader, write_shard};
 use crate::error::{Error, Result};
 use crate::mfu;
 use crate::model::{Gpt2, Gpt2Config, ModelOptions, ParamKind, Params, gpt2_init};
 use crate::optim::AdamWConfig;
 use crate::rng;
-use crate::train::{BatchShape, BatchSource, Session};
+use crate::train::{BatchShape, Session};
 use rand::RngExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -92,12 +92,11 @@ pub struct RungResult {
 pub struct Ladder {
     /// The options it ran with.
     pub options: LadderOptions,
-    /// The GPU's name, when the device is a GPU.
+    /// The GPU's name, when the device is a GPU (the figures are real only then; elsewhere the
+    /// ladder only checks that each rung trains).
     pub gpu: Option<String>,
     /// The device, in words.
     pub device: String,
-    /// Whether the figures are real (a GPU) or only check that each rung trains.
-    pub timed_on_gpu: bool,
     /// One entry per rung, in order.
     pub rungs: Vec<RungResult>,
     /// Why there is no PyTorch side, when there is none.
@@ -138,7 +137,11 @@ pub fn run(
     let params = gpt2_init(&config, options.seed);
     let checkpoint = options.work_dir.join("ladder-init.bin");
     write_model(&checkpoint, &config, &params, ModelDtype::F32)?;
-    let (tokens, shard) = tokens(options)?;
+    let shard = token_shard(options)?;
+    // Sequential windows (no shuffle), wrapping around: window i at step i, as the PyTorch
+    // script reads them; the loader checks the length and every token it hands out.
+    let pattern = glob::Pattern::escape(&shard.to_string_lossy());
+    let mut data = DataLoader::open(&pattern, "--data", b, t, config.vocab_size, None)?;
     let (gpu, described) = match device {
         ResolvedDevice::Cuda(gpu) => (Some(gpu.info().name.clone()), gpu.info().name.clone()),
         ResolvedDevice::Sim(_) => (None, "the PTX simulator (timings meaningless)".into()),
@@ -148,14 +151,14 @@ pub fn run(
         options: options.clone(),
         gpu,
         device: described,
-        timed_on_gpu: matches!(device, ResolvedDevice::Cuda(_)),
         rungs: Vec::new(),
         torch_note: None,
     };
     for &rung in &options.rungs {
         let (config, params) =
             if rung.padded_vocab { (config, params.clone()) } else { unpadded(&config, &params) };
-        let job = RungJob { rung, options, config, params: &params, tokens: &tokens };
+        data.reset()?;
+        let job = RungJob { rung, options, config, params: &params, data: &mut data };
         let ours = device.run(rung.precision, job).map_err(|e| e.to_string());
         match &ours {
             Ok(run) => log(&format!(
@@ -172,7 +175,7 @@ pub fn run(
         }
         ladder.rungs.push(RungResult { rung, ours, torch: None });
     }
-    let torch_device = if ladder.timed_on_gpu { "cuda" } else { "cpu" };
+    let torch_device = if ladder.gpu.is_some() { "cuda" } else { "cpu" };
     let inputs = torch::Inputs { checkpoint: &checkpoint, shard: &shard, device: torch_device };
     match torch::run(&options.torch, options, &inputs, log)? {
         Ok(runs) => {
@@ -200,64 +203,21 @@ fn unpadded(config: &Gpt2Config, params: &Params<Vec<f32>>) -> (Gpt2Config, Para
     (config, params)
 }
 
-/// The training tokens and the shard that holds them (written to the work folder when they
-/// are synthetic).
-fn tokens(options: &LadderOptions) -> Result<(Vec<u16>, PathBuf)> {
-    let need = options.b * options.t + 1;
-    let vocab = options.config.vocab_size;
-    let path = match &options.data {
-        Some(path) => path.clone(),
-        None => {
-            let count = need.max((options.warmup + options.steps) * (need - 1) + 1);
-            let vocab_u16 = u16::try_from(vocab)
-                .map_err(|_| Error::invalid("synthetic tokens need a vocabulary below 65,536"))?;
-            let mut stream = rng::stream(options.seed, &[rng::family::BENCH_TOKENS]);
-            let tokens: Vec<u16> = (0..count).map(|_| stream.random_range(0..vocab_u16)).collect();
-            let path = options.work_dir.join("ladder-tokens.bin");
-            write_shard(&path, &tokens)?;
-            path
-        }
-    };
-    let tokens = Shard::open(&path)?.read_all()?;
-    if tokens.len() < need {
-        return Err(Error::bad_file(
-            &path,
-            format!("{} tokens, but a batch of B × T + 1 needs {need}", tokens.len()),
-        ));
+/// The token shard to train on: `options.data`, or random tokens below V written to the work
+/// folder.
+fn token_shard(options: &LadderOptions) -> Result<PathBuf> {
+    if let Some(path) = &options.data {
+        return Ok(path.clone());
     }
-    if let Some(i) = tokens.iter().position(|&tok| usize::from(tok) >= vocab) {
-        return Err(Error::bad_file(
-            &path,
-            format!(
-                "token id {} at position {i} is not below the vocabulary size {vocab}",
-                tokens[i]
-            ),
-        ));
-    }
-    Ok((tokens, path))
-}
-
-/// Window `i mod windows` of the tokens at step `i`: what `bench/ladder_torch.py` feeds too.
-struct Windows<'a> {
-    tokens: &'a [u16],
-    bt: usize,
-    next: usize,
-}
-
-impl BatchSource for Windows<'_> {
-    fn next_batch(&mut self, inputs: &mut [u32], targets: &mut [u32]) -> Result<()> {
-        let windows = (self.tokens.len() - 1) / self.bt;
-        let start = (self.next % windows) * self.bt;
-        self.next += 1;
-        let window = &self.tokens[start..=start + self.bt];
-        for (dst, &src) in inputs.iter_mut().zip(&window[..self.bt]) {
-            *dst = u32::from(src);
-        }
-        for (dst, &src) in targets.iter_mut().zip(&window[1..]) {
-            *dst = u32::from(src);
-        }
-        Ok(())
-    }
+    let bt = options.b * options.t;
+    let count = (options.warmup + options.steps).max(1) * bt + 1;
+    let vocab = u16::try_from(options.config.vocab_size)
+        .map_err(|_| Error::invalid("synthetic tokens need a vocabulary below 65,536"))?;
+    let mut stream = rng::stream(options.seed, &[rng::family::BENCH_TOKENS]);
+    let tokens: Vec<u16> = (0..count).map(|_| stream.random_range(0..vocab)).collect();
+    let path = options.work_dir.join("ladder-tokens.bin");
+    write_shard(&path, &tokens)?;
+    Ok(path)
 }
 
 /// One rung on one backend.
@@ -266,7 +226,7 @@ struct RungJob<'a> {
     options: &'a LadderOptions,
     config: Gpt2Config,
     params: &'a Params<Vec<f32>>,
-    tokens: &'a [u16],
+    data: &'a mut DataLoader,
 }
 
 impl BackendJob for RungJob<'_> {
@@ -277,13 +237,12 @@ impl BackendJob for RungJob<'_> {
         let model = Gpt2::new(backend, self.config, self.params, options)?;
         let shape = BatchShape { b, t, grad_accum_steps: 1 };
         let mut session = Session::new(backend, model, adamw, shape)?;
-        let mut data = Windows { tokens: self.tokens, bt: b * t, next: 0 };
         let (mut losses, mut step_ms, mut skipped) = (Vec::new(), Vec::new(), 0);
         for i in 0..warmup + steps {
             let timer = Instant::now();
             // AdamW's step count advances with applied updates only, as under GradScaler.
             let update = (losses.len() - skipped) as u32 + 1;
-            let out = session.train_step(&mut data, lr, update)?;
+            let out = session.train_step(self.data, lr, update)?;
             backend.synchronize()?;
             if i >= warmup {
                 step_ms.push(timer.elapsed().as_secs_f64() * 1e3);

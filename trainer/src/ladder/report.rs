@@ -75,7 +75,7 @@ pub fn markdown(ladder: &Ladder, meta: &ReportMeta<'_>) -> String {
         meta.date,
         meta.commit
     );
-    if !ladder.timed_on_gpu {
+    if ladder.gpu.is_none() {
         s += "- **Not a GPU: the timings below are meaningless.** This run checks that every \
               rung's configuration trains (and, with PyTorch on the CPU, that both sides \
               compute the same losses).\n";

@@ -47,7 +47,7 @@ fn every_rung_trains_the_same_model_on_the_simulator() {
     let options = options(dir.path().join("work"));
     let ladder = ladder::run(&device, &options, &mut |_| ()).unwrap();
     assert_eq!(ladder.rungs.len(), ladder::RUNGS.len());
-    assert!(!ladder.timed_on_gpu);
+    assert!(ladder.gpu.is_none());
     let fp32 = ladder.result("fp32").unwrap().ours.as_ref().unwrap().losses.clone();
     assert_eq!(fp32.len(), 2);
     assert!((fp32[0] - (96f32).ln()).abs() < 0.1, "initial loss {} is not near ln V", fp32[0]);
