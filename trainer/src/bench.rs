@@ -48,16 +48,56 @@ pub struct BenchRun {
     pub steps: usize,
 }
 
-/// Runs `warmup + steps` training steps (forward, backward, norm, AdamW) of a fresh model of
-/// `config` on `b × t` random tokens and reports the timed steps (each ends with a
-/// synchronisation, so the wall time covers the device's work).
+/// Timed training steps and what they computed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TimedSteps {
+    /// The timings of the timed steps.
+    pub timing: BenchResult,
+    /// Every step's loss, warm-up included.
+    pub losses: Vec<f32>,
+    /// Steps the fp16 loss scaler skipped.
+    pub skipped: usize,
+}
+
+/// Runs `warmup + steps` training steps of `session` on `data` at learning rate `lr` and times
+/// the last `steps` (each ends with a synchronisation, so the wall time covers the device's
+/// work). AdamW's step count advances with applied updates only, as under PyTorch's
+/// GradScaler.
+pub fn timed_steps<B: Backend>(
+    backend: &B,
+    session: &mut Session<'_, B>,
+    data: &mut dyn BatchSource,
+    lr: f32,
+    run: BenchRun,
+) -> Result<TimedSteps> {
+    let BenchRun { b, t, warmup, steps } = run;
+    let (mut losses, mut step_ms, mut skipped) = (Vec::new(), Vec::new(), 0);
+    for i in 0..warmup + steps {
+        let timer = Instant::now();
+        let update = (losses.len() - skipped) as u32 + 1;
+        let out = session.train_step(data, lr, update)?;
+        backend.synchronize()?;
+        if i >= warmup {
+            step_ms.push(timer.elapsed().as_secs_f64() * 1e3);
+        }
+        losses.push(out.loss);
+        skipped += usize::from(out.skipped);
+    }
+    let mut sorted = step_ms.clone();
+    sorted.sort_by(f64::total_cmp);
+    let median_ms = sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN);
+    let tokens_per_sec = (b * t) as f64 / (median_ms / 1e3);
+    Ok(TimedSteps { timing: BenchResult { step_ms, median_ms, tokens_per_sec }, losses, skipped })
+}
+
+/// Times `warmup + steps` training steps (forward, backward, norm, AdamW) of a fresh model of
+/// `config` on `b × t` random tokens.
 pub fn bench<B: Backend>(
     backend: &B,
     config: &Gpt2Config,
     options: ModelOptions,
     run: BenchRun,
 ) -> Result<BenchResult> {
-    let BenchRun { b, t, warmup, steps } = run;
     let model = Gpt2::new(backend, *config, &gpt2_init(config, 0), options)?;
     let adamw = AdamWConfig {
         beta1: 0.9,
@@ -67,23 +107,11 @@ pub fn bench<B: Backend>(
         decay_all: false,
         grad_clip: 1.0,
     };
-    let shape = BatchShape { b, t, grad_accum_steps: 1 };
+    let shape = BatchShape { b: run.b, t: run.t, grad_accum_steps: 1 };
     let mut session = Session::new(backend, model, adamw, shape)?;
     let mut data = RandomTokens {
         vocab_size: config.vocab_size as u32,
         stream: rng::stream(0, &[rng::family::BENCH_TOKENS]),
     };
-    let mut step_ms = Vec::with_capacity(steps);
-    for i in 0..warmup + steps {
-        let timer = Instant::now();
-        session.train_step(&mut data, 1e-4, i as u32 + 1)?;
-        backend.synchronize()?;
-        if i >= warmup {
-            step_ms.push(timer.elapsed().as_secs_f64() * 1e3);
-        }
-    }
-    let mut sorted = step_ms.clone();
-    sorted.sort_by(f64::total_cmp);
-    let median_ms = sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN);
-    Ok(BenchResult { step_ms, median_ms, tokens_per_sec: (b * t) as f64 / (median_ms / 1e3) })
+    Ok(timed_steps(backend, &mut session, &mut data, 1e-4, run)?.timing)
 }

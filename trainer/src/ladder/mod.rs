@@ -17,6 +17,7 @@ pub use rungs::{RUNGS, Rung, rung};
 pub use torch::{TorchMode, TorchRun};
 
 use crate::backend::{Backend, BackendJob, ResolvedDevice};
+use crate::bench::{BenchRun, TimedSteps, timed_steps};
 use crate::checkpoint::{ModelDtype, write_model};
 use crate::data::{DataLoader, write_shard};
 use crate::error::{Error, Result};
@@ -27,7 +28,6 @@ use crate::rng;
 use crate::train::{BatchShape, Session};
 use rand::RngExt;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -62,16 +62,8 @@ pub struct LadderOptions {
 /// Our side of one rung.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RungRun {
-    /// Wall time of each timed step (each ends with a synchronisation).
-    pub step_ms: Vec<f64>,
-    /// Median of `step_ms`.
-    pub median_ms: f64,
-    /// B·T over the median step time.
-    pub tokens_per_sec: f64,
-    /// Every step's loss, warm-up included.
-    pub losses: Vec<f32>,
-    /// Steps the fp16 loss scaler skipped.
-    pub skipped: usize,
+    /// Timings, losses and skipped steps.
+    pub steps: TimedSteps,
     /// The backend, as it describes itself.
     pub backend: String,
 }
@@ -164,12 +156,12 @@ pub fn run(
             Ok(run) => log(&format!(
                 "ours  {:6} {:9.0} tokens/s, {:8.1} ms/step{}; losses {}",
                 rung.id,
-                run.tokens_per_sec,
-                run.median_ms,
+                run.steps.timing.tokens_per_sec,
+                run.steps.timing.median_ms,
                 ladder
-                    .mfu(rung, run.tokens_per_sec)
+                    .mfu(rung, run.steps.timing.tokens_per_sec)
                     .map_or(String::new(), |m| format!(", MFU {:.1}%", 100.0 * m)),
-                first_losses(&run.losses)
+                first_losses(&run.steps.losses)
             )),
             Err(e) => log(&format!("ours  {:6} failed: {e}", rung.id)),
         }
@@ -237,30 +229,9 @@ impl BackendJob for RungJob<'_> {
         let model = Gpt2::new(backend, self.config, self.params, options)?;
         let shape = BatchShape { b, t, grad_accum_steps: 1 };
         let mut session = Session::new(backend, model, adamw, shape)?;
-        let (mut losses, mut step_ms, mut skipped) = (Vec::new(), Vec::new(), 0);
-        for i in 0..warmup + steps {
-            let timer = Instant::now();
-            // AdamW's step count advances with applied updates only, as under GradScaler.
-            let update = (losses.len() - skipped) as u32 + 1;
-            let out = session.train_step(self.data, lr, update)?;
-            backend.synchronize()?;
-            if i >= warmup {
-                step_ms.push(timer.elapsed().as_secs_f64() * 1e3);
-            }
-            losses.push(out.loss);
-            skipped += usize::from(out.skipped);
-        }
-        let mut sorted = step_ms.clone();
-        sorted.sort_by(f64::total_cmp);
-        let median_ms = sorted[sorted.len() / 2];
-        Ok(RungRun {
-            step_ms,
-            median_ms,
-            tokens_per_sec: (b * t) as f64 / (median_ms / 1e3),
-            losses,
-            skipped,
-            backend: backend.describe(),
-        })
+        let run = BenchRun { b, t, warmup, steps };
+        let steps = timed_steps(backend, &mut session, self.data, lr, run)?;
+        Ok(RungRun { steps, backend: backend.describe() })
     }
 }
 

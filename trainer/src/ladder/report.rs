@@ -31,7 +31,7 @@ pub struct ReportMeta<'a> {
 }
 
 fn tokens_per_sec(result: &RungResult) -> (Option<f64>, Option<f64>) {
-    let ours = result.ours.as_ref().ok().map(|r| r.tokens_per_sec);
+    let ours = result.ours.as_ref().ok().map(|r| r.steps.timing.tokens_per_sec);
     let torch = result.torch.as_ref().and_then(|t| t.as_ref().ok()).map(|t| t.tokens_per_sec);
     (ours, torch)
 }
@@ -140,10 +140,10 @@ pub fn markdown(ladder: &Ladder, meta: &ReportMeta<'_>) -> String {
         let base = rung.base.and_then(|id| ladder.result(id)).map(tokens_per_sec);
         let (ours_cell, ms, mfu) = match &result.ours {
             Ok(r) => (
-                thousands(r.tokens_per_sec),
-                format!("{:.1}", r.median_ms),
+                thousands(r.steps.timing.tokens_per_sec),
+                format!("{:.1}", r.steps.timing.median_ms),
                 ladder
-                    .mfu(rung, r.tokens_per_sec)
+                    .mfu(rung, r.steps.timing.tokens_per_sec)
                     .map_or("–".into(), |m| format!("{:.1}%", 100.0 * m)),
             ),
             Err(e) => (format!("failed: {}", e.replace('|', "\\|")), "–".into(), "–".into()),
@@ -193,7 +193,7 @@ fn loss_section(ladder: &Ladder) -> String {
     }
     s += "\n| rung | ours | PyTorch | max \\|Δ\\| | within tolerance |\n|---|---|---|---:|---|\n";
     for result in &ladder.rungs {
-        let ours = result.ours.as_ref().ok();
+        let ours = result.ours.as_ref().ok().map(|r| &r.steps);
         let torch = result.torch.as_ref().and_then(|t| t.as_ref().ok());
         let (diff, agree) = match (ours, torch) {
             (Some(o), Some(t)) => {

@@ -48,13 +48,13 @@ fn every_rung_trains_the_same_model_on_the_simulator() {
     let ladder = ladder::run(&device, &options, &mut |_| ()).unwrap();
     assert_eq!(ladder.rungs.len(), ladder::RUNGS.len());
     assert!(ladder.gpu.is_none());
-    let fp32 = ladder.result("fp32").unwrap().ours.as_ref().unwrap().losses.clone();
+    let fp32 = ladder.result("fp32").unwrap().ours.as_ref().unwrap().steps.losses.clone();
     assert_eq!(fp32.len(), 2);
     assert!((fp32[0] - (96f32).ln()).abs() < 0.1, "initial loss {} is not near ln V", fp32[0]);
     for result in &ladder.rungs {
-        let run = result.ours.as_ref().unwrap_or_else(|e| panic!("{}: {e}", result.rung.id));
-        assert_eq!(run.step_ms.len(), 1);
-        assert!(run.tokens_per_sec > 0.0);
+        let run = &result.ours.as_ref().unwrap_or_else(|e| panic!("{}: {e}", result.rung.id)).steps;
+        assert_eq!(run.timing.step_ms.len(), 1);
+        assert!(run.timing.tokens_per_sec > 0.0);
         let tolerance = ladder::loss_tolerance(result.rung.precision);
         for (step, (&ours, &reference)) in run.losses.iter().zip(&fp32).enumerate() {
             assert!(
@@ -65,7 +65,7 @@ fn every_rung_trains_the_same_model_on_the_simulator() {
         }
     }
     // tf32 differs from fp32 only in the matmul inputs' rounding: close, not equal.
-    let tf32 = &ladder.result("tf32").unwrap().ours.as_ref().unwrap().losses;
+    let tf32 = &ladder.result("tf32").unwrap().ours.as_ref().unwrap().steps.losses;
     assert!((tf32[0] - fp32[0]).abs() < 1e-3);
 
     let meta = ReportMeta { date: "2026-01-01", commit: "abc", command: "trainer ladder" };
