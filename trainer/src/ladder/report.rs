@@ -3,9 +3,8 @@
 
 use super::{Ladder, Rung, RungResult};
 use crate::backend::Precision;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use plotters::prelude::*;
-use plotters::style::FontStyle;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::fmt::Write;
 use std::path::Path;
@@ -220,13 +219,7 @@ fn loss_section(ladder: &Ladder) -> String {
 
 /// Draws the two ladders (tokens/s per rung, ours and PyTorch side by side) into a PNG.
 pub fn chart(ladder: &Ladder, path: &Path) -> Result<()> {
-    // Fonts are embedded (no system font lookup); registering twice is harmless.
-    let _ =
-        plotters::style::register_font("sans-serif", FontStyle::Normal, dejavu::sans::regular());
-    let tmp = path.with_extension("tmp.png");
-    draw(ladder, &tmp)
-        .map_err(|e| Error::io(path, std::io::Error::other(format!("plotting failed: {e}"))))?;
-    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+    crate::train::render_png(path, |tmp| draw(ladder, tmp))
 }
 
 fn draw(ladder: &Ladder, path: &Path) -> std::result::Result<(), Box<dyn std::error::Error>> {

@@ -97,11 +97,20 @@ impl MetricsLog {
 
 /// Draws train and val loss against the step into a PNG at `path`.
 pub fn plot_losses(records: &[StepRecord], path: &Path) -> Result<()> {
+    render_png(path, |tmp| draw(records, tmp))
+}
+
+/// Writes the PNG that `draw` renders to the path it is given (a temporary file beside `path`,
+/// renamed over `path` once complete), with the embedded "sans-serif" font registered.
+pub(crate) fn render_png(
+    path: &Path,
+    draw: impl FnOnce(&Path) -> std::result::Result<(), Box<dyn std::error::Error>>,
+) -> Result<()> {
     // Fonts are embedded (no system font lookup); registering twice is harmless.
     let _ =
         plotters::style::register_font("sans-serif", FontStyle::Normal, dejavu::sans::regular());
     let tmp = path.with_extension("tmp.png");
-    draw(records, &tmp)
+    draw(&tmp)
         .map_err(|e| Error::io(path, std::io::Error::other(format!("plotting failed: {e}"))))?;
     std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
 }

@@ -6,6 +6,7 @@ mod progress;
 mod run;
 mod session;
 
+pub(crate) use metrics::render_png;
 pub use metrics::{MetricsLog, StepRecord, plot_losses};
 pub use progress::Progress;
 pub use run::{ModelSource, TrainOptions, TrainReport, run};
