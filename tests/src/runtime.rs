@@ -42,6 +42,19 @@ pub fn sim() -> &'static Simulator {
     })
 }
 
+/// The PTX simulator of the project's sm_90a module (the Hopper kernels), shared by all tests
+/// of this process.
+///
+/// # Panics
+/// As [`sim`].
+pub fn hopper_sim() -> &'static Simulator {
+    static SIM: OnceLock<Simulator> = OnceLock::new();
+    SIM.get_or_init(|| match Simulator::hopper() {
+        Ok(sim) => sim,
+        Err(e) => panic!("the PTX simulator cannot load the project's sm_90a PTX: {e}"),
+    })
+}
+
 /// Writes one line to stderr, bypassing the test harness's output capture (once per
 /// process, since callers hold a `OnceLock`).
 fn note(line: &str) {

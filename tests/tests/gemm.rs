@@ -16,8 +16,8 @@ use cpu_ref::gemm::{self as reference, Gemm, Rounding};
 use cpu_ref::precision::Element;
 use gpu_host::kernels::elementwise::{FloatElement, fill};
 use gpu_host::kernels::gemm::{
-    Activation, Epilogue, GemmOutput, GemmSpec, GemmTypes, Layout, Precision, bias_grad, gemm,
-    gemm_split_k,
+    Activation, Epilogue, GemmEngine, GemmOutput, GemmSpec, GemmTypes, Layout, Precision,
+    bias_grad, gemm, gemm_split_k,
 };
 use gpu_host::{Device, DeviceBuffer, DeviceElement, GpuError};
 use half::{bf16, f16};
@@ -84,7 +84,8 @@ fn layout_ref(l: Layout) -> reference::Layout {
     }
 }
 
-fn reference_gemm(s: &GemmSpec) -> Gemm {
+/// The reference of `s` as run by `engine` (which decides how TF32 inputs are rounded).
+fn reference_gemm(s: &GemmSpec, engine: GemmEngine) -> Gemm {
     Gemm {
         m: s.m,
         n: s.n,
@@ -100,7 +101,11 @@ fn reference_gemm(s: &GemmSpec) -> Gemm {
         stride_c: s.stride_c,
         alpha: s.alpha,
         beta: s.beta,
-        rounding: if s.precision == Precision::Tf32 { Rounding::Tf32 } else { Rounding::None },
+        rounding: match (s.precision, engine) {
+            (Precision::Tf32, GemmEngine::Wgmma) => Rounding::Tf32Truncate,
+            (Precision::Tf32, _) => Rounding::Tf32,
+            _ => Rounding::None,
+        },
     }
 }
 
@@ -172,7 +177,6 @@ where
 {
     let s = &case.spec;
     let [a_off, b_off, c_off] = case.offsets;
-    let g = reference_gemm(s);
     // One element of slack keeps every allocation non-empty (K = 0 reads nothing).
     let a: Vec<I> = random(rng, a_off + s.a_len() + 1, -1.0, 1.0);
     let b: Vec<I> = random(rng, b_off + s.b_len() + 1, -1.0, 1.0);
@@ -186,6 +190,15 @@ where
     };
 
     let (da, db) = (dev.upload(&a).unwrap(), dev.upload(&b).unwrap());
+    let elem = std::mem::size_of::<I>() as u64;
+    let engine = s
+        .engine_on(
+            dev,
+            da.view().addr() + a_off as u64 * elem,
+            db.view().addr() + b_off as u64 * elem,
+        )
+        .unwrap_or(GemmEngine::MmaSync);
+    let g = reference_gemm(s, engine);
     let (mut dc, mut dpre) = (dev.upload(&c0).unwrap(), dev.upload(&pre0).unwrap());
     let dbias = bias.as_ref().map(|v| dev.upload(v).unwrap());
     {
@@ -437,10 +450,12 @@ fn check_sampled<D: Device, I: GemmTypes<O> + Element, O: FloatElement + GemmOut
     rng: &mut TestRng,
     s: &GemmSpec,
 ) {
-    let g = reference_gemm(s);
     let a: Vec<I> = random(rng, s.a_len(), -1.0, 1.0);
     let b: Vec<I> = random(rng, s.b_len(), -1.0, 1.0);
     let (da, db) = (dev.upload(&a).unwrap(), dev.upload(&b).unwrap());
+    let engine =
+        s.engine_on(dev, da.view().addr(), db.view().addr()).unwrap_or(GemmEngine::MmaSync);
+    let g = reference_gemm(s, engine);
     let c0: Vec<O> = if s.beta != 0.0 { random(rng, s.c_len(), -1.0, 1.0) } else { Vec::new() };
     let mut dc =
         if s.beta != 0.0 { dev.upload(&c0).unwrap() } else { dev.alloc(s.c_len()).unwrap() };
@@ -642,4 +657,67 @@ kernel_tests! {
     bias_grad_bf16_to_f32 => check_bias_grad::<_, bf16, f32>;
     bias_grad_f16_to_f32 => check_bias_grad::<_, f16, f32>;
     gemm_argument_errors => check_argument_errors;
+}
+
+/// The Hopper `wgmma` kernel (forced), in the layout pair it takes (A row-major, B
+/// column-major): partial tiles in M, N and K, alpha/beta, every epilogue, split-K, several
+/// units per block of the persistent grid. On a GPU `Auto` already picks it for these cases
+/// on Hopper; the simulator runs the sm_90a module.
+fn check_wgmma<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
+    dev: &D,
+    precision: Precision,
+) {
+    let mut rng = TestRng::new();
+    let (m, n, k) = if small_sizes(dev) { (200, 300, 150) } else { (517, 389, 263) };
+    let rc = (Layout::RowMajor, Layout::ColMajor);
+    let wgmma = |mut case: Case| {
+        case.spec.engine = GemmEngine::Wgmma;
+        case.aligned()
+    };
+    let mut plain = wgmma(Case::new(m, n, k, rc, precision));
+    plain.spec.alpha = rng.scalar(0.5, 2.0);
+    run::<D, I, O>(dev, &mut rng, &plain);
+    let mut fused = wgmma(Case::new(m, n, k, rc, precision));
+    (fused.bias, fused.act, fused.spec.beta) = (true, Act::Gelu { store: true }, 0.5);
+    run::<D, I, O>(dev, &mut rng, &fused);
+    let mut backward = wgmma(Case::new(m, n, k, rc, precision));
+    backward.act = Act::DGelu;
+    run::<D, I, O>(dev, &mut rng, &backward);
+    let mut split = wgmma(Case::new(70, 90, 700, rc, precision));
+    split.spec.split_k = 3;
+    run::<D, I, O>(dev, &mut rng, &split);
+}
+
+macro_rules! wgmma_tests {
+    ($($name:ident: $in:ty => $out:ty, $precision:ident;)*) => {
+        mod wgmma_sim {
+            use super::*;
+            $(
+                #[test]
+                fn $name() {
+                    check_wgmma::<_, $in, $out>(integration_tests::hopper_sim(), Precision::$precision);
+                }
+            )*
+        }
+        mod wgmma_gpu {
+            use super::*;
+            $(
+                #[test]
+                fn $name() {
+                    let Some(gpu) = integration_tests::gpu() else { return };
+                    if gpu.ptx_arch() == gpu_host::PtxArch::Sm90a {
+                        check_wgmma::<_, $in, $out>(gpu, Precision::$precision);
+                    }
+                }
+            )*
+        }
+    };
+}
+
+wgmma_tests! {
+    gemm_wgmma_bf16: bf16 => bf16, Bf16;
+    gemm_wgmma_bf16_f32out: bf16 => f32, Bf16;
+    gemm_wgmma_f16: f16 => f16, Fp16;
+    gemm_wgmma_f16_f32out: f16 => f32, Fp16;
+    gemm_wgmma_tf32: f32 => f32, Tf32;
 }

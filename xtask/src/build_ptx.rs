@@ -7,7 +7,7 @@
 
 use crate::cmd::{self, target_dir, workspace_root};
 use anyhow::{Context, Result, bail, ensure};
-use kernel_abi::{ALL_KERNELS, ALL_LAUNCH_BOUNDS, KernelSig, LaunchBounds};
+use kernel_abi::{ALL_HOPPER_KERNELS, ALL_KERNELS, ALL_LAUNCH_BOUNDS, KernelSig, LaunchBounds};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -18,13 +18,27 @@ pub struct PtxArch {
     pub name: &'static str,
     /// Architectures `check-ptx` assembles this module for.
     pub assemble_for: &'static [&'static str],
+    /// Whether the module also exports kernel-abi's [`ALL_HOPPER_KERNELS`] (the device crate
+    /// compiles them under `#[cfg(target_feature = "sm_90a")]`).
+    pub hopper: bool,
+}
+
+impl PtxArch {
+    /// The entries this module must export: [`ALL_KERNELS`], plus [`ALL_HOPPER_KERNELS`] for
+    /// the Hopper module.
+    pub fn kernels(&self) -> impl Iterator<Item = &'static KernelSig> + use<> {
+        let hopper: &'static [&'static [KernelSig]] =
+            if self.hopper { ALL_HOPPER_KERNELS } else { &[] };
+        ALL_KERNELS.iter().chain(hopper).flat_map(|family| family.iter())
+    }
 }
 
 /// sm_80 is the portable module (mma.sync, cp.async, ldmatrix; the driver JIT-compiles it for
-/// Hopper); sm_90a carries the Hopper-only paths (wgmma, setmaxnreg) and runs on sm_90 only.
+/// Hopper); sm_90a carries the Hopper-only paths (TMA, wgmma, setmaxnreg: the `gemm_wgmma_*`
+/// entries) and runs on sm_90 only.
 pub const ARCHES: &[PtxArch] = &[
-    PtxArch { name: "sm_80", assemble_for: &["sm_80", "sm_90"] },
-    PtxArch { name: "sm_90a", assemble_for: &["sm_90a"] },
+    PtxArch { name: "sm_80", assemble_for: &["sm_80", "sm_90"], hopper: false },
+    PtxArch { name: "sm_90a", assemble_for: &["sm_90a"], hopper: true },
 ];
 
 /// The PTX of one architecture, as written to `target/ptx/<arch>/kernels.ptx`.
@@ -48,7 +62,7 @@ pub fn run() -> Result<Vec<BuiltPtx>> {
         let asm = compile(&toolchain, arch)?;
         let ptx = std::fs::read_to_string(&asm)
             .with_context(|| format!("reading rustc's PTX output {}", asm.display()))?;
-        let entries = validate(&ptx).with_context(|| format!("PTX for {}", arch.name))?;
+        let entries = validate(&ptx, arch).with_context(|| format!("PTX for {}", arch.name))?;
         let ptx = apply_launch_bounds(&ptx).with_context(|| format!("PTX for {}", arch.name))?;
         let path = ptx_path(arch.name);
         if std::fs::read_to_string(&path).ok().as_deref() != Some(ptx.as_str()) {
@@ -208,9 +222,10 @@ fn asm_path_for(rlib: &Path) -> Result<PathBuf> {
     newest.with_context(|| format!("no {name}-*.s in {}", deps.display()))
 }
 
-/// Checks the PTX: no undefined functions, and exactly the entry points of kernel-abi with
-/// the parameter layouts it declares. Returns the entries found (name → parameter size).
-pub fn validate(ptx: &str) -> Result<BTreeMap<String, usize>> {
+/// Checks the PTX of `arch`: no undefined functions, and exactly the entry points kernel-abi
+/// declares for it ([`PtxArch::kernels`]) with the parameter layouts it declares. Returns the
+/// entries found (name → parameter size).
+pub fn validate(ptx: &str, arch: &PtxArch) -> Result<BTreeMap<String, usize>> {
     let externs: Vec<&str> = ptx.lines().filter(|l| l.contains(".extern .func")).collect();
     ensure!(
         externs.is_empty(),
@@ -219,11 +234,12 @@ pub fn validate(ptx: &str) -> Result<BTreeMap<String, usize>> {
         externs.join("\n  ")
     );
     let entries = parse_entries(ptx)?;
-    let expected: BTreeMap<&str, &KernelSig> =
-        ALL_KERNELS.iter().flat_map(|family| family.iter()).map(|s| (s.name, s)).collect();
+    let expected: BTreeMap<&str, &KernelSig> = arch.kernels().map(|s| (s.name, s)).collect();
     for (name, (size, align)) in &entries {
         let sig = expected.get(name.as_str()).with_context(|| {
-            format!("entry `{name}` is not declared in kernel-abi's ALL_KERNELS")
+            let lists =
+                if arch.hopper { "ALL_KERNELS or ALL_HOPPER_KERNELS" } else { "ALL_KERNELS" };
+            format!("entry `{name}` is not declared in kernel-abi's {lists} (for {})", arch.name)
         })?;
         ensure!(
             sig.param_size == *size && sig.param_align == *align,
@@ -240,13 +256,15 @@ pub fn validate(ptx: &str) -> Result<BTreeMap<String, usize>> {
 }
 
 /// Writes kernel-abi's [`LaunchBounds`] into the PTX: `.maxntid` and `.minnctapersm` after the
-/// parameter list of each listed entry (PTX "performance-tuning directives").
+/// parameter list of each listed entry the module has (PTX "performance-tuning directives").
+/// Fails if an entry with bounds is missing, unless it is one of [`ALL_HOPPER_KERNELS`], which
+/// only the Hopper module exports ([`validate`] checks which entries each module has).
 pub fn apply_launch_bounds(ptx: &str) -> Result<String> {
     let bounds: BTreeMap<&str, &LaunchBounds> =
         ALL_LAUNCH_BOUNDS.iter().flat_map(|family| family.iter()).map(|b| (b.name, b)).collect();
     let mut out = String::with_capacity(ptx.len() + 64 * bounds.len());
     let mut pending: Option<&LaunchBounds> = None;
-    let mut applied = 0;
+    let mut applied = std::collections::BTreeSet::new();
     for line in ptx.lines() {
         out.push_str(line);
         out.push('\n');
@@ -257,14 +275,21 @@ pub fn apply_launch_bounds(ptx: &str) -> Result<String> {
                 ".maxntid {}, 1, 1\n.minnctapersm {}\n",
                 b.max_threads, b.min_blocks_per_sm
             ));
+            applied.insert(b.name);
             pending = None;
-            applied += 1;
         }
     }
+    let hopper: Vec<&str> =
+        ALL_HOPPER_KERNELS.iter().flat_map(|family| family.iter()).map(|s| s.name).collect();
+    let missing: Vec<&str> = bounds
+        .keys()
+        .copied()
+        .filter(|name| !applied.contains(name) && !hopper.contains(name))
+        .collect();
     ensure!(
-        applied == bounds.len(),
-        "launch bounds name {} entries, {applied} found in the PTX",
-        bounds.len()
+        missing.is_empty(),
+        "launch bounds name {} entries missing from the PTX: {missing:?}",
+        missing.len()
     );
     Ok(out)
 }
@@ -318,26 +343,62 @@ mod tests {
     fn rejects_scalar_parameters_and_externs() {
         let ptx = ".visible .entry k(\n\t.param .u64 k_param_0\n)\n{\n}\n";
         assert!(parse_entries(ptx).is_err());
-        assert!(validate(".extern .func foo();\n").is_err());
+        for arch in ARCHES {
+            assert!(validate(".extern .func foo();\n", arch).is_err());
+        }
+    }
+
+    /// A module exporting `names` (parameters not checked by `apply_launch_bounds`).
+    fn module(names: impl Iterator<Item = &'static str>) -> String {
+        names.map(|n| format!(".visible .entry {n}(\n\t.param .b8 p[8]\n)\n{{\n}}\n")).collect()
+    }
+
+    fn is_hopper(name: &str) -> bool {
+        ALL_HOPPER_KERNELS.iter().flat_map(|f| f.iter()).any(|s| s.name == name)
     }
 
     #[test]
     fn launch_bounds_follow_the_parameter_list() {
         let ptx = ".visible .entry gemm_simt_rr_f32(\n\t.param .align 8 .b8 p[8]\n)\n{\n}\n";
         let err = apply_launch_bounds(ptx).unwrap_err().to_string();
-        assert!(err.contains("entries"), "{err}");
-        let mut all = String::new();
-        for family in ALL_LAUNCH_BOUNDS {
-            for b in family.iter() {
-                all.push_str(&format!(
-                    ".visible .entry {}(\n\t.param .b8 p[8]\n)\n{{\n}}\n",
-                    b.name
-                ));
-            }
-        }
+        assert!(err.contains("missing"), "{err}");
+        let bounded = || ALL_LAUNCH_BOUNDS.iter().flat_map(|f| f.iter()).map(|b| b.name);
+        let all = module(bounded());
         let out = apply_launch_bounds(&all).unwrap();
         assert!(out.contains(".visible .entry gemm_simt_rr_f32(\n\t.param .b8 p[8]\n)\n.maxntid 256, 1, 1\n.minnctapersm 2\n{"));
         assert!(out.contains("gemm_bf16_rc_bf16(\n\t.param .b8 p[8]\n)\n.maxntid 128, 1, 1\n"));
+        assert!(out.contains(
+            "gemm_wgmma_bf16_rc_bf16(\n\t.param .b8 p[8]\n)\n.maxntid 384, 1, 1\n.minnctapersm 1\n{"
+        ));
+        // The portable module has no Hopper entries: their bounds are skipped, not an error.
+        let portable = module(bounded().filter(|n| !is_hopper(n)));
+        let out = apply_launch_bounds(&portable).unwrap();
+        assert!(!out.contains("gemm_wgmma") && out.contains(".maxntid 128, 1, 1\n"));
+        // A missing non-Hopper entry still is.
+        let short = module(bounded().filter(|n| *n != "gemm_tf32_rr_f32"));
+        let err = apply_launch_bounds(&short).unwrap_err().to_string();
+        assert!(err.contains("gemm_tf32_rr_f32"), "{err}");
+    }
+
+    #[test]
+    fn each_module_exports_its_own_entries() {
+        let entry = |s: &KernelSig| {
+            format!(
+                ".visible .entry {0}(\n\t.param .align {1} .b8 {0}_param_0[{2}]\n)\n{{\n}}\n",
+                s.name, s.param_align, s.param_size
+            )
+        };
+        let [portable, hopper] = ARCHES else { panic!("two architectures") };
+        assert!(!portable.hopper && hopper.hopper);
+        let base: String = portable.kernels().map(entry).collect();
+        let full: String = hopper.kernels().map(entry).collect();
+        assert!(full.len() > base.len());
+        assert_eq!(validate(&base, portable).unwrap().len(), portable.kernels().count());
+        assert_eq!(validate(&full, hopper).unwrap().len(), hopper.kernels().count());
+        let err = validate(&full, portable).unwrap_err().to_string();
+        assert!(err.contains("gemm_wgmma_") && err.contains("not declared"), "{err}");
+        let err = validate(&base, hopper).unwrap_err().to_string();
+        assert!(err.contains("missing from the PTX") && err.contains("gemm_wgmma_"), "{err}");
     }
 
     #[test]

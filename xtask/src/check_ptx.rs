@@ -33,6 +33,20 @@ const WHEELS: &[(&str, &str, &str)] = &[
 /// Kernels allowed a stack frame or spills, each with the reason. Keep it short.
 const ALLOWED_STACK: &[(&str, &str)] = &[];
 
+/// `ptxas info` messages that `--warning-as-error` lets through but that mean a Hopper kernel
+/// silently lost what it was written for, each with what it means.
+const REJECTED_INFOS: &[(&str, &str)] = &[
+    (
+        "Potential Performance Loss",
+        "ptxas disabled a feature: `setmaxnreg` ignored (no launch bounds reached the entry), \
+         or wgmma serialised (accumulators touched by other instructions while in flight)",
+    ),
+    (
+        "warpgroup.wait is injected",
+        "wgmma accumulators are read on a path without a covering `wgmma.wait_group`",
+    ),
+];
+
 /// Resource usage of one kernel on one architecture, as `ptxas -v` reports it (shared
 /// memory is the static allocation; dynamic shared memory is set per launch).
 #[derive(Debug, Default, PartialEq)]
@@ -92,7 +106,26 @@ fn assemble(ptxas: &Path, ptx: &Path, arch: &str) -> Result<Vec<Usage>> {
     if !out.status.success() {
         bail!("ptxas failed on {} for {arch}:\n{report}", ptx.display());
     }
+    let rejected = rejected_infos(&report);
+    ensure!(
+        rejected.is_empty(),
+        "ptxas reports lost performance features in {} for {arch}:\n  {}",
+        ptx.display(),
+        rejected.join("\n  ")
+    );
     parse_report(&report, arch)
+}
+
+/// The lines of a `ptxas -v` report that match [`REJECTED_INFOS`], each followed by its
+/// meaning.
+fn rejected_infos(report: &str) -> Vec<String> {
+    report
+        .lines()
+        .filter_map(|line| {
+            let (_, why) = REJECTED_INFOS.iter().find(|(pattern, _)| line.contains(pattern))?;
+            Some(format!("{} ({why})", line.trim()))
+        })
+        .collect()
 }
 
 /// Parses `ptxas -v` output into one [`Usage`] per entry function.
@@ -205,6 +238,7 @@ mod tests {
             ptxas info    : Function properties for fill_f32\n\
             \x20   16 bytes stack frame, 4 bytes spill stores, 8 bytes spill loads\n\
             ptxas info    : Used 40 registers, used 1 barriers, 8192 bytes smem, 376 bytes cmem[0]\n";
+        assert!(rejected_infos(report).is_empty());
         let rows = parse_report(report, "sm_80").unwrap();
         assert_eq!(
             rows,
@@ -218,5 +252,17 @@ mod tests {
                 spill_loads: 8,
             }]
         );
+    }
+
+    #[test]
+    fn rejects_lost_hopper_features() {
+        let report = "ptxas info    : (C7508) Potential Performance Loss: 'setmaxnreg' ignored; \
+            unable to determine register count at entry.\n\
+            ptxas info    : (C7517) warpgroup.wait is injected in around line 747 by compiler \
+            to allow use of registers defined by GMMA in function 'k'\n\
+            ptxas info    : Compiling entry function 'k' for 'sm_90a'\n";
+        let rejected = rejected_infos(report);
+        assert_eq!(rejected.len(), 2);
+        assert!(rejected[0].contains("C7508") && rejected[1].contains("C7517"));
     }
 }

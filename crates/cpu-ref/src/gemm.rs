@@ -29,6 +29,9 @@ pub enum Rounding {
     None,
     /// To TF32, nearest with ties away from zero (`cvt.rna.tf32.f32`).
     Tf32,
+    /// To TF32 by dropping the 13 low mantissa bits (what `wgmma` does with f32 in shared
+    /// memory).
+    Tf32Truncate,
     /// To bf16, nearest-even.
     Bf16,
     /// To f16, nearest-even.
@@ -41,6 +44,7 @@ impl Rounding {
         match self {
             Rounding::None => x,
             Rounding::Tf32 => round_tf32(x),
+            Rounding::Tf32Truncate => f32::from_bits(x.to_bits() & !0x1fff),
             Rounding::Bf16 => bf16::from_f32(x).to_f32(),
             Rounding::F16 => f16::from_f32(x).to_f32(),
         }

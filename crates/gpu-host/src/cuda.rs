@@ -4,8 +4,12 @@ use crate::device::{Device, DeviceBuffer, LaunchConfig, alloc_bytes, check_copy_
 use crate::element::DeviceElement;
 use crate::error::{DriverContext, GpuError, Result};
 use crate::ptx::{PtxArch, embedded_ptx};
+use crate::tensor_map::{TensorMap, TensorMapDesc, TensorMapElem, TensorMapSwizzle};
 use crate::view::{DeviceView, DeviceViewMut};
-use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute, CUresult};
+use cudarc::driver::sys::{
+    CUdevice_attribute, CUfunction_attribute, CUresult, CUtensorMap, CUtensorMapDataType,
+    CUtensorMapFloatOOBfill, CUtensorMapInterleave, CUtensorMapL2promotion, CUtensorMapSwizzle,
+};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DeviceRepr,
     DriverError, PushKernelArg, result,
@@ -221,6 +225,69 @@ impl Device for Gpu {
             i.total_memory as f64 / (1u64 << 30) as f64,
             i.ptx_arch.name()
         )
+    }
+
+    fn ptx_arch(&self) -> PtxArch {
+        self.info.ptx_arch
+    }
+
+    fn multiprocessors(&self) -> u32 {
+        self.info.multiprocessors
+    }
+
+    fn tensor_map(&self, desc: &TensorMapDesc) -> Result<TensorMap> {
+        const OP: &str = "cuTensorMapEncodeTiled";
+        desc.validate()?;
+        // cudarc panics on a missing symbol; drivers before CUDA 12.0 lack this one (they
+        // cannot load the sm_90a module either, but the call must not panic on them).
+        // SAFETY: a symbol lookup in the loaded driver library; the pointer is not called.
+        let present = unsafe { cudarc::driver::sys::culib().get::<*const ()>(OP.as_bytes()) };
+        if present.is_err() {
+            return Err(GpuError::NoDriver(format!("the driver has no {OP} (CUDA 12.0+ needed)")));
+        }
+        let data_type = match desc.elem {
+            TensorMapElem::F32 => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+            TensorMapElem::Bf16 => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+            TensorMapElem::F16 => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+        };
+        let swizzle = match desc.swizzle {
+            TensorMapSwizzle::None => CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_NONE,
+            TensorMapSwizzle::B32 => CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_32B,
+            TensorMapSwizzle::B64 => CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_64B,
+            TensorMapSwizzle::B128 => CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+        };
+        let global_dim: [u64; 2] = desc.dims;
+        // Rank 2: one stride, of dimension 1 (dimension 0 is contiguous).
+        let global_strides: [u64; 1] = [desc.row_stride_bytes];
+        let box_dim: [u32; 2] = desc.box_dims;
+        let element_strides: [u32; 2] = [1, 1];
+        let mut map = CUtensorMap { opaque: [0; 16] };
+        self.ctx.bind_to_thread().during(OP)?;
+        // SAFETY: `map` is a writable CUtensorMap; the arrays have the rank's lengths (2, 1, 2,
+        // 2) and outlive the call; the address is only encoded, not dereferenced.
+        let result = unsafe {
+            cudarc::driver::sys::cuTensorMapEncodeTiled(
+                &mut map,
+                data_type,
+                2,
+                desc.global_address as *mut std::ffi::c_void,
+                global_dim.as_ptr(),
+                global_strides.as_ptr(),
+                box_dim.as_ptr(),
+                element_strides.as_ptr(),
+                CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+                swizzle,
+                CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                // NONE fills out-of-bounds elements with zeros (the other mode is NaN).
+                CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+            )
+        };
+        result.result().during(OP)?;
+        let mut bytes = [0u8; 128];
+        for (chunk, word) in bytes.chunks_exact_mut(8).zip(map.opaque) {
+            chunk.copy_from_slice(&word.to_ne_bytes());
+        }
+        Ok(TensorMap { bytes })
     }
 
     fn alloc<T: DeviceElement>(&self, len: usize) -> Result<CudaBuffer<T>> {

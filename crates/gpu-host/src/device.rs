@@ -2,6 +2,8 @@
 
 use crate::element::DeviceElement;
 use crate::error::{GpuError, Result};
+use crate::ptx::PtxArch;
+use crate::tensor_map::{TensorMap, TensorMapDesc};
 use crate::view::{DeviceView, DeviceViewMut};
 use kernel_abi::{Kernel, KernelParams};
 
@@ -44,6 +46,11 @@ impl LaunchConfig {
 }
 
 /// A device allocation of `len()` elements of `T`, freed on drop.
+///
+/// The free is ordered after the work already issued: a buffer may be dropped as soon as the
+/// launches that use it have been issued (a [`crate::Gpu`] frees it stream-ordered, or
+/// synchronises first where the driver has no stream-ordered allocator; the simulator's
+/// launches have completed when they return).
 pub trait DeviceBuffer<T: DeviceElement> {
     /// Number of elements.
     fn len(&self) -> usize;
@@ -67,6 +74,19 @@ pub trait Device {
 
     /// Human-readable description (device name and architecture).
     fn describe(&self) -> String;
+
+    /// The PTX module this runtime loaded (which decides the kernels it has: the `sm_90a`
+    /// module adds the Hopper entries, `kernel_abi::ALL_HOPPER_KERNELS`).
+    fn ptx_arch(&self) -> PtxArch;
+
+    /// Streaming multiprocessors, for sizing persistent grids (one block per SM).
+    fn multiprocessors(&self) -> u32;
+
+    /// Encodes a TMA tensor map for kernels of this runtime: [`TensorMapDesc::validate`]
+    /// first (an [`GpuError::InvalidArgument`] naming the field), then the runtime's encoding
+    /// (the driver's on a GPU). The result is plain bytes: copy it to device memory (or a
+    /// kernel parameter) for the kernel to use.
+    fn tensor_map(&self, desc: &TensorMapDesc) -> Result<TensorMap>;
 
     /// Allocates `len` elements with unspecified contents.
     fn alloc<T: DeviceElement>(&self, len: usize) -> Result<Self::Buffer<T>>;

@@ -102,6 +102,12 @@ pub enum SimErrorKind {
     AsyncCopyHazard,
     /// A read of shared-memory bytes that no thread of the block has written.
     UninitializedShared,
+    /// A rule of Hopper's asynchronous operations was broken: generic-proxy shared writes
+    /// read or overwritten by TMA / wgmma without `fence.proxy.async`, a wgmma accumulator or
+    /// operand touched while in flight, a `wgmma.mma_async` without the `wgmma.fence` its
+    /// registers need, or an mbarrier misused (not initialised, arrived on too often,
+    /// transaction count out of range).
+    AsyncProxyHazard,
     /// A warp-collective or barrier rule of the PTX ISA was broken: lanes of an `.aligned`
     /// instruction at different instructions, a member mask naming an exited lane or a lane
     /// that never arrives.
@@ -124,6 +130,7 @@ impl std::fmt::Display for SimErrorKind {
             SimErrorKind::SharedRace => "shared-memory race",
             SimErrorKind::AsyncCopyHazard => "cp.async hazard",
             SimErrorKind::UninitializedShared => "uninitialized shared-memory read",
+            SimErrorKind::AsyncProxyHazard => "async-proxy hazard",
             SimErrorKind::IllegalCollective => "illegal collective",
             SimErrorKind::Deadlock => "deadlock",
             SimErrorKind::Trap => "trap",

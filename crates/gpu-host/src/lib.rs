@@ -5,6 +5,7 @@
 //!   every launcher and test runs on both.
 //! - [`DeviceView`] / [`DeviceViewMut`]: typed, borrow-checked windows into device buffers,
 //!   the arguments of every launcher.
+//! - [`tensor_map`]: TMA tensor-map descriptors, which [`Device::tensor_map`] encodes.
 //! - [`kernels`]: one safe function per kernel. Each checks shapes, lengths and alignment and
 //!   returns [`GpuError::InvalidArgument`] naming the argument, then launches.
 //!
@@ -16,8 +17,11 @@ mod device;
 mod element;
 mod error;
 pub mod kernels;
+#[cfg(test)]
+mod mock;
 pub mod provenance;
 mod ptx;
+pub mod tensor_map;
 mod view;
 
 pub use cuda::{Gpu, GpuInfo};
@@ -25,4 +29,5 @@ pub use device::{Device, DeviceBuffer, LaunchConfig, alloc_bytes, check_copy_len
 pub use element::DeviceElement;
 pub use error::{GpuError, Result, SimErrorKind};
 pub use ptx::{PtxArch, embedded_ptx};
+pub use tensor_map::{TensorMap, TensorMapDesc, TensorMapElem, TensorMapSwizzle};
 pub use view::{DeviceView, DeviceViewMut};

@@ -78,9 +78,10 @@ pub struct LaunchBounds {
 }
 
 /// Launch bounds of the entries that need them, grouped by kernel family.
-pub const ALL_LAUNCH_BOUNDS: &[&[LaunchBounds]] = &[crate::gemm::LAUNCH_BOUNDS];
+pub const ALL_LAUNCH_BOUNDS: &[&[LaunchBounds]] =
+    &[crate::gemm::LAUNCH_BOUNDS, crate::gemm_wgmma::LAUNCH_BOUNDS];
 
-/// Every entry point `kernels-gpu` must export, grouped by kernel family.
+/// Every entry point `kernels-gpu` must export from every module, grouped by kernel family.
 pub const ALL_KERNELS: &[&[KernelSig]] = &[
     crate::elementwise::KERNELS,
     crate::probe::KERNELS,
@@ -94,3 +95,6 @@ pub const ALL_KERNELS: &[&[KernelSig]] = &[
     crate::flash::KERNELS,
     crate::attention::KERNELS,
 ];
+
+/// The entry points only the sm_90a module exports (Hopper instructions), grouped by family.
+pub const ALL_HOPPER_KERNELS: &[&[KernelSig]] = &[crate::gemm_wgmma::KERNELS];

@@ -21,11 +21,15 @@ pub mod flash;
 pub mod fragment;
 pub mod gelu;
 pub mod gemm;
+pub mod gemm_wgmma;
 pub mod kernel;
 pub mod layernorm;
 pub mod norm;
 pub mod probe;
 pub mod ptr;
 
-pub use kernel::{ALL_KERNELS, ALL_LAUNCH_BOUNDS, Kernel, KernelParams, KernelSig, LaunchBounds};
+pub use kernel::{
+    ALL_HOPPER_KERNELS, ALL_KERNELS, ALL_LAUNCH_BOUNDS, Kernel, KernelParams, KernelSig,
+    LaunchBounds,
+};
 pub use ptr::{Bf16, DevicePtr, DevicePtrMut, F16};

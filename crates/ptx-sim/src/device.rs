@@ -5,9 +5,11 @@ use crate::exec::{self, Launch};
 use crate::memory::{Allocation, Heap, SHARED_BASE};
 use crate::parse::parse_module;
 use crate::racecheck::Checks;
+use crate::tensor_map;
 use gpu_host::{
     Device, DeviceBuffer, DeviceElement, DeviceView, DeviceViewMut, GpuError, LaunchConfig,
-    PtxArch, Result, SimErrorKind, alloc_bytes, check_copy_len, embedded_ptx,
+    PtxArch, Result, SimErrorKind, TensorMap, TensorMapDesc, alloc_bytes, check_copy_len,
+    embedded_ptx,
 };
 use kernel_abi::{Kernel, KernelParams};
 use std::marker::PhantomData;
@@ -17,6 +19,11 @@ use std::sync::Arc;
 /// Largest static + dynamic shared memory of a block: the opt-in limit of H100/H200
 /// (227 KiB); an A100 allows 163 KiB.
 pub const MAX_SHARED_PER_BLOCK: u32 = 227 * 1024;
+
+/// The SM count the simulator reports ([`Device::multiprocessors`]): small, so that the
+/// persistent kernels, which launch one block per SM, loop over several work units per block
+/// even at test sizes.
+const SIM_MULTIPROCESSORS: u32 = 4;
 
 /// Which checks the simulator runs (all on by default) and how it schedules blocks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,6 +62,8 @@ pub struct Simulator {
     kernels: Kernels,
     heap: Arc<Heap>,
     options: SimOptions,
+    /// The module's `.target`: `sm_90a` → Sm90a, anything else → Sm80.
+    arch: PtxArch,
 }
 
 fn parse_error(detail: String) -> GpuError {
@@ -69,9 +78,18 @@ impl Simulator {
         Self::from_ptx(ptx)
     }
 
+    /// The simulator of the project's sm_90a module (the Hopper kernels: TMA, mbarriers,
+    /// `wgmma`), as a compute capability 9.0 GPU loads it; [`GpuError::PtxNotBuilt`] when
+    /// `cargo xtask build-ptx` has not built it.
+    pub fn hopper() -> Result<Self> {
+        let ptx = embedded_ptx(PtxArch::Sm90a).ok_or(GpuError::PtxNotBuilt { arch: "sm_90a" })?;
+        Self::from_ptx(ptx)
+    }
+
     /// The simulator of any PTX module text (64-bit addressing). Syntax errors fail here; a
     /// kernel using an instruction the simulator does not implement fails when launched
-    /// (see [`Simulator::check_kernels`]).
+    /// (see [`Simulator::check_kernels`]). Its [`Device::ptx_arch`] is `Sm90a` when the
+    /// `.target` line names `sm_90a`, else `Sm80`.
     pub fn from_ptx(ptx: &str) -> Result<Self> {
         let module = parse_module(ptx).map_err(|e| parse_error(e.to_string()))?;
         if module.address_size != 64 {
@@ -80,10 +98,15 @@ impl Simulator {
                 module.address_size
             )));
         }
+        let arch = match module.target.iter().any(|t| t == "sm_90a") {
+            true => PtxArch::Sm90a,
+            false => PtxArch::Sm80,
+        };
         Ok(Self {
             kernels: decode_module(&module),
             heap: Arc::new(Heap::default()),
             options: SimOptions::default(),
+            arch,
         })
     }
 
@@ -234,7 +257,25 @@ impl Device for Simulator {
     type Buffer<T: DeviceElement> = SimBuffer<T>;
 
     fn describe(&self) -> String {
-        format!("ptx-sim (CPU interpreter of the PTX, {} kernels)", self.kernels.len())
+        format!(
+            "ptx-sim (CPU interpreter of the {} PTX, {} kernels)",
+            self.arch.name(),
+            self.kernels.len()
+        )
+    }
+
+    fn ptx_arch(&self) -> PtxArch {
+        self.arch
+    }
+
+    /// [`SIM_MULTIPROCESSORS`] (4), so that persistent kernels loop.
+    fn multiprocessors(&self) -> u32 {
+        SIM_MULTIPROCESSORS
+    }
+
+    fn tensor_map(&self, desc: &TensorMapDesc) -> Result<TensorMap> {
+        desc.validate()?;
+        Ok(tensor_map::encode(desc))
     }
 
     fn alloc<T: DeviceElement>(&self, len: usize) -> Result<SimBuffer<T>> {
@@ -292,5 +333,93 @@ impl Device for Simulator {
 
     fn is_simulator(&self) -> bool {
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpu_host::kernels::gemm::{Epilogue, GemmEngine, GemmSpec, Precision, gemm};
+    use gpu_host::{TensorMapElem, TensorMapSwizzle};
+    use half::bf16;
+
+    fn module(target: &str) -> String {
+        format!(".version 8.0\n.target {target}\n.address_size 64\n")
+    }
+
+    #[test]
+    fn the_target_line_decides_the_arch() {
+        let sm80 = Simulator::from_ptx(&module("sm_80")).unwrap();
+        let sm90a = Simulator::from_ptx(&module("sm_90a")).unwrap();
+        let sm90 = Simulator::from_ptx(&module("sm_90")).unwrap();
+        assert_eq!(sm80.ptx_arch(), PtxArch::Sm80);
+        assert_eq!(sm90a.ptx_arch(), PtxArch::Sm90a);
+        assert_eq!(sm90.ptx_arch(), PtxArch::Sm80);
+        assert_eq!(sm90a.multiprocessors(), SIM_MULTIPROCESSORS);
+        assert!(sm90a.describe().contains("sm_90a"));
+    }
+
+    #[test]
+    fn tensor_maps_are_validated_then_encoded() {
+        let sim = Simulator::from_ptx(&module("sm_90a")).unwrap();
+        let desc = TensorMapDesc {
+            global_address: 0x7f00_0000_0000,
+            elem: TensorMapElem::F32,
+            dims: [40, 7],
+            row_stride_bytes: 160,
+            box_dims: [32, 128],
+            swizzle: TensorMapSwizzle::B128,
+        };
+        let map = sim.tensor_map(&desc).unwrap();
+        let decoded = tensor_map::decode(&map.bytes).unwrap();
+        assert_eq!((decoded.dims, decoded.box_dims, decoded.elem_bytes), ([40, 7], [32, 128], 4));
+        let bad = TensorMapDesc { row_stride_bytes: 168, ..desc };
+        let err = sim.tensor_map(&bad).unwrap_err();
+        assert!(matches!(err, GpuError::InvalidArgument { arg: "row_stride_bytes", .. }), "{err}");
+    }
+
+    #[test]
+    fn hopper_loads_the_sm_90a_module() {
+        match Simulator::hopper() {
+            Ok(sim) => assert_eq!(sim.ptx_arch(), PtxArch::Sm90a),
+            Err(e) => assert!(matches!(e, GpuError::PtxNotBuilt { arch: "sm_90a" }), "{e}"),
+        }
+    }
+
+    /// A bf16 `nn.Linear` forward on the sm_80 simulator: `Auto` runs the `mma.sync` kernel
+    /// (correctly), `Wgmma` is refused with the reason.
+    #[test]
+    fn gemm_engines_on_the_sm_80_simulator() {
+        let sim = Simulator::new().expect("the sm_80 PTX (cargo xtask build-ptx)");
+        assert_eq!(sim.ptx_arch(), PtxArch::Sm80);
+        let (m, n, k) = (20, 24, 40);
+        let spec = GemmSpec::linear_forward(m, n, k, Precision::Bf16);
+        let value = |i: usize| bf16::from_f32(((i * 7 % 13) as f32 - 6.0) / 8.0);
+        let x: Vec<bf16> = (0..m * k).map(value).collect();
+        let w: Vec<bf16> = (0..n * k).map(|i| value(i + 5)).collect();
+        let (xd, wd) = (sim.upload(&x).unwrap(), sim.upload(&w).unwrap());
+        let mut y = sim.alloc::<f32>(m * n).unwrap();
+        assert_eq!(
+            spec.engine_on(&sim, xd.view().addr(), wd.view().addr()).unwrap(),
+            GemmEngine::MmaSync
+        );
+        gemm(&sim, &spec, xd.view(), wd.view(), y.view_mut(), Epilogue::default()).unwrap();
+        let got = sim.download(y.view()).unwrap();
+        for (i, got) in got.iter().enumerate() {
+            let (r, c) = (i / n, i % n);
+            let want: f32 = (0..k).map(|j| x[r * k + j].to_f32() * w[c * k + j].to_f32()).sum();
+            assert!(
+                (got - want).abs() <= 1e-4 * (1.0 + want.abs()),
+                "y[{r}][{c}] = {got}, want {want}"
+            );
+        }
+        let forced = GemmSpec { engine: GemmEngine::Wgmma, ..spec };
+        let err = gemm(&sim, &forced, xd.view(), wd.view(), y.view_mut(), Epilogue::default())
+            .unwrap_err();
+        assert!(
+            matches!(&err, GpuError::InvalidArgument { op: "gemm", arg: "engine", .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("sm_80 PTX module"), "{err}");
     }
 }

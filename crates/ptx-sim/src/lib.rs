@@ -81,6 +81,37 @@
 //!   exits). Until then the destination keeps its old contents, so a missing or too-early wait
 //!   reads stale data.
 //!
+//! # Hopper (sm_90a) asynchronous instructions
+//! - `mbarrier` (`init`, `arrive`, `arrive.expect_tx`, `expect_tx`, `try_wait.parity` /
+//!   `test_wait.parity`, CTA scope): a side table per block keyed by shared address. A phase
+//!   completes when its pending arrivals and its transaction count reach 0. A lane whose wait
+//!   fails is descheduled and retried after the other warps ran; when no thread can make
+//!   progress the launch fails with a deadlock naming every barrier's state.
+//! - `cp.async.bulk.tensor.2d` global → shared (TMA tile loads) with
+//!   `mbarrier::complete_tx::bytes`: the tensor map is read from global memory in the
+//!   simulator's own encoding (`Device::tensor_map`), the box lands at once (elements outside
+//!   the tensor are zero) in the map's 32/64/128-byte swizzle, and completes its bytes on the
+//!   barrier.
+//! - `wgmma.mma_async` (m64nNk16 bf16/f16, m64nNk8 tf32, f32 accumulators, A from a
+//!   descriptor or registers, B from a descriptor, K-major, all swizzle modes), executed per
+//!   warp (each warp owns 16 of the 64 rows) with the numerics of `mma.sync`; results reach
+//!   the registers at the `wgmma.wait_group` that retires their group. `wgmma.fence`,
+//!   `commit_group`, `wait_group`.
+//! - `fence.proxy.async`, `elect.sync`, `setmaxnreg` (checked and otherwise a no-op: the
+//!   simulator has no register file limit).
+//!
+//! Their rules are checked (errors of kind `AsyncProxyHazard` unless noted): an access to a
+//! wgmma's accumulators or A registers before the `wait_group` retiring it; a wgmma whose
+//! registers other instructions wrote, without `wgmma.fence` since the last commit; shared
+//! bytes written (by threads or TMA) while an in-flight wgmma reads them; TMA or wgmma
+//! touching bytes a thread wrote through the generic proxy without a `fence.proxy.async`
+//! since; an uninitialised mbarrier, a transaction count beyond ±(2^20-1). Ordering through
+//! mbarriers is part of the race check: each thread has a vector clock; arrivals and TMA
+//! completions release into the phase, a successful wait acquires it, so a consumer reading
+//! a stage before its phase completed, or a producer overwriting a stage before the consumers
+//! released it, is a race (kind `SharedRace`) even when the simulator's schedule happened to
+//! order the two.
+//!
 //! # Checks a GPU does not give you
 //! With [`SimOptions`] all on (the default):
 //! - out-of-bounds and misaligned accesses, in any space, naming the allocation and how far
@@ -118,8 +149,11 @@
 //!
 //! # Not modelled
 //! Function calls (`call`; device functions must be inlined, as the project's are), module
-//! `.global`/`.const` variables, textures and surfaces, `wgmma`/TMA/`cp.async.bulk`/mbarriers,
-//! clusters, half-precision arithmetic instructions (`add.f16` ...), other `mma` shapes and
+//! `.global`/`.const` variables, textures and surfaces, clusters (and the cluster forms of
+//! mbarriers and TMA), TMA stores, multicast, 1/3/4/5-D and im2col tensor copies,
+//! non-tensor `cp.async.bulk`, M- or N-major wgmma operands (`imm-trans` 1), sparse and
+//! integer/fp8 wgmma, descriptor base offsets other than 0, timing of asynchronous copies
+//! (they complete at issue), half-precision arithmetic instructions (`add.f16` ...), other `mma` shapes and
 //! types, `bar.arrive`/`bar.red` and partial-block barriers, `.rz/.rm/.rp` on float
 //! arithmetic, global-memory races (only shared memory is race-checked), cache behaviour and
 //! timing (`%clock` counts a warp's issued instructions). Kernels that spin-wait on another
@@ -147,5 +181,6 @@ mod exec;
 mod memory;
 mod parse;
 mod racecheck;
+mod tensor_map;
 
 pub use device::{MAX_SHARED_PER_BLOCK, SimBuffer, SimOptions, Simulator};

@@ -8,6 +8,17 @@
 //! same `bar.warp.sync` interval of that warp. The check is by interval, not by the order in
 //! which the simulator happened to run the threads, so it finds races that the simulator's
 //! own schedule would hide.
+//!
+//! Kernels that synchronise through mbarriers (producer/consumer pipelines) also keep
+//! [`Clocks`]: a vector clock per thread, joined by the mbarrier phases a thread waits for, so
+//! that an access is ordered after another when the accessing thread has acquired (through a
+//! completed phase) a release that followed it. Copies by the tensor memory accelerator
+//! are accesses of an *agent* of the issuing thread, ordered only through the mbarrier
+//! they complete; wgmma's shared-memory reads are attributed to lane 0 of each warp
+//! executing it. Such kernels also track which shared bytes were written through the
+//! generic proxy (`st.shared`, `cp.async`, atomics) and not yet fenced with
+//! `fence.proxy.async` by their writer: async-proxy accesses (TMA, wgmma) to them are
+//! reported.
 
 /// One access, as remembered in the shadow.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -18,10 +29,91 @@ pub struct Access {
     pub pc: u32,
     /// The accessing warp's `bar.warp.sync` count at the time.
     pub warp_sync: u32,
-    /// Linear thread index in the block.
+    /// Linear thread index in the block; `threads + t` for the TMA agent of thread `t`.
     pub tid: u16,
     /// An atomic read-modify-write.
     pub atomic: bool,
+    /// The accessor's own vector-clock entry at the time (0 without [`Clocks`]).
+    pub clock: u32,
+}
+
+/// Vector clocks of a block's threads and of their TMA agents (entries `threads + t`).
+pub struct Clocks {
+    threads: usize,
+    /// Row `t` (of `2 · threads` entries) is thread `t`'s clock.
+    vcs: Vec<u32>,
+    /// TMA copies each thread issued (its agent's own clock).
+    copies: Vec<u32>,
+}
+
+impl Clocks {
+    /// Every thread at its own clock 1, knowing nothing of the others.
+    pub fn new(threads: usize) -> Self {
+        let mut vcs = vec![0; threads * 2 * threads];
+        for t in 0..threads {
+            vcs[t * 2 * threads + t] = 1;
+        }
+        Self { threads, vcs, copies: vec![0; threads] }
+    }
+
+    fn row(&self, tid: usize) -> &[u32] {
+        let t = tid % self.threads;
+        &self.vcs[t * 2 * self.threads..(t + 1) * 2 * self.threads]
+    }
+
+    fn row_mut(&mut self, tid: usize) -> &mut [u32] {
+        let t = tid % self.threads;
+        &mut self.vcs[t * 2 * self.threads..(t + 1) * 2 * self.threads]
+    }
+
+    /// The current own entry of `tid` (a thread, or an agent: its latest copy).
+    pub fn clock(&self, tid: usize) -> u32 {
+        self.row(tid)[tid]
+    }
+
+    /// A release by thread `t` (an mbarrier arrival, or a TMA copy completing on one):
+    /// returns what the release carries and starts the thread's next interval.
+    pub fn release(&mut self, t: usize) -> Vec<u32> {
+        let snapshot = self.row(t).to_vec();
+        self.row_mut(t)[t] += 1;
+        snapshot
+    }
+
+    /// Thread `t` acquires `vc` (it saw an mbarrier phase complete).
+    pub fn acquire(&mut self, t: usize, vc: &[u32]) {
+        for (mine, theirs) in self.row_mut(t).iter_mut().zip(vc) {
+            *mine = (*mine).max(*theirs);
+        }
+    }
+
+    /// Thread `t` issues a TMA copy: the clock of the copy (its agent's entry). The thread
+    /// itself is not ordered after the copy: only the mbarrier the copy completes on is.
+    pub fn next_agent_copy(&mut self, t: usize) -> u32 {
+        self.copies[t] += 1;
+        self.copies[t]
+    }
+
+    /// The release of a TMA copy of thread `t` completing on an mbarrier: what the thread
+    /// knew at the issue, plus the copy.
+    pub fn release_copy(&mut self, t: usize, copy: u32) -> Vec<u32> {
+        let mut snapshot = self.release(t);
+        snapshot[self.threads + t] = copy;
+        snapshot
+    }
+
+    /// Joins a released clock into `into` (an mbarrier phase collecting its arrivals).
+    pub fn join(into: &mut Vec<u32>, vc: &[u32]) {
+        if into.len() < vc.len() {
+            into.resize(vc.len(), 0);
+        }
+        for (a, b) in into.iter_mut().zip(vc) {
+            *a = (*a).max(*b);
+        }
+    }
+
+    fn ordered(&self, prior: &Access, cur: &Access) -> bool {
+        prior.clock != 0 && self.row(cur.tid as usize)[prior.tid as usize] >= prior.clock
+    }
 }
 
 /// What kind of hazard was found.
@@ -35,6 +127,9 @@ pub enum Hazard {
     WriteAfterWrite,
     /// An access to bytes a `cp.async` (the prior access) has not finished writing.
     AsyncCopyInFlight,
+    /// An async-proxy access (TMA, wgmma) to bytes the prior access wrote through the generic
+    /// proxy without a `fence.proxy.async` since.
+    UnfencedGenericWrite,
     /// A read of bytes nothing has written.
     Uninitialized,
 }
@@ -77,6 +172,12 @@ pub struct Shadow {
     /// Per byte: `cp.async` in flight into it, as (issuing thread + 1, pc); 0 = none.
     pending: Vec<(u16, u32)>,
     written: Vec<bool>,
+    /// Vector clocks, for kernels that synchronise through mbarriers.
+    clocks: Option<Clocks>,
+    /// Per byte (with `clocks`): the generic-proxy write not yet fenced towards the async
+    /// proxy, as (writing thread + 1, pc); 0 = none.
+    unfenced: Vec<(u16, u32)>,
+    len: usize,
 }
 
 impl Shadow {
@@ -90,7 +191,58 @@ impl Shadow {
             cells: vec![Cell::default(); sized(checks.races)],
             pending: vec![(0, 0); sized(checks.async_copies)],
             written: vec![false; sized(checks.uninitialized)],
+            clocks: None,
+            unfenced: Vec::new(),
+            len,
         }
+    }
+
+    /// Keeps vector clocks for `threads` threads and the generic-proxy write state (kernels
+    /// with mbarriers, TMA or wgmma).
+    pub fn enable_async(&mut self, threads: usize) {
+        self.clocks = Some(Clocks::new(threads));
+        self.unfenced = vec![(0, 0); self.len];
+    }
+
+    /// The vector clocks, when kept.
+    pub fn clocks(&mut self) -> Option<&mut Clocks> {
+        self.clocks.as_mut()
+    }
+
+    /// The own clock entry of `tid` for stamping an access (0 without clocks).
+    pub fn clock(&self, tid: usize) -> u32 {
+        self.clocks.as_ref().map_or(0, |c| c.clock(tid))
+    }
+
+    /// `fence.proxy.async` by thread `tid`: its generic writes so far are visible to the
+    /// async proxy.
+    pub fn fence_proxy(&mut self, tid: u16) {
+        for cell in self.unfenced.iter_mut().filter(|c| c.0 == tid + 1) {
+            *cell = (0, 0);
+        }
+    }
+
+    fn check_fenced(&self, range: std::ops::Range<usize>) -> Result<(), Conflict> {
+        for i in range.filter(|&i| i < self.unfenced.len()) {
+            let (tid1, pc) = self.unfenced[i];
+            if tid1 != 0 {
+                let prior = Access { epoch: self.epoch, pc, tid: tid1 - 1, ..Access::default() };
+                return Err(self.conflict(Hazard::UnfencedGenericWrite, i, prior));
+            }
+        }
+        Ok(())
+    }
+
+    /// An async-proxy read (wgmma) of `[start, start + len)`.
+    pub fn async_read(&mut self, start: usize, len: usize, cur: Access) -> Result<(), Conflict> {
+        self.check_fenced(start..start + len)?;
+        self.read(start, len, cur)
+    }
+
+    /// An async-proxy write (a TMA copy landing) of `[start, start + len)`.
+    pub fn async_write(&mut self, start: usize, len: usize, cur: Access) -> Result<(), Conflict> {
+        self.check_fenced(start..start + len)?;
+        self.write_as(start, len, cur, false)
     }
 
     /// The current interval, for stamping accesses.
@@ -108,6 +260,7 @@ impl Shadow {
             && prior.tid != cur.tid
             && !(prior.atomic && cur.atomic)
             && !(prior.tid / 32 == cur.tid / 32 && prior.warp_sync != cur.warp_sync)
+            && !self.clocks.as_ref().is_some_and(|c| c.ordered(prior, cur))
     }
 
     fn conflict(&self, hazard: Hazard, i: usize, prior: Access) -> Conflict {
@@ -121,8 +274,7 @@ impl Shadow {
         for i in range {
             let (tid1, pc) = self.pending[i];
             if tid1 != 0 {
-                let prior =
-                    Access { epoch: self.epoch, pc, warp_sync: 0, tid: tid1 - 1, atomic: false };
+                let prior = Access { epoch: self.epoch, pc, tid: tid1 - 1, ..Access::default() };
                 return Err(self.conflict(Hazard::AsyncCopyInFlight, i, prior));
             }
         }
@@ -144,6 +296,19 @@ impl Shadow {
             if self.conflicts(&cell.write, &cur) {
                 return Err(self.conflict(Hazard::ReadAfterWrite, i, cell.write));
             }
+            if self.clocks.is_some() {
+                // Replace a remembered read the current one is ordered after (or the
+                // reader's own), so reads still unordered with later writes stay remembered.
+                let stale = |r: &Access| r.tid == cur.tid || !self.conflicts(r, &cur);
+                let (stale1, stale2) = (stale(&cell.read1), stale(&cell.read2));
+                let cell = &mut self.cells[i];
+                if stale1 {
+                    cell.read1 = cur;
+                } else if stale2 {
+                    cell.read2 = cur;
+                }
+                continue;
+            }
             let cell = &mut self.cells[i];
             if cell.read1.epoch != self.epoch || cell.read1.tid == cur.tid {
                 if cell.read1.epoch != self.epoch {
@@ -157,9 +322,22 @@ impl Shadow {
         Ok(())
     }
 
-    /// Records a write (or, with `cur.atomic`, an atomic read-modify-write).
+    /// Records a generic-proxy write (or, with `cur.atomic`, an atomic read-modify-write).
     pub fn write(&mut self, start: usize, len: usize, cur: Access) -> Result<(), Conflict> {
+        self.write_as(start, len, cur, true)
+    }
+
+    fn write_as(
+        &mut self,
+        start: usize,
+        len: usize,
+        cur: Access,
+        generic: bool,
+    ) -> Result<(), Conflict> {
         let range = start..start + len;
+        if generic && !self.unfenced.is_empty() {
+            self.unfenced[range.clone()].fill((cur.tid + 1, cur.pc));
+        }
         self.check_pending(range.clone())?;
         if let Some(i) = self.first_unwritten(range.clone()).filter(|_| cur.atomic) {
             return Err(self.conflict(Hazard::Uninitialized, i, cur));
@@ -227,7 +405,7 @@ mod tests {
     const ALL: Checks = Checks { races: true, async_copies: true, uninitialized: true };
 
     fn at(tid: u16, pc: u32) -> Access {
-        Access { epoch: 1, pc, warp_sync: 0, tid, atomic: false }
+        Access { epoch: 1, pc, warp_sync: 0, tid, atomic: false, clock: 0 }
     }
 
     #[test]
@@ -272,16 +450,58 @@ mod tests {
         let mut s = Shadow::new(0, 4, ALL);
         s.write(0, 4, at(0, 0)).unwrap();
         s.barrier();
-        let atomic = |tid| Access { epoch: 2, pc: 1, warp_sync: 0, tid, atomic: true };
+        let atomic = |tid| Access { epoch: 2, pc: 1, warp_sync: 0, tid, atomic: true, clock: 0 };
         s.write(0, 4, atomic(1)).unwrap();
         s.write(0, 4, atomic(2)).unwrap();
         assert!(
-            s.read(0, 4, Access { epoch: 2, pc: 2, warp_sync: 0, tid: 3, atomic: false }).is_err()
+            s.read(0, 4, Access { epoch: 2, pc: 2, warp_sync: 0, tid: 3, atomic: false, clock: 0 })
+                .is_err()
         );
         // lanes 1 and 3 of warp 0 after a bar.warp.sync: ordered
         s.barrier();
-        s.write(0, 4, Access { epoch: 3, pc: 3, warp_sync: 0, tid: 1, atomic: false }).unwrap();
-        s.read(0, 4, Access { epoch: 3, pc: 4, warp_sync: 1, tid: 3, atomic: false }).unwrap();
+        s.write(0, 4, Access { epoch: 3, pc: 3, warp_sync: 0, tid: 1, atomic: false, clock: 0 })
+            .unwrap();
+        s.read(0, 4, Access { epoch: 3, pc: 4, warp_sync: 1, tid: 3, atomic: false, clock: 0 })
+            .unwrap();
+    }
+
+    #[test]
+    fn mbarrier_clocks_order_a_release_before_an_acquire_only() {
+        // Threads 0 (producer) and 1 (consumer) of 2; thread 0's TMA agent is tid 2.
+        let mut s = Shadow::new(0, 16, ALL);
+        s.enable_async(2);
+        let stamp =
+            |s: &Shadow, tid: u16| Access { clock: s.clock(tid as usize % 2), ..at(tid, 1) };
+        let copy = s.clocks().unwrap().next_agent_copy(0);
+        s.async_write(0, 16, Access { clock: copy, ..at(2, 1) }).unwrap();
+        // Before acquiring the phase the copy completes, the consumer's read races.
+        let c = s.read(0, 4, stamp(&s, 1)).unwrap_err();
+        assert_eq!((c.hazard, c.prior.tid), (Hazard::ReadAfterWrite, 2));
+        // The issuing thread itself is not ordered after its copy either.
+        assert!(s.read(0, 4, stamp(&s, 0)).is_err());
+        let phase = s.clocks().unwrap().release_copy(0, copy);
+        s.clocks().unwrap().acquire(1, &phase);
+        s.read(0, 16, stamp(&s, 1)).unwrap();
+        // The producer overwrites only after acquiring the consumer's release.
+        let reuse = s.clocks().unwrap().next_agent_copy(0);
+        let c = s.async_write(0, 4, Access { clock: reuse, ..at(2, 2) }).unwrap_err();
+        assert_eq!((c.hazard, c.prior.tid), (Hazard::WriteAfterRead, 1));
+        let released = s.clocks().unwrap().release(1);
+        s.clocks().unwrap().acquire(0, &released);
+        s.async_write(0, 16, Access { clock: reuse, ..at(2, 2) }).unwrap();
+    }
+
+    #[test]
+    fn generic_writes_need_a_proxy_fence_before_async_accesses() {
+        let mut s = Shadow::new(0, 16, ALL);
+        s.enable_async(2);
+        s.write(0, 4, at(1, 3)).unwrap();
+        let c = s.async_read(0, 16, at(1, 4)).unwrap_err();
+        assert_eq!((c.hazard, c.prior.tid, c.prior.pc), (Hazard::UnfencedGenericWrite, 1, 3));
+        s.fence_proxy(0);
+        assert!(s.async_read(0, 16, at(1, 4)).is_err());
+        s.fence_proxy(1);
+        s.async_read(0, 4, at(1, 4)).unwrap();
     }
 
     #[test]

@@ -27,3 +27,21 @@ pub unsafe fn bar_warp_sync() {
     // memory accesses across it.
     unsafe { asm!("bar.warp.sync 0xffffffff;", options(nostack, preserves_flags)) }
 }
+
+/// `elect.sync _|p, 0xffffffff`: elects one lane of the full warp (the same lane for every
+/// caller) and returns true in that lane only.
+///
+/// # Safety
+/// All 32 lanes of the warp must execute this same call site. Minimum sm_90.
+#[cfg(target_feature = "sm_90a")]
+#[inline(always)]
+pub unsafe fn elect_sync() -> bool {
+    let elected: u32;
+    // SAFETY: convergence is the caller's contract; the predicate lives in a scope of its own
+    // and is turned into a register with `selp`.
+    unsafe {
+        asm!("{{ .reg .pred p;", "elect.sync _|p, 0xffffffff;", "selp.u32 {d}, 1, 0, p; }}",
+             d = out(reg32) elected, options(nostack, preserves_flags));
+    }
+    elected != 0
+}

@@ -4,12 +4,17 @@
 //! A run goes through 16-byte loads and stores when every epilogue pointer, `ldc` and the batch
 //! stride are 16-byte aligned and the whole run is inside the matrix; otherwise element by
 //! element with bounds checks.
+//!
+//! [`write_rows16`] is the tensor-core kernels' path from accumulator fragments to runs: a
+//! warp's 16 rows × 64 columns go through its shared staging buffer and come back as runs of 8
+//! columns per lane.
 
-use crate::arch::global;
+use crate::arch::{global, smem, sync};
 use crate::elem::Elem;
 use crate::gelu::{gelu, gelu_grad};
 use crate::unroll::unroll;
-use kernel_abi::gemm::{ACT_DGELU, ACT_GELU, ACT_NONE, GemmParams};
+use kernel_abi::gemm::{ACT_DGELU, ACT_GELU, ACT_NONE, GemmParams, tc};
+use kernel_abi::gemm_wgmma::wg;
 
 /// Loads and stores of `V` adjacent elements, widened to / rounded from f32, as whole 16-byte
 /// accesses.
@@ -244,5 +249,62 @@ impl Epilogue<f32> {
             activation: ACT_NONE,
             vector: aligned16(p.workspace.addr() | (p.n as u64 * 4)),
         }
+    }
+}
+
+/// Row stride (f32 words) of a warp's staging buffer in [`write_rows16`]: 64 columns padded by
+/// 8 words, so that the fragment stores of a quarter-warp hit distinct banks.
+pub const STAGE_ROW_WORDS: u32 = 64 + 8;
+const _: () = assert!(STAGE_ROW_WORDS == tc::EPI_ROW_WORDS && STAGE_ROW_WORDS == wg::EPI_ROW_WORDS);
+
+/// Writes 16 rows × 64 columns of accumulators through `sink`: `frag[j]` is the `mma.sync`
+/// m16n8 C fragment (`kernel_abi::fragment`) of columns `8j .. 8j + 8` of rows `m_base ..
+/// m_base + 16`, columns from `n_base`. The fragments go to the warp's padded staging buffer
+/// at `stage` and are read back as runs of 8 adjacent columns per lane; rows at or past
+/// `m_len` are dropped (columns past N by `sink`).
+///
+/// # Safety
+/// The whole warp calls it together; `stage` is this warp's own `16 · STAGE_ROW_WORDS · 4`
+/// bytes of shared memory (16-byte aligned), which nothing else accesses meanwhile; `sink` as
+/// [`Runs8::store8`] requires, for rows `< m_len`.
+#[inline(always)]
+pub unsafe fn write_rows16<E: Runs8>(
+    sink: &E,
+    frag: &[[f32; 4]; 8],
+    stage: u32,
+    lane: u32,
+    (m_base, n_base, m_len): (u32, u32, u32),
+) {
+    let (group, tig) = (lane / 4, lane % 4);
+    // Lane reads row lane/8 + 4q, columns 8c .. 8c+8 (c = lane % 8), as two 16-byte loads;
+    // lanes with c >= 4 take the halves in the other order so that each quarter-warp's loads
+    // cover 32 distinct banks.
+    let c = lane % 8;
+    let swap = c >= 4;
+    // SAFETY: staging addresses stay in the warp's buffer (rows < 16, columns <
+    // STAGE_ROW_WORDS, 8- and 16-byte aligned); the warp is converged at every warp barrier.
+    unsafe {
+        unroll!(j in 0..8 => {
+            let [d0, d1, d2, d3] = frag[j];
+            let col = 8 * j as u32 + 2 * tig;
+            let at = |row: u32| stage + (row * STAGE_ROW_WORDS + col) * 4;
+            smem::st_shared_v2_u32(at(group), [d0.to_bits(), d1.to_bits()]);
+            smem::st_shared_v2_u32(at(group + 8), [d2.to_bits(), d3.to_bits()]);
+        });
+        sync::bar_warp_sync();
+        for q in 0..4 {
+            let row = lane / 8 + 4 * q;
+            let base = stage + (row * STAGE_ROW_WORDS + 8 * c) * 4;
+            let first = smem::ld_shared_v4_u32(base + if swap { 16 } else { 0 });
+            let second = smem::ld_shared_v4_u32(base + if swap { 0 } else { 16 });
+            let (lo, hi) = if swap { (second, first) } else { (first, second) };
+            let run =
+                core::array::from_fn(|e| f32::from_bits(if e < 4 { lo[e] } else { hi[e - 4] }));
+            let m = m_base + row;
+            if m < m_len {
+                sink.store8(m, n_base + 8 * c, run);
+            }
+        }
+        sync::bar_warp_sync();
     }
 }

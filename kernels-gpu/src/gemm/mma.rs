@@ -13,9 +13,10 @@
 //!
 //! Epilogue: each warp stages its accumulators through its own padded shared buffer
 //! (`tc::EPI_ROW_WORDS`), 16 rows at a time, and reads them back as runs of 8 adjacent columns
-//! per lane, which [`Epilogue::store`] finishes and writes with 16-byte stores.
+//! per lane ([`write_rows16`]), which [`Epilogue::store8`] finishes and writes with 16-byte
+//! stores.
 
-use super::epilogue::{Epilogue, Runs8, VecIo};
+use super::epilogue::{Epilogue, Runs8, VecIo, write_rows16};
 use super::fragments::{self, MT, NT};
 use super::tensor_op::TensorOp;
 use super::tile_copy::TileCopy;
@@ -23,9 +24,7 @@ use crate::arch::{
     block_idx_x, block_idx_y, block_idx_z, cp_async, lane_id, smem, sync, thread_idx_x,
 };
 use crate::unroll::unroll;
-use kernel_abi::gemm::tc::{
-    BM, BN, EPI_ROW_WORDS, EPI_WARP_BYTES, STAGE_BYTES, STAGES, TILE_BYTES,
-};
+use kernel_abi::gemm::tc::{BM, BN, EPI_WARP_BYTES, STAGE_BYTES, STAGES, TILE_BYTES};
 use kernel_abi::gemm::{GemmParams, RASTER_GROUP, raster};
 
 // The unrolled loops below are written for a 4×8 grid of m16n8 tiles and two k-steps per stage.
@@ -113,8 +112,8 @@ pub unsafe fn gemm<T: TensorOp, O: VecIo<8>, const A_ROW: bool, const B_COL: boo
     }
 }
 
-/// Writes the warp's accumulators through `sink`: 16 rows at a time through the warp's padded
-/// staging buffer at `stage`, read back as runs of 8 adjacent columns per lane.
+/// Writes the warp's accumulators through `sink`: 16 rows (one m16 tile, 64 columns) at a
+/// time through [`write_rows16`].
 ///
 /// # Safety
 /// The whole warp calls it together after a barrier that ended every warp's use of the
@@ -128,39 +127,11 @@ unsafe fn write_tile<E: Runs8>(
     lane: u32,
     (m_base, n_base, m_len): (u32, u32, u32),
 ) {
-    let (group, tig) = (lane / 4, lane % 4);
-    // Lane reads row lane/8 + 4q, columns 8c .. 8c+8 (c = lane % 8), as two 16-byte loads;
-    // lanes with c >= 4 take the halves in the other order so that each quarter-warp's loads
-    // cover 32 distinct banks.
-    let c = lane % 8;
-    let swap = c >= 4;
-    // SAFETY: staging addresses stay in the warp's buffer (rows < 16, columns < EPI_ROW_WORDS,
-    // 8- and 16-byte aligned); the warp is converged at every warp barrier.
+    // SAFETY: forwarded contract; `EPI_WARP_BYTES` is 16 rows of `EPI_ROW_WORDS` words, the
+    // staging layout of `write_rows16`.
     unsafe {
         unroll!(i in 0..4 => {
-            unroll!(j in 0..8 => {
-                let [d0, d1, d2, d3] = acc[i][j];
-                let col = 8 * j as u32 + 2 * tig;
-                let at = |row: u32| stage + (row * EPI_ROW_WORDS + col) * 4;
-                smem::st_shared_v2_u32(at(group), [d0.to_bits(), d1.to_bits()]);
-                smem::st_shared_v2_u32(at(group + 8), [d2.to_bits(), d3.to_bits()]);
-            });
-            sync::bar_warp_sync();
-            for q in 0..4 {
-                let row = lane / 8 + 4 * q;
-                let base = stage + (row * EPI_ROW_WORDS + 8 * c) * 4;
-                let first = smem::ld_shared_v4_u32(base + if swap { 16 } else { 0 });
-                let second = smem::ld_shared_v4_u32(base + if swap { 0 } else { 16 });
-                let (lo, hi) = if swap { (second, first) } else { (first, second) };
-                let run = core::array::from_fn(|e| {
-                    f32::from_bits(if e < 4 { lo[e] } else { hi[e - 4] })
-                });
-                let m = m_base + 16 * i as u32 + row;
-                if m < m_len {
-                    sink.store8(m, n_base + 8 * c, run);
-                }
-            }
-            sync::bar_warp_sync();
+            write_rows16(sink, &acc[i], stage, lane, (m_base + 16 * i as u32, n_base, m_len));
         });
     }
 }

@@ -5,7 +5,9 @@
 //!   BF16 and FP16, with [`tile_copy`] (global → shared, `cp.async`), [`fragments`] (shared →
 //!   registers, `ldmatrix`) and the shared [`epilogue`];
 //! - [`split_reduce`]: the second pass of split-K (sums the K slices, applies the epilogue);
-//! - [`bias_grad`]: the column-sum reduction for bias gradients.
+//! - [`bias_grad`]: the column-sum reduction for bias gradients;
+//! - `wgmma` (sm_90a module only): the Hopper kernel, TMA + `wgmma.mma_async`, warp-specialised
+//!   and persistent (`kernel_abi::gemm_wgmma`), sharing the epilogue.
 //!
 //! Every entry point below is one instantiation: variant × A layout × B layout × output type.
 
@@ -17,6 +19,8 @@ pub mod simt;
 pub mod split_reduce;
 pub mod tensor_op;
 pub mod tile_copy;
+#[cfg(target_feature = "sm_90a")]
+pub mod wgmma;
 
 use crate::entry::entries;
 use kernel_abi::gemm::{BiasGradParams, GemmParams};
@@ -56,4 +60,20 @@ entries! { "gemm";
     bias_grad_f16(BiasGradParams<F16, F16>) => bias_grad::bias_grad::<F16, F16>;
     bias_grad_bf16_f32(BiasGradParams<Bf16, f32>) => bias_grad::bias_grad::<Bf16, f32>;
     bias_grad_f16_f32(BiasGradParams<F16, f32>) => bias_grad::bias_grad::<F16, f32>;
+}
+
+#[cfg(target_feature = "sm_90a")]
+mod hopper {
+    use super::wgmma::{self, Bf16Wg, F16Wg, Tf32Wg};
+    use crate::entry::entries;
+    use kernel_abi::gemm_wgmma::WgmmaGemmParams;
+    use kernel_abi::{Bf16, F16};
+
+    entries! { "gemm_wgmma";
+        gemm_wgmma_bf16_rc_bf16(WgmmaGemmParams<Bf16, Bf16>) => wgmma::gemm::<Bf16Wg, Bf16>;
+        gemm_wgmma_bf16_rc_f32(WgmmaGemmParams<Bf16, f32>) => wgmma::gemm::<Bf16Wg, f32>;
+        gemm_wgmma_f16_rc_f16(WgmmaGemmParams<F16, F16>) => wgmma::gemm::<F16Wg, F16>;
+        gemm_wgmma_f16_rc_f32(WgmmaGemmParams<F16, f32>) => wgmma::gemm::<F16Wg, f32>;
+        gemm_wgmma_tf32_rc_f32(WgmmaGemmParams<f32, f32>) => wgmma::gemm::<Tf32Wg, f32>;
+    }
 }

@@ -9,7 +9,17 @@
 //! `stride · size`) the kernels fall back to element-wise loads or stores for that matrix
 //! (correct, slower); the fast path needs, e.g. for bf16, leading dimensions that are multiples
 //! of 8.
+//!
+//! # Engines
+//! [`GemmSpec::engine`] picks the instructions of the tensor-core variants: the `mma.sync`
+//! kernels above (any GPU, every layout and batch), or on a runtime that loaded the sm_90a
+//! module ([`Device::ptx_arch`]) the Hopper kernels (`kernel_abi::gemm_wgmma`: TMA loads,
+//! `wgmma`, a persistent warp-specialised grid) for the forward layout (A row-major, B
+//! column-major) with batch 1, K ≥ 1, and 16-byte aligned A, B and rows of A and B.
+//! [`GemmEngine::Auto`] (the default) takes the Hopper kernel where it applies and falls back to
+//! `mma.sync` elsewhere; FP32 always runs on the SIMT cores. See [`GemmSpec::engine_on`].
 
+use super::gemm_wgmma;
 use crate::device::{Device, LaunchConfig};
 use crate::element::DeviceElement;
 use crate::error::{GpuError, Result};
@@ -20,6 +30,9 @@ use kernel_abi::gemm::{
     BIAS_GRAD_F16, BIAS_GRAD_F16_F32, BIAS_GRAD_F32, BiasGradParams, F16_F16, F16_F32, GemmKernels,
     GemmParams, SIMT_F32, SPLIT_REDUCE_BF16, SPLIT_REDUCE_F16, SPLIT_REDUCE_F32,
     SPLIT_REDUCE_THREADS, TF32_F32, bias_grad as bg, simt, tc,
+};
+use kernel_abi::gemm_wgmma::{
+    WGMMA_BF16_BF16, WGMMA_BF16_F32, WGMMA_F16_F16, WGMMA_F16_F32, WGMMA_TF32_F32, WgmmaKernel,
 };
 use kernel_abi::{DevicePtr, DevicePtrMut, Kernel};
 
@@ -36,6 +49,19 @@ pub enum Precision {
     Bf16,
     /// f16 inputs, tensor cores, f32 accumulation.
     Fp16,
+}
+
+/// Which tensor-core instructions multiply (see the module docs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum GemmEngine {
+    /// The Hopper kernel where it applies (see [`GemmSpec::engine_on`]), else `mma.sync`.
+    #[default]
+    Auto,
+    /// The `mma.sync` kernels (the sm_80 family; the SIMT kernel for FP32).
+    MmaSync,
+    /// The Hopper `wgmma` kernel; a GEMM it cannot run is an [`GpuError::InvalidArgument`]
+    /// (argument `engine`) saying why.
+    Wgmma,
 }
 
 /// Shape, layouts, strides and scalars of one (batched) GEMM: `A` is M×K, `B` is K×N, `C` is
@@ -74,6 +100,8 @@ pub struct GemmSpec {
     pub precision: Precision,
     /// Split K into this many slices (1: no split-K; see [`gemm_split_k`]).
     pub split_k: usize,
+    /// Which instructions multiply ([`GemmEngine::Auto`] unless set).
+    pub engine: GemmEngine,
 }
 
 impl GemmSpec {
@@ -106,6 +134,7 @@ impl GemmSpec {
             beta: 0.0,
             precision,
             split_k: 1,
+            engine: GemmEngine::Auto,
         }
     }
 
@@ -173,19 +202,39 @@ impl GemmSpec {
         extent(self.batch, self.stride_c, self.m, self.n, self.ldc)
     }
 
-    /// K per pipeline step of the variant (8 FP32, 16 TF32, 32 BF16/FP16).
+    /// [`GemmSpec::block_k_for`] the engine this spec names ([`GemmEngine::Auto`]: the
+    /// `mma.sync` / SIMT kernel's).
     pub fn block_k(&self) -> usize {
+        self.block_k_for(self.engine)
+    }
+
+    /// K per pipeline step of the variant on `engine`: `mma.sync` / SIMT (also for `Auto`):
+    /// 8 FP32, 16 TF32, 32 BF16/FP16; `wgmma`: one 128-byte swizzle row, 32 TF32 (and FP32,
+    /// which it does not run), 64 BF16/FP16.
+    pub fn block_k_for(&self, engine: GemmEngine) -> usize {
+        let bytes = match engine {
+            GemmEngine::Wgmma => gemm_wgmma::BK_BYTES,
+            GemmEngine::Auto | GemmEngine::MmaSync => tc::BK_BYTES,
+        };
         match self.precision {
-            Precision::Fp32 => simt::BK as usize,
-            Precision::Tf32 => (tc::BK_BYTES / 4) as usize,
-            Precision::Bf16 | Precision::Fp16 => (tc::BK_BYTES / 2) as usize,
+            Precision::Fp32 if engine != GemmEngine::Wgmma => simt::BK as usize,
+            Precision::Fp32 | Precision::Tf32 => (bytes / 4) as usize,
+            Precision::Bf16 | Precision::Fp16 => (bytes / 2) as usize,
         }
     }
 
-    /// (slices, K steps per slice) actually launched for `split_k`: every slice gets the same
-    /// whole number of K steps except the last, and none is empty.
+    /// [`GemmSpec::split_plan_for`] the engine this spec names ([`GemmEngine::Auto`]: the
+    /// `mma.sync` / SIMT kernel's, which may differ from what `Auto` launches on a Hopper
+    /// runtime; see [`GemmSpec::engine_on`]).
     pub fn split_plan(&self) -> (usize, usize) {
-        let steps = self.k.div_ceil(self.block_k());
+        self.split_plan_for(self.engine)
+    }
+
+    /// (slices, K steps per slice) launched for `split_k` on `engine` (steps of
+    /// [`GemmSpec::block_k_for`] that engine): every slice gets the same whole number of K
+    /// steps except the last, and none is empty.
+    pub fn split_plan_for(&self, engine: GemmEngine) -> (usize, usize) {
+        let steps = self.k.div_ceil(self.block_k_for(engine));
         if self.split_k <= 1 || steps <= 1 {
             return (1, steps);
         }
@@ -193,12 +242,57 @@ impl GemmSpec {
         (steps.div_ceil(per_slice), per_slice)
     }
 
-    /// f32 elements of split-K workspace [`gemm_split_k`] needs (0 without split-K).
+    /// f32 elements of split-K workspace [`gemm_split_k`] needs (0 without split-K): the most
+    /// any engine this spec may run on needs (under [`GemmEngine::Auto`], both, since the
+    /// choice depends on the runtime and the operands).
     pub fn workspace_len(&self) -> usize {
-        match self.split_plan() {
+        self.candidate_engines().iter().map(|&e| self.workspace_len_for(e)).max().unwrap_or(0)
+    }
+
+    /// The workspace of [`GemmSpec::split_plan_for`] `engine`.
+    fn workspace_len_for(&self, engine: GemmEngine) -> usize {
+        match self.split_plan_for(engine) {
             (1, _) => 0,
             (slices, _) => {
                 [slices, self.m, self.n].iter().fold(self.batch, |a, &b| a.saturating_mul(b))
+            }
+        }
+    }
+
+    /// The most K slices any engine this spec may run on launches.
+    fn max_slices(&self) -> usize {
+        self.candidate_engines().iter().map(|&e| self.split_plan_for(e).0).max().unwrap_or(1)
+    }
+
+    /// The engines [`GemmSpec::engine_on`] may resolve this spec to, whatever the runtime and
+    /// operand addresses (resolved engines only: `MmaSync`, `Wgmma`).
+    fn candidate_engines(&self) -> &'static [GemmEngine] {
+        match self.engine {
+            GemmEngine::MmaSync => &[GemmEngine::MmaSync],
+            GemmEngine::Wgmma => &[GemmEngine::Wgmma],
+            GemmEngine::Auto if gemm_wgmma::shape_reason(self).is_none() => {
+                &[GemmEngine::MmaSync, GemmEngine::Wgmma]
+            }
+            GemmEngine::Auto => &[GemmEngine::MmaSync],
+        }
+    }
+
+    /// The engine [`gemm`] and [`gemm_split_k`] run this spec with on `dev`, for A and B at
+    /// device addresses `a_addr` and `b_addr`: `MmaSync` or `Wgmma`, never `Auto`.
+    ///
+    /// `Wgmma` applies when `dev` loaded the sm_90a module, the precision is TF32, BF16 or
+    /// FP16, A is row-major and B column-major, `batch == 1`, `K ≥ 1`, both addresses are
+    /// 16-byte aligned and so are the rows (`lda · size` and `ldb · size` multiples of 16
+    /// bytes). `Auto` resolves to `Wgmma` when it applies and to `MmaSync` otherwise; an
+    /// explicit `Wgmma` that does not apply is an [`GpuError::InvalidArgument`] (argument
+    /// `engine`) giving the first reason; `MmaSync` stays `MmaSync`.
+    pub fn engine_on<D: Device>(&self, dev: &D, a_addr: u64, b_addr: u64) -> Result<GemmEngine> {
+        let why_not = gemm_wgmma::unsupported_reason(dev.ptx_arch(), self, a_addr, b_addr);
+        match (self.engine, why_not) {
+            (GemmEngine::MmaSync, _) | (GemmEngine::Auto, Some(_)) => Ok(GemmEngine::MmaSync),
+            (GemmEngine::Auto | GemmEngine::Wgmma, None) => Ok(GemmEngine::Wgmma),
+            (GemmEngine::Wgmma, Some(reason)) => {
+                Err(invalid("engine", format!("the wgmma kernel cannot run this GEMM: {reason}")))
             }
         }
     }
@@ -289,6 +383,8 @@ pub trait GemmTypes<O: GemmOutput>: DeviceElement {
     const PRECISIONS: &'static [Precision];
     /// The entry points of `precision`, if it takes these types.
     fn kernels(precision: Precision) -> Option<GemmKernels<Self::Abi, O::Abi>>;
+    /// The Hopper (`wgmma`) entry of `precision`, if it takes these types and has one.
+    fn wgmma_kernel(precision: Precision) -> Option<WgmmaKernel<Self::Abi, O::Abi>>;
 }
 
 impl GemmTypes<f32> for f32 {
@@ -300,16 +396,24 @@ impl GemmTypes<f32> for f32 {
             _ => None,
         }
     }
+    fn wgmma_kernel(precision: Precision) -> Option<WgmmaKernel<f32, f32>> {
+        (precision == Precision::Tf32).then_some(WGMMA_TF32_F32)
+    }
 }
 
 macro_rules! half_gemm_types {
-    ($in:ty, $precision:ident, $same:ident, $wide:ident) => {
+    ($in:ty, $precision:ident, $same:ident, $wide:ident, $wg_same:ident, $wg_wide:ident) => {
         impl GemmTypes<$in> for $in {
             const PRECISIONS: &'static [Precision] = &[Precision::$precision];
             fn kernels(
                 precision: Precision,
             ) -> Option<GemmKernels<<$in as DeviceElement>::Abi, <$in as DeviceElement>::Abi>> {
                 (precision == Precision::$precision).then_some($same)
+            }
+            fn wgmma_kernel(
+                precision: Precision,
+            ) -> Option<WgmmaKernel<<$in as DeviceElement>::Abi, <$in as DeviceElement>::Abi>> {
+                (precision == Precision::$precision).then_some($wg_same)
             }
         }
 
@@ -320,20 +424,25 @@ macro_rules! half_gemm_types {
             ) -> Option<GemmKernels<<$in as DeviceElement>::Abi, f32>> {
                 (precision == Precision::$precision).then_some($wide)
             }
+            fn wgmma_kernel(
+                precision: Precision,
+            ) -> Option<WgmmaKernel<<$in as DeviceElement>::Abi, f32>> {
+                (precision == Precision::$precision).then_some($wg_wide)
+            }
         }
     };
 }
 
-half_gemm_types!(bf16, Bf16, BF16_BF16, BF16_F32);
-half_gemm_types!(f16, Fp16, F16_F16, F16_F32);
+half_gemm_types!(bf16, Bf16, BF16_BF16, BF16_F32, WGMMA_BF16_BF16, WGMMA_BF16_F32);
+half_gemm_types!(f16, Fp16, F16_F16, F16_F32, WGMMA_F16_F16, WGMMA_F16_F32);
 
 const OP: &str = "gemm";
 
-fn invalid(arg: &'static str, reason: impl Into<String>) -> GpuError {
+pub(super) fn invalid(arg: &'static str, reason: impl Into<String>) -> GpuError {
     GpuError::invalid(OP, arg, reason)
 }
 
-fn to_u32(arg: &'static str, value: usize) -> Result<u32> {
+pub(super) fn to_u32(arg: &'static str, value: usize) -> Result<u32> {
     u32::try_from(value).map_err(|_| invalid(arg, format!("{value} does not fit in 32 bits")))
 }
 
@@ -401,13 +510,15 @@ fn validate(spec: &GemmSpec) -> Result<()> {
 }
 
 /// `C = act(alpha · op(A) · op(B) + beta · C + bias)` on every batch (see the module docs and
-/// `kernel_abi::gemm`), with the variant of `spec.precision`, in one pass (`spec.split_k` must
-/// be 1; see [`gemm_split_k`]).
+/// `kernel_abi::gemm`), with the variant of `spec.precision` on the engine of
+/// [`GemmSpec::engine_on`], in one pass (`spec.split_k` must not split K; see
+/// [`gemm_split_k`]).
 ///
 /// Errors (`GpuError::InvalidArgument`, before anything is launched): a precision that does not
 /// take these element types, leading dimensions smaller than the stored rows, a batch count
 /// outside 1..=65535, overlapping batches of C, a view shorter than the shape needs (bias:
-/// N), a dimension that does not fit in 32 bits, or `split_k > 1`.
+/// N), a dimension that does not fit in 32 bits, a `split_k` that splits K on some engine the
+/// spec may run on, or [`GemmEngine::Wgmma`] where it does not apply (argument `engine`).
 pub fn gemm<D: Device, I: GemmTypes<O>, O: GemmOutput>(
     dev: &D,
     spec: &GemmSpec,
@@ -416,7 +527,7 @@ pub fn gemm<D: Device, I: GemmTypes<O>, O: GemmOutput>(
     c: DeviceViewMut<'_, O>,
     epilogue: Epilogue<'_, O>,
 ) -> Result<()> {
-    if spec.split_plan().0 > 1 {
+    if spec.max_slices() > 1 {
         return Err(invalid(
             "split_k",
             format!("{} needs an f32 workspace: call gemm_split_k", spec.split_k),
@@ -429,7 +540,9 @@ pub fn gemm<D: Device, I: GemmTypes<O>, O: GemmOutput>(
 /// partial products to `workspace` (at least [`GemmSpec::workspace_len`] elements), a second
 /// sums the slices in order (deterministic) and applies the epilogue. For outputs with few
 /// tiles and a long K (see [`GemmSpec::with_split_k_for`]). With `split_k == 1` it is [`gemm`]
-/// and the workspace is unused.
+/// and the workspace is unused. The slices are those of [`GemmSpec::split_plan_for`] the
+/// engine that runs (the `wgmma` kernel steps through K in larger tiles, so it may launch
+/// fewer slices than `mma.sync` for the same `split_k`).
 pub fn gemm_split_k<D: Device, I: GemmTypes<O>, O: GemmOutput>(
     dev: &D,
     spec: &GemmSpec,
@@ -444,7 +557,7 @@ pub fn gemm_split_k<D: Device, I: GemmTypes<O>, O: GemmOutput>(
     launch(dev, spec, a, b, c, epilogue, Some(workspace))
 }
 
-/// Validates and launches (both passes when split).
+/// Validates, picks the engine and launches (both passes when split).
 fn launch<D: Device, I: GemmTypes<O>, O: GemmOutput>(
     dev: &D,
     spec: &GemmSpec,
@@ -489,24 +602,28 @@ fn launch<D: Device, I: GemmTypes<O>, O: GemmOutput>(
             (ACT_DGELU, DevicePtrMut::null(), pre_act.ptr())
         }
     };
+    let engine = spec.engine_on(dev, a.addr(), b.addr())?;
     if spec.m == 0 || spec.n == 0 {
         return Ok(());
     }
-    let kernel = kernels.get(spec.a_layout, spec.b_layout);
-    let (threads, smem, bm, bn) = match spec.precision {
-        Precision::Fp32 => (simt::THREADS, simt::SMEM_BYTES, simt::BM, simt::BN),
-        _ => (tc::THREADS, tc::SMEM_BYTES, tc::BM, tc::BN),
+    let (bm, bn) = match (engine, spec.precision) {
+        (GemmEngine::Wgmma, _) => (gemm_wgmma::BM, gemm_wgmma::BN),
+        (_, Precision::Fp32) => (simt::BM, simt::BN),
+        _ => (tc::BM, tc::BN),
     };
     let tiles_m = spec.m.div_ceil(bm as usize);
     let tiles_n = spec.n.div_ceil(bn as usize);
     let blocks = to_u32("m", tiles_m * tiles_n)?;
-    let (slices, steps_per_slice) = spec.split_plan();
+    let (slices, steps_per_slice) = spec.split_plan_for(engine);
     if slices > 65_535 {
         return Err(invalid("split_k", format!("{slices} slices exceed the grid's 65535")));
     }
     let workspace = match (slices, workspace) {
         (1, _) => DevicePtrMut::null(),
-        (_, Some(mut w)) => w.ptr(),
+        (_, Some(mut w)) => {
+            check_covers("workspace", w.len(), spec.workspace_len_for(engine))?;
+            w.ptr()
+        }
         (_, None) => return Err(invalid("split_k", "a split launch needs a workspace")),
     };
     let params = GemmParams {
@@ -534,20 +651,45 @@ fn launch<D: Device, I: GemmTypes<O>, O: GemmOutput>(
         split_k: slices as u32,
         k_tiles_per_split: steps_per_slice as u32,
     };
-    let config = LaunchConfig {
-        grid: (blocks, slices as u32, spec.batch as u32),
-        block: (threads, 1, 1),
-        shared_mem_bytes: smem,
-    };
-    // SAFETY: every view covers the elements the kernel reads or writes for this shape, leading
-    // dimensions and batch strides (checked above); batches of C do not overlap; the bias covers
-    // N; C and a stored pre-activation are distinct mutable borrows; a split launch has a
-    // workspace of batch · slices · M · N f32 (checked by `gemm_split_k`); the grid, block and
-    // shared memory are the kernel family's.
-    unsafe { dev.launch(kernel, config, params) }?;
+    if engine == GemmEngine::Wgmma {
+        let kernel = I::wgmma_kernel(spec.precision).ok_or_else(|| {
+            invalid("engine", format!("{:?} has no wgmma kernel", spec.precision))
+        })?;
+        // SAFETY: as for the mma.sync launch below (same views, shape and workspace checks);
+        // `engine_on` established the wgmma preconditions (batch 1, K ≥ 1, the A row-major /
+        // B column-major layouts, 16-byte aligned operands and rows).
+        unsafe { gemm_wgmma::launch(dev, spec, kernel, params) }?;
+    } else {
+        let (threads, smem) = match spec.precision {
+            Precision::Fp32 => (simt::THREADS, simt::SMEM_BYTES),
+            _ => (tc::THREADS, tc::SMEM_BYTES),
+        };
+        let config = LaunchConfig {
+            grid: (blocks, slices as u32, spec.batch as u32),
+            block: (threads, 1, 1),
+            shared_mem_bytes: smem,
+        };
+        let kernel = kernels.get(spec.a_layout, spec.b_layout);
+        // SAFETY: every view covers the elements the kernel reads or writes for this shape,
+        // leading dimensions and batch strides (checked above); batches of C do not overlap;
+        // the bias covers N; C and a stored pre-activation are distinct mutable borrows; a
+        // split launch has a workspace of batch · slices · M · N f32 (checked above); the
+        // grid, block and shared memory are the kernel family's.
+        unsafe { dev.launch(kernel, config, params) }?;
+    }
     if slices == 1 {
         return Ok(());
     }
+    split_reduce::<D, I::Abi, O>(dev, spec, &params)
+}
+
+/// The second pass of a split launch: sums the slices `params.workspace` holds into C and
+/// applies the epilogue (the same for every engine).
+fn split_reduce<D: Device, I: Copy + 'static, O: GemmOutput>(
+    dev: &D,
+    spec: &GemmSpec,
+    params: &GemmParams<I, O::Abi>,
+) -> Result<()> {
     let runs = spec.m * spec.n.div_ceil(8);
     let reduce_blocks = to_u32("m", runs.div_ceil(SPLIT_REDUCE_THREADS as usize))?;
     let reduce = GemmParams {
@@ -580,9 +722,9 @@ fn launch<D: Device, I: GemmTypes<O>, O: GemmOutput>(
         block: (SPLIT_REDUCE_THREADS, 1, 1),
         shared_mem_bytes: 0,
     };
-    // SAFETY: as for the first pass; the reduction reads the workspace the first pass wrote
-    // (same stream, so in order) and writes C and the pre-activation exactly as the one-pass
-    // epilogue does.
+    // SAFETY: `params` is the first pass's, whose checks cover C, the pre-activation and the
+    // bias; the reduction reads the workspace the first pass wrote (same stream, so in order)
+    // and writes C and the pre-activation exactly as the one-pass epilogue does.
     unsafe { dev.launch(O::SPLIT_REDUCE, config, reduce) }
 }
 
@@ -664,6 +806,7 @@ pub fn bias_grad<D: Device, T: BiasGradElement<O>, O: DeviceElement>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tensor_map::{TensorMapDesc, TensorMapElem, TensorMapSwizzle};
 
     #[test]
     fn extents_follow_layout_ld_and_batch() {
@@ -744,5 +887,221 @@ mod tests {
             "gemm_bf16_cr_f32"
         );
         assert!(<f16 as GemmTypes<f16>>::kernels(Precision::Bf16).is_none());
+    }
+
+    #[test]
+    fn block_k_and_split_plan_follow_the_engine() {
+        let mut s = GemmSpec::linear_forward(128, 128, 320, Precision::Bf16);
+        assert_eq!(s.block_k_for(GemmEngine::MmaSync), 32);
+        assert_eq!(s.block_k_for(GemmEngine::Wgmma), 64);
+        assert_eq!(s.block_k(), 32, "Auto plans with the mma.sync tile");
+        s.precision = Precision::Tf32;
+        assert_eq!(
+            (s.block_k_for(GemmEngine::MmaSync), s.block_k_for(GemmEngine::Wgmma)),
+            (16, 32)
+        );
+        s.precision = Precision::Bf16;
+        s.split_k = 4;
+        // 10 mma.sync steps → 4 slices of 3; 5 wgmma steps → 3 slices of 2.
+        assert_eq!(s.split_plan_for(GemmEngine::MmaSync), (4, 3));
+        assert_eq!(s.split_plan_for(GemmEngine::Wgmma), (3, 2));
+        assert_eq!(s.workspace_len(), 4 * 128 * 128, "Auto: the larger of the two");
+        let forced = GemmSpec { engine: GemmEngine::Wgmma, ..s };
+        assert_eq!((forced.split_plan(), forced.workspace_len()), ((3, 2), 3 * 128 * 128));
+        let fp32 = GemmSpec { precision: Precision::Fp32, ..s };
+        assert_eq!(fp32.workspace_len(), fp32.workspace_len_for(GemmEngine::MmaSync));
+    }
+
+    mod engines {
+        use super::*;
+        use crate::device::DeviceBuffer;
+        use crate::mock::{Launched, MockDevice};
+        use crate::ptx::PtxArch;
+        use kernel_abi::gemm_wgmma::{TensorMap, WgmmaGemmParams, wg};
+        use kernel_abi::{Bf16, F16};
+
+        /// Runs `gemm_split_k` of `spec` (bf16 → bf16) on `dev` with operands `offset`
+        /// elements into their buffers; returns the launches.
+        fn run_bf16(
+            dev: &MockDevice,
+            spec: &GemmSpec,
+            offset: usize,
+            workspace: usize,
+        ) -> Result<Vec<Launched>> {
+            let a = dev.alloc::<bf16>(spec.a_len() + offset)?;
+            let b = dev.alloc::<bf16>(spec.b_len() + offset)?;
+            let mut c = dev.alloc::<bf16>(spec.c_len())?;
+            let mut w = dev.alloc::<f32>(workspace)?;
+            let (a, b) = (a.view().slice(offset..a.len())?, b.view().slice(offset..b.len())?);
+            gemm_split_k(dev, spec, a, b, c.view_mut(), Epilogue::default(), w.view_mut())?;
+            Ok(dev.take_launches())
+        }
+
+        #[test]
+        fn auto_on_sm_80_runs_mma_sync() {
+            let dev = MockDevice::new(PtxArch::Sm80, 132);
+            let spec = GemmSpec::linear_forward(300, 200, 72, Precision::Bf16);
+            assert_eq!(spec.engine_on(&dev, 0, 0).unwrap(), GemmEngine::MmaSync);
+            let launches = run_bf16(&dev, &spec, 0, 0).unwrap();
+            assert_eq!(launches.len(), 1);
+            assert_eq!(launches[0].name, "gemm_bf16_rc_bf16");
+            assert_eq!(launches[0].config.grid, (3 * 2, 1, 1));
+            assert_eq!(launches[0].config.block, (tc::THREADS, 1, 1));
+        }
+
+        #[test]
+        fn wgmma_forced_on_sm_80_names_the_reason() {
+            let dev = MockDevice::new(PtxArch::Sm80, 132);
+            let spec = GemmSpec {
+                engine: GemmEngine::Wgmma,
+                ..GemmSpec::linear_forward(300, 200, 72, Precision::Bf16)
+            };
+            let err = run_bf16(&dev, &spec, 0, 0).unwrap_err();
+            assert!(
+                matches!(&err, GpuError::InvalidArgument { op: "gemm", arg: "engine", .. }),
+                "{err}"
+            );
+            assert!(err.to_string().contains("sm_80") && err.to_string().contains("sm_90a"));
+            assert!(dev.take_launches().is_empty());
+        }
+
+        #[test]
+        fn auto_on_sm_90a_runs_wgmma_with_tensor_maps() {
+            let dev = MockDevice::new(PtxArch::Sm90a, 4);
+            let spec =
+                GemmSpec { lda: 80, ..GemmSpec::linear_forward(300, 200, 72, Precision::Bf16) };
+            let launches = run_bf16(&dev, &spec, 0, 0).unwrap();
+            assert_eq!(launches.len(), 1);
+            let l = &launches[0];
+            assert_eq!(l.name, "gemm_wgmma_bf16_rc_bf16");
+            // 3 × 2 tiles, 1 slice = 6 units on min(6, 4 SMs) blocks.
+            assert_eq!(l.config.grid, (4, 1, 1));
+            assert_eq!(l.config.block, (wg::THREADS, 1, 1));
+            assert_eq!(l.config.shared_mem_bytes, wg::SMEM_BYTES);
+            let p = l.params::<WgmmaGemmParams<Bf16, Bf16>>();
+            assert_eq!(p.units, 6);
+            assert_eq!((p.gemm.tiles_m, p.gemm.tiles_n, p.gemm.split_k), (3, 2, 1));
+            assert_eq!((p.gemm.k_tiles_per_split, p.gemm.lda, p.gemm.ldb), (2, 80, 72));
+            assert_eq!(p.tmap_b.addr(), p.tmap_a.addr() + 128);
+            assert!(p.tmap_a.is_aligned_to(64));
+            let desc_a = TensorMapDesc {
+                global_address: p.gemm.a.addr(),
+                elem: TensorMapElem::Bf16,
+                dims: [72, 300],
+                row_stride_bytes: 160,
+                box_dims: [64, 128],
+                swizzle: TensorMapSwizzle::B128,
+            };
+            let desc_b = TensorMapDesc {
+                global_address: p.gemm.b.addr(),
+                dims: [72, 200],
+                row_stride_bytes: 144,
+                ..desc_a
+            };
+            let uploaded = dev.read(p.tmap_a.addr(), 2 * size_of::<TensorMap>());
+            assert_eq!(uploaded[..128], MockDevice::encode(&desc_a).bytes);
+            assert_eq!(uploaded[128..], MockDevice::encode(&desc_b).bytes);
+            // Many units: still one block per SM.
+            let big = GemmSpec::linear_forward(1024, 1024, 64, Precision::Bf16);
+            let launches = run_bf16(&dev, &big, 0, 0).unwrap();
+            assert_eq!(launches[0].config.grid, (4, 1, 1));
+            assert_eq!(launches[0].params::<WgmmaGemmParams<Bf16, Bf16>>().units, 64);
+        }
+
+        #[test]
+        fn auto_on_sm_90a_falls_back_where_wgmma_does_not_apply() {
+            let dev = MockDevice::new(PtxArch::Sm90a, 132);
+            let fwd = GemmSpec::linear_forward(64, 64, 64, Precision::Bf16);
+            let batched =
+                GemmSpec { batch: 2, stride_a: 4096, stride_b: 4096, stride_c: 4096, ..fwd };
+            let cases = [
+                ("gemm_bf16_rr_bf16", GemmSpec::linear_backward_input(64, 64, 64, Precision::Bf16)),
+                ("gemm_bf16_rc_bf16", batched),
+                ("gemm_bf16_rc_bf16", GemmSpec { lda: 65, ..fwd }),
+                ("gemm_bf16_rc_bf16", GemmSpec { k: 0, ..fwd }),
+            ];
+            for (want, spec) in cases {
+                let launches = run_bf16(&dev, &spec, 0, 0).unwrap();
+                assert_eq!(launches[0].name, want, "{spec:?}");
+            }
+            // A view starting one element into its buffer: not 16-byte aligned.
+            assert_eq!(run_bf16(&dev, &fwd, 1, 0).unwrap()[0].name, "gemm_bf16_rc_bf16");
+            assert_eq!(run_bf16(&dev, &fwd, 8, 0).unwrap()[0].name, "gemm_wgmma_bf16_rc_bf16");
+            let forced = GemmSpec { engine: GemmEngine::Wgmma, ..fwd };
+            let err = run_bf16(&dev, &forced, 1, 0).unwrap_err().to_string();
+            assert!(err.contains("`engine`") && err.contains("not 16-byte aligned"), "{err}");
+            let mma = GemmSpec { engine: GemmEngine::MmaSync, ..fwd };
+            assert_eq!(run_bf16(&dev, &mma, 0, 0).unwrap()[0].name, "gemm_bf16_rc_bf16");
+        }
+
+        #[test]
+        fn fp32_and_the_other_types_pick_their_entries() {
+            let dev = MockDevice::new(PtxArch::Sm90a, 132);
+            let a = dev.alloc::<f32>(64 * 64).unwrap();
+            let mut c = dev.alloc::<f32>(64 * 64).unwrap();
+            for (precision, want) in
+                [(Precision::Fp32, "gemm_simt_rc_f32"), (Precision::Tf32, "gemm_wgmma_tf32_rc_f32")]
+            {
+                let spec = GemmSpec::linear_forward(64, 64, 64, precision);
+                let e = Epilogue::default();
+                gemm(&dev, &spec, a.view(), a.view(), c.view_mut(), e).unwrap();
+                assert_eq!(dev.take_launches()[0].name, want);
+            }
+            let forced = GemmSpec {
+                engine: GemmEngine::Wgmma,
+                ..GemmSpec::linear_forward(64, 64, 64, Precision::Fp32)
+            };
+            let err = gemm(&dev, &forced, a.view(), a.view(), c.view_mut(), Epilogue::default())
+                .unwrap_err();
+            assert!(err.to_string().contains("FP32"), "{err}");
+            let h = dev.alloc::<f16>(64 * 64).unwrap();
+            let spec = GemmSpec::linear_forward(64, 64, 64, Precision::Fp16);
+            gemm(&dev, &spec, h.view(), h.view(), c.view_mut(), Epilogue::default()).unwrap();
+            let launches = dev.take_launches();
+            assert_eq!(launches[0].name, "gemm_wgmma_f16_rc_f32");
+            let _: &WgmmaGemmParams<F16, f32> = launches[0].params();
+        }
+
+        #[test]
+        fn split_k_uses_the_plan_of_the_engine_that_runs() {
+            let dev = MockDevice::new(PtxArch::Sm90a, 132);
+            let mut spec = GemmSpec::linear_forward(128, 256, 320, Precision::Bf16);
+            spec.split_k = 4;
+            let launches = run_bf16(&dev, &spec, 0, spec.workspace_len()).unwrap();
+            assert_eq!(launches.len(), 2);
+            let p = launches[0].params::<WgmmaGemmParams<Bf16, Bf16>>();
+            // 5 k tiles of 64 → 3 slices of 2 tiles; 1 × 2 output tiles.
+            assert_eq!((p.gemm.split_k, p.gemm.k_tiles_per_split, p.units), (3, 2, 6));
+            assert!(!p.gemm.workspace.is_null());
+            assert_eq!(launches[1].name, "gemm_split_reduce_bf16");
+            let reduce = launches[1].params::<GemmParams<f32, Bf16>>();
+            assert_eq!((reduce.split_k, reduce.workspace.addr()), (3, p.gemm.workspace.addr()));
+            // Auto asks for the larger (mma.sync) workspace; forced wgmma for its own.
+            let wgmma_ws = 3 * 128 * 256;
+            let err = run_bf16(&dev, &spec, 0, wgmma_ws).unwrap_err();
+            assert!(err.to_string().contains("`workspace`"), "{err}");
+            let forced = GemmSpec { engine: GemmEngine::Wgmma, ..spec };
+            assert_eq!(run_bf16(&dev, &forced, 0, wgmma_ws).unwrap().len(), 2);
+            // On sm_80 the same spec runs 4 mma.sync slices.
+            let sm80 = MockDevice::new(PtxArch::Sm80, 132);
+            let launches = run_bf16(&sm80, &spec, 0, spec.workspace_len()).unwrap();
+            assert_eq!(launches[0].config.grid, (2, 4, 1));
+        }
+
+        #[test]
+        fn gemm_rejects_a_split_on_any_candidate_engine() {
+            let dev = MockDevice::new(PtxArch::Sm90a, 132);
+            let a = dev.alloc::<bf16>(64 * 64).unwrap();
+            let mut c = dev.alloc::<bf16>(64 * 64).unwrap();
+            // K = 64: 2 mma.sync steps (splits), 1 wgmma step (does not).
+            let spec =
+                GemmSpec { split_k: 2, ..GemmSpec::linear_forward(64, 64, 64, Precision::Bf16) };
+            let err = gemm(&dev, &spec, a.view(), a.view(), c.view_mut(), Epilogue::default())
+                .unwrap_err();
+            assert!(matches!(err, GpuError::InvalidArgument { arg: "split_k", .. }), "{err}");
+            let forced = GemmSpec { engine: GemmEngine::Wgmma, ..spec };
+            gemm(&dev, &forced, a.view(), a.view(), c.view_mut(), Epilogue::default()).unwrap();
+            assert_eq!(dev.take_launches().len(), 1);
+        }
     }
 }

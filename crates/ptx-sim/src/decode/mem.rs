@@ -44,6 +44,9 @@ pub(super) fn decode(d: &FnDecoder, m: &mut Mods, ops: &[Operand]) -> R<Op> {
             Ok(Op::Isspacep { space, d: d.dst(&ops[0])?, a: d.src(&ops[1], Want::Int(64))? })
         }
         "prefetch" | "prefetchu" => {
+            if m.has("tensormap") {
+                return Ok(Op::Nop);
+            }
             space(m)?;
             m.ignore_prefixed("L1");
             m.ignore_prefixed("L2");
@@ -52,9 +55,14 @@ pub(super) fn decode(d: &FnDecoder, m: &mut Mods, ops: &[Operand]) -> R<Op> {
         "membar" | "fence" => {
             m.ignore(ORDERING);
             m.has("gl");
+            m.has("cluster");
+            m.has("mbarrier_init");
             if m.has("proxy") {
-                m.ignore(&["async", "alias"]);
-                m.ignore_prefixed("async::");
+                if m.has("async") {
+                    m.ignore(&["shared::cta", "shared::cluster", "global"]);
+                    return Ok(Op::FenceProxyAsync);
+                }
+                m.ignore(&["alias"]);
             }
             Ok(Op::Fence)
         }
@@ -197,6 +205,9 @@ fn atom(d: &FnDecoder, m: &mut Mods, ops: &[Operand]) -> R<Op> {
 fn cp_async(d: &FnDecoder, m: &mut Mods, ops: &[Operand]) -> R<Op> {
     if !m.has("async") {
         return Err("only cp.async is supported among cp.* instructions".into());
+    }
+    if m.has("bulk") {
+        return super::hopper::tma(d, m, ops);
     }
     if m.has("commit_group") {
         arity(ops, 0, "cp.async.commit_group")?;

@@ -7,6 +7,7 @@
 
 mod alu;
 mod control;
+mod hopper;
 mod mem;
 mod mods;
 pub mod op;
@@ -57,6 +58,9 @@ pub struct Kernel {
     pub static_shared_end: u32,
     /// Shared address of the dynamic shared memory (`.extern .shared`).
     pub dynamic_shared_base: u32,
+    /// Uses mbarriers or the async proxy (TMA, wgmma): blocks then keep vector clocks for the
+    /// race check and the proxy-fence state.
+    pub hopper_async: bool,
 }
 
 /// A decoding failure.
@@ -232,12 +236,13 @@ fn decode_kernel(
     Ok(Kernel {
         name: f.name.clone(),
         param_size: offset,
-        instrs,
         info,
         slots: d.slots,
         local_size: d.local_size,
         static_shared_end: static_end as u32,
         dynamic_shared_base: dynamic_base as u32,
+        hopper_async: instrs.iter().any(|i| i.op.is_hopper_async()),
+        instrs,
     })
 }
 
@@ -300,6 +305,7 @@ impl FnDecoder<'_> {
             | "activemask" | "mma" | "ldmatrix" | "nanosleep" => {
                 control::decode(self, &mut m, ops)?
             }
+            "mbarrier" | "elect" | "setmaxnreg" | "wgmma" => hopper::decode(self, &mut m, ops)?,
             _ => return Err(format!("unknown instruction `{}`", ast.opcode)),
         };
         m.finish()?;

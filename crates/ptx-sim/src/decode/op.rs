@@ -487,6 +487,69 @@ pub enum MmaKind {
     Tf32M16N8K8,
 }
 
+/// Input types (and K) of a `wgmma.mma_async` with f32 accumulators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WgmmaKind {
+    /// `.m64nNk16.f32.bf16.bf16`
+    Bf16,
+    /// `.m64nNk16.f32.f16.f16`
+    F16,
+    /// `.m64nNk8.f32.tf32.tf32`
+    Tf32,
+}
+
+impl WgmmaKind {
+    /// K of one instruction.
+    pub fn k(self) -> usize {
+        match self {
+            WgmmaKind::Bf16 | WgmmaKind::F16 => 16,
+            WgmmaKind::Tf32 => 8,
+        }
+    }
+
+    /// Bytes of one input element in shared memory.
+    pub fn elem_bytes(self) -> usize {
+        match self {
+            WgmmaKind::Bf16 | WgmmaKind::F16 => 2,
+            WgmmaKind::Tf32 => 4,
+        }
+    }
+}
+
+/// Where the A operand of a `wgmma.mma_async` comes from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum WgmmaA {
+    /// A shared-memory matrix descriptor (64-bit register).
+    Desc(Src),
+    /// Four registers per thread (the `mma.m16n8k16` A fragment of the warp's 16 rows).
+    Regs([Src; 4]),
+}
+
+/// `wgmma.mma_async.sync.aligned.m64nNkK.f32.T.T d, a, b-desc, scale-d, ...`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Wgmma {
+    /// Input types.
+    pub kind: WgmmaKind,
+    /// N (8..=256, a multiple of 8).
+    pub n: u32,
+    /// The N/2 accumulator registers (input when `scale_d`, output).
+    pub d: Vec<Slot>,
+    /// Operand A.
+    pub a: WgmmaA,
+    /// Descriptor of B.
+    pub b: Src,
+    /// `scale-d` predicate (negated when `!p`): false computes `D = A·B`.
+    pub scale_d: (Src, bool),
+    /// `imm-scale-a == -1`.
+    pub neg_a: bool,
+    /// `imm-scale-b == -1`.
+    pub neg_b: bool,
+    /// `imm-trans-a == 1` (A M-major).
+    pub trans_a: bool,
+    /// `imm-trans-b == 1` (B N-major).
+    pub trans_b: bool,
+}
+
 /// A decoded instruction.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Op {
@@ -879,6 +942,76 @@ pub enum Op {
     },
     /// `membar` / `fence`: a sequentially consistent fence.
     Fence,
+    /// `fence.proxy.async[.shared::cta]`: orders this thread's generic-proxy shared-memory
+    /// writes before later async-proxy accesses (wgmma, TMA).
+    FenceProxyAsync,
+    /// `mbarrier.init.shared::cta.b64 [addr], count`.
+    MbarInit {
+        /// The 8-byte barrier object.
+        addr: Addr,
+        /// Expected arrivals per phase.
+        count: Src,
+    },
+    /// `mbarrier.arrive[.expect_tx].shared::cta.b64 state, [addr][, tx]`, or (without
+    /// `arrive`) `mbarrier.expect_tx.shared::cta.b64 [addr], tx`.
+    MbarArrive {
+        /// The barrier.
+        addr: Addr,
+        /// Transaction bytes the current phase additionally expects.
+        tx: Option<Src>,
+        /// Counts as an arrival (false for a bare `expect_tx`).
+        arrive: bool,
+        /// Destination of the returned state (`None` for `_`).
+        state: Option<Slot>,
+    },
+    /// `mbarrier.{try,test}_wait.parity.shared::cta.b64 p, [addr], parity`.
+    MbarWait {
+        /// Result predicate.
+        p: Slot,
+        /// The barrier.
+        addr: Addr,
+        /// Parity of the phase waited for.
+        parity: Src,
+    },
+    /// `cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+    /// [dst], [map, {x, y}], [bar]`.
+    TmaLoad {
+        /// Shared destination of the box.
+        dst: Addr,
+        /// Generic address of the tensor map.
+        map: Src,
+        /// Box origin (inner element, row).
+        coords: [Src; 2],
+        /// The mbarrier whose transaction count the copy completes.
+        bar: Addr,
+    },
+    /// `elect.sync d|p, membermask`: the lowest member lane is elected.
+    Elect {
+        /// Lane index of the elected lane (`None` for `_`).
+        d: Option<Slot>,
+        /// True in the elected lane.
+        p: Slot,
+        /// Member mask.
+        mask: Src,
+    },
+    /// `setmaxnreg.{inc,dec}.sync.aligned.u32 n`.
+    Setmaxnreg {
+        /// `.inc` (else `.dec`).
+        inc: bool,
+        /// Register count per thread.
+        regs: u32,
+    },
+    /// `wgmma.fence.sync.aligned`.
+    WgmmaFence,
+    /// `wgmma.commit_group.sync.aligned`.
+    WgmmaCommit,
+    /// `wgmma.wait_group.sync.aligned n`.
+    WgmmaWait {
+        /// Most groups left pending.
+        n: u32,
+    },
+    /// `wgmma.mma_async` (boxed: the largest instruction by far).
+    Wgmma(Box<Wgmma>),
     /// Instructions without effect in the model (`prefetch`, `nanosleep`, ...).
     Nop,
     /// `ret` / `exit` of the kernel.
@@ -898,11 +1031,223 @@ impl Op {
                 | Op::BarWarp { .. }
                 | Op::Mma { .. }
                 | Op::Ldmatrix { .. }
+                | Op::Elect { .. }
+                | Op::Setmaxnreg { .. }
+                | Op::WgmmaFence
+                | Op::WgmmaCommit
+                | Op::WgmmaWait { .. }
+                | Op::Wgmma(_)
         )
     }
 
     /// Whether every lane of the warp must execute the instruction together (`.aligned`).
     pub fn is_aligned(&self) -> bool {
-        matches!(self, Op::Mma { .. } | Op::Ldmatrix { .. })
+        matches!(
+            self,
+            Op::Mma { .. }
+                | Op::Ldmatrix { .. }
+                | Op::Setmaxnreg { .. }
+                | Op::WgmmaFence
+                | Op::WgmmaCommit
+                | Op::WgmmaWait { .. }
+                | Op::Wgmma(_)
+        )
+    }
+
+    /// Whether the instruction uses the async proxy or mbarriers (the simulator then keeps
+    /// the vector clocks and proxy state those need).
+    pub fn is_hopper_async(&self) -> bool {
+        matches!(
+            self,
+            Op::MbarInit { .. }
+                | Op::MbarArrive { .. }
+                | Op::MbarWait { .. }
+                | Op::TmaLoad { .. }
+                | Op::Wgmma(_)
+                | Op::FenceProxyAsync
+        )
+    }
+}
+
+impl Op {
+    /// Calls `f` with every register the instruction reads or writes (guards excluded), for
+    /// the check that nothing touches a `wgmma`'s registers while it is in flight.
+    pub fn for_each_reg(&self, mut f: impl FnMut(Slot)) {
+        let src = |s: &Src, f: &mut dyn FnMut(Slot)| {
+            if let Src::Reg(r) = s {
+                f(*r)
+            }
+        };
+        let addr = |a: &Addr, f: &mut dyn FnMut(Slot)| {
+            if let Some(r) = a.base {
+                f(r)
+            }
+        };
+        let f: &mut dyn FnMut(Slot) = &mut f;
+        match self {
+            Op::Mov { d, a, .. } | Op::Unary { d, a, .. } | Op::FUnary { d, a, .. } => {
+                f(*d);
+                src(a, f);
+            }
+            Op::Testp { d, a, .. } | Op::Cvt { d, a, .. } | Op::Cvta { d, a, .. } => {
+                f(*d);
+                src(a, f);
+            }
+            Op::Isspacep { d, a, .. } => {
+                f(*d);
+                src(a, f);
+            }
+            Op::Pack { d, parts, n, .. } => {
+                f(*d);
+                parts.iter().take(*n as usize).for_each(|p| src(p, f));
+            }
+            Op::Unpack { d, a, .. } => {
+                d.iter().flatten().for_each(|r| f(*r));
+                src(a, f);
+            }
+            Op::Binary { d, a, b, .. } | Op::FBinary { d, a, b, .. } => {
+                f(*d);
+                src(a, f);
+                src(b, f);
+            }
+            Op::CvtPack { d, hi, lo, .. } => {
+                f(*d);
+                src(hi, f);
+                src(lo, f);
+            }
+            Op::Ternary { d, a, b, c, .. } | Op::Fma { d, a, b, c, .. } => {
+                f(*d);
+                [a, b, c].into_iter().for_each(|s| src(s, f));
+            }
+            Op::Bfi { d, f: fld, b, pos, len, .. } => {
+                f(*d);
+                [fld, b, pos, len].into_iter().for_each(|s| src(s, f));
+            }
+            Op::Lop3 { d, abc, .. } => {
+                f(*d);
+                abc.iter().for_each(|s| src(s, f));
+            }
+            Op::Setp { p, q, a, b, combine, .. } => {
+                f(*p);
+                if let Some(q) = q {
+                    f(*q);
+                }
+                src(a, f);
+                src(b, f);
+                if let Some((_, c, _)) = combine {
+                    src(c, f);
+                }
+            }
+            Op::Selp { d, a, b, p, .. } => {
+                f(*d);
+                [a, b, p].into_iter().for_each(|s| src(s, f));
+            }
+            Op::Ld { d, n, addr: ad, .. } => {
+                d.iter().take(*n as usize).flatten().for_each(|r| f(*r));
+                addr(ad, f);
+            }
+            Op::St { v, n, addr: ad, .. } => {
+                v.iter().take(*n as usize).for_each(|s| src(s, f));
+                addr(ad, f);
+            }
+            Op::Atom { d, addr: ad, b, c, .. } => {
+                if let Some(d) = d {
+                    f(*d);
+                }
+                addr(ad, f);
+                src(b, f);
+                src(c, f);
+            }
+            Op::CpAsync { dst, src: s, src_size, ignore_src, .. } => {
+                addr(dst, f);
+                addr(s, f);
+                if let Some(n) = src_size {
+                    src(n, f);
+                }
+                if let Some((p, _)) = ignore_src {
+                    src(p, f);
+                }
+            }
+            Op::Bar { id, count, .. } => {
+                src(id, f);
+                if let Some(c) = count {
+                    src(c, f);
+                }
+            }
+            Op::BarWarp { mask } => src(mask, f),
+            Op::Shfl { d, p, a, b, c, mask, .. } => {
+                f(*d);
+                if let Some(p) = p {
+                    f(*p);
+                }
+                [a, b, c, mask].into_iter().for_each(|s| src(s, f));
+            }
+            Op::Vote { d, a, mask, .. } | Op::Redux { d, a, mask, .. } => {
+                f(*d);
+                src(a, f);
+                src(mask, f);
+            }
+            Op::Activemask { d } => f(*d),
+            Op::Mma { d, a, b, c, .. } => {
+                d.iter().for_each(|r| f(*r));
+                a.iter().chain(b).chain(c).for_each(|s| src(s, f));
+            }
+            Op::Ldmatrix { n, d, addr: ad, .. } => {
+                d.iter().take(*n as usize).for_each(|r| f(*r));
+                addr(ad, f);
+            }
+            Op::MbarInit { addr: ad, count } => {
+                addr(ad, f);
+                src(count, f);
+            }
+            Op::MbarArrive { addr: ad, tx, state, .. } => {
+                addr(ad, f);
+                if let Some(tx) = tx {
+                    src(tx, f);
+                }
+                if let Some(s) = state {
+                    f(*s);
+                }
+            }
+            Op::MbarWait { p, addr: ad, parity } => {
+                f(*p);
+                addr(ad, f);
+                src(parity, f);
+            }
+            Op::TmaLoad { dst, map, coords, bar } => {
+                addr(dst, f);
+                addr(bar, f);
+                src(map, f);
+                coords.iter().for_each(|s| src(s, f));
+            }
+            Op::Elect { d, p, mask } => {
+                if let Some(d) = d {
+                    f(*d);
+                }
+                f(*p);
+                src(mask, f);
+            }
+            Op::Wgmma(w) => {
+                w.d.iter().for_each(|r| f(*r));
+                match &w.a {
+                    WgmmaA::Desc(s) => src(s, f),
+                    WgmmaA::Regs(r) => r.iter().for_each(|s| src(s, f)),
+                }
+                src(&w.b, f);
+                src(&w.scale_d.0, f);
+            }
+            Op::CpAsyncCommit
+            | Op::CpAsyncWait { .. }
+            | Op::Bra { .. }
+            | Op::Fence
+            | Op::FenceProxyAsync
+            | Op::Setmaxnreg { .. }
+            | Op::WgmmaFence
+            | Op::WgmmaCommit
+            | Op::WgmmaWait { .. }
+            | Op::Nop
+            | Op::Exit
+            | Op::Trap => {}
+        }
     }
 }

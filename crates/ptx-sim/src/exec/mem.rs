@@ -61,17 +61,19 @@ fn le_value(bytes: &[u8]) -> u64 {
 }
 
 impl Block<'_> {
-    fn address(&self, w: &Warp, a: Addr, lane: usize) -> u64 {
+    pub(super) fn address(&self, w: &Warp, a: Addr, lane: usize) -> u64 {
         a.base.map_or(0, |s| w.regs[s as usize * 32 + lane]).wrapping_add(a.offset)
     }
 
     fn access(&self, w: &Warp, lane: usize, pc: u32, atomic: bool) -> Access {
+        let tid = w.index * 32 + lane as u32;
         Access {
             epoch: self.shadow.epoch(),
             pc,
             warp_sync: w.warp_sync,
-            tid: (w.index * 32 + lane as u32) as u16,
+            tid: tid as u16,
             atomic,
+            clock: self.shadow.clock(tid as usize),
         }
     }
 
@@ -181,6 +183,7 @@ impl Block<'_> {
 
     fn complete_copy(&mut self, w: &Warp, lane: usize, copy: PendingCopy) -> Result<(), GpuError> {
         let access = self.access(w, lane, copy.pc, false);
+        self.check_wgmma_reads(w, lane, copy.pc, copy.start, copy.len)?;
         self.shadow
             .complete_async(copy.start, copy.len, access)
             .map_err(|c| self.hazard(w, lane, copy.pc, c))?;
@@ -210,7 +213,7 @@ impl Block<'_> {
     }
 
     /// Offset into the block's shared memory of `[addr, addr + len)`, or an out-of-bounds error.
-    fn shared_range(
+    pub(super) fn shared_range(
         &self,
         w: &Warp,
         lane: usize,
@@ -315,6 +318,7 @@ impl Block<'_> {
             }),
             Target::Shared(a) => {
                 let start = self.shared_range(w, lane, pc, a, len, "store")?;
+                self.check_wgmma_reads(w, lane, pc, start, len)?;
                 let access = self.access(w, lane, pc, false);
                 self.shadow.write(start, len, access).map_err(|c| self.hazard(w, lane, pc, c))?;
                 self.shared[start..start + len].copy_from_slice(data);
@@ -367,6 +371,7 @@ impl Block<'_> {
             }
             Target::Shared(a) => {
                 let start = self.shared_range(w, lane, pc, a, size, "atomic")?;
+                self.check_wgmma_reads(w, lane, pc, start, size)?;
                 let access = self.access(w, lane, pc, true);
                 self.shadow.write(start, size, access).map_err(|c| self.hazard(w, lane, pc, c))?;
                 let old = le_value(&self.shared[start..start + size]);
@@ -417,6 +422,12 @@ impl Block<'_> {
                     } else {
                         ", or a barrier after it"
                     }
+                ),
+            ),
+            Hazard::UnfencedGenericWrite => (
+                SimErrorKind::AsyncProxyHazard,
+                format!(
+                    "shared byte {byte:#x} is accessed through the async proxy (TMA or wgmma), but thread {other} wrote it through the generic proxy {at} and has executed no fence.proxy.async since"
                 ),
             ),
             Hazard::Uninitialized => (

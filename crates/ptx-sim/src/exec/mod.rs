@@ -14,10 +14,12 @@
 
 pub mod cvt;
 pub mod float;
+mod hopper;
 pub mod int;
 mod mem;
 mod mma;
 mod warp;
+mod wgmma;
 
 use crate::decode::Kernel;
 use crate::decode::op::{BoolOp, CmpTy, LaneMask, Op, Slot, Special, Src};
@@ -26,6 +28,7 @@ use crate::racecheck::{Checks, Shadow};
 use gpu_host::{GpuError, SimErrorKind};
 use mem::AsyncCopies;
 use rayon::prelude::*;
+use std::collections::HashMap;
 use std::fmt::Display;
 use std::mem::MaybeUninit;
 
@@ -80,6 +83,9 @@ enum Lane {
     Collective,
     /// Has exited (or never existed, in a partial last warp).
     Exited,
+    /// Its `mbarrier.try_wait` failed (its pc points at it): retried after the other warps
+    /// ran.
+    Spin,
 }
 
 /// One warp: per-lane program counters and registers.
@@ -100,6 +106,8 @@ struct Warp {
     warp_sync: u32,
     /// Instructions issued (`%clock`).
     clock: u64,
+    /// `wgmma` in flight.
+    wgmma: wgmma::WgmmaState,
 }
 
 impl Warp {
@@ -153,6 +161,12 @@ struct Block<'a> {
     threads: u32,
     shared: Vec<u8>,
     shadow: Shadow,
+    /// mbarriers by shared address.
+    mbarriers: HashMap<u32, hopper::Mbarrier>,
+    /// Shared ranges that in-flight wgmmas read.
+    inflight: Vec<wgmma::InflightRead>,
+    /// Whether the current scheduling round executed anything but failed mbarrier waits.
+    progress: bool,
 }
 
 impl<'a> Block<'a> {
@@ -161,13 +175,21 @@ impl<'a> Block<'a> {
         let shared_len =
             (kernel.dynamic_shared_base + launch.dynamic_shared - SHARED_BASE) as usize;
         let [bx, by, bz] = launch.block;
+        let threads = bx * by * bz;
+        let mut shadow = Shadow::new(SHARED_BASE, shared_len, launch.checks);
+        if kernel.hopper_async {
+            shadow.enable_async(threads as usize);
+        }
         Block {
             launch,
             kernel,
             idx,
-            threads: bx * by * bz,
+            threads,
             shared: vec![FRESH_BYTE; shared_len],
-            shadow: Shadow::new(SHARED_BASE, shared_len, launch.checks),
+            shadow,
+            mbarriers: HashMap::new(),
+            inflight: Vec::new(),
+            progress: false,
         }
     }
 
@@ -186,6 +208,7 @@ impl<'a> Block<'a> {
             copies: (0..32).map(|_| AsyncCopies::default()).collect(),
             warp_sync: 0,
             clock: 0,
+            wgmma: wgmma::WgmmaState::default(),
         }
     }
 
@@ -193,8 +216,18 @@ impl<'a> Block<'a> {
         let mut warps: Vec<Warp> =
             (0..self.threads.div_ceil(32)).map(|i| self.new_warp(i)).collect();
         loop {
+            self.progress = false;
             for w in warps.iter_mut() {
+                for lane in bits(w.mask_of(Lane::Spin)) {
+                    w.state[lane] = Lane::Ready;
+                }
                 self.run_warp(w)?;
+            }
+            if warps.iter().any(|w| w.mask_of(Lane::Spin) != 0) {
+                if !self.progress {
+                    return Err(self.mbarrier_deadlock(&warps));
+                }
+                continue;
             }
             if warps.iter().all(|w| w.mask_of(Lane::Barrier) == 0) {
                 return Ok(());
@@ -208,7 +241,7 @@ impl<'a> Block<'a> {
         loop {
             let ready = w.mask_of(Lane::Ready);
             if ready == 0 {
-                if w.mask_of(Lane::Collective) != 0 {
+                if w.mask_of(Lane::Collective) != 0 && w.mask_of(Lane::Spin) == 0 {
                     return Err(self.stuck_warp(w));
                 }
                 return Ok(());
@@ -296,6 +329,16 @@ impl<'a> Block<'a> {
         let kernel = self.kernel;
         let instr = &kernel.instrs[pc as usize];
         w.clock += 1;
+        let wgmma_op = matches!(
+            instr.op,
+            Op::Wgmma(_) | Op::WgmmaWait { .. } | Op::WgmmaCommit | Op::WgmmaFence
+        );
+        if w.wgmma.in_flight()
+            && !wgmma_op
+            && let Some(slot) = w.wgmma.conflict(&instr.op)
+        {
+            return Err(self.wgmma_register_hazard(w, pc, slot));
+        }
         let active = match instr.guard {
             None => group,
             Some(g) => bits(group)
@@ -304,8 +347,22 @@ impl<'a> Block<'a> {
         };
         w.advance(group & !active, pc + 1);
         if active == 0 {
+            self.progress = true;
             return Ok(());
         }
+        if let Op::MbarWait { p, addr, parity } = instr.op {
+            for lane in bits(active) {
+                if self.mbar_try_wait(w, lane, pc, (addr, parity))? {
+                    w.set(p, lane, 1);
+                    w.pc[lane] = pc + 1;
+                    self.progress = true;
+                } else {
+                    w.state[lane] = Lane::Spin;
+                }
+            }
+            return Ok(());
+        }
+        self.progress = true;
         match &instr.op {
             Op::Bra { target } => w.advance(active, *target),
             Op::Exit => {
@@ -344,6 +401,30 @@ impl<'a> Block<'a> {
             | Op::CpAsyncWait { .. } => {
                 for lane in bits(active) {
                     self.memory_op(w, pc, lane, &instr.op)?;
+                }
+                w.advance(active, pc + 1);
+            }
+            Op::MbarInit { addr, count } => {
+                for lane in bits(active) {
+                    self.mbar_init(w, lane, pc, (*addr, *count))?;
+                }
+                w.advance(active, pc + 1);
+            }
+            Op::MbarArrive { addr, tx, arrive, state } => {
+                for lane in bits(active) {
+                    self.mbar_arrive(w, lane, pc, (*addr, *tx, *arrive, *state))?;
+                }
+                w.advance(active, pc + 1);
+            }
+            Op::TmaLoad { dst, map, coords, bar } => {
+                for lane in bits(active) {
+                    self.tma_load(w, lane, pc, (*dst, *map, *coords, *bar))?;
+                }
+                w.advance(active, pc + 1);
+            }
+            Op::FenceProxyAsync => {
+                for lane in bits(active) {
+                    self.fence_proxy_async(w, lane);
                 }
                 w.advance(active, pc + 1);
             }

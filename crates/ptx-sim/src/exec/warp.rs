@@ -22,7 +22,8 @@ impl Block<'_> {
                 Op::Shfl { mask, .. }
                 | Op::Vote { mask, .. }
                 | Op::Redux { mask, .. }
-                | Op::BarWarp { mask } => *mask,
+                | Op::BarWarp { mask }
+                | Op::Elect { mask, .. } => *mask,
                 other => unreachable!("{other:?} has no member mask"),
             };
             self.member_mask(w, pc, waiting, mask_src)?
@@ -94,6 +95,12 @@ impl Block<'_> {
             Op::Ldmatrix { n, trans, d, addr, space } => {
                 self.ldmatrix(w, pc, n, trans, d, addr, space)?
             }
+            Op::Elect { d, p, .. } => self.elect(w, waiting, d, p),
+            Op::Setmaxnreg { .. } => {}
+            Op::WgmmaFence => self.wgmma_fence(w),
+            Op::WgmmaCommit => self.wgmma_commit(w),
+            Op::WgmmaWait { n } => self.wgmma_wait(w, n),
+            Op::Wgmma(ref op) => self.wgmma(w, pc, op)?,
             ref other => unreachable!("{other:?} is not a collective"),
         }
         for lane in bits(waiting) {

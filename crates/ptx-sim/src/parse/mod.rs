@@ -163,7 +163,14 @@ pub enum Operand {
     },
     /// `{a, b, ...}` (vector operand); `_` elements are [`Operand::Sink`].
     Vec(Vec<Operand>),
-    /// `p|q` (the two predicate results of `setp`, or `d|p` of `shfl`).
+    /// `[map, {x, y}]`: a tensor-map address and the tile coordinates (`cp.async.bulk.tensor`).
+    Tensor {
+        /// Register holding the tensor map's address.
+        map: String,
+        /// The coordinate vector.
+        coords: Box<Operand>,
+    },
+    /// `p|q` (the two predicate results of `setp`, `d|p` of `shfl`, `_|p` of `elect.sync`).
     Pair(String, String),
     /// `_`: a result that is discarded.
     Sink,
@@ -543,7 +550,13 @@ impl Parser<'_> {
                 self.pos += 1;
                 let (mut base, mut offset) = (None, 0i64);
                 if let Some(Tok::Ident(_)) = self.peek() {
-                    base = Some(self.ident()?);
+                    let name = self.ident()?;
+                    if self.eat_punct(',') {
+                        let coords = self.operand()?;
+                        self.expect_punct(']')?;
+                        return Ok(Operand::Tensor { map: name, coords: Box::new(coords) });
+                    }
+                    base = Some(name);
                     if self.eat_punct('+') || self.is_punct('-') {
                         offset = self.signed_int()? as i64;
                     }
@@ -593,6 +606,9 @@ impl Parser<'_> {
             Some(Tok::Ident(name)) => {
                 self.pos += 1;
                 if name == "_" {
+                    if self.eat_punct('|') {
+                        return Ok(Operand::Pair(name, self.ident()?));
+                    }
                     return Ok(Operand::Sink);
                 }
                 if self.eat_punct('|') {

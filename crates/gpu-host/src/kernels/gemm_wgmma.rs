@@ -1,0 +1,216 @@
+//! The Hopper path of [`super::gemm`]: when it applies, the operands' tensor maps, and the
+//! launch of a `gemm_wgmma_*` entry (see `kernel_abi::gemm_wgmma`).
+
+use super::gemm::{GemmSpec, Layout, Precision, invalid, to_u32};
+use crate::device::{Device, DeviceBuffer, LaunchConfig};
+use crate::error::Result;
+use crate::ptx::PtxArch;
+use crate::tensor_map::{TensorMapDesc, TensorMapElem, TensorMapSwizzle};
+use kernel_abi::DevicePtr;
+use kernel_abi::gemm::GemmParams;
+use kernel_abi::gemm_wgmma::{TensorMap, WgmmaGemmParams, WgmmaKernel, wg};
+
+/// Block tile rows.
+pub(super) const BM: u32 = wg::BM;
+/// Block tile columns.
+pub(super) const BN: u32 = wg::BN;
+/// Bytes of K per pipeline step (one k tile).
+pub(super) const BK_BYTES: u32 = wg::BK_BYTES;
+
+/// The element type of the operands of `precision` (`None`: FP32, which has no wgmma form).
+fn operand_elem(precision: Precision) -> Option<TensorMapElem> {
+    match precision {
+        Precision::Fp32 => None,
+        Precision::Tf32 => Some(TensorMapElem::F32),
+        Precision::Bf16 => Some(TensorMapElem::Bf16),
+        Precision::Fp16 => Some(TensorMapElem::F16),
+    }
+}
+
+/// Why the wgmma kernel cannot run `spec`, judging by the spec alone (precision, layouts,
+/// batch, K), or `None`.
+pub(super) fn shape_reason(spec: &GemmSpec) -> Option<String> {
+    if spec.precision == Precision::Fp32 {
+        return Some("FP32 runs on the SIMT cores only (wgmma takes TF32, BF16 and FP16)".into());
+    }
+    if (spec.a_layout, spec.b_layout) != (Layout::RowMajor, Layout::ColMajor) {
+        return Some(format!(
+            "it needs A row-major and B column-major (K-major operands), not {:?} / {:?}",
+            spec.a_layout, spec.b_layout
+        ));
+    }
+    if spec.batch != 1 {
+        return Some(format!("batch is {}; it runs batch 1 only", spec.batch));
+    }
+    if spec.k == 0 {
+        return Some(
+            "K is 0 (no product to compute; the mma.sync kernel applies C = beta·C + bias)".into(),
+        );
+    }
+    None
+}
+
+/// Why the wgmma kernel cannot run `spec` on a runtime with the `arch` module and operands at
+/// `a_addr` / `b_addr`, or `None`: the module, then [`shape_reason`], then the alignment TMA
+/// needs (16-byte aligned base addresses and row strides).
+pub(super) fn unsupported_reason(
+    arch: PtxArch,
+    spec: &GemmSpec,
+    a_addr: u64,
+    b_addr: u64,
+) -> Option<String> {
+    if arch != PtxArch::Sm90a {
+        return Some(format!(
+            "the runtime loaded the {} PTX module, which has no wgmma kernels (they are in the \
+             sm_90a module: a compute capability 9.0 GPU, or ptx_sim::Simulator::hopper())",
+            arch.name()
+        ));
+    }
+    if let Some(reason) = shape_reason(spec) {
+        return Some(reason);
+    }
+    let Some(elem) = operand_elem(spec.precision) else {
+        return Some("FP32 has no wgmma kernel".into());
+    };
+    let esize = elem.size_bytes() as u64;
+    for (name, addr) in [("A", a_addr), ("B", b_addr)] {
+        if !addr.is_multiple_of(16) {
+            return Some(format!("{name} at {addr:#x} is not 16-byte aligned (TMA needs it)"));
+        }
+    }
+    for (name, ld) in [("lda", spec.lda), ("ldb", spec.ldb)] {
+        let bytes = ld as u64 * esize;
+        if !bytes.is_multiple_of(16) {
+            return Some(format!(
+                "{name} = {ld} makes rows of {bytes} bytes, not a multiple of 16 (TMA needs it)"
+            ));
+        }
+    }
+    None
+}
+
+/// The tensor maps of A (K × M: rows of A, `lda` apart) and B (K × N: rows of the
+/// column-major B, `ldb` apart), boxes of [`BK_BYTES`] of K × [`BM`] / [`BN`] rows, 128-byte
+/// swizzle. `spec` must be one [`unsupported_reason`] accepts (not FP32).
+fn operand_maps(spec: &GemmSpec, a_addr: u64, b_addr: u64) -> Result<[TensorMapDesc; 2]> {
+    let elem = operand_elem(spec.precision)
+        .ok_or_else(|| invalid("engine", "FP32 has no wgmma kernel"))?;
+    let esize = elem.size_bytes();
+    let desc = |addr: u64, rows: usize, ld: usize, box_rows: u32| TensorMapDesc {
+        global_address: addr,
+        elem,
+        dims: [spec.k as u64, rows as u64],
+        row_stride_bytes: ld as u64 * esize as u64,
+        box_dims: [BK_BYTES / esize, box_rows],
+        swizzle: TensorMapSwizzle::B128,
+    };
+    Ok([desc(a_addr, spec.m, spec.lda, BM), desc(b_addr, spec.n, spec.ldb, BN)])
+}
+
+/// Launches the first (or only) pass of a GEMM on the wgmma kernel: `params` as for the
+/// `mma.sync` kernel (tiles of [`BM`] × [`BN`], the split plan of the wgmma engine), with
+/// the two tensor maps and a persistent grid of `min(units, SMs)` blocks.
+///
+/// Known cost: every call encodes both tensor maps, allocates 256 bytes of device memory,
+/// copies the maps there (a small host-to-device copy) and frees it, a few microseconds of
+/// host and driver time that a cache of encoded maps (keyed by the descriptors) would save
+/// for repeated shapes and buffers.
+///
+/// # Safety
+/// `params` must be valid for `kernel` as the checks of `super::gemm::launch` establish
+/// (views covering A, B, C, the bias, the pre-activation and the workspace), and `spec` one
+/// that [`unsupported_reason`] accepts for `dev` and the operand addresses.
+pub(super) unsafe fn launch<D: Device, I: Copy + 'static, O: Copy + 'static>(
+    dev: &D,
+    spec: &GemmSpec,
+    kernel: WgmmaKernel<I, O>,
+    params: GemmParams<I, O>,
+) -> Result<()> {
+    let [desc_a, desc_b] = operand_maps(spec, params.a.addr(), params.b.addr())?;
+    let maps = [dev.tensor_map(&desc_a)?, dev.tensor_map(&desc_b)?];
+    let words: [[u64; 16]; 2] = maps.map(|m| bytemuck::cast::<[u8; 128], [u64; 16]>(m.bytes));
+    // One allocation for both maps: A's at offset 0, B's at 128.
+    let maps_buffer = dev.upload(words.as_flattened())?;
+    let base = maps_buffer.view().addr();
+    if !base.is_multiple_of(align_of::<TensorMap>() as u64) {
+        return Err(invalid(
+            "engine",
+            format!("the runtime allocated the tensor maps at {base:#x}, not 64-byte aligned"),
+        ));
+    }
+    let tiles = params.tiles_m as u64 * params.tiles_n as u64;
+    let units = to_u32("m", (tiles * params.split_k as u64) as usize)?;
+    let config = LaunchConfig {
+        grid: (units.min(dev.multiprocessors().max(1)), 1, 1),
+        block: (wg::THREADS, 1, 1),
+        shared_mem_bytes: wg::SMEM_BYTES,
+    };
+    let params = WgmmaGemmParams {
+        gemm: params,
+        tmap_a: DevicePtr::from_addr(base),
+        tmap_b: DevicePtr::from_addr(base + size_of::<TensorMap>() as u64),
+        units,
+    };
+    // SAFETY: the caller's contract covers `params.gemm`; the tensor maps describe exactly
+    // A (K × M, lda) and B (K × N, ldb), which the views cover, and live in `maps_buffer`
+    // until after the launch is issued; the grid, block and shared memory are those
+    // `kernel_abi::gemm_wgmma` specifies.
+    unsafe { dev.launch(kernel, config, params) }?;
+    // The maps must stay valid until the kernel has read them. Dropping the buffer here is
+    // correct on every runtime (the `DeviceBuffer` contract): on a GPU the upload, the launch
+    // and the free are ordered on the one stream (cudarc frees with `cuMemFreeAsync` on it,
+    // which releases the memory only after the kernel completes; where the context has no
+    // stream-ordered allocator it synchronises the stream before `cuMemFree`); the
+    // simulator has finished the kernel when `launch` returns.
+    drop(maps_buffer);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn forward(precision: Precision) -> GemmSpec {
+        GemmSpec::linear_forward(300, 200, 72, precision)
+    }
+
+    #[test]
+    fn applies_to_aligned_forward_gemms_on_sm_90a() {
+        for p in [Precision::Tf32, Precision::Bf16, Precision::Fp16] {
+            assert_eq!(unsupported_reason(PtxArch::Sm90a, &forward(p), 0x1000, 0x2000), None);
+        }
+    }
+
+    #[test]
+    fn reasons_name_what_does_not_fit() {
+        let why = |spec: &GemmSpec, a, b| unsupported_reason(PtxArch::Sm90a, spec, a, b).unwrap();
+        let s = forward(Precision::Bf16);
+        assert!(unsupported_reason(PtxArch::Sm80, &s, 0, 0).unwrap().contains("sm_80"));
+        assert!(why(&forward(Precision::Fp32), 0, 0).contains("FP32"));
+        let nn = GemmSpec { b_layout: Layout::RowMajor, ldb: 200, ..s };
+        assert!(why(&nn, 0, 0).contains("column-major"));
+        assert!(why(&GemmSpec { batch: 2, ..s }, 0, 0).contains("batch"));
+        assert!(why(&GemmSpec { k: 0, ..s }, 0, 0).contains("K is 0"));
+        assert!(why(&s, 0x1008, 0).contains("A at 0x1008"));
+        assert!(why(&s, 0, 0x2002).contains("B at 0x2002"));
+        assert!(why(&GemmSpec { lda: 76, ..s }, 0, 0).contains("lda = 76"));
+        assert!(why(&GemmSpec { ldb: 73, ..s }, 0, 0).contains("ldb = 73"));
+        // TF32: 4-byte elements, so a multiple of 4 elements suffices.
+        let tf32 = GemmSpec { lda: 76, ldb: 76, ..forward(Precision::Tf32) };
+        assert_eq!(unsupported_reason(PtxArch::Sm90a, &tf32, 0, 0), None);
+    }
+
+    #[test]
+    fn operand_maps_are_k_major_boxes_of_one_swizzle_row() {
+        let s = GemmSpec { lda: 80, ldb: 96, ..forward(Precision::Bf16) };
+        let [a, b] = operand_maps(&s, 0x1000, 0x2000).unwrap();
+        assert_eq!((a.global_address, a.elem), (0x1000, TensorMapElem::Bf16));
+        assert_eq!((a.dims, a.row_stride_bytes, a.box_dims), ([72, 300], 160, [64, 128]));
+        assert_eq!((b.dims, b.row_stride_bytes, b.box_dims), ([72, 200], 192, [64, 128]));
+        assert_eq!((a.swizzle, b.swizzle), (TensorMapSwizzle::B128, TensorMapSwizzle::B128));
+        assert!(a.validate().is_ok() && b.validate().is_ok());
+        let [a, _] = operand_maps(&forward(Precision::Tf32), 0x1000, 0x2000).unwrap();
+        assert_eq!((a.elem, a.row_stride_bytes, a.box_dims), (TensorMapElem::F32, 288, [32, 128]));
+        assert!(operand_maps(&forward(Precision::Fp32), 0, 0).is_err());
+    }
+}

@@ -1,0 +1,239 @@
+//! TMA tensor maps: the host-side description of a 2-D tensor in global memory and of the box
+//! one `cp.async.bulk.tensor` copies, which a runtime encodes into a [`TensorMap`]
+//! ([`crate::Device::tensor_map`]: `cuTensorMapEncodeTiled` on a GPU, the simulator's own
+//! encoding on the simulator).
+
+use crate::error::{GpuError, Result};
+
+pub use kernel_abi::gemm_wgmma::TensorMap;
+
+/// Element type of a tensor map.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TensorMapElem {
+    /// 32-bit float (also the storage of TF32 operands: the driver's `FLOAT32`).
+    F32,
+    /// bfloat16.
+    Bf16,
+    /// IEEE binary16.
+    F16,
+}
+
+impl TensorMapElem {
+    /// Size of one element in bytes.
+    pub fn size_bytes(self) -> u32 {
+        match self {
+            TensorMapElem::F32 => 4,
+            TensorMapElem::Bf16 | TensorMapElem::F16 => 2,
+        }
+    }
+}
+
+/// Shared-memory swizzle of the box a TMA load writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TensorMapSwizzle {
+    /// Rows stored as they are.
+    None,
+    /// 32-byte swizzle (`CU_TENSOR_MAP_SWIZZLE_32B`).
+    B32,
+    /// 64-byte swizzle (`CU_TENSOR_MAP_SWIZZLE_64B`).
+    B64,
+    /// 128-byte swizzle (`CU_TENSOR_MAP_SWIZZLE_128B`): 16-byte chunk `c` of row `r` of a
+    /// 1024-byte group stored at chunk `c ^ (r % 8)`.
+    B128,
+}
+
+impl TensorMapSwizzle {
+    /// The swizzle span in bytes (the largest inner box extent allowed), or `None` unswizzled.
+    pub fn span_bytes(self) -> Option<u32> {
+        match self {
+            TensorMapSwizzle::None => None,
+            TensorMapSwizzle::B32 => Some(32),
+            TensorMapSwizzle::B64 => Some(64),
+            TensorMapSwizzle::B128 => Some(128),
+        }
+    }
+
+    /// The driver's `CUtensorMapSwizzle` value (0 none, 1 = 32B, 2 = 64B, 3 = 128B).
+    pub fn code(self) -> u32 {
+        match self {
+            TensorMapSwizzle::None => 0,
+            TensorMapSwizzle::B32 => 1,
+            TensorMapSwizzle::B64 => 2,
+            TensorMapSwizzle::B128 => 3,
+        }
+    }
+}
+
+/// A rank-2 tiled tensor map: `dims[1]` rows of `dims[0]` elements, `row_stride_bytes` apart,
+/// starting at `global_address`, read in boxes of `box_dims[1]` rows × `box_dims[0]` elements.
+/// Element strides are 1, there is no interleave, and elements outside the tensor read as
+/// zero.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TensorMapDesc {
+    /// Device address of element (0, 0).
+    pub global_address: u64,
+    /// Element type.
+    pub elem: TensorMapElem,
+    /// Extent in elements: `[inner (contiguous), rows]`.
+    pub dims: [u64; 2],
+    /// Bytes between consecutive rows.
+    pub row_stride_bytes: u64,
+    /// Box copied by one TMA load, in elements: `[inner, rows]`.
+    pub box_dims: [u32; 2],
+    /// Shared-memory swizzle of the box.
+    pub swizzle: TensorMapSwizzle,
+}
+
+/// Largest extent of a dimension (`cuTensorMapEncodeTiled`: `globalDim[i] <= 2^32`).
+pub const MAX_DIM: u64 = 1 << 32;
+/// Row strides must be below this (`globalStrides[i] < 2^40`).
+pub const STRIDE_LIMIT: u64 = 1 << 40;
+/// Largest box extent (`boxDim[i] <= 256`).
+pub const MAX_BOX_DIM: u32 = 256;
+
+const OP: &str = "tensor_map";
+
+impl TensorMapDesc {
+    /// Checks the rules `cuTensorMapEncodeTiled` documents for this (rank 2, no interleave)
+    /// form, so that a GPU and the simulator reject the same descriptors:
+    /// `global_address` 16-byte aligned; `dims` in 1..=2^32; `row_stride_bytes` a multiple of
+    /// 16, below 2^40 and at least one row (`dims[0]` elements); `box_dims` in 1..=256, with
+    /// `box_dims[0]` elements a multiple of 16 bytes and, when swizzled, at most the swizzle
+    /// span. Errors are [`GpuError::InvalidArgument`] (op `tensor_map`) naming the field.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |arg, reason: String| Err(GpuError::invalid(OP, arg, reason));
+        if !self.global_address.is_multiple_of(16) {
+            return bad(
+                "global_address",
+                format!("{:#x} is not 16-byte aligned", self.global_address),
+            );
+        }
+        for dim in self.dims {
+            if dim == 0 || dim > MAX_DIM {
+                return bad("dims", format!("{:?}: each must be in 1..=2^32", self.dims));
+            }
+        }
+        let esize = self.elem.size_bytes() as u64;
+        let stride = self.row_stride_bytes;
+        if !stride.is_multiple_of(16) || stride >= STRIDE_LIMIT {
+            return bad(
+                "row_stride_bytes",
+                format!("{stride} must be a multiple of 16 and below 2^40"),
+            );
+        }
+        if stride < self.dims[0] * esize {
+            return bad(
+                "row_stride_bytes",
+                format!(
+                    "{stride} is shorter than a row ({} elements of {esize} bytes)",
+                    self.dims[0]
+                ),
+            );
+        }
+        for dim in self.box_dims {
+            if dim == 0 || dim > MAX_BOX_DIM {
+                return bad("box_dims", format!("{:?}: each must be in 1..=256", self.box_dims));
+            }
+        }
+        let inner_bytes = self.box_dims[0] * esize as u32;
+        if !inner_bytes.is_multiple_of(16) {
+            return bad(
+                "box_dims",
+                format!(
+                    "the inner extent {} × {esize} bytes is not a multiple of 16 bytes",
+                    self.box_dims[0]
+                ),
+            );
+        }
+        if let Some(span) = self.swizzle.span_bytes()
+            && inner_bytes > span
+        {
+            return bad(
+                "box_dims",
+                format!(
+                    "the inner extent ({inner_bytes} bytes) exceeds the {span}-byte swizzle span"
+                ),
+            );
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn desc() -> TensorMapDesc {
+        TensorMapDesc {
+            global_address: 0x7f00_0000_0100,
+            elem: TensorMapElem::Bf16,
+            dims: [768, 1000],
+            row_stride_bytes: 768 * 2,
+            box_dims: [64, 128],
+            swizzle: TensorMapSwizzle::B128,
+        }
+    }
+
+    fn rejected(d: TensorMapDesc) -> &'static str {
+        match d.validate() {
+            Err(GpuError::InvalidArgument { op: "tensor_map", arg, .. }) => arg,
+            other => panic!("{d:?} should be rejected, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn accepts_the_gemm_boxes() {
+        assert!(desc().validate().is_ok());
+        let tf32 = TensorMapDesc {
+            elem: TensorMapElem::F32,
+            row_stride_bytes: 768 * 4,
+            box_dims: [32, 128],
+            ..desc()
+        };
+        assert!(tf32.validate().is_ok());
+        let edge = TensorMapDesc { dims: [1 << 32, 1], row_stride_bytes: (1 << 40) - 16, ..desc() };
+        assert!(edge.validate().is_ok());
+        let unswizzled =
+            TensorMapDesc { box_dims: [256, 256], swizzle: TensorMapSwizzle::None, ..desc() };
+        assert!(unswizzled.validate().is_ok());
+    }
+
+    #[test]
+    fn each_rule_names_its_field() {
+        let d = desc();
+        assert_eq!(
+            rejected(TensorMapDesc { global_address: 0x7f00_0000_0108, ..d }),
+            "global_address"
+        );
+        assert_eq!(rejected(TensorMapDesc { dims: [0, 4], ..d }), "dims");
+        assert_eq!(rejected(TensorMapDesc { dims: [8, (1 << 32) + 1], ..d }), "dims");
+        assert_eq!(rejected(TensorMapDesc { row_stride_bytes: 1544, ..d }), "row_stride_bytes");
+        assert_eq!(rejected(TensorMapDesc { row_stride_bytes: 1 << 40, ..d }), "row_stride_bytes");
+        assert_eq!(rejected(TensorMapDesc { row_stride_bytes: 1520, ..d }), "row_stride_bytes");
+        assert_eq!(rejected(TensorMapDesc { box_dims: [64, 0], ..d }), "box_dims");
+        assert_eq!(rejected(TensorMapDesc { box_dims: [64, 257], ..d }), "box_dims");
+        // 4 bf16 = 8 bytes: not a multiple of 16.
+        assert_eq!(
+            rejected(TensorMapDesc { box_dims: [4, 8], swizzle: TensorMapSwizzle::None, ..d }),
+            "box_dims"
+        );
+        // 128 bytes exceed the 64-byte swizzle span; 32 bytes fit it.
+        assert_eq!(rejected(TensorMapDesc { swizzle: TensorMapSwizzle::B64, ..d }), "box_dims");
+        let fits = TensorMapDesc { box_dims: [16, 8], swizzle: TensorMapSwizzle::B32, ..d };
+        assert!(fits.validate().is_ok());
+        let err = TensorMapDesc { swizzle: TensorMapSwizzle::B32, ..d }.validate().unwrap_err();
+        assert!(err.to_string().contains("32-byte swizzle span"), "{err}");
+    }
+
+    #[test]
+    fn swizzle_codes_are_the_drivers() {
+        let all = [
+            TensorMapSwizzle::None,
+            TensorMapSwizzle::B32,
+            TensorMapSwizzle::B64,
+            TensorMapSwizzle::B128,
+        ];
+        assert_eq!(all.map(TensorMapSwizzle::code), [0, 1, 2, 3]);
+        assert_eq!(all.map(TensorMapSwizzle::span_bytes), [None, Some(32), Some(64), Some(128)]);
+    }
+}

@@ -1,0 +1,115 @@
+//! Warpgroup matrix multiply-accumulate (`wgmma.mma_async`, sm_90a), f32 accumulators.
+//!
+//! A *warpgroup* is 4 consecutive warps (128 threads, the first warp's index a multiple of 4).
+//! `wgmma.mma_async` multiplies an m64×k tile of A by a k×n tile of B, both read from shared
+//! memory through 64-bit *matrix descriptors* ([`desc_k_major_sw128`]), into the warpgroup's
+//! registers: `D = A·B + D` (or `D = A·B` when `scale_d` is false). For m64n128 with f32
+//! accumulators each thread holds 64 of them; thread `t` (warp `w = t / 32` of the group,
+//! lane `l`, `g = l / 4`, `q = l % 4`) holds in register `i` row `16w + g + 8·((i / 2) % 2)`,
+//! column `8·(i / 4) + 2q + i % 2`: registers `4j .. 4j + 4` are the `mma.sync` m16n8 C
+//! fragment of n8 tile `j` of the warp's 16 rows.
+//!
+//! The instructions are asynchronous: a sequence is
+//! [`fence`] (orders earlier register and shared-memory accesses before the wgmma reads them)
+//! → `mma_*` … → [`commit_group`] (closes a group of this thread's wgmmas) →
+//! [`wait_group`]`::<N>` (waits until at most N groups are pending). The accumulator
+//! registers of a pending wgmma must not be read or written, and its shared-memory operands
+//! must not be overwritten, until a `wait_group` covers it. All of them are `.sync.aligned`:
+//! every thread of the warpgroup executes the same call site, converged.
+
+use core::arch::asm;
+
+/// The descriptor of a K-major operand tile at shared address `addr` in the 128-byte swizzle
+/// (rows of 128 bytes, 8-row groups 1024 bytes apart): start address `(addr & 0x3FFFF) >> 4`
+/// (bits 0–13), leading byte offset 1 (bits 16–29, unused by swizzled K-major layouts),
+/// stride byte offset 1024 >> 4 (bits 32–45), base offset 0 (bits 49–51: the swizzle pattern
+/// is anchored at a 1024-aligned address) and swizzle mode 1 = 128B (bits 62–63).
+///
+/// For a tile at a 1024-aligned address `T`, the k-step `kk` of 32 bytes of K (one wgmma)
+/// starts at `T + 32·kk` (the swizzle is applied to the full address, so the in-row offset
+/// just moves the start), and row `r` (a multiple of 8) at `T + 128·r`.
+#[inline(always)]
+pub const fn desc_k_major_sw128(addr: u32) -> u64 {
+    ((addr & 0x3_FFFF) >> 4) as u64 | 1 << 16 | (1024 >> 4) << 32 | 1 << 62
+}
+
+/// `wgmma.fence.sync.aligned`: orders this thread's prior accesses to the accumulator
+/// registers and to shared memory before the following `wgmma.mma_async` (required before
+/// the first wgmma of a sequence and whenever the accumulators were touched in between).
+///
+/// # Safety
+/// Every thread of the warpgroup executes this call site, converged. Minimum sm_90a.
+#[inline(always)]
+pub unsafe fn fence() {
+    // SAFETY: convergence is the caller's contract; a compiler memory barrier too.
+    unsafe { asm!("wgmma.fence.sync.aligned;", options(nostack, preserves_flags)) }
+}
+
+/// `wgmma.commit_group.sync.aligned`: closes the group of this thread's `wgmma.mma_async`
+/// issued since the last commit (an empty group if none).
+///
+/// # Safety
+/// As [`fence`]. Minimum sm_90a.
+#[inline(always)]
+pub unsafe fn commit_group() {
+    // SAFETY: convergence is the caller's contract.
+    unsafe { asm!("wgmma.commit_group.sync.aligned;", options(nostack, preserves_flags)) }
+}
+
+/// `wgmma.wait_group.sync.aligned N`: waits until at most `N` of this thread's committed
+/// wgmma groups are pending; the accumulators and shared-memory operands of the others are
+/// then free.
+///
+/// # Safety
+/// As [`fence`]. Minimum sm_90a.
+#[inline(always)]
+pub unsafe fn wait_group<const N: u32>() {
+    // SAFETY: convergence is the caller's contract; not `nomem`, so the compiler keeps
+    // memory accesses (and the accumulators' later uses, which are asm operands) after it.
+    unsafe {
+        asm!("wgmma.wait_group.sync.aligned {n};", n = const N, options(nostack, preserves_flags))
+    }
+}
+
+/// One m64n128 wgmma: `acc` (64 f32 per thread) in and out as tied registers, `scale_d`
+/// turned into the instruction's predicate inside a scope of its own.
+macro_rules! wgmma_m64n128 {
+    ($(#[$doc:meta])* $name:ident, $instr:literal, $tail:literal) => {
+        $(#[$doc])*
+        ///
+        /// `desc_a`: the warpgroup's 64 rows of A, `desc_b`: the 128 rows (n) of B, both
+        /// K-major ([`desc_k_major_sw128`]). `scale_d` false: `acc = A·B` (the incoming
+        /// values are ignored); true: `acc = A·B + acc`.
+        ///
+        /// # Safety
+        /// Every thread of the warpgroup executes this call site, converged, after a [`fence`]
+        /// that follows any other access to `acc`; the descriptors describe shared memory
+        /// that holds the operands and is not written until a [`wait_group`] covers this
+        /// wgmma, after which alone `acc` may be read. Minimum sm_90a.
+        #[inline(always)]
+        pub unsafe fn $name(acc: &mut [f32; 64], desc_a: u64, desc_b: u64, scale_d: bool) {
+            // SAFETY: convergence, operand validity and the asynchronous register rules are
+            // the caller's contract.
+            unsafe { wgmma_m64n128!(@asm $instr, $tail, acc, desc_a, desc_b, scale_d, [1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63]) }
+        }
+    };
+    (@asm $instr:literal, $tail:literal, $acc:ident, $a:ident, $b:ident, $s:ident,
+     [$($i:literal)*]) => {
+        asm!(concat!("{{ .reg .pred p;\n\tsetp.ne.b32 p, {s}, 0;\n\t", $instr, " {{{0}",
+                     $(", {", $i, "}",)* "}}, {a}, {b}, p", $tail, ";\n\t}}"),
+             inout(reg32) $acc[0], $(inout(reg32) $acc[$i],)*
+             a = in(reg64) $a, b = in(reg64) $b, s = in(reg32) $s as u32,
+             options(nostack, preserves_flags))
+    };
+}
+
+wgmma_m64n128!(
+    /// `wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16`: k16 of bf16 (32 bytes of K).
+    mma_m64n128k16_bf16, "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16", ", 1, 1, 0, 0");
+wgmma_m64n128!(
+    /// `wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16`: k16 of f16 (32 bytes of K).
+    mma_m64n128k16_f16, "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16", ", 1, 1, 0, 0");
+wgmma_m64n128!(
+    /// `wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32`: k8 of TF32 (32 bytes of K),
+    /// read from f32 in shared memory (the low 13 mantissa bits are ignored).
+    mma_m64n128k8_tf32, "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32", ", 1, 1");

@@ -1,0 +1,391 @@
+//! Hopper GEMM: TMA loads, `wgmma.mma_async` (BF16/FP16 m64n128k16, TF32 m64n128k8, f32
+//! accumulators), warp specialisation and a persistent grid (sm_90a module only; contract and
+//! geometry in `kernel_abi::gemm_wgmma`).
+//!
+//! Block tile 128×128, K advancing `wg::BK_BYTES` = 128 bytes per stage (64 16-bit or 32 f32
+//! elements) through a `wg::STAGES`-deep ring of shared-memory stages, each an A tile (128 rows
+//! of M) and a B tile (128 rows of N), both K-major in the 128-byte swizzle that TMA writes and
+//! wgmma reads. 384 threads in three warpgroups:
+//!
+//! - **warpgroup 0, producer**: `setmaxnreg.dec` to `wg::PRODUCER_REGS`; one lane of warp 0
+//!   (`elect.sync`) issues every TMA load, the rest of the warpgroup exits;
+//! - **warpgroups 1 and 2, consumers**: `setmaxnreg.inc` to `wg::CONSUMER_REGS`; consumer `g`
+//!   computes rows `64g .. 64g + 64` of the block tile, 64 f32 accumulators per thread (the
+//!   whole 64×128 wgmma result), and writes them through the epilogue.
+//!
+//! # Register split
+//! The launch bounds (384 threads, one block per SM) make ptxas budget 168 registers per thread
+//! at entry; `setmaxnreg` then moves them between warpgroups: 128 × 40 (producer) + 256 × 232
+//! (consumers) = 384 × 168. The consumers' 64 accumulators, descriptors and epilogue fit in 232
+//! without spilling, and the producer, which only walks coordinates, needs few.
+//!
+//! # Work units
+//! The grid is persistent: block `b` takes units `b, b + gridDim.x, … < p.units`; unit `u` is
+//! K slice `u / tiles` of block tile `raster(u % tiles)` (`tiles = tiles_m · tiles_n`,
+//! [`raster`] bands of `RASTER_GROUP` tile rows), over k-tiles `[kt0, min(ceil(K / BK), kt0 +
+//! k_tiles_per_split))` with `kt0 = slice · k_tiles_per_split` and `BK = BK_BYTES / element
+//! size`, as in the `mma.sync` kernel. Producer and consumers walk the same units, and the
+//! ring's stage and phase continue from one unit to the next, so the producer loads the next
+//! unit's first stages while the consumers run the epilogue.
+//!
+//! # Barrier protocol
+//! Per stage `s`, in shared memory after the stages: `full[s]` (arrival count 1) and `empty[s]`
+//! (arrival count 8, one per consumer warp). Thread 0 initialises them and fences them into the
+//! asynchronous proxy (`fence.proxy.async`), then the whole block meets at `bar.sync` — the only
+//! block barrier. The `i`-th k-tile the block walks (over all its units) uses stage
+//! `s = i % STAGES` with phase parity `ph = (i / STAGES) & 1`:
+//!
+//! ```text
+//! producer (1 thread)                         consumers (256 threads)
+//! wait empty[s], parity ph ^ 1                wait full[s], parity ph
+//!   (a fresh barrier reads parity 1 as          wgmma.fence
+//!    complete: the first pass is free)          4 × wgmma (k-steps of 32 bytes), commit
+//! arrive.expect_tx(full[s], STAGE_BYTES)        wgmma.wait_group 1: the previous k-tile's
+//! TMA A (x = k0, y = m0) → full[s]                group is done, so lane 0 of each warp
+//! TMA B (x = k0, y = n0) → full[s]                arrives on empty[previous stage]
+//!                                             after the unit's k-tiles: wait_group 0 (even
+//!                                               if there were none), lane 0 of each warp
+//!                                               arrives on empty[last stage]; epilogue
+//! ```
+//!
+//! `full[s]` completes when its one arrival and the TMA's `STAGE_BYTES` of `complete_tx` are
+//! in; `empty[s]` when all 8 consumer warps are done reading the stage. Keeping one wgmma group
+//! in flight (`wait_group 1`) overlaps a k-tile's tensor-core work with the wait for the next.
+//! The first wgmma of a unit has `scale_d` false (it overwrites the accumulators); a unit
+//! without k-tiles writes zeros.
+//!
+//! # Descriptors
+//! A stage's tiles start at 1024-byte aligned addresses (the dynamic shared base is aligned up,
+//! `wg::SMEM_BYTES` has the slack), so the 128-byte swizzle pattern is anchored and a k-step's
+//! descriptor is the tile's plus 32 bytes per step (`wgmma::desc_k_major_sw128`); consumer `g`'s
+//! A rows start `g · 64 · 128` bytes into the A tile.
+//!
+//! # Epilogue
+//! Accumulator register `i` of a thread is element `i % 4` of the `mma.sync` C fragment of n8
+//! tile `i / 4` of its warp's 16 rows, so each consumer warp writes its 16 rows × 128 columns
+//! as two 16 × 64 halves through [`write_rows16`] and its own staging buffer
+//! (`wg::EPILOGUE_OFFSET`, separate from the stages): the epilogue of [`Epilogue::new`], or the
+//! split-K partial sums of [`Epilogue::partials`].
+
+use super::epilogue::{Epilogue, Runs8, STAGE_ROW_WORDS, VecIo, write_rows16};
+use crate::arch::{
+    block_idx_x, grid_dim_x, lane_id, mbarrier, smem, sync, thread_idx_x, tma, warpgroup, wgmma,
+};
+use crate::elem::Elem;
+use crate::unroll::unroll;
+use kernel_abi::gemm::{GemmParams, RASTER_GROUP, div, raster, rem};
+use kernel_abi::gemm_wgmma::{WgmmaGemmParams, wg};
+use kernel_abi::{Bf16, F16};
+
+/// Consumer warps: the arrival count of the empty barriers.
+const CONSUMER_WARPS: u32 = 4 * wg::CONSUMERS;
+/// wgmma k-steps per stage.
+const K_STEPS: u32 = wg::BK_BYTES / wg::WGMMA_K_BYTES;
+
+// The code below is written for this geometry.
+const _: () = assert!(K_STEPS == 4, "the k-steps are unrolled 4 times");
+const _: () = assert!(wg::CONSUMERS == 2 && wg::THREADS == 128 * 3);
+const _: () = assert!(wg::BM == 64 * wg::CONSUMERS && wg::BN == 128 && wg::BK_BYTES == 128);
+const _: () =
+    assert!(wg::A_TILE_BYTES.is_multiple_of(1024) && wg::STAGE_BYTES.is_multiple_of(1024));
+const _: () =
+    assert!(wg::BARRIERS_OFFSET.is_multiple_of(8) && wg::EPILOGUE_OFFSET.is_multiple_of(16));
+const _: () = assert!(wg::EPI_WARP_BYTES == 16 * STAGE_ROW_WORDS * 4);
+
+/// One wgmma flavour: the element type of A and B and the instruction.
+pub trait WgmmaOp {
+    /// Element type of A and B in memory (and in shared memory: TMA copies them as they are).
+    type In: Elem;
+
+    /// One m64n128 wgmma of 32 bytes of K: `acc = A·B (+ acc if scale_d)`.
+    ///
+    /// # Safety
+    /// As `arch::wgmma::mma_m64n128k16_bf16`. Minimum sm_90a.
+    unsafe fn mma(acc: &mut [f32; 64], desc_a: u64, desc_b: u64, scale_d: bool);
+}
+
+/// `wgmma.m64n128k16` with bf16 inputs.
+pub struct Bf16Wg;
+/// `wgmma.m64n128k16` with f16 inputs.
+pub struct F16Wg;
+/// `wgmma.m64n128k8` with TF32 inputs (f32 in memory, low mantissa bits ignored).
+pub struct Tf32Wg;
+
+impl WgmmaOp for Bf16Wg {
+    type In = Bf16;
+    #[inline(always)]
+    unsafe fn mma(acc: &mut [f32; 64], desc_a: u64, desc_b: u64, scale_d: bool) {
+        // SAFETY: forwarded contract.
+        unsafe { wgmma::mma_m64n128k16_bf16(acc, desc_a, desc_b, scale_d) }
+    }
+}
+
+impl WgmmaOp for F16Wg {
+    type In = F16;
+    #[inline(always)]
+    unsafe fn mma(acc: &mut [f32; 64], desc_a: u64, desc_b: u64, scale_d: bool) {
+        // SAFETY: forwarded contract.
+        unsafe { wgmma::mma_m64n128k16_f16(acc, desc_a, desc_b, scale_d) }
+    }
+}
+
+impl WgmmaOp for Tf32Wg {
+    type In = f32;
+    #[inline(always)]
+    unsafe fn mma(acc: &mut [f32; 64], desc_a: u64, desc_b: u64, scale_d: bool) {
+        // SAFETY: forwarded contract.
+        unsafe { wgmma::mma_m64n128k8_tf32(acc, desc_a, desc_b, scale_d) }
+    }
+}
+
+/// The shared-memory map from the 1024-aligned base.
+#[derive(Clone, Copy)]
+struct Smem {
+    base: u32,
+}
+
+impl Smem {
+    /// The A tile of stage `s` (the B tile follows it).
+    #[inline(always)]
+    fn a_tile(self, s: u32) -> u32 {
+        self.base + s * wg::STAGE_BYTES
+    }
+    /// The B tile of stage `s`.
+    #[inline(always)]
+    fn b_tile(self, s: u32) -> u32 {
+        self.a_tile(s) + wg::A_TILE_BYTES
+    }
+    /// `full[s]`: the stage's data has landed.
+    #[inline(always)]
+    fn full(self, s: u32) -> u32 {
+        self.base + wg::BARRIERS_OFFSET + 8 * s
+    }
+    /// `empty[s]`: every consumer warp is done reading the stage.
+    #[inline(always)]
+    fn empty(self, s: u32) -> u32 {
+        self.base + wg::BARRIERS_OFFSET + 8 * (wg::STAGES + s)
+    }
+    /// The epilogue staging buffer of consumer warp `w` (0..8).
+    #[inline(always)]
+    fn staging(self, w: u32) -> u32 {
+        self.base + wg::EPILOGUE_OFFSET + w * wg::EPI_WARP_BYTES
+    }
+}
+
+/// The position in the stage ring: stage and phase parity of the next k-tile.
+struct Ring {
+    stage: u32,
+    phase: u32,
+}
+
+impl Ring {
+    #[inline(always)]
+    fn new() -> Self {
+        Self { stage: 0, phase: 0 }
+    }
+    #[inline(always)]
+    fn advance(&mut self) {
+        self.stage += 1;
+        if self.stage == wg::STAGES {
+            self.stage = 0;
+            self.phase ^= 1;
+        }
+    }
+}
+
+/// One work unit: a block tile and the k-tiles `[kt0, kt1)` of one K slice.
+struct Unit {
+    m0: u32,
+    n0: u32,
+    slice: u32,
+    kt0: u32,
+    kt1: u32,
+}
+
+impl Unit {
+    /// Unit `u` of the launch `p`, whose k-tiles are `bk` elements.
+    #[inline(always)]
+    fn new<I: Copy, O: Copy>(p: &GemmParams<I, O>, u: u32, bk: u32) -> Self {
+        let tiles = p.tiles_m * p.tiles_n;
+        let (slice, tile) = (div(u, tiles), rem(u, tiles));
+        let (tile_m, tile_n) = raster(tile, p.tiles_m, p.tiles_n, RASTER_GROUP);
+        let kt0 = slice * p.k_tiles_per_split;
+        let kt1 = p.k.div_ceil(bk).min(kt0 + p.k_tiles_per_split);
+        Self { m0: tile_m * wg::BM, n0: tile_n * wg::BN, slice, kt0, kt1 }
+    }
+}
+
+/// K elements per k-tile (one stage).
+const fn bk<T: WgmmaOp>() -> u32 {
+    wg::BK_BYTES / size_of::<T::In>() as u32
+}
+
+/// The kernel body.
+///
+/// # Safety
+/// Launched by `gpu-host` with `wg::THREADS` threads, a one-dimensional grid of at most
+/// `p.units` blocks and `wg::SMEM_BYTES` of dynamic shared memory, with tensor maps of A and B
+/// as `kernel_abi::gemm_wgmma` describes, on buffers it validated (batch 1).
+#[inline(always)]
+pub unsafe fn gemm<T: WgmmaOp, O: VecIo<8>>(p: WgmmaGemmParams<T::In, O>) {
+    let tid = thread_idx_x();
+    let warp = tid / 32;
+    let smem = Smem { base: (smem::dynamic_smem_base() + 1023) & !1023 };
+    // SAFETY: the barriers lie inside the dynamic allocation (`SMEM_BYTES` covers the aligned
+    // base plus `USED_BYTES`); they are initialised before the block barrier and used only
+    // after it. The role split is warpgroup-uniform (warps 0–3 / 4–11), as setmaxnreg needs,
+    // and `elect.sync` runs in all of warp 0. No thread meets another block barrier, so the
+    // producer threads that return early cannot deadlock anyone.
+    unsafe {
+        if tid == 0 {
+            for s in 0..wg::STAGES {
+                mbarrier::init(smem.full(s), 1);
+                mbarrier::init(smem.empty(s), CONSUMER_WARPS);
+            }
+            tma::fence_proxy_async_shared_cta();
+        }
+        sync::bar_sync();
+        if warp < 4 {
+            warpgroup::setmaxnreg_dec::<{ wg::PRODUCER_REGS }>();
+            if warp == 0 && sync::elect_sync() {
+                produce::<T, O>(&p, smem);
+            }
+        } else {
+            warpgroup::setmaxnreg_inc::<{ wg::CONSUMER_REGS }>();
+            consume::<T, O>(&p, smem, warp - 4);
+        }
+    }
+}
+
+/// The producer: one thread issuing the TMA loads of every k-tile of every unit of the block.
+///
+/// # Safety
+/// One thread of the block calls it, after the barriers' initialisation; the tensor maps are
+/// valid.
+#[inline(always)]
+unsafe fn produce<T: WgmmaOp, O: Copy>(p: &WgmmaGemmParams<T::In, O>, smem: Smem) {
+    let bk = bk::<T>();
+    let (tmap_a, tmap_b) = (p.tmap_a.as_ptr(), p.tmap_b.as_ptr());
+    let mut ring = Ring::new();
+    let mut u = block_idx_x();
+    while u < p.units {
+        let unit = Unit::new(&p.gemm, u, bk);
+        for kt in unit.kt0..unit.kt1 {
+            let s = ring.stage;
+            let x = (kt * bk) as i32;
+            // SAFETY: empty[s] completing phase `phase ^ 1` means every consumer warp released
+            // the k-tile that last used stage s (or none did: the first pass), so its tiles may
+            // be overwritten; full[s] then expects exactly the two boxes' bytes, which the two
+            // loads complete on it. Destinations are 1024-aligned tiles of the box sizes.
+            unsafe {
+                mbarrier::wait(smem.empty(s), ring.phase ^ 1);
+                mbarrier::arrive_expect_tx(smem.full(s), wg::STAGE_BYTES);
+                tma::load_2d(smem.a_tile(s), tmap_a, x, unit.m0 as i32, smem.full(s));
+                tma::load_2d(smem.b_tile(s), tmap_b, x, unit.n0 as i32, smem.full(s));
+            }
+            ring.advance();
+        }
+        u += grid_dim_x();
+    }
+}
+
+/// A consumer warp (`cwarp` 0..8 among the consumer warps; consumer warpgroup `cwarp / 4`):
+/// wgmma over every unit of the block, then its 16 rows of each unit through the epilogue.
+///
+/// # Safety
+/// All 256 consumer threads call it together, after the barriers' initialisation.
+#[inline(always)]
+unsafe fn consume<T: WgmmaOp, O: VecIo<8>>(p: &WgmmaGemmParams<T::In, O>, smem: Smem, cwarp: u32) {
+    let bk = bk::<T>();
+    let (group, warp_in_group) = (cwarp / 4, cwarp % 4);
+    let lane = lane_id();
+    let a_rows = group * 64 * wg::BK_BYTES;
+    let mut ring = Ring::new();
+    let mut u = block_idx_x();
+    while u < p.units {
+        let unit = Unit::new(&p.gemm, u, bk);
+        let mut acc = [0.0f32; 64];
+        // The stage of this unit's previous k-tile, released one k-tile late.
+        let mut previous = 0;
+        for kt in unit.kt0..unit.kt1 {
+            let s = ring.stage;
+            let (a, b) = (smem.a_tile(s) + a_rows, smem.b_tile(s));
+            // SAFETY: full[s] completing phase `phase` means both tiles of this k-tile have
+            // landed (the TMA's complete_tx) and are visible. The wgmma sequence is
+            // warpgroup-uniform (every consumer thread walks the same units and k-tiles) and
+            // fenced; the accumulators are read again only after a wait_group covers the
+            // wgmmas writing them. A stage is released (empty) only after the wait_group that
+            // covers the wgmmas reading it: `wait_group 1` after this k-tile's commit leaves
+            // only this k-tile's group pending, so the previous k-tile's stage is free.
+            unsafe {
+                mbarrier::wait(smem.full(s), ring.phase);
+                wgmma::fence();
+                unroll!(kk in 0..4 => {
+                    let offset = wg::WGMMA_K_BYTES * kk as u32;
+                    T::mma(
+                        &mut acc,
+                        wgmma::desc_k_major_sw128(a + offset),
+                        wgmma::desc_k_major_sw128(b + offset),
+                        kk > 0 || kt > unit.kt0,
+                    );
+                });
+                wgmma::commit_group();
+                wgmma::wait_group::<1>();
+                if kt > unit.kt0 && lane == 0 {
+                    mbarrier::arrive(smem.empty(previous));
+                }
+            }
+            previous = s;
+            ring.advance();
+        }
+        // SAFETY: as above; after `wait_group 0` no wgmma is pending, so the accumulators are
+        // final and the unit's last stage is free. The wait runs even for a unit without
+        // k-tiles (it is then immediate), so that on every path to the epilogue ptxas sees it
+        // between the wgmmas and the accumulators' reads.
+        unsafe {
+            wgmma::wait_group::<0>();
+            if unit.kt1 > unit.kt0 && lane == 0 {
+                mbarrier::arrive(smem.empty(previous));
+            }
+        }
+        let rows = (unit.m0 + 64 * group + 16 * warp_in_group, unit.n0, p.gemm.m);
+        let staging = smem.staging(cwarp);
+        // SAFETY: the warp is converged here (the loop above is warp-uniform); the staging
+        // buffer is this warp's own, disjoint from the stages; batch 0 and slice < split_k are
+        // inside the launch.
+        unsafe {
+            if p.gemm.split_k > 1 {
+                write_acc(&Epilogue::partials(&p.gemm, 0, unit.slice), &acc, staging, lane, rows);
+            } else {
+                write_acc(&Epilogue::new(&p.gemm, 0), &acc, staging, lane, rows);
+            }
+        }
+        u += grid_dim_x();
+    }
+}
+
+/// Writes a consumer warp's 16 rows × 128 columns of accumulators through `sink`, as two
+/// 16 × 64 halves: register `i` is element `i % 4` of the m16n8 C fragment of n8 tile `i / 4`.
+///
+/// # Safety
+/// As [`write_rows16`], with `(m_base, n_base, m_len)` the warp's first row, the tile's first
+/// column and M.
+#[inline(always)]
+unsafe fn write_acc<E: Runs8>(
+    sink: &E,
+    acc: &[f32; 64],
+    staging: u32,
+    lane: u32,
+    (m_base, n_base, m_len): (u32, u32, u32),
+) {
+    unroll!(h in 0..2 => {
+        let mut frag = [[0.0f32; 4]; 8];
+        unroll!(j in 0..8 => {
+            unroll!(e in 0..4 => {
+                frag[j][e] = acc[32 * h + 4 * j + e];
+            });
+        });
+        // SAFETY: forwarded contract.
+        unsafe { write_rows16(sink, &frag, staging, lane, (m_base, n_base + 64 * h as u32, m_len)) };
+    });
+}
