@@ -18,7 +18,7 @@ use crate::timing::{RunArgs, Timer};
 use anyhow::{Context, Result};
 use gpu_host::kernels::elementwise::{FloatElement, fill};
 use gpu_host::kernels::gemm::{
-    Epilogue, GemmOutput, GemmSpec, GemmTypes, Layout, Precision, gemm_split_k,
+    Epilogue, GemmEngine, GemmOutput, GemmSpec, GemmTypes, Layout, Precision, gemm_split_k,
 };
 use gpu_host::{Device, DeviceBuffer, DeviceElement, Gpu};
 use half::{bf16, f16};
@@ -55,7 +55,8 @@ pub const GPT2_LAYERS: [(&str, usize, usize); 5] = [
     ("classifier", 50304, 768),
 ];
 
-/// 4096³ (row-major A·B), then per GPT-2 layer its forward `X·Wᵀ`, input gradient `dY·W` and
+/// 4096³ (row-major A·B), 4096³ and 8192³ with K-major operands (A row-major, B
+/// column-major: the layout the Hopper kernel takes), then per GPT-2 layer its forward `X·Wᵀ`, input gradient `dY·W` and
 /// weight gradient `dW += dYᵀ·X`.
 pub fn problems() -> Vec<Problem> {
     let p = Precision::Fp32;
@@ -63,6 +64,12 @@ pub fn problems() -> Vec<Problem> {
         name: "square".into(),
         spec: GemmSpec::new(4096, 4096, 4096, Layout::RowMajor, Layout::RowMajor, p),
     }];
+    for size in [4096, 8192] {
+        out.push(Problem {
+            name: format!("square {size} K-major"),
+            spec: GemmSpec::new(size, size, size, Layout::RowMajor, Layout::ColMajor, p),
+        });
+    }
     for (layer, out_f, in_f) in GPT2_LAYERS {
         for (pass, spec) in [
             ("fwd", GemmSpec::linear_forward(TOKENS, out_f, in_f, p)),
@@ -75,12 +82,16 @@ pub fn problems() -> Vec<Problem> {
     out
 }
 
-/// The benchmarked variants: our precision, its cuBLAS mode and a label.
-const VARIANTS: [(Precision, Mode, &str); 4] = [
-    (Precision::Fp32, Mode::Fp32, "FP32 SIMT"),
-    (Precision::Tf32, Mode::Tf32, "TF32 mma.sync"),
-    (Precision::Bf16, Mode::Bf16, "BF16 mma.sync"),
-    (Precision::Fp16, Mode::Fp16, "FP16 mma.sync"),
+/// The benchmarked variants: our precision and kernel family, its cuBLAS mode and a label.
+/// The wgmma rows appear on Hopper, for the problems that kernel takes (K-major operands).
+const VARIANTS: [(Precision, GemmEngine, Mode, &str); 7] = [
+    (Precision::Fp32, GemmEngine::MmaSync, Mode::Fp32, "FP32 SIMT"),
+    (Precision::Tf32, GemmEngine::MmaSync, Mode::Tf32, "TF32 mma.sync"),
+    (Precision::Tf32, GemmEngine::Wgmma, Mode::Tf32, "TF32 wgmma"),
+    (Precision::Bf16, GemmEngine::MmaSync, Mode::Bf16, "BF16 mma.sync"),
+    (Precision::Bf16, GemmEngine::Wgmma, Mode::Bf16, "BF16 wgmma"),
+    (Precision::Fp16, GemmEngine::MmaSync, Mode::Fp16, "FP16 mma.sync"),
+    (Precision::Fp16, GemmEngine::Wgmma, Mode::Fp16, "FP16 wgmma"),
 ];
 
 /// Runs the benchmark (see the module docs).
@@ -95,10 +106,14 @@ pub fn run(args: &Args) -> Result<()> {
         if args.only.as_ref().is_some_and(|s| !problem.name.contains(s.as_str())) {
             continue;
         }
-        for (precision, mode, label) in VARIANTS {
+        for (precision, engine, mode, label) in VARIANTS {
             let mut spec = problem.spec;
-            spec.precision = precision;
+            (spec.precision, spec.engine) = (precision, engine);
             let spec = spec.with_split_k_for(info.multiprocessors as usize);
+            // Fresh allocations are 256-byte aligned: address 0 stands for them.
+            if spec.engine_on(&gpu, 0, 0).is_err() {
+                continue;
+            }
             let problem = Problem { name: problem.name.clone(), spec };
             let row = match mode {
                 Mode::Fp32 | Mode::Tf32 => bench.measure::<f32>(&problem, mode, label),
@@ -269,7 +284,7 @@ mod tests {
     #[test]
     fn problems_cover_the_gpt2_matmuls() {
         let all = problems();
-        assert_eq!(all.len(), 1 + 3 * GPT2_LAYERS.len());
+        assert_eq!(all.len(), 3 + 3 * GPT2_LAYERS.len());
         let fwd = all.iter().find(|p| p.name == "classifier fwd").unwrap();
         assert_eq!((fwd.spec.m, fwd.spec.n, fwd.spec.k), (TOKENS, 50304, 768));
         let dw = all.iter().find(|p| p.name == "fcproj dW").unwrap();
