@@ -36,10 +36,7 @@ pub fn gpu() -> Option<&'static Gpu> {
 /// tests run on every machine, so missing PTX is a failure, not a reason to skip.
 pub fn sim() -> &'static Simulator {
     static SIM: OnceLock<Simulator> = OnceLock::new();
-    SIM.get_or_init(|| match Simulator::new() {
-        Ok(sim) => sim,
-        Err(e) => panic!("the PTX simulator cannot load the project's PTX: {e}"),
-    })
+    shared_sim(&SIM, Simulator::new, "sm_80")
 }
 
 /// The PTX simulator of the project's sm_90a module (the Hopper kernels), shared by all tests
@@ -49,9 +46,18 @@ pub fn sim() -> &'static Simulator {
 /// As [`sim`].
 pub fn hopper_sim() -> &'static Simulator {
     static SIM: OnceLock<Simulator> = OnceLock::new();
-    SIM.get_or_init(|| match Simulator::hopper() {
+    shared_sim(&SIM, Simulator::hopper, "sm_90a")
+}
+
+/// The simulator in `cell`, loaded by `load` on first use; panics naming the `module`.
+fn shared_sim(
+    cell: &'static OnceLock<Simulator>,
+    load: fn() -> gpu_host::Result<Simulator>,
+    module: &str,
+) -> &'static Simulator {
+    cell.get_or_init(|| match load() {
         Ok(sim) => sim,
-        Err(e) => panic!("the PTX simulator cannot load the project's sm_90a PTX: {e}"),
+        Err(e) => panic!("the PTX simulator cannot load the project's {module} PTX: {e}"),
     })
 }
 

@@ -54,7 +54,7 @@ fn shape(kind: MmaKind) -> (usize, usize, usize) {
 }
 
 /// Element `i` of a fragment held in 32-bit registers, as f64.
-fn element(kind: MmaKind, regs: &[u32], i: usize) -> f64 {
+pub(super) fn element(kind: MmaKind, regs: &[u32], i: usize) -> f64 {
     match kind {
         MmaKind::Bf16M16N8K16 => bf16::from_bits((regs[i / 2] >> (16 * (i % 2))) as u16).to_f64(),
         MmaKind::F16M16N8K16 => f16::from_bits((regs[i / 2] >> (16 * (i % 2))) as u16).to_f64(),

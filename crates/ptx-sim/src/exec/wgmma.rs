@@ -28,7 +28,7 @@
 //!   `fence.proxy.async` when generic stores wrote it.
 
 use super::hopper::swizzle;
-use super::mma::a_coord;
+use super::mma::{self, a_coord, acc_coord};
 use super::{Block, Warp, float};
 use crate::decode::op::{MmaKind, Op, Slot, Src, Wgmma, WgmmaA, WgmmaKind};
 use crate::memory::SHARED_BASE;
@@ -146,6 +146,20 @@ impl Desc {
     }
 }
 
+/// The registers of a register A operand (none for a descriptor).
+fn a_reg_slots(a: &WgmmaA) -> Vec<Slot> {
+    match a {
+        WgmmaA::Regs(r) => r
+            .iter()
+            .filter_map(|s| match s {
+                Src::Reg(r) => Some(*r),
+                _ => None,
+            })
+            .collect(),
+        WgmmaA::Desc(_) => Vec::new(),
+    }
+}
+
 /// Element `e` of a 16-byte chunk as f64 (tf32: the upper 19 bits).
 fn element(kind: WgmmaKind, chunk: &[u8], e: usize) -> f64 {
     match kind {
@@ -255,21 +269,7 @@ impl Block<'_> {
         let (k, n) = (op.kind.k(), op.n as usize);
         // Registers other instructions wrote since the last wgmma need a wgmma.fence.
         if !w.wgmma.fenced {
-            let regs: Vec<Slot> =
-                op.d.iter()
-                    .copied()
-                    .chain(match &op.a {
-                        WgmmaA::Regs(r) => r
-                            .iter()
-                            .filter_map(|s| match s {
-                                Src::Reg(r) => Some(*r),
-                                _ => None,
-                            })
-                            .collect(),
-                        WgmmaA::Desc(_) => Vec::new(),
-                    })
-                    .collect();
-            for slot in regs {
+            for slot in op.d.iter().copied().chain(a_reg_slots(&op.a)) {
                 if w.wgmma.busy.contains(&slot) {
                     continue;
                 }
@@ -302,11 +302,7 @@ impl Block<'_> {
                         regs.iter().map(|s| self.read(w, *s, lane) as u32).collect();
                     for i in 0..8 {
                         let (r, c) = a_coord(kind, lane, i);
-                        let half = (words[i / 2] >> (16 * (i % 2))) as u16;
-                        a[r][c] = match op.kind {
-                            WgmmaKind::Bf16 => bf16::from_bits(half).to_f64(),
-                            _ => f16::from_bits(half).to_f64(),
-                        };
+                        a[r][c] = mma::element(kind, &words, i);
                     }
                 }
                 a
@@ -333,25 +329,16 @@ impl Block<'_> {
                     std::array::from_fn(|l| w.regs[slot as usize * 32 + l] as u32)
                 });
             let values = std::array::from_fn(|lane| {
-                let (g, q) = (lane / 4, lane % 4);
-                let row = g + 8 * ((i / 2) % 2);
-                let col = 8 * (i / 4) + 2 * q + (i % 2);
+                // n8 tile i / 4 holds the mma.sync m16n8 C fragment of the warp's 16 rows.
+                let (row, c) = acc_coord(lane, i % 4);
+                let col = 8 * (i / 4) + c;
                 let c = if scale_d[lane] { f32::from_bits(old[lane]) as f64 } else { 0.0 };
                 let sum = (0..k).fold(c, |s, kk| s + sign * a[row][kk] * b[col][kk]);
                 float::out32(sum as f32, false, false) as u32
             });
             d.push((slot, values));
         }
-        let a_regs = match &op.a {
-            WgmmaA::Regs(r) => r
-                .iter()
-                .filter_map(|s| match s {
-                    Src::Reg(r) => Some(*r),
-                    _ => None,
-                })
-                .collect(),
-            WgmmaA::Desc(_) => Vec::new(),
-        };
+        let a_regs = a_reg_slots(&op.a);
         w.wgmma.uncommitted.push(Pending { seq, d, a_regs });
         w.wgmma.refresh_busy();
         Ok(())
