@@ -93,7 +93,8 @@
 //!   the tensor are zero) in the map's 32/64/128-byte swizzle, and completes its bytes on the
 //!   barrier.
 //! - `wgmma.mma_async` (m64nNk16 bf16/f16, m64nNk8 tf32, f32 accumulators, A from a
-//!   descriptor or registers, B from a descriptor, K-major, all swizzle modes), executed per
+//!   descriptor or registers, B from a descriptor, K-major or (bf16/f16, `imm-trans` 1)
+//!   M/N-major, all swizzle modes and the interleaved layout), executed per
 //!   warp (each warp owns 16 of the 64 rows) with the numerics of `mma.sync`; results reach
 //!   the registers at the `wgmma.wait_group` that retires their group. `wgmma.fence`,
 //!   `commit_group`, `wait_group`.
@@ -151,8 +152,7 @@
 //! Function calls (`call`; device functions must be inlined, as the project's are), module
 //! `.global`/`.const` variables, textures and surfaces, clusters (and the cluster forms of
 //! mbarriers and TMA), TMA stores, multicast, 1/3/4/5-D and im2col tensor copies,
-//! non-tensor `cp.async.bulk`, M- or N-major wgmma operands (`imm-trans` 1), sparse and
-//! integer/fp8 wgmma, descriptor base offsets other than 0, timing of asynchronous copies
+//! non-tensor `cp.async.bulk`, sparse and integer/fp8 wgmma, descriptor base offsets other than 0, timing of asynchronous copies
 //! (they complete at issue), half-precision arithmetic instructions (`add.f16` ...), other `mma` shapes and
 //! types, `bar.arrive`/`bar.red` and partial-block barriers, `.rz/.rm/.rp` on float
 //! arithmetic, global-memory races (only shared memory is race-checked), cache behaviour and

@@ -63,7 +63,8 @@ fn mbarrier(d: &FnDecoder, m: &mut Mods, ops: &[Operand]) -> R<Op> {
         arity(ops, 2, "mbarrier.init")?;
         return Ok(Op::MbarInit { addr: d.addr(&ops[0])?, count: d.src(&ops[1], Want::Int(32))? });
     }
-    if m.has("try_wait") || m.has("test_wait") {
+    let blocking = m.has("try_wait");
+    if blocking || m.has("test_wait") {
         if !m.has("parity") {
             return Err("only the .parity forms of mbarrier waits are supported".into());
         }
@@ -77,6 +78,7 @@ fn mbarrier(d: &FnDecoder, m: &mut Mods, ops: &[Operand]) -> R<Op> {
             })?,
             addr: d.addr(&ops[1])?,
             parity: d.src(&ops[2], Want::Int(32))?,
+            blocking,
         });
     }
     let arrive = m.has("arrive");
@@ -172,9 +174,15 @@ fn wgmma(d: &FnDecoder, m: &mut Mods, ops: &[Operand]) -> R<Op> {
             ));
         }
     };
-    // d, a, b-desc, scale-d, imm-scale-a, imm-scale-b[, imm-trans-a, imm-trans-b]
-    let with_trans = kind != WgmmaKind::Tf32;
-    arity(ops, if with_trans { 8 } else { 6 }, "wgmma.mma_async")?;
+    // d, a-desc, b-desc, scale-d, imm-scale-a, imm-scale-b[, imm-trans-a, imm-trans-b]; with A
+    // in registers (a `{..}` vector) there is no imm-trans-a. tf32 takes no imm-trans at all.
+    let reg_a = matches!(ops.get(1), Some(Operand::Vec(_)));
+    let trans_ops = match (kind, reg_a) {
+        (WgmmaKind::Tf32, _) => 0,
+        (_, true) => 1,
+        (_, false) => 2,
+    };
+    arity(ops, 6 + trans_ops, "wgmma.mma_async")?;
     let dst = match &ops[0] {
         Operand::Vec(items) if items.len() == n as usize / 2 => {
             items.iter().map(|r| d.dst(r)).collect::<R<Vec<Slot>>>()?
@@ -205,14 +213,12 @@ fn wgmma(d: &FnDecoder, m: &mut Mods, ops: &[Operand]) -> R<Op> {
     };
     let neg_a = imm(&ops[4], &[1, -1], "imm-scale-a")? == -1;
     let neg_b = imm(&ops[5], &[1, -1], "imm-scale-b")? == -1;
-    let (trans_a, trans_b) = if with_trans {
-        (imm(&ops[6], &[0, 1], "imm-trans-a")? == 1, imm(&ops[7], &[0, 1], "imm-trans-b")? == 1)
-    } else {
-        (false, false)
+    let trans = |i: usize, what: &str| imm(&ops[i], &[0, 1], what).map(|v| v == 1);
+    let (trans_a, trans_b) = match trans_ops {
+        0 => (false, false),
+        1 => (false, trans(6, "imm-trans-b")?),
+        _ => (trans(6, "imm-trans-a")?, trans(7, "imm-trans-b")?),
     };
-    if trans_a && matches!(a, WgmmaA::Regs(_)) {
-        return Err("imm-trans-a applies to a shared-memory A only".into());
-    }
     Ok(Op::Wgmma(Box::new(Wgmma {
         kind,
         n,

@@ -972,6 +972,9 @@ pub enum Op {
         addr: Addr,
         /// Parity of the phase waited for.
         parity: Src,
+        /// `try_wait`: the lane is suspended until the phase completes (the simulator's choice
+        /// of the instruction's time limit: unbounded). `test_wait`: answers at once.
+        blocking: bool,
     },
     /// `cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
     /// [dst], [map, {x, y}], [bar]`.
@@ -1209,7 +1212,7 @@ impl Op {
                     f(*s);
                 }
             }
-            Op::MbarWait { p, addr: ad, parity } => {
+            Op::MbarWait { p, addr: ad, parity, .. } => {
                 f(*p);
                 addr(ad, f);
                 src(parity, f);

@@ -10,7 +10,8 @@
 //! succeeds at once). A lane whose wait fails is descheduled and retried after the other
 //! warps ran (the hardware's `try_wait` likewise returns false after a time limit); a block
 //! whose only unfinished lanes wait on phases that nothing can complete is a deadlock,
-//! reported with the barriers' state.
+//! reported with the barriers' state. `test_wait.parity` answers at once (false while the
+//! phase is open) and never deschedules.
 //!
 //! Each phase collects the vector clocks released by its arrivals and by the TMA copies
 //! completing on it; a successful wait acquires them (see `racecheck`).

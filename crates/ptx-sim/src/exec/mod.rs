@@ -350,10 +350,11 @@ impl<'a> Block<'a> {
             self.progress = true;
             return Ok(());
         }
-        if let Op::MbarWait { p, addr, parity } = instr.op {
+        if let Op::MbarWait { p, addr, parity, blocking } = instr.op {
             for lane in bits(active) {
-                if self.mbar_try_wait(w, lane, pc, (addr, parity))? {
-                    w.set(p, lane, 1);
+                let complete = self.mbar_try_wait(w, lane, pc, (addr, parity))?;
+                if complete || !blocking {
+                    w.set(p, lane, complete as u64);
                     w.pc[lane] = pc + 1;
                     self.progress = true;
                 } else {

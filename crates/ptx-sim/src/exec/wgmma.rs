@@ -12,10 +12,15 @@
 //! # Descriptors (PTX ISA "Matrix Descriptor Format")
 //! Bits 0–13 start address / 16, 16–29 leading byte offset / 16, 32–45 stride byte offset
 //! / 16, 49–51 base offset (must be 0 here), 62–63 swizzle (0 none, 1 = 128B, 2 = 64B,
-//! 3 = 32B). K-major operands only (`imm-trans` 0): with a swizzle of S bytes, row r's K bytes
-//! start at `start + (r / 8)·SBO + (r % 8)·S` and the 16-byte chunks are permuted by the
-//! swizzle of the absolute shared address (the same function TMA writes with); without one,
-//! 8×16-byte core matrices at `(r / 8)·SBO + (kbyte / 16)·LBO`.
+//! 3 = 32B). The ISA's canonical layouts, in bytes, with the swizzle of S bytes applied to the
+//! absolute shared address (the same function TMA writes with; it permutes 16-byte chunks):
+//! - K-major (`imm-trans` 0): row r (of M or N) has its K bytes at
+//!   `start + (r / 8)·SBO + (r % 8)·S + kbyte`; without a swizzle, 8×16-byte core matrices at
+//!   `start + (r / 8)·SBO + (kbyte / 16)·LBO + (r % 8)·16`.
+//! - MN-major (`imm-trans` 1, bf16/f16 only): element k of K has its M/N bytes at
+//!   `start + (mnbyte / S)·LBO + mnbyte % S + (k % 8)·S + (k / 8)·SBO` (atoms of 8 K × S
+//!   bytes, LBO between atoms along M/N, SBO along K); without a swizzle, core matrices of
+//!   8 K × 16 bytes at `start + (mnbyte / 16)·SBO + (k / 8)·LBO + (k % 8)·16 + mnbyte % 16`.
 //!
 //! # Checks
 //! - the descriptors are the same in every lane of the warp;
@@ -136,11 +141,27 @@ fn decode_desc(d: u64) -> Result<Desc, String> {
 impl Desc {
     /// Shared address of the 16-byte chunk holding bytes `[kbyte, kbyte + 16)` of K of row
     /// `row` (M or N) of a K-major operand.
-    fn chunk(&self, row: u64, kbyte: u64) -> u64 {
+    fn k_major_chunk(&self, row: u64, kbyte: u64) -> u64 {
         if self.span == 0 {
             self.start + (row / 8) * self.sbo + (kbyte / 16) * self.lbo + (row % 8) * 16
         } else {
             let logical = self.start + (row / 8) * self.sbo + (row % 8) * self.span as u64 + kbyte;
+            swizzle(logical, self.span)
+        }
+    }
+
+    /// Shared address of the 16-byte chunk holding bytes `[mnbyte, mnbyte + 16)` of M (or N)
+    /// of element `k` of K of an MN-major operand.
+    fn mn_major_chunk(&self, mnbyte: u64, k: u64) -> u64 {
+        if self.span == 0 {
+            self.start + (mnbyte / 16) * self.sbo + (k / 8) * self.lbo + (k % 8) * 16
+        } else {
+            let span = self.span as u64;
+            let logical = self.start
+                + (mnbyte / span) * self.lbo
+                + mnbyte % span
+                + (k % 8) * span
+                + (k / 8) * self.sbo;
             swizzle(logical, self.span)
         }
     }
@@ -199,18 +220,18 @@ impl Block<'_> {
         Ok(v)
     }
 
-    /// Reads `rows` rows × `kbytes` of K of a K-major operand (as f64, row-major), recording
-    /// the shared reads for the race and in-flight checks.
+    /// Reads `rows` rows (of M or N) × K of an operand, K-major or (`mn_major`) MN-major, as
+    /// f64 indexed `[row][k]`, recording the shared reads for the race and in-flight checks.
     fn read_operand(
         &mut self,
         w: &Warp,
         pc: u32,
         (desc, kind, seq): (u64, WgmmaKind, u32),
-        rows: std::ops::Range<u64>,
+        (rows, mn_major): (std::ops::Range<u64>, bool),
     ) -> Result<Vec<Vec<f64>>, GpuError> {
         let d =
             decode_desc(desc).map_err(|m| self.fault(SimErrorKind::Unsupported, w, 0, pc, m))?;
-        let kbytes = (kind.k() * kind.elem_bytes()) as u64;
+        let esize = kind.elem_bytes() as u64;
         let per_chunk = 16 / kind.elem_bytes();
         let tid = (w.index * 32) as usize;
         let access = Access {
@@ -221,20 +242,33 @@ impl Block<'_> {
             atomic: false,
             clock: self.shadow.clock(tid),
         };
+        // Every 16-byte chunk: its address and the (row, k) of its first element; the others
+        // follow along K (K-major) or along the rows (MN-major).
+        let chunks: Vec<(u64, u64, u64)> = if mn_major {
+            let mn_bytes = (rows.start * esize..rows.end * esize).step_by(16);
+            (0..kind.k() as u64)
+                .flat_map(|k| mn_bytes.clone().map(move |b| (b, k)))
+                .map(|(b, k)| (d.mn_major_chunk(b, k), b / esize, k))
+                .collect()
+        } else {
+            let kbytes = (0..kind.k() as u64 * esize).step_by(16);
+            rows.clone()
+                .flat_map(|r| kbytes.clone().map(move |kb| (r, kb)))
+                .map(|(r, kb)| (d.k_major_chunk(r, kb), r, kb / esize))
+                .collect()
+        };
         let (mut lo, mut hi) = (usize::MAX, 0);
-        let mut out = Vec::with_capacity(rows.end as usize - rows.start as usize);
-        for row in rows {
-            let mut values = Vec::with_capacity(kind.k());
-            for kb in (0..kbytes).step_by(16) {
-                let addr = d.chunk(row, kb);
-                let start = self.shared_range(w, 0, pc, addr, 16, "wgmma operand read")?;
-                self.shadow.async_read(start, 16, access).map_err(|c| self.hazard(w, 0, pc, c))?;
-                let chunk = &self.shared[start..start + 16];
-                values.extend((0..per_chunk).map(|e| element(kind, chunk, e)));
-                lo = lo.min(start);
-                hi = hi.max(start + 16);
+        let mut out = vec![vec![0f64; kind.k()]; (rows.end - rows.start) as usize];
+        for (addr, row, k) in chunks {
+            let start = self.shared_range(w, 0, pc, addr, 16, "wgmma operand read")?;
+            self.shadow.async_read(start, 16, access).map_err(|c| self.hazard(w, 0, pc, c))?;
+            let chunk = &self.shared[start..start + 16];
+            for e in 0..per_chunk {
+                let (r, k) = if mn_major { (row + e as u64, k) } else { (row, k + e as u64) };
+                out[(r - rows.start) as usize][k as usize] = element(kind, chunk, e);
             }
-            out.push(values);
+            lo = lo.min(start);
+            hi = hi.max(start + 16);
         }
         self.inflight.push(InflightRead { warp: w.index, seq, start: lo, end: hi, pc });
         Ok(out)
@@ -289,7 +323,8 @@ impl Block<'_> {
         let a: Vec<Vec<f64>> = match &op.a {
             WgmmaA::Desc(s) => {
                 let desc = self.uniform(w, pc, *s, "A descriptor")?;
-                self.read_operand(w, pc, (desc, op.kind, seq), 16 * quarter..16 * quarter + 16)?
+                let rows = 16 * quarter..16 * quarter + 16;
+                self.read_operand(w, pc, (desc, op.kind, seq), (rows, op.trans_a))?
             }
             WgmmaA::Regs(regs) => {
                 let kind = match op.kind {
@@ -308,17 +343,8 @@ impl Block<'_> {
                 a
             }
         };
-        if op.trans_a || op.trans_b {
-            return Err(self.fault(
-                SimErrorKind::Unsupported,
-                w,
-                0,
-                pc,
-                "wgmma with imm-trans 1 (an M- or N-major operand) is not modelled",
-            ));
-        }
         let b_desc = self.uniform(w, pc, op.b, "B descriptor")?;
-        let b = self.read_operand(w, pc, (b_desc, op.kind, seq), 0..n as u64)?;
+        let b = self.read_operand(w, pc, (b_desc, op.kind, seq), (0..n as u64, op.trans_b))?;
         let sign = if op.neg_a != op.neg_b { -1.0 } else { 1.0 };
         let scale_d: [bool; 32] =
             std::array::from_fn(|l| (self.read(w, op.scale_d.0, l) & 1 != 0) != op.scale_d.1);

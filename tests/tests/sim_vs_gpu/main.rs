@@ -30,6 +30,8 @@ use half::{bf16, f16};
 use integration_tests::{TestRng, gpu, sim};
 use ptx_sim::Simulator;
 
+mod hopper;
+
 /// Operand patterns that exercise every special case the kernels can meet.
 const SPECIALS: &[u32] = &[
     0x0000_0000,
