@@ -659,10 +659,12 @@ kernel_tests! {
     gemm_argument_errors => check_argument_errors;
 }
 
-/// The Hopper `wgmma` kernel (forced), in the layout pair it takes (A row-major, B
-/// column-major): partial tiles in M, N and K, alpha/beta, every epilogue, split-K, several
-/// units per block of the persistent grid. On a GPU `Auto` already picks it for these cases
-/// on Hopper; the simulator runs the sm_90a module.
+/// The Hopper `wgmma` kernel (forced): partial tiles in M, N and K, alpha/beta, every
+/// epilogue, split-K, several units per block of the persistent grid, in the forward layout
+/// (A row-major, B column-major: K-major operands) and, for BF16 and FP16, the other three
+/// (M/N-major A or B): the backward GEMMs `dX = dY·W` with GELU backward (rr), `dW += dYᵀ·X`
+/// (cr, beta 1) and cc. On a GPU `Auto` already picks it for these cases on Hopper; the
+/// simulator runs the sm_90a module.
 fn check_wgmma<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
     dev: &D,
     precision: Precision,
@@ -686,6 +688,22 @@ fn check_wgmma<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
     let mut split = wgmma(Case::new(70, 90, 700, rc, precision));
     split.spec.split_k = 3;
     run::<D, I, O>(dev, &mut rng, &split);
+    if precision == Precision::Tf32 {
+        return;
+    }
+    let (r, c) = (Layout::RowMajor, Layout::ColMajor);
+    let mut dx = wgmma(Case::new(m, n, k, (r, r), precision));
+    dx.act = Act::DGelu;
+    run::<D, I, O>(dev, &mut rng, &dx);
+    let mut dw = wgmma(Case::new(n, m, k, (c, r), precision));
+    dw.spec.beta = 1.0;
+    run::<D, I, O>(dev, &mut rng, &dw);
+    let mut cc = wgmma(Case::new(m, n, k, (c, c), precision));
+    cc.spec.alpha = rng.scalar(0.5, 2.0);
+    run::<D, I, O>(dev, &mut rng, &cc);
+    let mut split_cr = wgmma(Case::new(90, 70, 700, (c, r), precision));
+    split_cr.spec.split_k = 3;
+    run::<D, I, O>(dev, &mut rng, &split_cr);
 }
 
 macro_rules! wgmma_tests {

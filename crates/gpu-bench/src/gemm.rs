@@ -83,7 +83,8 @@ pub fn problems() -> Vec<Problem> {
 }
 
 /// The benchmarked variants: our precision and kernel family, its cuBLAS mode and a label.
-/// The wgmma rows appear on Hopper, for the problems that kernel takes (K-major operands).
+/// The wgmma rows appear on Hopper, for the problems that kernel takes (BF16/FP16: every
+/// layout; TF32: K-major operands, i.e. the forward GEMMs).
 const VARIANTS: [(Precision, GemmEngine, Mode, &str); 7] = [
     (Precision::Fp32, GemmEngine::MmaSync, Mode::Fp32, "FP32 SIMT"),
     (Precision::Tf32, GemmEngine::MmaSync, Mode::Tf32, "TF32 mma.sync"),

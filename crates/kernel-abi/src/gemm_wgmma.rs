@@ -10,11 +10,16 @@
 //! rustc cannot mark a parameter that way (LLVM would copy it to local memory, which TMA cannot
 //! read), so it lives in global memory, which the PTX ISA equally allows.
 //!
-//! Both operands are K-major: A row-major (M×K, `lda`) and B column-major (an `nn.Linear`
-//! weight `W (N, K)`, `ldb`), the only layout pair `wgmma` takes for TF32. Each tensor map
-//! describes the operand as rows (M or N) of K elements, with a box of [`wg::BK_BYTES`] bytes
-//! of K by [`wg::BM`] (A) or [`wg::BN`] (B) rows, in the 128-byte swizzle. Elements outside
-//! the tensor are zero-filled by TMA, so partial tiles need no masking in the main loop.
+//! # Layouts
+//! Each operand is *K-major* (A row-major M×K, or B column-major: an `nn.Linear` weight
+//! `W (N, K)`) or, for BF16 and FP16, *M/N-major* (A column-major, B row-major), the
+//! transposed operands of the backward GEMMs; wgmma reads TF32 K-major only, so TF32 has the
+//! `rc` entry alone. The tensor map of a K-major operand describes it as rows (M or N) of K
+//! elements, box [`wg::BK_BYTES`] bytes of K × [`wg::BM`] (A) or [`wg::BN`] (B) rows; that of
+//! an M/N-major operand as rows of K of M (or N) elements, box 64 elements (128 bytes) × `BK`
+//! rows of K, loaded twice per tile (M/N offsets 0 and 64). Both in the 128-byte swizzle.
+//! Elements outside the tensor are zero-filled by TMA, so partial tiles need no masking in the
+//! main loop.
 //!
 //! # Everything else
 //! The epilogue (alpha, beta, bias, GELU, GELU backward, output types), split-K (with the
@@ -23,7 +28,7 @@
 //! describe (the launcher fills both), `lda`/`ldb` their leading dimensions. Batches are not
 //! supported (`gemm` falls back to the `mma.sync` kernel for them).
 
-use crate::gemm::GemmParams;
+use crate::gemm::{GemmParams, Layout};
 use crate::kernel::{Kernel, KernelParams, KernelSig, LaunchBounds};
 use crate::ptr::{Bf16, DevicePtr, F16};
 
@@ -48,9 +53,9 @@ pub struct WgmmaGemmParams<I: Copy, O: Copy> {
     /// Shapes, epilogue, split-K and rasterisation, as for the `mma.sync` kernels
     /// (`batch` must be 1: `stride_*` are unused).
     pub gemm: GemmParams<I, O>,
-    /// Tensor map of A (K-major, box `BK_BYTES` of K × `BM` rows).
+    /// Tensor map of A (see the module docs for its box in each layout).
     pub tmap_a: DevicePtr<TensorMap>,
-    /// Tensor map of B (K-major, box `BK_BYTES` of K × `BN` rows).
+    /// Tensor map of B.
     pub tmap_b: DevicePtr<TensorMap>,
     /// Work units (`tiles_m · tiles_n · split_k`) the persistent grid walks: block `b` takes
     /// units `b, b + gridDim.x, …`; unit `u` is slice `u / tiles` of tile `u % tiles`.
@@ -128,36 +133,115 @@ pub mod wg {
     );
 }
 
-/// The layout-fixed (A row-major, B column-major) Hopper entries of one input/output pair.
+/// One Hopper entry (layouts, input and output types fixed).
 pub type WgmmaKernel<I, O> = Kernel<WgmmaGemmParams<I, O>>;
 
-/// `gemm_wgmma_bf16_rc_bf16`.
-pub const WGMMA_BF16_BF16: WgmmaKernel<Bf16, Bf16> = Kernel::new("gemm_wgmma_bf16_rc_bf16");
-/// `gemm_wgmma_bf16_rc_f32`.
-pub const WGMMA_BF16_F32: WgmmaKernel<Bf16, f32> = Kernel::new("gemm_wgmma_bf16_rc_f32");
-/// `gemm_wgmma_f16_rc_f16`.
-pub const WGMMA_F16_F16: WgmmaKernel<F16, F16> = Kernel::new("gemm_wgmma_f16_rc_f16");
-/// `gemm_wgmma_f16_rc_f32`.
-pub const WGMMA_F16_F32: WgmmaKernel<F16, f32> = Kernel::new("gemm_wgmma_f16_rc_f32");
+/// The Hopper entries of one input/output pair, by layouts of A and B (`r`: row-major, `c`:
+/// column-major), as [`crate::gemm::GemmKernels`]; `None` where wgmma cannot read the layout.
+#[derive(Clone, Copy, Debug)]
+pub struct WgmmaKernels<I: Copy + 'static, O: Copy + 'static> {
+    /// A row-major (K-major), B row-major (N-major).
+    pub rr: Option<WgmmaKernel<I, O>>,
+    /// A row-major, B column-major: both K-major.
+    pub rc: WgmmaKernel<I, O>,
+    /// A column-major (M-major), B row-major.
+    pub cr: Option<WgmmaKernel<I, O>>,
+    /// A column-major, B column-major (K-major).
+    pub cc: Option<WgmmaKernel<I, O>>,
+}
+
+impl<I: Copy + 'static, O: Copy + 'static> WgmmaKernels<I, O> {
+    /// The entry for these layouts of A and B, if there is one.
+    #[inline]
+    pub const fn get(&self, a: Layout, b: Layout) -> Option<WgmmaKernel<I, O>> {
+        match (a, b) {
+            (Layout::RowMajor, Layout::RowMajor) => self.rr,
+            (Layout::RowMajor, Layout::ColMajor) => Some(self.rc),
+            (Layout::ColMajor, Layout::RowMajor) => self.cr,
+            (Layout::ColMajor, Layout::ColMajor) => self.cc,
+        }
+    }
+}
+
+macro_rules! wgmma_family {
+    ($(#[$doc:meta])* $name:ident: $in:ty => $out:ty, $prefix:literal, $suffix:literal) => {
+        $(#[$doc])*
+        pub const $name: WgmmaKernels<$in, $out> = WgmmaKernels {
+            rr: Some(Kernel::new(concat!($prefix, "_rr_", $suffix))),
+            rc: Kernel::new(concat!($prefix, "_rc_", $suffix)),
+            cr: Some(Kernel::new(concat!($prefix, "_cr_", $suffix))),
+            cc: Some(Kernel::new(concat!($prefix, "_cc_", $suffix))),
+        };
+    };
+}
+
+wgmma_family!(/// `gemm_wgmma_bf16_*_bf16`: wgmma m64n128k16 BF16, bf16 output.
+    WGMMA_BF16_BF16: Bf16 => Bf16, "gemm_wgmma_bf16", "bf16");
+wgmma_family!(/// `gemm_wgmma_bf16_*_f32`: wgmma m64n128k16 BF16, f32 output.
+    WGMMA_BF16_F32: Bf16 => f32, "gemm_wgmma_bf16", "f32");
+wgmma_family!(/// `gemm_wgmma_f16_*_f16`: wgmma m64n128k16 FP16, f16 output.
+    WGMMA_F16_F16: F16 => F16, "gemm_wgmma_f16", "f16");
+wgmma_family!(/// `gemm_wgmma_f16_*_f32`: wgmma m64n128k16 FP16, f32 output.
+    WGMMA_F16_F32: F16 => f32, "gemm_wgmma_f16", "f32");
+
 /// `gemm_wgmma_tf32_rc_f32`: f32 in memory, read by wgmma as TF32 (the low 13 mantissa bits
-/// ignored, i.e. truncated, unlike the `mma.sync` kernel's round-to-nearest).
-pub const WGMMA_TF32_F32: WgmmaKernel<f32, f32> = Kernel::new("gemm_wgmma_tf32_rc_f32");
+/// ignored, i.e. truncated, unlike the `mma.sync` kernel's round-to-nearest); K-major operands
+/// only.
+pub const WGMMA_TF32_F32: WgmmaKernels<f32, f32> =
+    WgmmaKernels { rr: None, rc: Kernel::new("gemm_wgmma_tf32_rc_f32"), cr: None, cc: None };
+
+/// Every entry of a family.
+const fn family_sigs<I: Copy + 'static, O: Copy + 'static>(
+    f: &WgmmaKernels<I, O>,
+) -> [Option<KernelSig>; 4] {
+    [sig_of(f.rr), Some(f.rc.sig()), sig_of(f.cr), sig_of(f.cc)]
+}
+
+const fn sig_of<I: Copy + 'static, O: Copy + 'static>(
+    k: Option<WgmmaKernel<I, O>>,
+) -> Option<KernelSig> {
+    match k {
+        Some(k) => Some(k.sig()),
+        None => None,
+    }
+}
+
+/// Number of Hopper GEMM entries.
+const ENTRIES: usize = 4 * 4 + 1;
 
 /// Every Hopper GEMM entry (exported by the sm_90a module only).
-pub const KERNELS: &[KernelSig] = &[
-    WGMMA_BF16_BF16.sig(),
-    WGMMA_BF16_F32.sig(),
-    WGMMA_F16_F16.sig(),
-    WGMMA_F16_F32.sig(),
-    WGMMA_TF32_F32.sig(),
-];
+pub const KERNELS: &[KernelSig] = &{
+    let families = [
+        family_sigs(&WGMMA_BF16_BF16),
+        family_sigs(&WGMMA_BF16_F32),
+        family_sigs(&WGMMA_F16_F16),
+        family_sigs(&WGMMA_F16_F32),
+        family_sigs(&WGMMA_TF32_F32),
+    ];
+    let mut out = [WGMMA_TF32_F32.rc.sig(); ENTRIES];
+    let (mut f, mut n) = (0, 0);
+    while f < families.len() {
+        let mut l = 0;
+        while l < 4 {
+            if let Some(sig) = families[f][l] {
+                out[n] = sig;
+                n += 1;
+            }
+            l += 1;
+        }
+        f += 1;
+    }
+    assert!(n == ENTRIES);
+    out
+};
 
 /// One block of `wg::THREADS` per SM (its shared memory allows no second one), so that ptxas
 /// budgets 168 registers per thread, which `setmaxnreg` redistributes.
 pub const LAUNCH_BOUNDS: &[LaunchBounds] = &{
-    let mut out = [LaunchBounds { name: "", max_threads: wg::THREADS, min_blocks_per_sm: 1 }; 5];
+    let mut out =
+        [LaunchBounds { name: "", max_threads: wg::THREADS, min_blocks_per_sm: 1 }; ENTRIES];
     let mut i = 0;
-    while i < 5 {
+    while i < ENTRIES {
         out[i].name = KERNELS[i].name;
         i += 1;
     }

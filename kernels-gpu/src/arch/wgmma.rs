@@ -33,6 +33,23 @@ pub const fn desc_k_major_sw128(addr: u32) -> u64 {
     ((addr & 0x3_FFFF) >> 4) as u64 | 1 << 16 | (1024 >> 4) << 32 | 1 << 62
 }
 
+/// The descriptor of an M/N-major operand tile at shared address `addr` in the 128-byte
+/// swizzle: atoms of 8 rows of K × 128 bytes (64 16-bit elements of M or N), K-adjacent atoms
+/// 1024 bytes apart (stride byte offset, bits 32–45), M/N-adjacent atoms `mn_atom_stride`
+/// bytes apart (leading byte offset, bits 16–29); start address, base offset and swizzle mode
+/// as [`desc_k_major_sw128`]. These are the PTX ISA's canonical MN-major layout
+/// `Swizzle<3,4,3> ∘ ((T,8,m),(8,k)):((1,T,LBO),(8T,SBO))` with T = 8 elements.
+///
+/// For a tile at a 1024-aligned address `T` holding rows of K of 128 bytes, the k-step `kk` of
+/// 16 rows of K (one 16-bit wgmma) starts at `T + 2048·kk`.
+#[inline(always)]
+pub const fn desc_mn_major_sw128(addr: u32, mn_atom_stride: u32) -> u64 {
+    ((addr & 0x3_FFFF) >> 4) as u64
+        | ((mn_atom_stride as u64 >> 4) & 0x3FFF) << 16
+        | (1024 >> 4) << 32
+        | 1 << 62
+}
+
 /// `wgmma.fence.sync.aligned`: orders this thread's prior accesses to the accumulator
 /// registers and to shared memory before the following `wgmma.mma_async` (required before
 /// the first wgmma of a sequence and whenever the accumulators were touched in between).
@@ -72,14 +89,25 @@ pub unsafe fn wait_group<const N: u32>() {
 }
 
 /// One m64n128 wgmma: `acc` (64 f32 per thread) in and out as tied registers, `scale_d`
-/// turned into the instruction's predicate inside a scope of its own.
+/// turned into the instruction's predicate inside a scope of its own. The 16-bit forms take
+/// the operands' majorness as const generics (the instruction's `imm-trans-a/b`).
 macro_rules! wgmma_m64n128 {
-    ($(#[$doc:meta])* $name:ident, $instr:literal, $tail:literal) => {
+    ($(#[$doc:meta])* $name:ident, $instr:literal, transposable) => {
+        wgmma_m64n128!(@fn $(#[$doc])* $name, $instr, ", 1, 1, {ta}, {tb}",
+            [const TRANS_A: bool, const TRANS_B: bool],
+            ta = const TRANS_A as u32, tb = const TRANS_B as u32);
+    };
+    ($(#[$doc:meta])* $name:ident, $instr:literal, k_major) => {
+        wgmma_m64n128!(@fn $(#[$doc])* $name, $instr, ", 1, 1", []);
+    };
+    (@fn $(#[$doc:meta])* $name:ident, $instr:literal, $tail:literal, [$($generics:tt)*]
+     $(, $op:ident = const $val:expr)*) => {
         $(#[$doc])*
         ///
-        /// `desc_a`: the warpgroup's 64 rows of A, `desc_b`: the 128 rows (n) of B, both
-        /// K-major ([`desc_k_major_sw128`]). `scale_d` false: `acc = A·B` (the incoming
-        /// values are ignored); true: `acc = A·B + acc`.
+        /// `desc_a`: the warpgroup's 64 rows of A, `desc_b`: the 128 rows (n) of B
+        /// ([`desc_k_major_sw128`], or [`desc_mn_major_sw128`] for an operand whose `TRANS_*`
+        /// is true). `scale_d` false: `acc = A·B` (the incoming values are ignored); true:
+        /// `acc = A·B + acc`.
         ///
         /// # Safety
         /// Every thread of the warpgroup executes this call site, converged, after a [`fence`]
@@ -87,29 +115,40 @@ macro_rules! wgmma_m64n128 {
         /// that holds the operands and is not written until a [`wait_group`] covers this
         /// wgmma, after which alone `acc` may be read. Minimum sm_90a.
         #[inline(always)]
-        pub unsafe fn $name(acc: &mut [f32; 64], desc_a: u64, desc_b: u64, scale_d: bool) {
+        pub unsafe fn $name<$($generics)*>(
+            acc: &mut [f32; 64],
+            desc_a: u64,
+            desc_b: u64,
+            scale_d: bool,
+        ) {
             // SAFETY: convergence, operand validity and the asynchronous register rules are
             // the caller's contract.
-            unsafe { wgmma_m64n128!(@asm $instr, $tail, acc, desc_a, desc_b, scale_d, [1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63]) }
+            unsafe {
+                wgmma_m64n128!(@asm $instr, $tail, acc, desc_a, desc_b, scale_d,
+                    [1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63]
+                    $(, $op = const $val)*)
+            }
         }
     };
     (@asm $instr:literal, $tail:literal, $acc:ident, $a:ident, $b:ident, $s:ident,
-     [$($i:literal)*]) => {
+     [$($i:literal)*] $(, $op:ident = const $val:expr)*) => {
         asm!(concat!("{{ .reg .pred p;\n\tsetp.ne.b32 p, {s}, 0;\n\t", $instr, " {{{0}",
                      $(", {", $i, "}",)* "}}, {a}, {b}, p", $tail, ";\n\t}}"),
              inout(reg32) $acc[0], $(inout(reg32) $acc[$i],)*
              a = in(reg64) $a, b = in(reg64) $b, s = in(reg32) $s as u32,
+             $($op = const $val,)*
              options(nostack, preserves_flags))
     };
 }
 
 wgmma_m64n128!(
     /// `wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16`: k16 of bf16 (32 bytes of K).
-    mma_m64n128k16_bf16, "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16", ", 1, 1, 0, 0");
+    mma_m64n128k16_bf16, "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16", transposable);
 wgmma_m64n128!(
     /// `wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16`: k16 of f16 (32 bytes of K).
-    mma_m64n128k16_f16, "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16", ", 1, 1, 0, 0");
+    mma_m64n128k16_f16, "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16", transposable);
 wgmma_m64n128!(
     /// `wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32`: k8 of TF32 (32 bytes of K),
-    /// read from f32 in shared memory (the low 13 mantissa bits are ignored).
-    mma_m64n128k8_tf32, "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32", ", 1, 1");
+    /// read from f32 in shared memory (the low 13 mantissa bits are ignored); K-major
+    /// operands only.
+    mma_m64n128k8_tf32, "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32", k_major);

@@ -4,8 +4,10 @@
 //!
 //! Block tile 128×128, K advancing `wg::BK_BYTES` = 128 bytes per stage (64 16-bit or 32 f32
 //! elements) through a `wg::STAGES`-deep ring of shared-memory stages, each an A tile (128 rows
-//! of M) and a B tile (128 rows of N), both K-major in the 128-byte swizzle that TMA writes and
-//! wgmma reads. 384 threads in three warpgroups:
+//! of M) and a B tile (128 rows of N) in the 128-byte swizzle that TMA writes and wgmma reads:
+//! K-major (128 rows of 128 bytes of K), or, for 16-bit inputs, M/N-major (two 8 KiB atom
+//! columns of 64 rows of K × 64 elements of M or N). The const generics `A_MN` / `B_MN` of
+//! [`gemm`] choose ([`K_MAJOR`], [`MN_MAJOR`]). 384 threads in three warpgroups:
 //!
 //! - **warpgroup 0, producer**: `setmaxnreg.dec` to `wg::PRODUCER_REGS`; one lane of warp 0
 //!   (`elect.sync`) issues every TMA load, the rest of the warpgroup exits;
@@ -41,14 +43,14 @@
 //!   (a fresh barrier reads parity 1 as          wgmma.fence
 //!    complete: the first pass is free)          4 × wgmma (k-steps of 32 bytes), commit
 //! arrive.expect_tx(full[s], STAGE_BYTES)        wgmma.wait_group 1: the previous k-tile's
-//! TMA A (x = k0, y = m0) → full[s]                group is done, so lane 0 of each warp
-//! TMA B (x = k0, y = n0) → full[s]                arrives on empty[previous stage]
+//! TMA A → full[s] (1 box, or 2 if M-major)        group is done, so lane 0 of each warp
+//! TMA B → full[s] (1 box, or 2 if N-major)        arrives on empty[previous stage]
 //!                                             after the unit's k-tiles: wait_group 0 (even
 //!                                               if there were none), lane 0 of each warp
 //!                                               arrives on empty[last stage]; epilogue
 //! ```
 //!
-//! `full[s]` completes when its one arrival and the TMA's `STAGE_BYTES` of `complete_tx` are
+//! `full[s]` completes when its one arrival and the TMAs' `STAGE_BYTES` of `complete_tx` are
 //! in; `empty[s]` when all 8 consumer warps are done reading the stage. Keeping one wgmma group
 //! in flight (`wait_group 1`) overlaps a k-tile's tensor-core work with the wait for the next.
 //! The first wgmma of a unit has `scale_d` false (it overwrites the accumulators); a unit
@@ -56,9 +58,11 @@
 //!
 //! # Descriptors
 //! A stage's tiles start at 1024-byte aligned addresses (the dynamic shared base is aligned up,
-//! `wg::SMEM_BYTES` has the slack), so the 128-byte swizzle pattern is anchored and a k-step's
-//! descriptor is the tile's plus 32 bytes per step (`wgmma::desc_k_major_sw128`); consumer `g`'s
-//! A rows start `g · 64 · 128` bytes into the A tile.
+//! `wg::SMEM_BYTES` has the slack), so the 128-byte swizzle pattern is anchored. A K-major
+//! k-step's descriptor is the tile's plus 32 bytes per step (`wgmma::desc_k_major_sw128`); an
+//! M/N-major one the tile's plus 16 rows of K (2 KiB) per step, with the next 64 elements of
+//! M/N 8 KiB further (`wgmma::desc_mn_major_sw128`). Consumer `g`'s A starts 8 KiB·g into the
+//! A tile in both layouts ([`k_step_desc`]).
 //!
 //! # Epilogue
 //! Accumulator register `i` of a thread is element `i % 4` of the `mma.sync` C fragment of n8
@@ -74,13 +78,16 @@ use crate::arch::{
 use crate::elem::Elem;
 use crate::unroll::unroll;
 use kernel_abi::gemm::{GemmParams, RASTER_GROUP, div, raster, rem};
-use kernel_abi::gemm_wgmma::{WgmmaGemmParams, wg};
+use kernel_abi::gemm_wgmma::{TensorMap, WgmmaGemmParams, wg};
 use kernel_abi::{Bf16, F16};
 
 /// Consumer warps: the arrival count of the empty barriers.
 const CONSUMER_WARPS: u32 = 4 * wg::CONSUMERS;
 /// wgmma k-steps per stage.
 const K_STEPS: u32 = wg::BK_BYTES / wg::WGMMA_K_BYTES;
+/// Bytes of one M/N-major swizzle atom column: 64 16-bit elements of M or N (128 bytes) ×
+/// `BK` = 64 rows of K; also 64 K-major rows of 128 bytes.
+const MN_ATOM_BYTES: u32 = 64 * wg::BK_BYTES;
 
 // The code below is written for this geometry.
 const _: () = assert!(K_STEPS == 4, "the k-steps are unrolled 4 times");
@@ -92,16 +99,28 @@ const _: () =
     assert!(wg::BARRIERS_OFFSET.is_multiple_of(8) && wg::EPILOGUE_OFFSET.is_multiple_of(16));
 const _: () = assert!(wg::EPI_WARP_BYTES == 16 * STAGE_ROW_WORDS * 4);
 
+/// An operand's majorness, as a const generic of [`gemm`]: K-major (A row-major, B
+/// column-major).
+pub const K_MAJOR: bool = false;
+/// M/N-major (A column-major, B row-major; 16-bit inputs only).
+pub const MN_MAJOR: bool = true;
+
 /// One wgmma flavour: the element type of A and B and the instruction.
 pub trait WgmmaOp {
     /// Element type of A and B in memory (and in shared memory: TMA copies them as they are).
     type In: Elem;
 
-    /// One m64n128 wgmma of 32 bytes of K: `acc = A·B (+ acc if scale_d)`.
+    /// One m64n128 wgmma of 32 bytes of K: `acc = A·B (+ acc if scale_d)`, A M-major if
+    /// `A_MN`, B N-major if `B_MN`.
     ///
     /// # Safety
     /// As `arch::wgmma::mma_m64n128k16_bf16`. Minimum sm_90a.
-    unsafe fn mma(acc: &mut [f32; 64], desc_a: u64, desc_b: u64, scale_d: bool);
+    unsafe fn mma<const A_MN: bool, const B_MN: bool>(
+        acc: &mut [f32; 64],
+        desc_a: u64,
+        desc_b: u64,
+        scale_d: bool,
+    );
 }
 
 /// `wgmma.m64n128k16` with bf16 inputs.
@@ -114,25 +133,41 @@ pub struct Tf32Wg;
 impl WgmmaOp for Bf16Wg {
     type In = Bf16;
     #[inline(always)]
-    unsafe fn mma(acc: &mut [f32; 64], desc_a: u64, desc_b: u64, scale_d: bool) {
+    unsafe fn mma<const A_MN: bool, const B_MN: bool>(
+        acc: &mut [f32; 64],
+        desc_a: u64,
+        desc_b: u64,
+        scale_d: bool,
+    ) {
         // SAFETY: forwarded contract.
-        unsafe { wgmma::mma_m64n128k16_bf16(acc, desc_a, desc_b, scale_d) }
+        unsafe { wgmma::mma_m64n128k16_bf16::<A_MN, B_MN>(acc, desc_a, desc_b, scale_d) }
     }
 }
 
 impl WgmmaOp for F16Wg {
     type In = F16;
     #[inline(always)]
-    unsafe fn mma(acc: &mut [f32; 64], desc_a: u64, desc_b: u64, scale_d: bool) {
+    unsafe fn mma<const A_MN: bool, const B_MN: bool>(
+        acc: &mut [f32; 64],
+        desc_a: u64,
+        desc_b: u64,
+        scale_d: bool,
+    ) {
         // SAFETY: forwarded contract.
-        unsafe { wgmma::mma_m64n128k16_f16(acc, desc_a, desc_b, scale_d) }
+        unsafe { wgmma::mma_m64n128k16_f16::<A_MN, B_MN>(acc, desc_a, desc_b, scale_d) }
     }
 }
 
 impl WgmmaOp for Tf32Wg {
     type In = f32;
     #[inline(always)]
-    unsafe fn mma(acc: &mut [f32; 64], desc_a: u64, desc_b: u64, scale_d: bool) {
+    unsafe fn mma<const A_MN: bool, const B_MN: bool>(
+        acc: &mut [f32; 64],
+        desc_a: u64,
+        desc_b: u64,
+        scale_d: bool,
+    ) {
+        const { assert!(!A_MN && !B_MN, "wgmma reads TF32 operands K-major only") };
         // SAFETY: forwarded contract.
         unsafe { wgmma::mma_m64n128k8_tf32(acc, desc_a, desc_b, scale_d) }
     }
@@ -227,7 +262,9 @@ const fn bk<T: WgmmaOp>() -> u32 {
 /// `p.units` blocks and `wg::SMEM_BYTES` of dynamic shared memory, with tensor maps of A and B
 /// as `kernel_abi::gemm_wgmma` describes, on buffers it validated (batch 1).
 #[inline(always)]
-pub unsafe fn gemm<T: WgmmaOp, O: VecIo<8>>(p: WgmmaGemmParams<T::In, O>) {
+pub unsafe fn gemm<T: WgmmaOp, const A_MN: bool, const B_MN: bool, O: VecIo<8>>(
+    p: WgmmaGemmParams<T::In, O>,
+) {
     let tid = thread_idx_x();
     let warp = tid / 32;
     let smem = Smem { base: (smem::dynamic_smem_base() + 1023) & !1023 };
@@ -248,11 +285,11 @@ pub unsafe fn gemm<T: WgmmaOp, O: VecIo<8>>(p: WgmmaGemmParams<T::In, O>) {
         if warp < 4 {
             warpgroup::setmaxnreg_dec::<{ wg::PRODUCER_REGS }>();
             if warp == 0 && sync::elect_sync() {
-                produce::<T, O>(&p, smem);
+                produce::<T, A_MN, B_MN, O>(&p, smem);
             }
         } else {
             warpgroup::setmaxnreg_inc::<{ wg::CONSUMER_REGS }>();
-            consume::<T, O>(&p, smem, warp - 4);
+            consume::<T, A_MN, B_MN, O>(&p, smem, warp - 4);
         }
     }
 }
@@ -263,7 +300,10 @@ pub unsafe fn gemm<T: WgmmaOp, O: VecIo<8>>(p: WgmmaGemmParams<T::In, O>) {
 /// One thread of the block calls it, after the barriers' initialisation; the tensor maps are
 /// valid.
 #[inline(always)]
-unsafe fn produce<T: WgmmaOp, O: Copy>(p: &WgmmaGemmParams<T::In, O>, smem: Smem) {
+unsafe fn produce<T: WgmmaOp, const A_MN: bool, const B_MN: bool, O: Copy>(
+    p: &WgmmaGemmParams<T::In, O>,
+    smem: Smem,
+) {
     let bk = bk::<T>();
     let (tmap_a, tmap_b) = (p.tmap_a.as_ptr(), p.tmap_b.as_ptr());
     let mut ring = Ring::new();
@@ -272,20 +312,56 @@ unsafe fn produce<T: WgmmaOp, O: Copy>(p: &WgmmaGemmParams<T::In, O>, smem: Smem
         let unit = Unit::new(&p.gemm, u, bk);
         for kt in unit.kt0..unit.kt1 {
             let s = ring.stage;
-            let x = (kt * bk) as i32;
+            let k0 = kt * bk;
             // SAFETY: empty[s] completing phase `phase ^ 1` means every consumer warp released
             // the k-tile that last used stage s (or none did: the first pass), so its tiles may
-            // be overwritten; full[s] then expects exactly the two boxes' bytes, which the two
-            // loads complete on it. Destinations are 1024-aligned tiles of the box sizes.
+            // be overwritten; full[s] then expects exactly the tiles' bytes, which the loads
+            // complete on it. Destinations are 1024-aligned and sized for the boxes.
             unsafe {
                 mbarrier::wait(smem.empty(s), ring.phase ^ 1);
                 mbarrier::arrive_expect_tx(smem.full(s), wg::STAGE_BYTES);
-                tma::load_2d(smem.a_tile(s), tmap_a, x, unit.m0 as i32, smem.full(s));
-                tma::load_2d(smem.b_tile(s), tmap_b, x, unit.n0 as i32, smem.full(s));
+                load_tile::<A_MN>(smem.a_tile(s), tmap_a, (k0, unit.m0), smem.full(s));
+                load_tile::<B_MN>(smem.b_tile(s), tmap_b, (k0, unit.n0), smem.full(s));
             }
             ring.advance();
         }
         u += grid_dim_x();
+    }
+}
+
+/// Loads one 128-row × `BK_BYTES` tile (rows of M or N starting at `mn0`, K from `k0`) into
+/// `dst`: K-major, one box of 128 rows; M/N-major, two boxes of 64 elements of M/N × `BK` rows
+/// of K, 8 KiB apart (`MN_ATOM_BYTES`).
+///
+/// # Safety
+/// As `tma::load_2d` for each box: `dst` a 1024-aligned tile of `A_TILE_BYTES` (= B's), `map`
+/// the operand's tensor map in the majorness `MN`, `full` an mbarrier expecting the bytes.
+#[inline(always)]
+unsafe fn load_tile<const MN: bool>(
+    dst: u32,
+    map: *const TensorMap,
+    (k0, mn0): (u32, u32),
+    full: u32,
+) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        if MN {
+            tma::load_2d(dst, map, mn0 as i32, k0 as i32, full);
+            tma::load_2d(dst + MN_ATOM_BYTES, map, (mn0 + 64) as i32, k0 as i32, full);
+        } else {
+            tma::load_2d(dst, map, k0 as i32, mn0 as i32, full);
+        }
+    }
+}
+
+/// The descriptor of k-step `kk` (32 bytes of K) of the 64 or 128 rows of a tile starting at
+/// `rows` (a 1024-aligned address inside the tile; for M/N-major tiles an 8 KiB atom column).
+#[inline(always)]
+fn k_step_desc<const MN: bool>(rows: u32, kk: u32) -> u64 {
+    if MN {
+        wgmma::desc_mn_major_sw128(rows + 16 * 128 * kk, MN_ATOM_BYTES)
+    } else {
+        wgmma::desc_k_major_sw128(rows + wg::WGMMA_K_BYTES * kk)
     }
 }
 
@@ -295,11 +371,17 @@ unsafe fn produce<T: WgmmaOp, O: Copy>(p: &WgmmaGemmParams<T::In, O>, smem: Smem
 /// # Safety
 /// All 256 consumer threads call it together, after the barriers' initialisation.
 #[inline(always)]
-unsafe fn consume<T: WgmmaOp, O: VecIo<8>>(p: &WgmmaGemmParams<T::In, O>, smem: Smem, cwarp: u32) {
+unsafe fn consume<T: WgmmaOp, const A_MN: bool, const B_MN: bool, O: VecIo<8>>(
+    p: &WgmmaGemmParams<T::In, O>,
+    smem: Smem,
+    cwarp: u32,
+) {
     let bk = bk::<T>();
     let (group, warp_in_group) = (cwarp / 4, cwarp % 4);
     let lane = lane_id();
-    let a_rows = group * 64 * wg::BK_BYTES;
+    // Consumer g's 64 rows of A: 64 K-major rows of 128 bytes, or the g-th M atom column;
+    // both 8 KiB into the tile.
+    let a_rows = group * MN_ATOM_BYTES;
     let mut ring = Ring::new();
     let mut u = block_idx_x();
     while u < p.units {
@@ -321,11 +403,10 @@ unsafe fn consume<T: WgmmaOp, O: VecIo<8>>(p: &WgmmaGemmParams<T::In, O>, smem: 
                 mbarrier::wait(smem.full(s), ring.phase);
                 wgmma::fence();
                 unroll!(kk in 0..4 => {
-                    let offset = wg::WGMMA_K_BYTES * kk as u32;
-                    T::mma(
+                    T::mma::<A_MN, B_MN>(
                         &mut acc,
-                        wgmma::desc_k_major_sw128(a + offset),
-                        wgmma::desc_k_major_sw128(b + offset),
+                        k_step_desc::<A_MN>(a, kk as u32),
+                        k_step_desc::<B_MN>(b, kk as u32),
                         kk > 0 || kt > unit.kt0,
                     );
                 });

@@ -14,8 +14,9 @@
 //! [`GemmSpec::engine`] picks the instructions of the tensor-core variants: the `mma.sync`
 //! kernels above (any GPU, every layout and batch), or on a runtime that loaded the sm_90a
 //! module ([`Device::ptx_arch`]) the Hopper kernels (`kernel_abi::gemm_wgmma`: TMA loads,
-//! `wgmma`, a persistent warp-specialised grid) for the forward layout (A row-major, B
-//! column-major) with batch 1, K ≥ 1, and 16-byte aligned A, B and rows of A and B.
+//! `wgmma`, a persistent warp-specialised grid) in every layout for BF16 and FP16 and the
+//! forward layout (A row-major, B column-major) for TF32, with batch 1, K ≥ 1, and 16-byte
+//! aligned A, B and rows of A and B.
 //! [`GemmEngine::Auto`] (the default) takes the Hopper kernel where it applies and falls back to
 //! `mma.sync` elsewhere; FP32 always runs on the SIMT cores. See [`GemmSpec::engine_on`].
 
@@ -32,7 +33,7 @@ use kernel_abi::gemm::{
     SPLIT_REDUCE_THREADS, TF32_F32, bias_grad as bg, simt, tc,
 };
 use kernel_abi::gemm_wgmma::{
-    WGMMA_BF16_BF16, WGMMA_BF16_F32, WGMMA_F16_F16, WGMMA_F16_F32, WGMMA_TF32_F32, WgmmaKernel,
+    WGMMA_BF16_BF16, WGMMA_BF16_F32, WGMMA_F16_F16, WGMMA_F16_F32, WGMMA_TF32_F32, WgmmaKernels,
 };
 use kernel_abi::{DevicePtr, DevicePtrMut, Kernel};
 
@@ -280,8 +281,8 @@ impl GemmSpec {
     /// The engine [`gemm`] and [`gemm_split_k`] run this spec with on `dev`, for A and B at
     /// device addresses `a_addr` and `b_addr`: `MmaSync` or `Wgmma`, never `Auto`.
     ///
-    /// `Wgmma` applies when `dev` loaded the sm_90a module, the precision is TF32, BF16 or
-    /// FP16, A is row-major and B column-major, `batch == 1`, `K ≥ 1`, both addresses are
+    /// `Wgmma` applies when `dev` loaded the sm_90a module, the precision is BF16 or FP16
+    /// (any layouts) or TF32 (A row-major and B column-major), `batch == 1`, `K ≥ 1`, both addresses are
     /// 16-byte aligned and so are the rows (`lda · size` and `ldb · size` multiples of 16
     /// bytes). `Auto` resolves to `Wgmma` when it applies and to `MmaSync` otherwise; an
     /// explicit `Wgmma` that does not apply is an [`GpuError::InvalidArgument`] (argument
@@ -383,8 +384,8 @@ pub trait GemmTypes<O: GemmOutput>: DeviceElement {
     const PRECISIONS: &'static [Precision];
     /// The entry points of `precision`, if it takes these types.
     fn kernels(precision: Precision) -> Option<GemmKernels<Self::Abi, O::Abi>>;
-    /// The Hopper (`wgmma`) entry of `precision`, if it takes these types and has one.
-    fn wgmma_kernel(precision: Precision) -> Option<WgmmaKernel<Self::Abi, O::Abi>>;
+    /// The Hopper (`wgmma`) entries of `precision`, if it takes these types.
+    fn wgmma_kernels(precision: Precision) -> Option<WgmmaKernels<Self::Abi, O::Abi>>;
 }
 
 impl GemmTypes<f32> for f32 {
@@ -396,7 +397,7 @@ impl GemmTypes<f32> for f32 {
             _ => None,
         }
     }
-    fn wgmma_kernel(precision: Precision) -> Option<WgmmaKernel<f32, f32>> {
+    fn wgmma_kernels(precision: Precision) -> Option<WgmmaKernels<f32, f32>> {
         (precision == Precision::Tf32).then_some(WGMMA_TF32_F32)
     }
 }
@@ -410,9 +411,10 @@ macro_rules! half_gemm_types {
             ) -> Option<GemmKernels<<$in as DeviceElement>::Abi, <$in as DeviceElement>::Abi>> {
                 (precision == Precision::$precision).then_some($same)
             }
-            fn wgmma_kernel(
+            fn wgmma_kernels(
                 precision: Precision,
-            ) -> Option<WgmmaKernel<<$in as DeviceElement>::Abi, <$in as DeviceElement>::Abi>> {
+            ) -> Option<WgmmaKernels<<$in as DeviceElement>::Abi, <$in as DeviceElement>::Abi>>
+            {
                 (precision == Precision::$precision).then_some($wg_same)
             }
         }
@@ -424,9 +426,9 @@ macro_rules! half_gemm_types {
             ) -> Option<GemmKernels<<$in as DeviceElement>::Abi, f32>> {
                 (precision == Precision::$precision).then_some($wide)
             }
-            fn wgmma_kernel(
+            fn wgmma_kernels(
                 precision: Precision,
-            ) -> Option<WgmmaKernel<<$in as DeviceElement>::Abi, f32>> {
+            ) -> Option<WgmmaKernels<<$in as DeviceElement>::Abi, f32>> {
                 (precision == Precision::$precision).then_some($wg_wide)
             }
         }
@@ -652,12 +654,20 @@ fn launch<D: Device, I: GemmTypes<O>, O: GemmOutput>(
         k_tiles_per_split: steps_per_slice as u32,
     };
     if engine == GemmEngine::Wgmma {
-        let kernel = I::wgmma_kernel(spec.precision).ok_or_else(|| {
-            invalid("engine", format!("{:?} has no wgmma kernel", spec.precision))
-        })?;
+        let kernel = I::wgmma_kernels(spec.precision)
+            .and_then(|family| family.get(spec.a_layout, spec.b_layout))
+            .ok_or_else(|| {
+                invalid(
+                    "engine",
+                    format!(
+                        "{:?} has no wgmma kernel for A {:?}, B {:?}",
+                        spec.precision, spec.a_layout, spec.b_layout
+                    ),
+                )
+            })?;
         // SAFETY: as for the mma.sync launch below (same views, shape and workspace checks);
-        // `engine_on` established the wgmma preconditions (batch 1, K ≥ 1, the A row-major /
-        // B column-major layouts, 16-byte aligned operands and rows).
+        // `engine_on` established the wgmma preconditions (batch 1, K ≥ 1, layouts the
+        // precision's wgmma reads, 16-byte aligned operands and rows).
         unsafe { gemm_wgmma::launch(dev, spec, kernel, params) }?;
     } else {
         let (threads, smem) = match spec.precision {
@@ -1015,7 +1025,14 @@ mod tests {
             let batched =
                 GemmSpec { batch: 2, stride_a: 4096, stride_b: 4096, stride_c: 4096, ..fwd };
             let cases = [
-                ("gemm_bf16_rr_bf16", GemmSpec::linear_backward_input(64, 64, 64, Precision::Bf16)),
+                (
+                    "gemm_wgmma_bf16_rr_bf16",
+                    GemmSpec::linear_backward_input(64, 64, 64, Precision::Bf16),
+                ),
+                (
+                    "gemm_wgmma_bf16_cr_bf16",
+                    GemmSpec::linear_backward_weight(64, 64, 64, Precision::Bf16),
+                ),
                 ("gemm_bf16_rc_bf16", batched),
                 ("gemm_bf16_rc_bf16", GemmSpec { lda: 65, ..fwd }),
                 ("gemm_bf16_rc_bf16", GemmSpec { k: 0, ..fwd }),

@@ -33,9 +33,10 @@ pub(super) fn shape_reason(spec: &GemmSpec) -> Option<String> {
     if spec.precision == Precision::Fp32 {
         return Some("FP32 runs on the SIMT cores only (wgmma takes TF32, BF16 and FP16)".into());
     }
-    if (spec.a_layout, spec.b_layout) != (Layout::RowMajor, Layout::ColMajor) {
+    let k_major = (spec.a_layout, spec.b_layout) == (Layout::RowMajor, Layout::ColMajor);
+    if spec.precision == Precision::Tf32 && !k_major {
         return Some(format!(
-            "it needs A row-major and B column-major (K-major operands), not {:?} / {:?}",
+            "wgmma reads TF32 operands K-major only (A row-major, B column-major), not {:?} / {:?}",
             spec.a_layout, spec.b_layout
         ));
     }
@@ -89,22 +90,29 @@ pub(super) fn unsupported_reason(
     None
 }
 
-/// The tensor maps of A (K × M: rows of A, `lda` apart) and B (K × N: rows of the
-/// column-major B, `ldb` apart), boxes of [`BK_BYTES`] of K × [`BM`] / [`BN`] rows, 128-byte
-/// swizzle. `spec` must be one [`unsupported_reason`] accepts (not FP32).
+/// The tensor maps of A and B, 128-byte swizzle. A K-major operand (A row-major, B
+/// column-major) is described as rows (M or N, `ld` apart) of K elements, box [`BK_BYTES`] of
+/// K × [`BM`] / [`BN`] rows; an M/N-major one (A column-major, B row-major) as rows of K
+/// (`ld` apart) of M or N elements, box 64 elements (128 bytes) × `BK` rows, which the kernel
+/// loads twice per tile. `spec` must be one [`unsupported_reason`] accepts (not FP32).
 fn operand_maps(spec: &GemmSpec, a_addr: u64, b_addr: u64) -> Result<[TensorMapDesc; 2]> {
     let elem = operand_elem(spec.precision)
         .ok_or_else(|| invalid("engine", "FP32 has no wgmma kernel"))?;
     let esize = elem.size_bytes();
-    let desc = |addr: u64, rows: usize, ld: usize, box_rows: u32| TensorMapDesc {
+    let bk = BK_BYTES / esize;
+    // `mn`: M or N; `k_major`: whether K is the contiguous dimension.
+    let desc = |addr: u64, mn: usize, ld: usize, k_major: bool, box_rows: u32| TensorMapDesc {
         global_address: addr,
         elem,
-        dims: [spec.k as u64, rows as u64],
+        dims: if k_major { [spec.k as u64, mn as u64] } else { [mn as u64, spec.k as u64] },
         row_stride_bytes: ld as u64 * esize as u64,
-        box_dims: [BK_BYTES / esize, box_rows],
+        box_dims: if k_major { [bk, box_rows] } else { [BK_BYTES / esize, bk] },
         swizzle: TensorMapSwizzle::B128,
     };
-    Ok([desc(a_addr, spec.m, spec.lda, BM), desc(b_addr, spec.n, spec.ldb, BN)])
+    Ok([
+        desc(a_addr, spec.m, spec.lda, spec.a_layout == Layout::RowMajor, BM),
+        desc(b_addr, spec.n, spec.ldb, spec.b_layout == Layout::ColMajor, BN),
+    ])
 }
 
 /// Launches the first (or only) pass of a GEMM on the wgmma kernel: `params` as for the
@@ -152,7 +160,7 @@ pub(super) unsafe fn launch<D: Device, I: Copy + 'static, O: Copy + 'static>(
         units,
     };
     // SAFETY: the caller's contract covers `params.gemm`; the tensor maps describe exactly
-    // A (K × M, lda) and B (K × N, ldb), which the views cover, and live in `maps_buffer`
+    // A (M × K, lda) and B (K × N, ldb) in their layouts, which the views cover, and live in `maps_buffer`
     // until after the launch is issued; the grid, block and shared memory are those
     // `kernel_abi::gemm_wgmma` specifies.
     unsafe { dev.launch(kernel, config, params) }?;
@@ -182,13 +190,27 @@ mod tests {
     }
 
     #[test]
+    fn applies_to_every_layout_of_16_bit_gemms() {
+        for (a_layout, b_layout) in [
+            (Layout::RowMajor, Layout::RowMajor),
+            (Layout::ColMajor, Layout::RowMajor),
+            (Layout::ColMajor, Layout::ColMajor),
+        ] {
+            let s = GemmSpec { a_layout, b_layout, lda: 304, ldb: 304, ..forward(Precision::Bf16) };
+            assert_eq!(unsupported_reason(PtxArch::Sm90a, &s, 0x1000, 0x2000), None);
+        }
+    }
+
+    #[test]
     fn reasons_name_what_does_not_fit() {
         let why = |spec: &GemmSpec, a, b| unsupported_reason(PtxArch::Sm90a, spec, a, b).unwrap();
         let s = forward(Precision::Bf16);
         assert!(unsupported_reason(PtxArch::Sm80, &s, 0, 0).unwrap().contains("sm_80"));
         assert!(why(&forward(Precision::Fp32), 0, 0).contains("FP32"));
-        let nn = GemmSpec { b_layout: Layout::RowMajor, ldb: 200, ..s };
-        assert!(why(&nn, 0, 0).contains("column-major"));
+        let rr = GemmSpec { b_layout: Layout::RowMajor, ldb: 200, ..s };
+        assert_eq!(unsupported_reason(PtxArch::Sm90a, &rr, 0, 0), None);
+        let tf32_rr = GemmSpec { precision: Precision::Tf32, ..rr };
+        assert!(why(&tf32_rr, 0, 0).contains("TF32 operands K-major only"));
         assert!(why(&GemmSpec { batch: 2, ..s }, 0, 0).contains("batch"));
         assert!(why(&GemmSpec { k: 0, ..s }, 0, 0).contains("K is 0"));
         assert!(why(&s, 0x1008, 0).contains("A at 0x1008"));
@@ -201,13 +223,25 @@ mod tests {
     }
 
     #[test]
-    fn operand_maps_are_k_major_boxes_of_one_swizzle_row() {
+    fn operand_maps_follow_the_layouts_in_boxes_of_one_swizzle_row() {
         let s = GemmSpec { lda: 80, ldb: 96, ..forward(Precision::Bf16) };
         let [a, b] = operand_maps(&s, 0x1000, 0x2000).unwrap();
         assert_eq!((a.global_address, a.elem), (0x1000, TensorMapElem::Bf16));
         assert_eq!((a.dims, a.row_stride_bytes, a.box_dims), ([72, 300], 160, [64, 128]));
         assert_eq!((b.dims, b.row_stride_bytes, b.box_dims), ([72, 200], 192, [64, 128]));
         assert_eq!((a.swizzle, b.swizzle), (TensorMapSwizzle::B128, TensorMapSwizzle::B128));
+        assert!(a.validate().is_ok() && b.validate().is_ok());
+        // dW = dYᵀ·X (A column-major: K rows of M; B row-major: K rows of N).
+        let cr = GemmSpec {
+            a_layout: Layout::ColMajor,
+            b_layout: Layout::RowMajor,
+            lda: 304,
+            ldb: 208,
+            ..forward(Precision::Bf16)
+        };
+        let [a, b] = operand_maps(&cr, 0x1000, 0x2000).unwrap();
+        assert_eq!((a.dims, a.row_stride_bytes, a.box_dims), ([300, 72], 608, [64, 64]));
+        assert_eq!((b.dims, b.row_stride_bytes, b.box_dims), ([200, 72], 416, [64, 64]));
         assert!(a.validate().is_ok() && b.validate().is_ok());
         let [a, _] = operand_maps(&forward(Precision::Tf32), 0x1000, 0x2000).unwrap();
         assert_eq!((a.elem, a.row_stride_bytes, a.box_dims), (TensorMapElem::F32, 288, [32, 128]));
