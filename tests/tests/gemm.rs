@@ -418,7 +418,7 @@ fn check_unaligned_and_edges<D: Device, I: GemmTypes<O> + Element, O: GemmOutput
 
 /// The GPT-2 124M matmuls at B·T = 16384 (forward, input and weight gradients of qkv, attention
 /// projection, fc, fc projection and the 50304-wide classifier), checked on a sample of rows;
-/// weight gradients split K as `with_split_k_for` picks on a 132-SM GPU. On the simulator the
+/// weight gradients split K as `with_split_k_for` picks on a 132-SM GPU with the runtime's module. On the simulator the
 /// same 15 matmuls shrink to 256 tokens, 96 channels (768 / 8) and a 786-wide classifier
 /// (50304 / 64).
 fn check_gpt2_shapes<
@@ -436,7 +436,8 @@ fn check_gpt2_shapes<
         let specs = [
             GemmSpec::linear_forward(tokens, out_f, in_f, precision),
             GemmSpec::linear_backward_input(tokens, in_f, out_f, precision),
-            GemmSpec::linear_backward_weight(tokens, in_f, out_f, precision).with_split_k_for(132),
+            GemmSpec::linear_backward_weight(tokens, in_f, out_f, precision)
+                .with_split_k_for(132, dev.ptx_arch()),
         ];
         for s in specs {
             check_sampled::<D, I, O>(dev, &mut rng, &s);

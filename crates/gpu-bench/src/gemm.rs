@@ -110,7 +110,7 @@ pub fn run(args: &Args) -> Result<()> {
         for (precision, engine, mode, label) in VARIANTS {
             let mut spec = problem.spec;
             (spec.precision, spec.engine) = (precision, engine);
-            let spec = spec.with_split_k_for(info.multiprocessors as usize);
+            let spec = spec.with_split_k_for(info.multiprocessors as usize, gpu.ptx_arch());
             // Fresh allocations are 256-byte aligned: address 0 stands for them.
             if spec.engine_on(&gpu, 0, 0).is_err() {
                 continue;

@@ -493,7 +493,7 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
         let epilogue = Epilogue { bias: None, activation };
         gemm::gemm::<D, A, A>(self.dev, &spec, dout, dv(weight), dvm(dinp), epilogue)?;
         let spec = GemmSpec::linear_backward_weight(rows, in_features, out_features, precision)
-            .with_split_k_for(self.multiprocessors);
+            .with_split_k_for(self.multiprocessors, self.dev.ptx_arch());
         self.with_scratch(0, spec.workspace_len(), "split-K workspace", |_, workspace| {
             Ok(gemm::gemm_split_k::<D, A, f32>(
                 self.dev,

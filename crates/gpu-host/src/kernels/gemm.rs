@@ -24,6 +24,7 @@ use super::gemm_wgmma;
 use crate::device::{Device, LaunchConfig};
 use crate::element::DeviceElement;
 use crate::error::{GpuError, Result};
+use crate::ptx::PtxArch;
 use crate::view::{DeviceView, DeviceViewMut};
 use half::{bf16, f16};
 use kernel_abi::gemm::{
@@ -298,24 +299,42 @@ impl GemmSpec {
         }
     }
 
-    /// Picks `split_k` for a GPU with `multiprocessors` SMs: when the output tiles fill less
-    /// than half of the blocks the GPU runs at once (2 per SM), split K so that the slices fill
-    /// about one wave, keeping at least 8 K steps per slice (at most 16 slices). A heuristic,
-    /// not a tuner: it targets the GPT-2 weight gradients (768×768 output, K = B·T).
-    pub fn with_split_k_for(mut self, multiprocessors: usize) -> Self {
-        let (bm, bn) = match self.precision {
-            Precision::Fp32 => (simt::BM, simt::BN),
-            _ => (tc::BM, tc::BN),
+    /// Picks `split_k` for a GPU with `multiprocessors` SMs whose runtime loaded the `arch`
+    /// module, for the engine this spec will most likely run on there (what
+    /// [`GemmSpec::engine_on`] resolves to for aligned operands): when the output tiles fill
+    /// less than half of the blocks the GPU runs at once (2 per SM for `mma.sync` / SIMT, 1 per
+    /// SM for the persistent wgmma kernel), split K so that the slices fill about one wave,
+    /// keeping at least 8 K steps (of that engine) per slice and at most 16 slices. A
+    /// heuristic, not a tuner: it targets the GPT-2 weight gradients (768×768 output,
+    /// K = B·T).
+    pub fn with_split_k_for(mut self, multiprocessors: usize, arch: PtxArch) -> Self {
+        let engine = self.likely_engine(arch);
+        let (bm, bn, per_sm) = match (engine, self.precision) {
+            (GemmEngine::Wgmma, _) => (gemm_wgmma::BM, gemm_wgmma::BN, 1),
+            (_, Precision::Fp32) => (simt::BM, simt::BN, 2),
+            _ => (tc::BM, tc::BN, 2),
         };
         let tiles = self.m.div_ceil(bm as usize) * self.n.div_ceil(bn as usize) * self.batch;
-        let resident = 2 * multiprocessors;
-        let steps = self.k.div_ceil(self.block_k());
+        let resident = per_sm * multiprocessors;
+        let steps = self.k.div_ceil(self.block_k_for(engine));
         self.split_k = if tiles == 0 || 2 * tiles > resident {
             1
         } else {
             (resident / tiles).min(steps / 8).clamp(1, 16)
         };
         self
+    }
+
+    /// The engine [`GemmSpec::engine_on`] resolves to on a runtime with the `arch` module for
+    /// aligned operands.
+    fn likely_engine(&self, arch: PtxArch) -> GemmEngine {
+        match self.engine {
+            GemmEngine::Auto if gemm_wgmma::unsupported_reason(arch, self, 0, 0).is_none() => {
+                GemmEngine::Wgmma
+            }
+            GemmEngine::Auto => GemmEngine::MmaSync,
+            engine => engine,
+        }
     }
 }
 
@@ -875,14 +894,19 @@ mod tests {
     #[test]
     fn split_heuristic_targets_small_outputs_with_long_k() {
         let dw = |out, inp| GemmSpec::linear_backward_weight(16384, inp, out, Precision::Bf16);
-        assert_eq!(dw(768, 768).with_split_k_for(132).split_k, 7);
-        assert_eq!(dw(2304, 768).with_split_k_for(132).split_k, 2);
-        assert_eq!(dw(3072, 768).with_split_k_for(132).split_k, 1);
+        let a100 = |s: GemmSpec| s.with_split_k_for(108, PtxArch::Sm80).split_k;
+        let h100 = |s: GemmSpec| s.with_split_k_for(132, PtxArch::Sm90a).split_k;
+        // mma.sync, 2 blocks per SM: 216 resident blocks over 36, 108 and 144 tiles.
+        assert_eq!((a100(dw(768, 768)), a100(dw(2304, 768)), a100(dw(3072, 768))), (6, 2, 1));
+        // wgmma, 1 persistent block per SM: 132 over 36 tiles; 108 already fill most SMs.
+        assert_eq!((h100(dw(768, 768)), h100(dw(2304, 768))), (3, 1));
+        let forced_mma = GemmSpec { engine: GemmEngine::MmaSync, ..dw(768, 768) };
+        assert_eq!(h100(forced_mma), 7);
         let fwd = GemmSpec::linear_forward(16384, 768, 768, Precision::Bf16);
-        assert_eq!(fwd.with_split_k_for(132).split_k, 1);
+        assert_eq!((a100(fwd), h100(fwd)), (1, 1));
         let short =
             GemmSpec::new(128, 128, 64, Layout::RowMajor, Layout::RowMajor, Precision::Fp32);
-        assert_eq!(short.with_split_k_for(132).split_k, 1);
+        assert_eq!(a100(short), 1);
     }
 
     #[test]
@@ -926,7 +950,6 @@ mod tests {
         use super::*;
         use crate::device::DeviceBuffer;
         use crate::mock::{Launched, MockDevice};
-        use crate::ptx::PtxArch;
         use kernel_abi::gemm_wgmma::{TensorMap, WgmmaGemmParams, wg};
         use kernel_abi::{Bf16, F16};
 
