@@ -1,6 +1,7 @@
 //! Command-line interface of the `trainer` binary.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use gpu_host::kernels::gemm::GemmEngine;
 use std::path::PathBuf;
 use trainer::backend::ops::AttentionKind;
 use trainer::backend::{DeviceChoice, Precision};
@@ -111,6 +112,30 @@ impl From<AttentionArg> for AttentionKind {
     }
 }
 
+/// `--gemm-engine`.
+#[derive(Clone, Copy, Debug, Default, ValueEnum)]
+pub enum GemmEngineArg {
+    /// The Hopper `wgmma` kernels where they apply (an H100/H200: TF32 forward GEMMs, BF16
+    /// and FP16 in every layout), the portable `mma.sync` kernels elsewhere.
+    #[default]
+    Auto,
+    /// The portable `mma.sync` kernels everywhere (e.g. to compare with, or to rule out, the
+    /// Hopper kernels).
+    MmaSync,
+    /// The Hopper kernels for every tensor-core GEMM; an error where they cannot run.
+    Wgmma,
+}
+
+impl From<GemmEngineArg> for GemmEngine {
+    fn from(e: GemmEngineArg) -> Self {
+        match e {
+            GemmEngineArg::Auto => GemmEngine::Auto,
+            GemmEngineArg::MmaSync => GemmEngine::MmaSync,
+            GemmEngineArg::Wgmma => GemmEngine::Wgmma,
+        }
+    }
+}
+
 /// Where and how the kernels run: shared by `train`, `sample` and `bench`.
 #[derive(Args, Debug, Clone, Copy)]
 pub struct KernelArgs {
@@ -128,6 +153,9 @@ pub struct KernelArgs {
     /// and layernorms (the unfused rung of the speed ladder).
     #[arg(long)]
     pub no_fuse: bool,
+    /// Tensor-core GEMM kernels (the FP32 rung always runs the SIMT kernel).
+    #[arg(long, value_enum, default_value_t = GemmEngineArg::Auto)]
+    pub gemm_engine: GemmEngineArg,
 }
 
 /// `--model`: the named sizes (V 50,257 padded to 50,304, maxT 1,024, 64 channels per head).
@@ -448,6 +476,9 @@ pub struct LadderArgs {
     /// Backend: cuda for the real ladder; sim (or cpu, fp32 rung only) to check the machinery.
     #[arg(long, value_enum, default_value_t = Device::Auto)]
     pub device: Device,
+    /// Tensor-core GEMM kernels of our rungs.
+    #[arg(long, value_enum, default_value_t = GemmEngineArg::Auto)]
+    pub gemm_engine: GemmEngineArg,
     /// Model [default: d12 on a GPU, tiny elsewhere].
     #[arg(long, value_enum)]
     pub model: Option<LadderModelArg>,

@@ -10,7 +10,7 @@ use cli::{
 };
 use std::process::ExitCode;
 use trainer::backend::ops::AttentionKind;
-use trainer::backend::{Backend, BackendJob, DeviceChoice, Precision, ResolvedDevice};
+use trainer::backend::{Backend, BackendJob, Compute, DeviceChoice, Precision, ResolvedDevice};
 use trainer::checkpoint::{ModelDtype, read_model, resolve_model_file, write_model};
 use trainer::data::{
     DataGlobs, ShardingOptions, Tokenizer, ensure_shakespeare, is_prepared, prepare_shakespeare,
@@ -62,11 +62,12 @@ fn fresh_config(args: &TrainArgs) -> Gpt2Config {
     config
 }
 
-/// The device `args` selects, opened, and the precision to run in there.
-fn resolve_device(args: &KernelArgs) -> Result<(ResolvedDevice, Precision)> {
+/// The device `args` selects, opened, and the precision and GEMM engine to run with there.
+fn resolve_device(args: &KernelArgs) -> Result<(ResolvedDevice, Compute)> {
     let device = DeviceChoice::from(args.device).resolve()?;
     let fastest = if device.is_cpu() { Precision::Fp32 } else { Precision::Bf16 };
-    Ok((device, args.precision.map_or(fastest, Precision::from)))
+    let precision = args.precision.map_or(fastest, Precision::from);
+    Ok((device, Compute { precision, gemm_engine: args.gemm_engine.into() }))
 }
 
 /// The model options `args` select for a model of `config` in `precision`.
@@ -86,7 +87,7 @@ impl BackendJob for TrainJob<'_> {
 }
 
 fn train(args: TrainArgs) -> Result<()> {
-    let (device, precision) = resolve_device(&args.kernels)?;
+    let (device, compute) = resolve_device(&args.kernels)?;
     let (train_data, val_data) = match &args.train_data {
         Some(pattern) => (pattern.clone(), args.val_data.clone()),
         None => {
@@ -131,7 +132,7 @@ fn train(args: TrainArgs) -> Result<()> {
         attention: args.kernels.attention.map(AttentionKind::from),
         fuse: !args.kernels.no_fuse,
     };
-    let report = device.run(precision, TrainJob(&opts))?;
+    let report = device.run(compute, TrainJob(&opts))?;
     let val = report.final_val_loss.map(|v| format!(", val loss {v:.4}")).unwrap_or_default();
     log(&format!("done: final train loss {:.4}{val}", report.final_loss));
     if let Some(path) = &report.last_checkpoint {
@@ -160,7 +161,7 @@ impl BackendJob for SampleJob<'_> {
 }
 
 fn sample(args: SampleArgs) -> Result<()> {
-    let (device, precision) = resolve_device(&args.kernels)?;
+    let (device, compute) = resolve_device(&args.kernels)?;
     let path = resolve_model_file(&args.checkpoint)?;
     let ckpt = read_model(&path)?;
     let tokenizer = Tokenizer::new();
@@ -171,9 +172,9 @@ fn sample(args: SampleArgs) -> Result<()> {
         top_k: args.top_k,
         seed: args.seed,
     };
-    let options = model_options(&args.kernels, &ckpt.config, precision);
+    let options = model_options(&args.kernels, &ckpt.config, compute.precision);
     let job = SampleJob { ckpt: &ckpt, options, prompt: &prompt, opts: &opts };
-    let generated = device.run(precision, job)?;
+    let generated = device.run(compute, job)?;
     println!("{}{}", args.prompt, tokenizer.decode(&generated));
     Ok(())
 }
@@ -261,21 +262,20 @@ impl BackendJob for BenchJob<'_> {
 }
 
 fn bench(args: BenchArgs) -> Result<()> {
-    let (device, precision) = resolve_device(&args.kernels)?;
+    let (device, compute) = resolve_device(&args.kernels)?;
     for model in &args.model {
         let mut config = Gpt2Config::from_size(ModelSize::from(*model));
         if let Some(vp) = args.padded_vocab {
             config.padded_vocab_size = vp;
         }
-        let options = model_options(&args.kernels, &config, precision);
+        let options = model_options(&args.kernels, &config, compute.precision);
         let run = trainer::bench::BenchRun {
             b: args.batch_size,
             t: args.seq_len,
             warmup: args.warmup,
             steps: args.steps,
         };
-        let (result, backend) =
-            device.run(precision, BenchJob { config: &config, options, run })?;
+        let (result, backend) = device.run(compute, BenchJob { config: &config, options, run })?;
         log(&format!(
             "{:<4} {} B={} T={} on {backend}, {} attention{}: {:.1} ms/step, {:.0} tokens/s (median of {} steps after {} warm-up)",
             format!("{model:?}").to_lowercase(),
@@ -373,6 +373,7 @@ fn ladder_options(args: &LadderArgs, gpu: bool) -> Result<trainer::ladder::Ladde
         data,
         work_dir: ladder::default_work_dir(),
         torch,
+        gemm_engine: args.gemm_engine.into(),
     })
 }
 

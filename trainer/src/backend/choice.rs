@@ -1,7 +1,8 @@
 //! `--device` and `--precision`: which backend runs, in which arithmetic.
 
-use super::{Backend, CpuBackend, CudaAct, CudaBackend};
+use super::{Backend, CpuBackend, CudaAct, CudaBackend, CudaOptions};
 use crate::error::{Error, Result};
+use gpu_host::kernels::gemm::GemmEngine;
 use gpu_host::{Device, Gpu, GpuError};
 use half::{bf16, f16};
 use ptx_sim::Simulator;
@@ -38,53 +39,67 @@ pub enum ResolvedDevice {
     Sim(Simulator),
 }
 
+/// What the backend computes with: the precision and which GEMM kernels run it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Compute {
+    /// The arithmetic.
+    pub precision: Precision,
+    /// The tensor-core GEMM kernels (`--gemm-engine`): `Auto` takes the Hopper `wgmma`
+    /// kernels where they apply, `MmaSync` the portable ones everywhere; the CPU ignores it.
+    pub gemm_engine: GemmEngine,
+}
+
+impl From<Precision> for Compute {
+    /// `precision` with the default (`Auto`) GEMM engine.
+    fn from(precision: Precision) -> Self {
+        Self { precision, gemm_engine: GemmEngine::Auto }
+    }
+}
+
 impl ResolvedDevice {
     /// Whether this is the CPU.
     pub fn is_cpu(&self) -> bool {
         matches!(self, Self::Cpu)
     }
 
-    /// Builds the backend of this device in `precision` and runs `job` on it. The CPU runs
-    /// fp32 only.
-    pub fn run<J: BackendJob>(&self, precision: Precision, job: J) -> Result<J::Output> {
+    /// Builds the backend of this device for `compute` (a [`Precision`] alone: the default
+    /// GEMM engine) and runs `job` on it. The CPU runs fp32 only.
+    pub fn run<J: BackendJob>(&self, compute: impl Into<Compute>, job: J) -> Result<J::Output> {
+        let compute = compute.into();
         match self {
-            Self::Cpu if precision == Precision::Fp32 => job.run(&CpuBackend),
+            Self::Cpu if compute.precision == Precision::Fp32 => job.run(&CpuBackend),
             Self::Cpu => Err(Error::invalid(format!(
                 "the CPU backend computes in fp32 only; --precision {} needs --device cuda (or sim)",
-                precision.name()
+                compute.precision.name()
             ))),
             Self::Cuda(gpu) => {
                 let info = gpu.info();
-                let sms = info.multiprocessors as usize;
-                run_on(gpu, precision, sms, Some(info.name.clone()), job)
+                let options = CudaOptions {
+                    compute,
+                    multiprocessors: info.multiprocessors as usize,
+                    gpu_name: Some(info.name.clone()),
+                };
+                run_on(gpu, options, job)
             }
-            Self::Sim(sim) => run_on(sim, precision, 1, None, job),
+            Self::Sim(sim) => {
+                run_on(sim, CudaOptions { compute, multiprocessors: 1, gpu_name: None }, job)
+            }
         }
     }
 }
 
-fn run_on<D: Device, J: BackendJob>(
-    dev: &D,
-    precision: Precision,
-    multiprocessors: usize,
-    gpu_name: Option<String>,
-    job: J,
-) -> Result<J::Output> {
+fn run_on<D: Device, J: BackendJob>(dev: &D, options: CudaOptions, job: J) -> Result<J::Output> {
     fn with<D: Device, A: CudaAct, J: BackendJob>(
         dev: &D,
-        precision: Precision,
-        multiprocessors: usize,
-        gpu_name: Option<String>,
+        options: CudaOptions,
         job: J,
     ) -> Result<J::Output> {
-        job.run(&CudaBackend::<D, A>::new(dev, precision, multiprocessors, gpu_name)?)
+        job.run(&CudaBackend::<D, A>::new(dev, options)?)
     }
-    match precision {
-        Precision::Fp32 | Precision::Tf32 => {
-            with::<D, f32, J>(dev, precision, multiprocessors, gpu_name, job)
-        }
-        Precision::Bf16 => with::<D, bf16, J>(dev, precision, multiprocessors, gpu_name, job),
-        Precision::Fp16 => with::<D, f16, J>(dev, precision, multiprocessors, gpu_name, job),
+    match options.compute.precision {
+        Precision::Fp32 | Precision::Tf32 => with::<D, f32, J>(dev, options, job),
+        Precision::Bf16 => with::<D, bf16, J>(dev, options, job),
+        Precision::Fp16 => with::<D, f16, J>(dev, options, job),
     }
 }
 

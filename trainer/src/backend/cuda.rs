@@ -11,8 +11,8 @@ use super::ops::{
     ParamGrads, ResidualLayerNormForward, WorkingRounding,
 };
 use super::{
-    ActElement, ActMut, ActView, ArenaTensor, Backend, Element, F32View, GradNorm, Precision,
-    Storage, TokenShape, View, ViewMut,
+    ActElement, ActMut, ActView, ArenaTensor, Backend, Compute, Element, F32View, GradNorm,
+    Precision, Storage, TokenShape, View, ViewMut,
 };
 use crate::error::{Error, Result};
 use gpu_host::kernels::adamw::{self, AdamWBuffers, AdamWTable, AdamWTensor};
@@ -22,7 +22,8 @@ use gpu_host::kernels::elementwise;
 use gpu_host::kernels::encoder::{self, Tokens};
 use gpu_host::kernels::flash::{self, FlashBackward, FlashForward};
 use gpu_host::kernels::gemm::{
-    self, BiasGradElement, Epilogue, GemmOutput, GemmSpec, GemmTypes, Precision as GemmPrecision,
+    self, BiasGradElement, Epilogue, GemmEngine, GemmOutput, GemmSpec, GemmTypes,
+    Precision as GemmPrecision,
 };
 use gpu_host::kernels::layernorm::{self, LayerNormStats};
 use gpu_host::kernels::{gelu, norm};
@@ -184,10 +185,22 @@ struct Scratch<D: Device, A: DeviceElement> {
     norm_out: D::Buffer<f32>,
 }
 
+/// How a [`CudaBackend`] is set up.
+#[derive(Clone, Debug)]
+pub struct CudaOptions {
+    /// Precision (which must take the backend's activation type) and GEMM engine.
+    pub compute: Compute,
+    /// SMs of the GPU, for the split-K heuristic of small-output GEMMs.
+    pub multiprocessors: usize,
+    /// The driver's name of a real GPU: selects the peak of the MFU.
+    pub gpu_name: Option<String>,
+}
+
 /// The CUDA backend on runtime `D` with activations of type `A`.
 pub struct CudaBackend<'d, D: Device, A: CudaAct> {
     dev: &'d D,
     precision: Precision,
+    gemm_engine: GemmEngine,
     multiprocessors: usize,
     gpu_name: Option<String>,
     scratch: RefCell<Scratch<D, A>>,
@@ -224,15 +237,10 @@ impl From<GpuError> for Error {
 }
 
 impl<'d, D: Device, A: CudaAct> CudaBackend<'d, D, A> {
-    /// A backend on `dev` whose matmuls run in `precision` (which must take `A`), splitting
-    /// K of small-output GEMMs for a GPU of `multiprocessors` SMs; `gpu_name` (the driver's
-    /// name of a real GPU) selects the peak of the MFU.
-    pub fn new(
-        dev: &'d D,
-        precision: Precision,
-        multiprocessors: usize,
-        gpu_name: Option<String>,
-    ) -> Result<Self> {
+    /// A backend on `dev` set up by `options`.
+    pub fn new(dev: &'d D, options: CudaOptions) -> Result<Self> {
+        let CudaOptions { compute: Compute { precision, gemm_engine }, multiprocessors, gpu_name } =
+            options;
         if !<A as CudaAct>::PRECISIONS.contains(&precision) {
             return Err(Error::invalid(format!(
                 "precision {} does not compute on {} activations",
@@ -251,6 +259,7 @@ impl<'d, D: Device, A: CudaAct> CudaBackend<'d, D, A> {
         Ok(Self {
             dev,
             precision,
+            gemm_engine,
             multiprocessors: multiprocessors.max(1),
             gpu_name,
             scratch: RefCell::new(scratch),
@@ -260,6 +269,11 @@ impl<'d, D: Device, A: CudaAct> CudaBackend<'d, D, A> {
 
     fn gemm_precision(&self) -> GemmPrecision {
         self.precision.gemm()
+    }
+
+    /// `spec` on the backend's GEMM engine.
+    fn on_engine(&self, spec: GemmSpec) -> GemmSpec {
+        GemmSpec { engine: self.gemm_engine, ..spec }
     }
 
     /// Runs `f` with `act_len` elements of `A` and `f32_len` of f32 scratch.
@@ -330,8 +344,13 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
             Precision::Bf16 => "bf16 tensor-core matmuls",
             Precision::Fp16 => "fp16 tensor-core matmuls",
         };
+        let engine = match (self.precision, self.gemm_engine) {
+            (Precision::Fp32, _) | (_, GemmEngine::Auto) => "",
+            (_, GemmEngine::MmaSync) => " on mma.sync only",
+            (_, GemmEngine::Wgmma) => " on wgmma only",
+        };
         format!(
-            "{}, {} ({} activations, {matmuls})",
+            "{}, {} ({} activations, {matmuls}{engine})",
             self.dev.describe(),
             self.precision.name(),
             <A as DeviceElement>::NAME
@@ -467,8 +486,12 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
 
     fn matmul_forward(&self, args: MatmulForward<'_, Self>, shape: Linear) -> Result<()> {
         let MatmulForward { out, inp, weight, bias, activation } = args;
-        let spec =
-            GemmSpec::linear_forward(shape.rows, shape.out, shape.inp, self.gemm_precision());
+        let spec = self.on_engine(GemmSpec::linear_forward(
+            shape.rows,
+            shape.out,
+            shape.inp,
+            self.gemm_precision(),
+        ));
         let activation = match activation {
             super::ops::Activation::None => gemm::Activation::None,
             super::ops::Activation::Gelu { pre_act } => {
@@ -485,14 +508,20 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
         let Linear { rows, inp: in_features, out: out_features } = shape;
         let precision = self.gemm_precision();
         let dout = dv(dout);
-        let spec = GemmSpec::linear_backward_input(rows, in_features, out_features, precision);
+        let spec = self.on_engine(GemmSpec::linear_backward_input(
+            rows,
+            in_features,
+            out_features,
+            precision,
+        ));
         let activation = match gelu_pre_act {
             Some(pre_act) => gemm::Activation::DGelu { pre_act: dv(pre_act) },
             None => gemm::Activation::None,
         };
         let epilogue = Epilogue { bias: None, activation };
         gemm::gemm::<D, A, A>(self.dev, &spec, dout, dv(weight), dvm(dinp), epilogue)?;
-        let spec = GemmSpec::linear_backward_weight(rows, in_features, out_features, precision)
+        let spec = self
+            .on_engine(GemmSpec::linear_backward_weight(rows, in_features, out_features, precision))
             .with_split_k_for(self.multiprocessors, self.dev.ptx_arch());
         self.with_scratch(0, spec.workspace_len(), "split-K workspace", |_, workspace| {
             Ok(gemm::gemm_split_k::<D, A, f32>(

@@ -18,11 +18,11 @@ mod cuda;
 pub mod ops;
 mod view;
 
-pub use choice::{BackendJob, DeviceChoice, Precision, ResolvedDevice};
+pub use choice::{BackendJob, Compute, DeviceChoice, Precision, ResolvedDevice};
 pub use cpu::CpuBackend;
 pub use cpu_ref::GradNorm;
 pub use cpu_ref::adamw::ArenaTensor;
-pub use cuda::{CudaAct, CudaBackend};
+pub use cuda::{CudaAct, CudaBackend, CudaOptions};
 pub use gpu_host::kernels::encoder::TokenShape;
 pub use view::{Storage, View, ViewMut};
 

@@ -16,7 +16,7 @@ pub use report::{ReportMeta, chart, loss_tolerance, markdown};
 pub use rungs::{RUNGS, Rung, rung};
 pub use torch::{TorchMode, TorchRun};
 
-use crate::backend::{Backend, BackendJob, ResolvedDevice};
+use crate::backend::{Backend, BackendJob, Compute, ResolvedDevice};
 use crate::bench::{BenchRun, TimedSteps, timed_steps};
 use crate::checkpoint::{ModelDtype, write_model};
 use crate::data::{DataLoader, write_shard};
@@ -26,6 +26,7 @@ use crate::model::{Gpt2, Gpt2Config, ModelOptions, ParamKind, Params, gpt2_init}
 use crate::optim::AdamWConfig;
 use crate::rng;
 use crate::train::{BatchShape, Session};
+use gpu_host::kernels::gemm::GemmEngine;
 use rand::RngExt;
 use std::path::{Path, PathBuf};
 
@@ -57,6 +58,8 @@ pub struct LadderOptions {
     pub work_dir: PathBuf,
     /// Whether to run the PyTorch side, and its script.
     pub torch: TorchMode,
+    /// Our tensor-core GEMM kernels (`--gemm-engine`; `Auto`: wgmma on Hopper).
+    pub gemm_engine: GemmEngine,
 }
 
 /// Our side of one rung.
@@ -151,7 +154,8 @@ pub fn run(
             if rung.padded_vocab { (config, params.clone()) } else { unpadded(&config, &params) };
         data.reset()?;
         let job = RungJob { rung, options, config, params: &params, data: &mut data };
-        let ours = device.run(rung.precision, job).map_err(|e| e.to_string());
+        let compute = Compute { precision: rung.precision, gemm_engine: options.gemm_engine };
+        let ours = device.run(compute, job).map_err(|e| e.to_string());
         match &ours {
             Ok(run) => log(&format!(
                 "ours  {:6} {:9.0} tokens/s, {:8.1} ms/step{}; losses {}",

@@ -4,6 +4,7 @@
 use super::{Ladder, Rung, RungResult};
 use crate::backend::Precision;
 use crate::error::Result;
+use gpu_host::kernels::gemm::GemmEngine;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::fmt::Write;
@@ -116,8 +117,16 @@ pub fn markdown(ladder: &Ladder, meta: &ReportMeta<'_>) -> String {
          i); a step is timed on the wall clock from its first launch to a synchronisation \
          after its loss is read back; tokens/s = B·T / median timed step. PyTorch runs in the \
          same process tree right after ours, with the same checkpoint, batches and optimizer, \
-         timed the same way (`torch.cuda.synchronize()` around each step).",
-        meta.command, o.warmup, o.steps
+         timed the same way (`torch.cuda.synchronize()` around each step). Our tensor-core \
+         GEMMs: {}.",
+        meta.command,
+        o.warmup,
+        o.steps,
+        match o.gemm_engine {
+            GemmEngine::Auto => "the Hopper wgmma kernels where they apply, mma.sync elsewhere",
+            GemmEngine::MmaSync => "mma.sync only (`--gemm-engine mma-sync`)",
+            GemmEngine::Wgmma => "wgmma only (`--gemm-engine wgmma`)",
+        }
     );
     let flops = ladder.flops_per_token();
     let _ = writeln!(

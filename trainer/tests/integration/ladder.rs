@@ -3,6 +3,7 @@
 //! CLI checks its arguments. (The timings are meaningless here; a GPU run measures them.)
 
 use crate::common::{arg, trainer, trainer_ok};
+use gpu_host::kernels::gemm::GemmEngine;
 use ptx_sim::Simulator;
 use trainer::backend::ResolvedDevice;
 use trainer::ladder::{self, LadderOptions, ReportMeta, TorchMode};
@@ -37,6 +38,7 @@ fn options(work_dir: std::path::PathBuf) -> LadderOptions {
         data: None,
         work_dir,
         torch: TorchMode::Off,
+        gemm_engine: GemmEngine::Auto,
     }
 }
 

@@ -6,9 +6,10 @@
 
 use crate::common::{Files, FixedBatch, arg, metrics, one_step_grads, plain_adamw, tokens};
 use crate::common::{random_params, trainer_ok};
+use gpu_host::kernels::gemm::GemmEngine;
 use ptx_sim::Simulator;
 use trainer::backend::ops::AttentionKind;
-use trainer::backend::{Backend, BackendJob, Precision, ResolvedDevice};
+use trainer::backend::{Backend, BackendJob, Compute, Precision, ResolvedDevice};
 use trainer::loss_scale::{LossScaleConfig, LossScaler};
 use trainer::model::{Gpt2, Gpt2Config, ModelOptions, Params};
 use trainer::train::{BatchShape, Session, StepOutput};
@@ -96,6 +97,23 @@ fn fp32_gradients_match_the_cpu_tensor_by_tensor() {
             );
         }
     }
+}
+
+/// `--gemm-engine` reaches every GEMM: on the simulator's sm_80 module `MmaSync` runs the
+/// kernels `Auto` runs there (the same losses and norms, bit for bit), and `Wgmma`, which that
+/// module lacks, fails naming why.
+#[test]
+fn gemm_engine_choice_reaches_the_gemms() {
+    let on = |gemm_engine| Compute { precision: Precision::Bf16, gemm_engine };
+    let job = || TrainJob { options: ModelOptions::default(), steps: 1 };
+    let bits = |steps: Vec<StepOutput>| -> Vec<(u32, u32)> {
+        steps.iter().map(|s| (s.loss.to_bits(), s.grad_norm.to_bits())).collect()
+    };
+    let auto = bits(sim().run(on(GemmEngine::Auto), job()).unwrap());
+    let mma = bits(sim().run(on(GemmEngine::MmaSync), job()).unwrap());
+    assert_eq!(auto, mma);
+    let err = sim().run(on(GemmEngine::Wgmma), job()).unwrap_err().to_string();
+    assert!(err.contains("wgmma kernel cannot run") && err.contains("sm_80"), "{err}");
 }
 
 /// Every precision and attention path trains: three steps of two micro-batches each, losses
@@ -265,11 +283,11 @@ fn cli_trains_on_the_simulator() {
 #[test]
 fn out_of_memory_names_the_buffer_and_advises_a_smaller_batch() {
     use ptx_sim::SimOptions;
-    use trainer::backend::CudaBackend;
+    use trainer::backend::{CudaBackend, CudaOptions};
     let options = SimOptions { memory_limit: Some(4 << 20), ..SimOptions::default() };
     let sim = Simulator::new().expect("cargo xtask build-ptx has run").with_options(options);
-    let backend =
-        CudaBackend::<Simulator, half::bf16>::new(&sim, Precision::Bf16, 1, None).unwrap();
+    let setup = CudaOptions { compute: Precision::Bf16.into(), multiprocessors: 1, gpu_name: None };
+    let backend = CudaBackend::<Simulator, half::bf16>::new(&sim, setup).unwrap();
     let model = Gpt2::new(&backend, config(), &params(), ModelOptions::default()).unwrap();
     let shape = BatchShape { b: 64, t: T, grad_accum_steps: 1 };
     let err = match Session::new(&backend, model, plain_adamw(), shape) {

@@ -19,6 +19,10 @@
 #   ladder    the speed ladder against PyTorch (`trainer ladder`), writing
 #             bench/ladder-<gpu>.md and its chart; $LADDER_RUNGS (e.g. "fp32,tf32") runs a part
 #
+# $GEMM_ENGINE (auto, mma-sync or wgmma; default auto) is passed to every `trainer` run of the
+# bench, train and ladder stages as --gemm-engine: mma-sync takes the Hopper wgmma GEMMs out of
+# the trainer (to measure it without them, or to go on when they fail on hardware).
+#
 # Each step runs under its own time limit (seconds; override with e.g. TIMEOUT_BENCH=900):
 # TIMEOUT_INFO, TIMEOUT_TESTS (per test binary), TIMEOUT_SANITIZE (per tool and binary),
 # TIMEOUT_BENCH (per benchmark), TIMEOUT_TRAIN (per precision), TIMEOUT_LADDER. Logs go to
@@ -191,6 +195,7 @@ stage_bench() {
                 step bench "trainer $precision" "${TIMEOUT_BENCH:-540}" \
                     "$out/logs/bench-trainer-$precision.log" headline_none \
                     "$work/bin/trainer" bench --device cuda --precision "$precision" \
+                    --gemm-engine "${GEMM_ENGINE:-auto}" \
                     --model d12 --batch-size 16 --seq-len 1024 --warmup 3 --steps 10
             done
             continue
@@ -241,6 +246,7 @@ stage_train() {
         step train "trainer train $precision" "${TIMEOUT_TRAIN:-420}" \
             "$out/logs/train-$precision.log" headline_train \
             "$work/bin/trainer" train --device cuda --precision "$precision" --model d12 \
+            --gemm-engine "${GEMM_ENGINE:-auto}" \
             --batch-size 16 --seq-len 1024 --steps "${TRAIN_STEPS:-200}" --lr 6e-4 \
             --warmup-steps 20 --val-every 50 --val-batches 5 --data-dir "$data_dir" \
             --metrics-jsonl "$out/train/$precision.jsonl"
@@ -257,6 +263,7 @@ stage_ladder() {
     step ladder "trainer ladder${LADDER_RUNGS:+ $LADDER_RUNGS}" "${TIMEOUT_LADDER:-570}" \
         "$out/logs/ladder.log" headline_ladder \
         "$work/bin/trainer" ladder --device cuda --data "$data_dir/train_000000.bin" \
+        --gemm-engine "${GEMM_ENGINE:-auto}" \
         --torch-script "$here/bench/ladder_torch.py" ${LADDER_RUNGS:+--rungs "$LADDER_RUNGS"}
     popd >/dev/null || exit 2
 }
