@@ -16,71 +16,14 @@
 //! against a CPU product, so the simulator's layout model is tested here on every machine and
 //! against the hardware when a Hopper GPU is present.
 
-use std::sync::Arc;
-
-use cudarc::driver::{CudaModule, LaunchConfig as CudaLaunchConfig, PushKernelArg};
-use cudarc::nvrtc::Ptx;
 use gpu_host::{
-    Device, DeviceBuffer, Gpu, LaunchConfig, PtxArch, TensorMapDesc, TensorMapElem,
-    TensorMapSwizzle,
+    Device, DeviceBuffer, LaunchConfig, PtxArch, TensorMapDesc, TensorMapElem, TensorMapSwizzle,
 };
 use half::{bf16, f16};
 use integration_tests::{TestRng, gpu};
-use ptx_sim::Simulator;
 
 use super::Outputs;
-
-/// A runtime with the hand-written module loaded: its device (buffers, tensor maps) and a
-/// launcher taking 64-bit parameters.
-trait Rig {
-    type Dev: Device;
-    fn dev(&self) -> &Self::Dev;
-    fn launch(&self, entry: &'static str, config: LaunchConfig, params: &[u64]);
-}
-
-struct SimRig(Simulator);
-
-impl Rig for SimRig {
-    type Dev = Simulator;
-    fn dev(&self) -> &Simulator {
-        &self.0
-    }
-    fn launch(&self, entry: &'static str, config: LaunchConfig, params: &[u64]) {
-        let bytes: Vec<u8> = params.iter().flat_map(|p| p.to_le_bytes()).collect();
-        if let Err(e) = self.0.launch_bytes(entry, config, &bytes) {
-            panic!("{entry} on the simulator: {e}");
-        }
-    }
-}
-
-struct GpuRig {
-    gpu: &'static Gpu,
-    module: Arc<CudaModule>,
-}
-
-impl Rig for GpuRig {
-    type Dev = Gpu;
-    fn dev(&self) -> &Gpu {
-        self.gpu
-    }
-    fn launch(&self, entry: &'static str, config: LaunchConfig, params: &[u64]) {
-        let function = self.module.load_function(entry).expect("entry of the Hopper module");
-        let stream = self.gpu.stream();
-        let mut launch = stream.launch_builder(&function);
-        for p in params {
-            launch.arg(p);
-        }
-        let cfg = CudaLaunchConfig {
-            grid_dim: config.grid,
-            block_dim: config.block,
-            shared_mem_bytes: config.shared_mem_bytes,
-        };
-        // SAFETY: every pointer parameter is a live buffer of the size the entry indexes
-        // (see `tma_outputs`, `mma_outputs` and `sync_probe`).
-        unsafe { launch.launch(cfg) }.unwrap_or_else(|e| panic!("{entry} on the GPU: {e}"));
-        stream.synchronize().unwrap_or_else(|e| panic!("{entry} on the GPU: {e}"));
-    }
-}
+use super::rig::{GpuRig, Rig, SimRig};
 
 /// Rounds the dynamic shared base up to 1024 bytes into `%r1` (the launches add 1024 bytes).
 const ALIGN_SMEM: &str =
@@ -155,29 +98,9 @@ const TENSOR_ROWS: u64 = 77;
 const TENSOR_ROW_BYTES: u64 = 200;
 const TENSOR_STRIDE: u64 = 256;
 
-fn elem_bytes(elem: TensorMapElem) -> u64 {
-    match elem {
-        TensorMapElem::F32 => 4,
-        _ => 2,
-    }
-}
-
-fn swizzle_name(s: TensorMapSwizzle) -> &'static str {
-    match s {
-        TensorMapSwizzle::None => "none",
-        TensorMapSwizzle::B32 => "32B",
-        TensorMapSwizzle::B64 => "64B",
-        TensorMapSwizzle::B128 => "128B",
-    }
-}
-
+/// Bytes of a swizzle's span (0 without one).
 fn swizzle_bytes(s: TensorMapSwizzle) -> u64 {
-    match s {
-        TensorMapSwizzle::None => 0,
-        TensorMapSwizzle::B32 => 32,
-        TensorMapSwizzle::B64 => 64,
-        TensorMapSwizzle::B128 => 128,
-    }
+    s.span_bytes().map_or(0, u64::from)
 }
 
 /// `tma_box(out, map, x, y, bytes)`: thread 0 loads the box at (x, y) with `bytes` expected
@@ -213,7 +136,7 @@ fn tma_outputs<R: Rig>(rig: &R, seed: u64) -> Outputs<u8> {
     let tensor = dev.upload(&rng.bytes((TENSOR_ROWS * TENSOR_STRIDE) as usize)).unwrap();
     let mut out = Vec::new();
     for case in BOXES {
-        let esize = elem_bytes(case.elem);
+        let esize = case.elem.size_bytes() as u64;
         let desc = TensorMapDesc {
             global_address: tensor.view().addr(),
             elem: case.elem,
@@ -239,13 +162,8 @@ fn tma_outputs<R: Rig>(rig: &R, seed: u64) -> Outputs<u8> {
         };
         rig.launch("tma_box", config, &params);
         let name = format!(
-            "tma {:?} swizzle {} box {}x{} at ({}, {})",
-            case.elem,
-            swizzle_name(case.swizzle),
-            case.box_dims[0],
-            case.box_dims[1],
-            case.at[0],
-            case.at[1]
+            "tma {:?} swizzle {:?} box {}x{} at ({}, {})",
+            case.elem, case.swizzle, case.box_dims[0], case.box_dims[1], case.at[0], case.at[1]
         );
         out.push((name, dev.download(image.view()).unwrap()));
     }
@@ -383,20 +301,17 @@ fn panels(kind: Kind, layout: Layout, tile: u64) -> Vec<(u64, u64)> {
 fn mma_entry(case: &MmaCase) -> String {
     let kind = case.kind;
     let mut loads = String::new();
-    let mut tx = 0;
     for (map, layout, tile) in [("%rd1", case.a, 0u64), ("%rd4", case.b, B_TILE as u64)] {
         for (offset, x) in panels(kind, layout, tile) {
             loads += &format!(
                 "\tadd.u32 %r5, %r1, {offset};\n\tmov.u32 %r6, {x};\n\
                  \t{TMA_COPY} [%r5], [{map}, {{%r6, %r4}}], [%r3];\n"
             );
-            tx += 64
-                * panel_bytes(match layout {
-                    Layout::Smem { swizzle, .. } => swizzle,
-                    Layout::Registers => unreachable!(),
-                });
         }
     }
+    // Every tile in shared memory is 64 rows × 128 bytes, whatever its panels.
+    let tx =
+        [case.a, case.b].iter().filter(|l| matches!(l, Layout::Smem { .. })).count() * 64 * 128;
     let acc: Vec<String> = (0..32).map(|i| format!("%f{i}")).collect();
     let acc = acc.join(", ");
     let c_loads: String =
@@ -696,7 +611,7 @@ fn worst_relative(got: &[f32], want: &[f64], scale: &[f64]) -> f64 {
 /// the PTX ISA.
 #[test]
 fn hopper_instructions_run_on_the_simulator() {
-    let rig = SimRig(Simulator::from_ptx(&hopper_ptx()).expect("the Hopper module parses"));
+    let rig = SimRig::load(&hopper_ptx());
     rig.0.check_kernels().expect("the simulator implements every instruction of the module");
     let seed = TestRng::new().seed();
     assert_eq!(tma_outputs(&rig, seed).len(), BOXES.len());
@@ -726,12 +641,7 @@ fn hopper_instructions_agree() {
         return;
     }
     let ptx = hopper_ptx();
-    let module =
-        gpu.context().load_module(Ptx::from_src(ptx.clone())).expect("the Hopper module loads");
-    let (on_gpu, on_sim) = (
-        GpuRig { gpu, module },
-        SimRig(Simulator::from_ptx(&ptx).expect("the Hopper module parses")),
-    );
+    let (on_gpu, on_sim) = (GpuRig::load(gpu, &ptx), SimRig::load(&ptx));
     let seed = TestRng::new().seed();
     let mut failures = Vec::new();
     for ((name, g), (_, s)) in tma_outputs(&on_gpu, seed).iter().zip(&tma_outputs(&on_sim, seed)) {

@@ -11,8 +11,6 @@
 //! "zoo", a hand-written PTX kernel applying ~75 instructions to special and random operands,
 //! loaded on the GPU through cudarc.
 
-use cudarc::driver::{LaunchConfig as CudaLaunchConfig, PushKernelArg};
-use cudarc::nvrtc::Ptx;
 use gpu_host::kernels::adamw::{
     AdamWBuffers, AdamWHyper, AdamWTable, AdamWTensor, WorkingRounding, adamw,
 };
@@ -31,6 +29,9 @@ use integration_tests::{TestRng, gpu, sim};
 use ptx_sim::Simulator;
 
 mod hopper;
+mod rig;
+
+use rig::{GpuRig, Rig, SimRig};
 
 /// Operand patterns that exercise every special case the kernels can meet.
 const SPECIALS: &[u32] = &[
@@ -554,39 +555,20 @@ fn zoo_inputs(seed: u64) -> Vec<u32> {
     (0..ZOO_THREADS).flat_map(|t| [a[t], b[t], c[t].to_bits()]).collect()
 }
 
-fn zoo_on_sim(input: &[u32]) -> Vec<u32> {
-    let sim = Simulator::from_ptx(&zoo_ptx()).expect("zoo PTX parses");
-    let din = sim.upload(input).unwrap();
-    let mut out = sim.alloc::<u32>(ZOO_THREADS * ZOO.len()).unwrap();
-    let mut params = out.view_mut().addr().to_le_bytes().to_vec();
-    params.extend_from_slice(&din.view().addr().to_le_bytes());
-    sim.launch_bytes("zoo", LaunchConfig::linear((ZOO_THREADS / 256) as u32, 256), &params)
-        .unwrap();
-    sim.download(out.view()).unwrap()
-}
-
-fn zoo_on_gpu(gpu: &Gpu, input: &[u32]) -> Vec<u32> {
-    let module = gpu.context().load_module(Ptx::from_src(zoo_ptx())).expect("the zoo PTX loads");
-    let function = module.load_function("zoo").expect("zoo entry");
-    let stream = gpu.stream();
-    let din = stream.clone_htod(input).unwrap();
-    let mut out = stream.alloc_zeros::<u32>(ZOO_THREADS * ZOO.len()).unwrap();
-    let mut launch = stream.launch_builder(&function);
-    launch.arg(&mut out).arg(&din);
-    let cfg = CudaLaunchConfig {
-        grid_dim: ((ZOO_THREADS / 256) as u32, 1, 1),
-        block_dim: (256, 1, 1),
-        shared_mem_bytes: 0,
-    };
-    // SAFETY: `out` and `din` have the sizes the zoo kernel indexes for ZOO_THREADS threads.
-    unsafe { launch.launch(cfg) }.expect("zoo launch");
-    stream.clone_dtoh(&out).unwrap()
+/// The zoo's results on `rig` (loaded with [`zoo_ptx`]) for `input`.
+fn zoo_outputs<R: Rig>(rig: &R, input: &[u32]) -> Vec<u32> {
+    let dev = rig.dev();
+    let din = dev.upload(input).unwrap();
+    let out = dev.alloc::<u32>(ZOO_THREADS * ZOO.len()).unwrap();
+    let config = LaunchConfig::linear((ZOO_THREADS / 256) as u32, 256);
+    rig.launch("zoo", config, &[out.view().addr(), din.view().addr()]);
+    dev.download(out.view()).unwrap()
 }
 
 /// The zoo always runs on the simulator (every op decodes and executes without a fault).
 #[test]
 fn instruction_zoo_runs_on_the_simulator() {
-    let out = zoo_on_sim(&zoo_inputs(TestRng::new().seed()));
+    let out = zoo_outputs(&SimRig::load(&zoo_ptx()), &zoo_inputs(TestRng::new().seed()));
     assert_eq!(out.len(), ZOO_THREADS * ZOO.len());
 }
 
@@ -595,7 +577,10 @@ fn instruction_zoo_agrees() {
     let Some((gpu, _)) = both() else { return };
     let seed = TestRng::new().seed();
     let input = zoo_inputs(seed);
-    let (g, s) = (zoo_on_gpu(gpu, &input), zoo_on_sim(&input));
+    let (g, s) = (
+        zoo_outputs(&GpuRig::load(gpu, &zoo_ptx()), &input),
+        zoo_outputs(&SimRig::load(&zoo_ptx()), &input),
+    );
     let mut failures = Vec::new();
     for (j, (op, check)) in ZOO.iter().enumerate() {
         let mut worst = 0f64;
