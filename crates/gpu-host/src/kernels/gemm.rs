@@ -289,7 +289,12 @@ impl GemmSpec {
     /// explicit `Wgmma` that does not apply is an [`GpuError::InvalidArgument`] (argument
     /// `engine`) giving the first reason; `MmaSync` stays `MmaSync`.
     pub fn engine_on<D: Device>(&self, dev: &D, a_addr: u64, b_addr: u64) -> Result<GemmEngine> {
-        let why_not = gemm_wgmma::unsupported_reason(dev.ptx_arch(), self, a_addr, b_addr);
+        self.engine_for_arch(dev.ptx_arch(), a_addr, b_addr)
+    }
+
+    /// [`GemmSpec::engine_on`] a runtime that loaded the `arch` module.
+    fn engine_for_arch(&self, arch: PtxArch, a_addr: u64, b_addr: u64) -> Result<GemmEngine> {
+        let why_not = gemm_wgmma::unsupported_reason(arch, self, a_addr, b_addr);
         match (self.engine, why_not) {
             (GemmEngine::MmaSync, _) | (GemmEngine::Auto, Some(_)) => Ok(GemmEngine::MmaSync),
             (GemmEngine::Auto | GemmEngine::Wgmma, None) => Ok(GemmEngine::Wgmma),
@@ -326,15 +331,9 @@ impl GemmSpec {
     }
 
     /// The engine [`GemmSpec::engine_on`] resolves to on a runtime with the `arch` module for
-    /// aligned operands.
+    /// aligned operands (a forced engine that cannot run stays itself; the launch reports it).
     fn likely_engine(&self, arch: PtxArch) -> GemmEngine {
-        match self.engine {
-            GemmEngine::Auto if gemm_wgmma::unsupported_reason(arch, self, 0, 0).is_none() => {
-                GemmEngine::Wgmma
-            }
-            GemmEngine::Auto => GemmEngine::MmaSync,
-            engine => engine,
-        }
+        self.engine_for_arch(arch, 0, 0).unwrap_or(self.engine)
     }
 }
 
