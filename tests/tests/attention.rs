@@ -331,8 +331,16 @@ fn max_abs(x: &[f32]) -> f64 {
 }
 
 fn check_forward<T: AttentionElement + Element>(dev: &impl Device, precision: Precision) {
+    check_forward_shapes::<T>(dev, precision, &shapes(dev));
+}
+
+fn check_forward_shapes<T: AttentionElement + Element>(
+    dev: &impl Device,
+    precision: Precision,
+    shapes: &[AttentionShape],
+) {
     let mut rng = TestRng::new();
-    for s in shapes(dev) {
+    for &s in shapes {
         let what = format!("attention_forward {precision:?} {s:?}");
         let qkv = values::<T>(&mut rng, s.qkv_len(), -1.0, 1.0);
         let (mut want_out, mut want_att) = (vec![0.0; s.out_len()], vec![0.0; s.att_len()]);
@@ -359,8 +367,16 @@ fn check_forward<T: AttentionElement + Element>(dev: &impl Device, precision: Pr
 }
 
 fn check_backward<T: AttentionElement + Element>(dev: &impl Device, precision: Precision) {
+    check_backward_shapes::<T>(dev, precision, &shapes(dev));
+}
+
+fn check_backward_shapes<T: AttentionElement + Element>(
+    dev: &impl Device,
+    precision: Precision,
+    shapes: &[AttentionShape],
+) {
     let mut rng = TestRng::new();
-    for s in shapes(dev) {
+    for &s in shapes {
         let what = format!("attention_backward {precision:?} {s:?}");
         let qkv = values::<T>(&mut rng, s.qkv_len(), -1.0, 1.0);
         let dout = values::<T>(&mut rng, s.out_len(), -1.0, 1.0);
@@ -427,6 +443,22 @@ fn check_backward_bf16(dev: &impl Device) {
 }
 fn check_backward_fp16(dev: &impl Device) {
     check_backward::<f16>(dev, Precision::Fp16);
+}
+
+/// The whole path on the sm_90a module, where `Auto` runs the batched head GEMMs on the wgmma
+/// kernel wherever their rows are 16-byte aligned (every one at T = 72, head size 64; only
+/// the head-size-K ones at T = 130): BF16 and FP16, forward and backward.
+#[test]
+fn attention_on_the_hopper_module() {
+    let dev = integration_tests::hopper_sim();
+    let shapes = [
+        AttentionShape { b: 2, t: 72, c: 128, nh: 2 },
+        AttentionShape { b: 1, t: 130, c: 128, nh: 2 },
+    ];
+    check_forward_shapes::<bf16>(dev, Precision::Bf16, &shapes);
+    check_backward_shapes::<bf16>(dev, Precision::Bf16, &shapes);
+    check_forward_shapes::<f16>(dev, Precision::Fp16, &shapes);
+    check_backward_shapes::<f16>(dev, Precision::Fp16, &shapes);
 }
 
 /// Asserts `result` is an `InvalidArgument` of `op` naming `arg`.

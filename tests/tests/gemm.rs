@@ -661,10 +661,11 @@ kernel_tests! {
 }
 
 /// The Hopper `wgmma` kernel (forced): partial tiles in M, N and K, alpha/beta, every
-/// epilogue, split-K, several units per block of the persistent grid, in the forward layout
-/// (A row-major, B column-major: K-major operands) and, for BF16 and FP16, the other three
-/// (M/N-major A or B): the backward GEMMs `dX = dY·W` with GELU backward (rr), `dW += dYᵀ·X`
-/// (cr, beta 1) and cc. On a GPU `Auto` already picks it for these cases on Hopper; the
+/// epilogue, split-K, several units per block of the persistent grid, batches with gaps
+/// between them, in the forward layout (A row-major, B column-major: K-major operands) and,
+/// for BF16 and FP16, the other three (M/N-major A or B): the backward GEMMs `dX = dY·W` with
+/// GELU backward (rr), `dW += dYᵀ·X` (cr, beta 1) and cc, and the batched attention product
+/// `P·V` (rr) split over K. On a GPU `Auto` already picks it for these cases on Hopper; the
 /// simulator runs the sm_90a module.
 fn check_wgmma<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
     dev: &D,
@@ -689,6 +690,9 @@ fn check_wgmma<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
     let mut split = wgmma(Case::new(70, 90, 700, rc, precision));
     split.spec.split_k = 3;
     run::<D, I, O>(dev, &mut rng, &split);
+    let mut batched = batches(wgmma(Case::new(70, 136, 100, rc, precision)), 3);
+    (batched.bias, batched.spec.beta) = (true, 0.5);
+    run::<D, I, O>(dev, &mut rng, &batched);
     if precision == Precision::Tf32 {
         return;
     }
@@ -705,6 +709,19 @@ fn check_wgmma<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
     let mut split_cr = wgmma(Case::new(90, 70, 700, (c, r), precision));
     split_cr.spec.split_k = 3;
     run::<D, I, O>(dev, &mut rng, &split_cr);
+    let mut values = batches(wgmma(Case::new(100, 64, 200, (r, r), precision)), 2);
+    values.spec.split_k = 2;
+    run::<D, I, O>(dev, &mut rng, &values);
+}
+
+/// `case` as `batch` batches, each matrix followed by a gap that keeps the next one 16-byte
+/// aligned.
+fn batches(mut case: Case, batch: usize) -> Case {
+    let gap = |len: usize| len.next_multiple_of(8) + 16;
+    let s = &mut case.spec;
+    (s.stride_a, s.stride_b, s.stride_c) = (gap(s.a_len()), gap(s.b_len()), gap(s.c_len()));
+    s.batch = batch;
+    case
 }
 
 macro_rules! wgmma_tests {

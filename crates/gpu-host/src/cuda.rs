@@ -256,20 +256,23 @@ impl Device for Gpu {
             TensorMapSwizzle::B64 => CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_64B,
             TensorMapSwizzle::B128 => CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
         };
-        let global_dim: [u64; 2] = desc.dims;
-        // Rank 2: one stride, of dimension 1 (dimension 0 is contiguous).
-        let global_strides: [u64; 1] = [desc.row_stride_bytes];
-        let box_dim: [u32; 2] = desc.box_dims;
-        let element_strides: [u32; 2] = [1, 1];
+        // Dimension 0 is contiguous: the strides are those of dimensions 1 (and 2). A rank-3
+        // box takes one matrix.
+        let layers = desc.layers.map_or((1, 0), |l| (l.count, l.stride_bytes));
+        let global_dim: [u64; 3] = [desc.dims[0], desc.dims[1], layers.0];
+        let global_strides: [u64; 2] = [desc.row_stride_bytes, layers.1];
+        let box_dim: [u32; 3] = [desc.box_dims[0], desc.box_dims[1], 1];
+        let element_strides: [u32; 3] = [1, 1, 1];
         let mut map = CUtensorMap { opaque: [0; 16] };
         self.ctx.bind_to_thread().during(OP)?;
-        // SAFETY: `map` is a writable CUtensorMap; the arrays have the rank's lengths (2, 1, 2,
-        // 2) and outlive the call; the address is only encoded, not dereferenced.
+        // SAFETY: `map` is a writable CUtensorMap; the arrays hold at least the rank's lengths
+        // (rank, rank - 1, rank, rank) and outlive the call; the address is only encoded, not
+        // dereferenced.
         let result = unsafe {
             cudarc::driver::sys::cuTensorMapEncodeTiled(
                 &mut map,
                 data_type,
-                2,
+                desc.rank(),
                 desc.global_address as *mut std::ffi::c_void,
                 global_dim.as_ptr(),
                 global_strides.as_ptr(),

@@ -1,5 +1,5 @@
-//! TMA tensor maps: the host-side description of a 2-D tensor in global memory and of the box
-//! one `cp.async.bulk.tensor` copies, which a runtime encodes into a [`TensorMap`]
+//! TMA tensor maps: the host-side description of a 2-D tensor (or a batch of them) in global
+//! memory and of the box one `cp.async.bulk.tensor` copies, which a runtime encodes into a [`TensorMap`]
 //! ([`crate::Device::tensor_map`]: `cuTensorMapEncodeTiled` on a GPU, the simulator's own
 //! encoding on the simulator).
 
@@ -64,10 +64,21 @@ impl TensorMapSwizzle {
     }
 }
 
-/// A rank-2 tiled tensor map: `dims[1]` rows of `dims[0]` elements, `row_stride_bytes` apart,
-/// starting at `global_address`, read in boxes of `box_dims[1]` rows × `box_dims[0]` elements.
-/// Element strides are 1, there is no interleave, and elements outside the tensor read as
-/// zero.
+/// The third (outermost) dimension of a rank-3 tensor map: `count` matrices `stride_bytes`
+/// apart, of which a box takes one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TensorMapLayers {
+    /// Number of matrices (the extent of dimension 2).
+    pub count: u64,
+    /// Bytes between consecutive matrices.
+    pub stride_bytes: u64,
+}
+
+/// A tiled tensor map: `dims[1]` rows of `dims[0]` elements, `row_stride_bytes` apart,
+/// starting at `global_address`, read in boxes of `box_dims[1]` rows × `box_dims[0]` elements;
+/// with `layers`, a rank-3 map of that many such matrices, one per box (a load names the
+/// matrix as its third coordinate). Element strides are 1, there is no interleave, and
+/// elements outside the tensor read as zero.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct TensorMapDesc {
     /// Device address of element (0, 0).
@@ -82,6 +93,8 @@ pub struct TensorMapDesc {
     pub box_dims: [u32; 2],
     /// Shared-memory swizzle of the box.
     pub swizzle: TensorMapSwizzle,
+    /// The matrices of a rank-3 map, or `None` for rank 2.
+    pub layers: Option<TensorMapLayers>,
 }
 
 /// Largest extent of a dimension (`cuTensorMapEncodeTiled`: `globalDim[i] <= 2^32`).
@@ -94,12 +107,20 @@ pub const MAX_BOX_DIM: u32 = 256;
 const OP: &str = "tensor_map";
 
 impl TensorMapDesc {
-    /// Checks the rules `cuTensorMapEncodeTiled` documents for this (rank 2, no interleave)
-    /// form, so that a GPU and the simulator reject the same descriptors:
-    /// `global_address` 16-byte aligned; `dims` in 1..=2^32; `row_stride_bytes` a multiple of
-    /// 16, below 2^40 and at least one row (`dims[0]` elements); `box_dims` in 1..=256, with
-    /// `box_dims[0]` elements a multiple of 16 bytes and, when swizzled, at most the swizzle
-    /// span. Errors are [`GpuError::InvalidArgument`] (op `tensor_map`) naming the field.
+    /// The tensor's rank: 2, or 3 with [`TensorMapDesc::layers`].
+    pub fn rank(&self) -> u32 {
+        if self.layers.is_some() { 3 } else { 2 }
+    }
+
+    /// Checks the rules `cuTensorMapEncodeTiled` documents for this (rank 2 or 3, no
+    /// interleave) form, so that a GPU and the simulator reject the same descriptors:
+    /// `global_address` 16-byte aligned; `dims` and the layer count in 1..=2^32;
+    /// `row_stride_bytes` a multiple of 16, below 2^40 and at least one row (`dims[0]`
+    /// elements); the layer stride likewise, and at least one matrix (`dims[1]` rows; the
+    /// driver's documented form, where each stride includes the one before); `box_dims` in
+    /// 1..=256, with `box_dims[0]` elements a multiple of 16 bytes and, when swizzled, at most
+    /// the swizzle span. Errors are [`GpuError::InvalidArgument`] (op `tensor_map`) naming the
+    /// field.
     pub fn validate(&self) -> Result<()> {
         let bad = |arg, reason: String| Err(GpuError::invalid(OP, arg, reason));
         if !self.global_address.is_multiple_of(16) {
@@ -129,6 +150,29 @@ impl TensorMapDesc {
                     self.dims[0]
                 ),
             );
+        }
+        if let Some(layers) = self.layers {
+            let matrix = self.dims[1].saturating_mul(stride);
+            let layer_stride = layers.stride_bytes;
+            if layers.count == 0 || layers.count > MAX_DIM {
+                return bad("layers", format!("count {} must be in 1..=2^32", layers.count));
+            }
+            if !layer_stride.is_multiple_of(16) || layer_stride >= STRIDE_LIMIT {
+                return bad(
+                    "layers",
+                    format!("stride {layer_stride} must be a multiple of 16 and below 2^40"),
+                );
+            }
+            if layer_stride < matrix {
+                return bad(
+                    "layers",
+                    format!(
+                        "stride {layer_stride} is shorter than a matrix ({} rows of {stride} \
+                         bytes)",
+                        self.dims[1]
+                    ),
+                );
+            }
         }
         for dim in self.box_dims {
             if dim == 0 || dim > MAX_BOX_DIM {
@@ -171,6 +215,7 @@ mod tests {
             row_stride_bytes: 768 * 2,
             box_dims: [64, 128],
             swizzle: TensorMapSwizzle::B128,
+            layers: None,
         }
     }
 
@@ -223,6 +268,26 @@ mod tests {
         assert!(fits.validate().is_ok());
         let err = TensorMapDesc { swizzle: TensorMapSwizzle::B32, ..d }.validate().unwrap_err();
         assert!(err.to_string().contains("32-byte swizzle span"), "{err}");
+    }
+
+    #[test]
+    fn layers_make_a_rank_3_map_of_whole_matrices() {
+        let matrix = 1000 * 768 * 2;
+        let with = |count, stride_bytes| TensorMapDesc {
+            layers: Some(TensorMapLayers { count, stride_bytes }),
+            ..desc()
+        };
+        assert_eq!((desc().rank(), with(12, matrix).rank()), (2, 3));
+        assert!(with(12, matrix).validate().is_ok());
+        assert!(with(1, matrix + 4096).validate().is_ok());
+        assert!(with(1 << 32, matrix).validate().is_ok());
+        assert_eq!(rejected(with(0, matrix)), "layers");
+        assert_eq!(rejected(with((1 << 32) + 1, matrix)), "layers");
+        assert_eq!(rejected(with(2, matrix + 8)), "layers");
+        assert_eq!(rejected(with(2, 1 << 40)), "layers");
+        // Matrices may not overlap: a stride shorter than 1000 rows.
+        let err = with(2, matrix - 16).validate().unwrap_err();
+        assert!(err.to_string().contains("shorter than a matrix"), "{err}");
     }
 
     #[test]

@@ -3,8 +3,8 @@
 //! (TMA, `cp.async.bulk.tensor`) loads, in a warp-specialised, persistent kernel.
 //!
 //! # Operands
-//! A and B are read through two *tensor maps* (128-byte descriptors of a 2-D global tensor and
-//! of the box one TMA load copies) that the host encodes (`cuTensorMapEncodeTiled` on a GPU,
+//! A and B are read through two *tensor maps* (128-byte descriptors of a rank-3 global tensor,
+//! the batch of matrices, and of the box one TMA load copies) that the host encodes (`cuTensorMapEncodeTiled` on a GPU,
 //! the simulator's own encoding on the simulator) and stores in global memory; the kernel gets
 //! their addresses. A tensor map would normally be a `__grid_constant__` kernel parameter, but
 //! rustc cannot mark a parameter that way (LLVM would copy it to local memory, which TMA cannot
@@ -19,14 +19,15 @@
 //! an M/N-major operand as rows of K of M (or N) elements, box 64 elements (128 bytes) × `BK`
 //! rows of K, loaded twice per tile (M/N offsets 0 and 64). Both in the 128-byte swizzle.
 //! Elements outside the tensor are zero-filled by TMA, so partial tiles need no masking in the
-//! main loop.
+//! main loop. Dimension 2 is the batch: `batch` matrices `stride_a` (`stride_b`) elements
+//! apart, 16-byte aligned and not overlapping (one matrix when `batch` is 1).
 //!
 //! # Everything else
 //! The epilogue (alpha, beta, bias, GELU, GELU backward, output types), split-K (with the
 //! same `gemm_split_reduce_*` second pass) and rasterisation are those of [`crate::gemm`],
 //! through the embedded [`GemmParams`]; its `a`/`b` pointers are the operands the tensor maps
-//! describe (the launcher fills both), `lda`/`ldb` their leading dimensions. Batches are not
-//! supported (`gemm` falls back to the `mma.sync` kernel for them).
+//! describe (the launcher fills both), `lda`/`ldb` their leading dimensions, `stride_c` the
+//! batch stride of C and the pre-activation.
 
 use crate::gemm::{GemmParams, Layout};
 use crate::kernel::{Kernel, KernelParams, KernelSig, LaunchBounds};
@@ -50,15 +51,16 @@ impl core::fmt::Debug for TensorMap {
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct WgmmaGemmParams<I: Copy, O: Copy> {
-    /// Shapes, epilogue, split-K and rasterisation, as for the `mma.sync` kernels
-    /// (`batch` must be 1: `stride_*` are unused).
+    /// Shapes, epilogue, split-K and rasterisation, as for the `mma.sync` kernels (the batch
+    /// count is in `units`).
     pub gemm: GemmParams<I, O>,
     /// Tensor map of A (see the module docs for its box in each layout).
     pub tmap_a: DevicePtr<TensorMap>,
     /// Tensor map of B.
     pub tmap_b: DevicePtr<TensorMap>,
-    /// Work units (`tiles_m · tiles_n · split_k`) the persistent grid walks: block `b` takes
-    /// units `b, b + gridDim.x, …`; unit `u` is slice `u / tiles` of tile `u % tiles`.
+    /// Work units (`tiles_m · tiles_n · split_k · batch`) the persistent grid walks: block `b`
+    /// takes units `b, b + gridDim.x, …`; unit `u` is batch `u / (tiles · split_k)`, slice
+    /// `(u / tiles) % split_k` of tile `u % tiles`.
     pub units: u32,
 }
 

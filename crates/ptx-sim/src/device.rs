@@ -369,10 +369,14 @@ mod tests {
             row_stride_bytes: 160,
             box_dims: [32, 128],
             swizzle: TensorMapSwizzle::B128,
+            layers: None,
         };
         let map = sim.tensor_map(&desc).unwrap();
         let decoded = tensor_map::decode(&map.bytes).unwrap();
-        assert_eq!((decoded.dims, decoded.box_dims, decoded.elem_bytes), ([40, 7], [32, 128], 4));
+        assert_eq!(
+            (decoded.dims, decoded.box_dims, decoded.elem_bytes),
+            ([40, 7, 1], [32, 128], 4)
+        );
         let bad = TensorMapDesc { row_stride_bytes: 168, ..desc };
         let err = sim.tensor_map(&bad).unwrap_err();
         assert!(matches!(err, GpuError::InvalidArgument { arg: "row_stride_bytes", .. }), "{err}");

@@ -87,11 +87,12 @@
 //!   completes when its pending arrivals and its transaction count reach 0. A lane whose wait
 //!   fails is descheduled and retried after the other warps ran; when no thread can make
 //!   progress the launch fails with a deadlock naming every barrier's state.
-//! - `cp.async.bulk.tensor.2d` global → shared (TMA tile loads) with
+//! - `cp.async.bulk.tensor.2d` / `.3d` global → shared (TMA tile loads) with
 //!   `mbarrier::complete_tx::bytes`: the tensor map is read from global memory in the
-//!   simulator's own encoding (`Device::tensor_map`), the box lands at once (elements outside
-//!   the tensor are zero) in the map's 32/64/128-byte swizzle, and completes its bytes on the
-//!   barrier.
+//!   simulator's own encoding (`Device::tensor_map`; rank 3 is a batch of matrices, a box
+//!   takes one, and the instruction's dimensionality must be the map's rank), the box lands
+//!   at once (elements outside the tensor are zero) in the map's 32/64/128-byte swizzle, and
+//!   completes its bytes on the barrier.
 //! - `wgmma.mma_async` (m64nNk16 bf16/f16, m64nNk8 tf32, f32 accumulators, A from a
 //!   descriptor or registers, B from a descriptor, K-major or (bf16/f16, `imm-trans` 1)
 //!   M/N-major, all swizzle modes and the interleaved layout), executed per

@@ -14,10 +14,13 @@
 //! 48..52  element size in bytes      u32
 //! 52..56  swizzle                    u32  0 none, 1 = 32B, 2 = 64B, 3 = 128B (CU_TENSOR_MAP_SWIZZLE_*)
 //! 56..60  element type               u32  0 f32, 1 bf16, 2 f16
-//! 60..128 zero
+//! 60..64  rank                       u32  2 or 3
+//! 64..72  layers (rank 3; else 0)    u64
+//! 72..80  layer stride in bytes      u64
+//! 80..128 zero
 //! ```
 
-use gpu_host::{TensorMap, TensorMapDesc, TensorMapElem, TensorMapSwizzle};
+use gpu_host::{TensorMap, TensorMapDesc, TensorMapElem, TensorMapLayers, TensorMapSwizzle};
 
 /// The first 8 bytes of every tensor map the simulator encodes.
 const MAGIC: &[u8; 8] = b"SIMTMAP1";
@@ -32,18 +35,23 @@ const BOX1: usize = 44;
 const ELEM_BYTES: usize = 48;
 const SWIZZLE: usize = 52;
 const ELEM_TYPE: usize = 56;
+const RANK: usize = 60;
+const LAYERS: usize = 64;
+const LAYER_STRIDE: usize = 72;
 /// First byte of the zero tail.
-const END: usize = 60;
+const END: usize = 80;
 
 /// A decoded tensor map, as the TMA instruction uses it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct SimTensorMap {
     /// Device address of element (0, 0).
     pub global_address: u64,
-    /// Extent in elements: `[inner, rows]`.
-    pub dims: [u64; 2],
-    /// Bytes between consecutive rows.
-    pub row_stride_bytes: u64,
+    /// 2, or 3 for a batch of matrices (a box takes one).
+    pub rank: u32,
+    /// Extent in elements: `[inner, rows, matrices]` (1 matrix at rank 2).
+    pub dims: [u64; 3],
+    /// Bytes between consecutive rows and matrices (0 at rank 2).
+    pub strides_bytes: [u64; 2],
     /// Box of one load in elements: `[inner, rows]`.
     pub box_dims: [u32; 2],
     /// Bytes per element (4 or 2).
@@ -75,6 +83,11 @@ pub fn encode(desc: &TensorMapDesc) -> TensorMap {
     put(ELEM_BYTES, &desc.elem.size_bytes().to_le_bytes());
     put(SWIZZLE, &desc.swizzle.code().to_le_bytes());
     put(ELEM_TYPE, &elem_code(desc.elem).to_le_bytes());
+    put(RANK, &desc.rank().to_le_bytes());
+    if let Some(layers) = desc.layers {
+        put(LAYERS, &layers.count.to_le_bytes());
+        put(LAYER_STRIDE, &layers.stride_bytes.to_le_bytes());
+    }
     TensorMap { bytes }
 }
 
@@ -134,6 +147,13 @@ pub(crate) fn decode(bytes: &[u8; 128]) -> Result<SimTensorMap, String> {
     if let Some(at) = bytes[END..].iter().position(|&b| b != 0) {
         return Err(format!("tensor map: reserved byte {} is not zero", END + at));
     }
+    let (count, stride) = (u64_at(bytes, LAYERS), u64_at(bytes, LAYER_STRIDE));
+    let layers = match u32_at(bytes, RANK) {
+        2 if count == 0 && stride == 0 => None,
+        2 => return Err(format!("tensor map: rank 2 with layers ({count}, stride {stride})")),
+        3 => Some(TensorMapLayers { count, stride_bytes: stride }),
+        rank => return Err(format!("tensor map: rank {rank} is not 2 or 3")),
+    };
     let desc = TensorMapDesc {
         global_address: u64_at(bytes, ADDRESS),
         elem,
@@ -141,12 +161,15 @@ pub(crate) fn decode(bytes: &[u8; 128]) -> Result<SimTensorMap, String> {
         row_stride_bytes: u64_at(bytes, STRIDE),
         box_dims: [u32_at(bytes, BOX0), u32_at(bytes, BOX1)],
         swizzle,
+        layers,
     };
     desc.validate().map_err(|e| e.to_string())?;
+    let (count, stride) = layers.map_or((1, 0), |l| (l.count, l.stride_bytes));
     Ok(SimTensorMap {
         global_address: desc.global_address,
-        dims: desc.dims,
-        row_stride_bytes: desc.row_stride_bytes,
+        rank: desc.rank(),
+        dims: [desc.dims[0], desc.dims[1], count],
+        strides_bytes: [desc.row_stride_bytes, stride],
         box_dims: desc.box_dims,
         elem_bytes,
         swizzle_bytes: swizzle.span_bytes().unwrap_or(0),
@@ -165,6 +188,7 @@ mod tests {
             row_stride_bytes: 1600,
             box_dims: [64, 128],
             swizzle: TensorMapSwizzle::B128,
+            layers: None,
         }
     }
 
@@ -184,8 +208,9 @@ mod tests {
         let got = decode(&encode(&desc()).bytes).unwrap();
         let want = SimTensorMap {
             global_address: 0x7f00_0000_1000,
-            dims: [768, 1000],
-            row_stride_bytes: 1600,
+            rank: 2,
+            dims: [768, 1000, 1],
+            strides_bytes: [1600, 0],
             box_dims: [64, 128],
             elem_bytes: 2,
             swizzle_bytes: 128,
@@ -208,6 +233,12 @@ mod tests {
             let d = TensorMapDesc { swizzle, box_dims: [8, 8], ..desc() };
             assert_eq!(decode(&encode(&d).bytes).unwrap().swizzle_bytes, span);
         }
+        let layers = Some(TensorMapLayers { count: 12, stride_bytes: 1_600_000 });
+        let got = decode(&encode(&TensorMapDesc { layers, ..desc() }).bytes).unwrap();
+        assert_eq!(
+            (got.rank, got.dims, got.strides_bytes),
+            (3, [768, 1000, 12], [1600, 1_600_000])
+        );
     }
 
     #[test]
@@ -218,7 +249,11 @@ mod tests {
         assert_eq!((u64_at(&bytes, 16), u64_at(&bytes, 24), u64_at(&bytes, 32)), (768, 1000, 1600));
         assert_eq!((u32_at(&bytes, 40), u32_at(&bytes, 44)), (64, 128));
         assert_eq!((u32_at(&bytes, 48), u32_at(&bytes, 52), u32_at(&bytes, 56)), (2, 3, 1));
-        assert!(bytes[60..].iter().all(|&b| b == 0));
+        assert_eq!((u32_at(&bytes, 60), u64_at(&bytes, 64), u64_at(&bytes, 72)), (2, 0, 0));
+        assert!(bytes[80..].iter().all(|&b| b == 0));
+        let layers = Some(TensorMapLayers { count: 5, stride_bytes: 1 << 21 });
+        let bytes = encode(&TensorMapDesc { layers, ..desc() }).bytes;
+        assert_eq!((u32_at(&bytes, 60), u64_at(&bytes, 64), u64_at(&bytes, 72)), (3, 5, 1 << 21));
     }
 
     #[test]
@@ -231,11 +266,14 @@ mod tests {
 
     #[test]
     fn rejects_each_inconsistent_field() {
-        let cases: [(usize, &[u8], &str); 11] = [
+        let cases: [(usize, &[u8], &str); 14] = [
+            (RANK, &4u32.to_le_bytes(), "rank 4"),
+            (LAYERS, &1u64.to_le_bytes(), "rank 2 with layers"),
+            (LAYER_STRIDE, &16u64.to_le_bytes(), "rank 2 with layers"),
             (ELEM_TYPE, &3u32.to_le_bytes(), "element type 3"),
             (ELEM_BYTES, &4u32.to_le_bytes(), "element size 4"),
             (SWIZZLE, &4u32.to_le_bytes(), "swizzle 4"),
-            (END + 5, &[1], "reserved byte 65"),
+            (END + 5, &[1], "reserved byte 85"),
             (ADDRESS, &0x7f00_0000_1004u64.to_le_bytes(), "`global_address`"),
             (DIM0, &0u64.to_le_bytes(), "`dims`"),
             (DIM1, &((1u64 << 32) + 1).to_le_bytes(), "`dims`"),
@@ -251,5 +289,12 @@ mod tests {
         // A row shorter than dim0 elements.
         let e = error(with(STRIDE, &1520u64.to_le_bytes()));
         assert!(e.contains("`row_stride_bytes`") && e.contains("shorter"), "{e}");
+        // Rank 3 with overlapping matrices, or none.
+        let mut bytes = with(RANK, &3u32.to_le_bytes());
+        bytes[LAYERS..LAYERS + 8].copy_from_slice(&2u64.to_le_bytes());
+        bytes[LAYER_STRIDE..LAYER_STRIDE + 8].copy_from_slice(&1600u64.to_le_bytes());
+        assert!(error(bytes).contains("shorter than a matrix"));
+        bytes[LAYERS..LAYERS + 8].copy_from_slice(&0u64.to_le_bytes());
+        assert!(error(bytes).contains("`layers`"));
     }
 }

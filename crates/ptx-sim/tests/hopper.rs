@@ -8,7 +8,7 @@ mod common;
 use common::expect_err;
 use gpu_host::{
     Device, DeviceBuffer, GpuError, LaunchConfig, SimErrorKind, TensorMapDesc, TensorMapElem,
-    TensorMapSwizzle,
+    TensorMapLayers, TensorMapSwizzle,
 };
 use half::bf16;
 use ptx_sim::Simulator;
@@ -138,6 +138,7 @@ fn maps(sim: &Simulator, a: u64, b: u64, (m, k, lda): (usize, usize, usize)) -> 
         row_stride_bytes: 2 * lda as u64,
         box_dims: [K as u32, box_rows],
         swizzle: TensorMapSwizzle::B128,
+        layers: None,
     };
     let mut bytes = sim.tensor_map(&desc(a, m, M as u32)).unwrap().bytes.to_vec();
     bytes.extend_from_slice(&sim.tensor_map(&desc(b, N, N as u32)).unwrap().bytes);
@@ -231,6 +232,7 @@ fn tma_writes_the_128_byte_swizzle_of_the_isa() {
             row_stride_bytes: 128,
             box_dims: [64, 8],
             swizzle: TensorMapSwizzle::B128,
+            layers: None,
         })
         .unwrap();
     let dmap = sim.upload(&map.bytes).unwrap();
@@ -248,6 +250,73 @@ fn tma_writes_the_128_byte_swizzle_of_the_isa() {
             assert_eq!(smem[stored..stored + 8], src[logical..logical + 8], "row {r} chunk {c}");
         }
     }
+}
+
+/// Thread 0 copies one unswizzled 8 × 16-element box with `copy` (a `cp.async.bulk.tensor`
+/// of the map at `%rd1` into `[%r1]`, completing on `[%r3]`; `%r4` is 0 and `%r5` the
+/// kernel's `z` parameter), then the block writes the box's shared image to the output.
+fn copy_box(copy: &str, desc: TensorMapDesc, z: i32) -> Result<Vec<u16>, GpuError> {
+    let body = format!(
+        "\t@%p0 bra INITED;\n\tmbarrier.init.shared::cta.b64 [%r3], 1;\nINITED:\n\tbar.sync 0;\n\
+         \t@%p0 bra WAIT;\n\tmbarrier.arrive.expect_tx.shared::cta.b64 _, [%r3], 256;\n\
+         \t{copy}\n\
+         WAIT:\n\tmbarrier.try_wait.parity.shared::cta.b64 %p1, [%r3], 0;\n\t@!%p1 bra WAIT;\n\
+         \tshl.b32 %r6, %r0, 3;\n\tadd.u32 %r6, %r1, %r6;\n\tld.shared.v2.u32 {{%r7, %r8}}, [%r6];\n\
+         \tmul.wide.u32 %rd5, %r0, 8;\n\tadd.u64 %rd5, %rd5, %rd0;\n\tst.global.v2.u32 [%rd5], {{%r7, %r8}};\n"
+    );
+    let ptx = format!(
+        ".version 8.0\n.target sm_90a\n.address_size 64\n.extern .shared .align 1024 .b8 smem[];\n\
+         .visible .entry k(\n\t.param .u64 k_out,\n\t.param .u64 k_maps,\n\t.param .u32 k_z\n)\n{{\n\
+         \t.reg .pred %p<8>;\n\t.reg .b32 %r<16>;\n\t.reg .b64 %rd<8>;\n\
+         \tld.param.u64 %rd0, [k_out];\n\tld.param.u64 %rd1, [k_maps];\n\tld.param.u32 %r5, [k_z];\n\
+         \tmov.u32 %r0, %tid.x;\n\tmov.u32 %r1, smem;\n\tadd.u32 %r3, %r1, 1024;\n\tmov.u32 %r4, 0;\n\
+         \tsetp.ne.u32 %p0, %r0, 0;\n{body}\tret;\n}}\n"
+    );
+    let sim = Simulator::from_ptx(&ptx)?;
+    let words = desc.layers.map_or(8 * 16, |l| l.count * l.stride_bytes / 2);
+    let src: Vec<u16> = (0..words).map(|i| i as u16 + 1).collect();
+    let dsrc = sim.upload(&src)?;
+    let map = sim.tensor_map(&TensorMapDesc { global_address: dsrc.view().addr(), ..desc })?;
+    let dmap = sim.upload(&map.bytes)?;
+    let mut out = sim.upload(&vec![0xffffu16; 8 * 16])?;
+    let mut params = out.view_mut().addr().to_le_bytes().to_vec();
+    params.extend_from_slice(&dmap.view().addr().to_le_bytes());
+    params.extend_from_slice(&z.to_le_bytes());
+    let config = LaunchConfig { grid: (1, 1, 1), block: (32, 1, 1), shared_mem_bytes: 1024 + 8 };
+    sim.launch_bytes("k", config, &params)?;
+    sim.download(out.view())
+}
+
+#[test]
+fn tma_3d_loads_the_box_of_one_matrix_and_checks_the_rank() {
+    const COPY_3D: &str = "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r1], [%rd1, {%r4, %r4, %r5}], [%r3];";
+    const COPY_2D: &str = "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r1], [%rd1, {%r4, %r4}], [%r3];";
+    // Three 8 × 16 bf16 matrices of 256 bytes, 512 bytes apart; the source holds 8 × 16 × 3
+    // 16-bit words numbered from 1, so matrix z starts at word 256·z.
+    let desc = TensorMapDesc {
+        global_address: 0,
+        elem: TensorMapElem::Bf16,
+        dims: [16, 8],
+        row_stride_bytes: 32,
+        box_dims: [16, 8],
+        swizzle: TensorMapSwizzle::None,
+        layers: Some(TensorMapLayers { count: 3, stride_bytes: 512 }),
+    };
+    for z in 0..3 {
+        let got = copy_box(COPY_3D, desc, z).unwrap();
+        let want: Vec<u16> = (0..128).map(|i| (256 * z as usize + i) as u16 + 1).collect();
+        assert_eq!(got, want, "matrix {z}");
+    }
+    // Outside the batch the box is all zeros (and still completes its 256 bytes).
+    for z in [-1, 3] {
+        assert!(copy_box(COPY_3D, desc, z).unwrap().iter().all(|&x| x == 0), "matrix {z}");
+    }
+    // The instruction's dimensionality must be the map's rank.
+    let why = "tensor copy through a rank-";
+    expect_err(copy_box(COPY_2D, desc, 0), SimErrorKind::Unsupported, &["a 2-D", why, "3 "]);
+    let rank2 = TensorMapDesc { layers: None, ..desc };
+    expect_err(copy_box(COPY_3D, rank2, 0), SimErrorKind::Unsupported, &["a 3-D", why, "2 "]);
+    assert_eq!(copy_box(COPY_2D, rank2, 0).unwrap(), (1..=128).collect::<Vec<u16>>());
 }
 
 #[test]

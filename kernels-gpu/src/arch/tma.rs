@@ -9,27 +9,28 @@
 use core::arch::asm;
 use kernel_abi::gemm_wgmma::TensorMap;
 
-/// `cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [dst],
-/// [tmap, {x, y}], [bar]`: copies the box of the 2-D tensor described by `tmap` whose first
-/// element is at inner (contiguous) coordinate `x` and row `y` into shared memory at `dst`,
-/// laid out (and swizzled) as the tensor map says; elements outside the tensor are
-/// zero-filled. On completion the copy reports the box's byte size to the mbarrier at `bar`
-/// (`complete_tx`), whether or not part of the box was out of bounds.
+/// `cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [dst],
+/// [tmap, {x, y, z}], [bar]`: copies the box of the rank-3 tensor described by `tmap` (a batch
+/// of matrices; a box takes one) whose first element is at inner (contiguous) coordinate `x`,
+/// row `y` of matrix `z` into shared memory at `dst`, laid out (and swizzled) as the tensor
+/// map says; elements outside the tensor are zero-filled. On completion the copy reports the
+/// box's byte size to the mbarrier at `bar` (`complete_tx`), whether or not part of the box
+/// was out of bounds.
 ///
 /// # Safety
-/// `tmap` must be the generic address of a valid tensor map in global memory, 64-byte
+/// `tmap` must be the generic address of a valid rank-3 tensor map in global memory, 64-byte
 /// aligned and not modified while the copy may read it; `dst` a shared address of the box's
 /// size aligned as the swizzle mode requires (1024 bytes for the 128-byte swizzle), which no
 /// thread reads or writes until `bar`'s phase completes; `bar` an initialised mbarrier whose
 /// current phase expects these bytes (`mbarrier.arrive.expect_tx`). Minimum sm_90.
 #[inline(always)]
-pub unsafe fn load_2d(dst: u32, tmap: *const TensorMap, x: i32, y: i32, bar: u32) {
+pub unsafe fn load_3d(dst: u32, tmap: *const TensorMap, [x, y, z]: [i32; 3], bar: u32) {
     // SAFETY: the tensor map, destination and barrier are the caller's contract.
     unsafe {
-        asm!("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes \
-              [{d}], [{m}, {{{x}, {y}}}], [{b}];",
+        asm!("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes \
+              [{d}], [{m}, {{{x}, {y}, {z}}}], [{b}];",
              d = in(reg32) dst, m = in(reg64) tmap, x = in(reg32) x, y = in(reg32) y,
-             b = in(reg32) bar, options(nostack, preserves_flags));
+             z = in(reg32) z, b = in(reg32) bar, options(nostack, preserves_flags));
     }
 }
 

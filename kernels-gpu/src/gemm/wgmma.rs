@@ -23,10 +23,11 @@
 //!
 //! # Work units
 //! The grid is persistent: block `b` takes units `b, b + gridDim.x, … < p.units`; unit `u` is
-//! K slice `u / tiles` of block tile `raster(u % tiles)` (`tiles = tiles_m · tiles_n`,
-//! [`raster`] bands of `RASTER_GROUP` tile rows), over k-tiles `[kt0, min(ceil(K / BK), kt0 +
-//! k_tiles_per_split))` with `kt0 = slice · k_tiles_per_split` and `BK = BK_BYTES / element
-//! size`, as in the `mma.sync` kernel. Producer and consumers walk the same units, and the
+//! batch `u / (tiles · split_k)`, K slice `(u / tiles) % split_k` of block tile `raster(u %
+//! tiles)` (`tiles = tiles_m · tiles_n`, [`raster`] bands of `RASTER_GROUP` tile rows), over
+//! k-tiles `[kt0, min(ceil(K / BK), kt0 + k_tiles_per_split))` with `kt0 = slice ·
+//! k_tiles_per_split` and `BK = BK_BYTES / element size`, as in the `mma.sync` kernel. The
+//! tensor maps are rank 3 (dimension 2 the batch), so a unit's loads name its batch. Producer and consumers walk the same units, and the
 //! ring's stage and phase continue from one unit to the next, so the producer loads the next
 //! unit's first stages while the consumers run the epilogue.
 //!
@@ -228,8 +229,9 @@ impl Ring {
     }
 }
 
-/// One work unit: a block tile and the k-tiles `[kt0, kt1)` of one K slice.
+/// One work unit: a block tile of batch `z` and the k-tiles `[kt0, kt1)` of one K slice.
 struct Unit {
+    z: u32,
     m0: u32,
     n0: u32,
     slice: u32,
@@ -242,11 +244,12 @@ impl Unit {
     #[inline(always)]
     fn new<I: Copy, O: Copy>(p: &GemmParams<I, O>, u: u32, bk: u32) -> Self {
         let tiles = p.tiles_m * p.tiles_n;
-        let (slice, tile) = (div(u, tiles), rem(u, tiles));
+        let (z, in_batch) = (div(u, tiles * p.split_k), rem(u, tiles * p.split_k));
+        let (slice, tile) = (div(in_batch, tiles), rem(in_batch, tiles));
         let (tile_m, tile_n) = raster(tile, p.tiles_m, p.tiles_n, RASTER_GROUP);
         let kt0 = slice * p.k_tiles_per_split;
         let kt1 = p.k.div_ceil(bk).min(kt0 + p.k_tiles_per_split);
-        Self { m0: tile_m * wg::BM, n0: tile_n * wg::BN, slice, kt0, kt1 }
+        Self { z, m0: tile_m * wg::BM, n0: tile_n * wg::BN, slice, kt0, kt1 }
     }
 }
 
@@ -260,7 +263,7 @@ const fn bk<T: WgmmaOp>() -> u32 {
 /// # Safety
 /// Launched by `gpu-host` with `wg::THREADS` threads, a one-dimensional grid of at most
 /// `p.units` blocks and `wg::SMEM_BYTES` of dynamic shared memory, with tensor maps of A and B
-/// as `kernel_abi::gemm_wgmma` describes, on buffers it validated (batch 1).
+/// as `kernel_abi::gemm_wgmma` describes, on buffers it validated.
 #[inline(always)]
 pub unsafe fn gemm<T: WgmmaOp, const A_MN: bool, const B_MN: bool, O: VecIo<8>>(
     p: WgmmaGemmParams<T::In, O>,
@@ -320,8 +323,8 @@ unsafe fn produce<T: WgmmaOp, const A_MN: bool, const B_MN: bool, O: Copy>(
             unsafe {
                 mbarrier::wait(smem.empty(s), ring.phase ^ 1);
                 mbarrier::arrive_expect_tx(smem.full(s), wg::STAGE_BYTES);
-                load_tile::<A_MN>(smem.a_tile(s), tmap_a, (k0, unit.m0), smem.full(s));
-                load_tile::<B_MN>(smem.b_tile(s), tmap_b, (k0, unit.n0), smem.full(s));
+                load_tile::<A_MN>(smem.a_tile(s), tmap_a, (k0, unit.m0, unit.z), smem.full(s));
+                load_tile::<B_MN>(smem.b_tile(s), tmap_b, (k0, unit.n0, unit.z), smem.full(s));
             }
             ring.advance();
         }
@@ -329,27 +332,28 @@ unsafe fn produce<T: WgmmaOp, const A_MN: bool, const B_MN: bool, O: Copy>(
     }
 }
 
-/// Loads one 128-row × `BK_BYTES` tile (rows of M or N starting at `mn0`, K from `k0`) into
-/// `dst`: K-major, one box of 128 rows; M/N-major, two boxes of 64 elements of M/N × `BK` rows
-/// of K, 8 KiB apart (`MN_ATOM_BYTES`).
+/// Loads one 128-row × `BK_BYTES` tile of batch `z` (rows of M or N starting at `mn0`, K from
+/// `k0`) into `dst`: K-major, one box of 128 rows; M/N-major, two boxes of 64 elements of M/N ×
+/// `BK` rows of K, 8 KiB apart (`MN_ATOM_BYTES`).
 ///
 /// # Safety
-/// As `tma::load_2d` for each box: `dst` a 1024-aligned tile of `A_TILE_BYTES` (= B's), `map`
+/// As `tma::load_3d` for each box: `dst` a 1024-aligned tile of `A_TILE_BYTES` (= B's), `map`
 /// the operand's tensor map in the majorness `MN`, `full` an mbarrier expecting the bytes.
 #[inline(always)]
 unsafe fn load_tile<const MN: bool>(
     dst: u32,
     map: *const TensorMap,
-    (k0, mn0): (u32, u32),
+    (k0, mn0, z): (u32, u32, u32),
     full: u32,
 ) {
+    let (k0, mn0, z) = (k0 as i32, mn0 as i32, z as i32);
     // SAFETY: forwarded contract.
     unsafe {
         if MN {
-            tma::load_2d(dst, map, mn0 as i32, k0 as i32, full);
-            tma::load_2d(dst + MN_ATOM_BYTES, map, (mn0 + 64) as i32, k0 as i32, full);
+            tma::load_3d(dst, map, [mn0, k0, z], full);
+            tma::load_3d(dst + MN_ATOM_BYTES, map, [mn0 + 64, k0, z], full);
         } else {
-            tma::load_2d(dst, map, k0 as i32, mn0 as i32, full);
+            tma::load_3d(dst, map, [k0, mn0, z], full);
         }
     }
 }
@@ -432,13 +436,14 @@ unsafe fn consume<T: WgmmaOp, const A_MN: bool, const B_MN: bool, O: VecIo<8>>(
         let rows = (unit.m0 + 64 * group + 16 * warp_in_group, unit.n0, p.gemm.m);
         let staging = smem.staging(cwarp);
         // SAFETY: the warp is converged here (the loop above is warp-uniform); the staging
-        // buffer is this warp's own, disjoint from the stages; batch 0 and slice < split_k are
-        // inside the launch.
+        // buffer is this warp's own, disjoint from the stages; the unit's batch and slice are
+        // inside the launch (`units` = tiles · split_k · batch).
         unsafe {
             if p.gemm.split_k > 1 {
-                write_acc(&Epilogue::partials(&p.gemm, 0, unit.slice), &acc, staging, lane, rows);
+                let sink = Epilogue::partials(&p.gemm, unit.z, unit.slice);
+                write_acc(&sink, &acc, staging, lane, rows);
             } else {
-                write_acc(&Epilogue::new(&p.gemm, 0), &acc, staging, lane, rows);
+                write_acc(&Epilogue::new(&p.gemm, unit.z), &acc, staging, lane, rows);
             }
         }
         u += grid_dim_x();

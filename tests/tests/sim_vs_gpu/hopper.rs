@@ -1,7 +1,8 @@
 //! Hopper's asynchronous instructions (sm_90a) on the simulator against the GPU, on
 //! hand-written PTX. What the simulator assumes and the Hopper GEMM relies on:
-//! - TMA tile loads (`cp.async.bulk.tensor.2d` completing on an mbarrier) in every swizzle
-//!   mode, with boxes partly outside the tensor (negative coordinates, zero fill) and the full
+//! - TMA tile loads (`cp.async.bulk.tensor.2d` and `.3d`, completing on an mbarrier) in every
+//!   swizzle mode, with boxes partly outside the tensor (negative coordinates, zero fill), a
+//!   rank-3 map's matrices (the Hopper GEMM's batches; one outside the batch) and the full
 //!   box counted as transaction bytes: the shared-memory image, byte for byte;
 //! - `wgmma.mma_async` (bf16, f16, tf32) through descriptors of every swizzle mode and the
 //!   interleaved layout, K-major and M/N-major (`imm-trans`), and with A from registers,
@@ -17,7 +18,8 @@
 //! against the hardware when a Hopper GPU is present.
 
 use gpu_host::{
-    Device, DeviceBuffer, LaunchConfig, PtxArch, TensorMapDesc, TensorMapElem, TensorMapSwizzle,
+    Device, DeviceBuffer, LaunchConfig, PtxArch, TensorMapDesc, TensorMapElem, TensorMapLayers,
+    TensorMapSwizzle,
 };
 use half::{bf16, f16};
 use integration_tests::{TestRng, gpu};
@@ -28,18 +30,21 @@ use super::rig::{GpuRig, Rig, SimRig};
 /// Rounds the dynamic shared base up to 1024 bytes into `%r1` (the launches add 1024 bytes).
 const ALIGN_SMEM: &str =
     "\tmov.u32 %r1, smem;\n\tadd.u32 %r1, %r1, 1023;\n\tand.b32 %r1, %r1, -1024;\n";
-const TMA_COPY: &str =
+/// A 2-D TMA load (its operands follow).
+const TMA_COPY_2D: &str =
     "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes";
 
 // ---------------------------------------------------------------------------------------------
 // TMA boxes
 
-/// One TMA load: a box of `box_dims` (inner elements, rows) at `at` of the test tensor.
+/// One TMA load: a box of `box_dims` (inner elements, rows) at `at` of the test tensor; with
+/// `layer`, through a rank-3 map of the [`TENSOR_LAYERS`] matrices, from that matrix.
 struct BoxCase {
     elem: TensorMapElem,
     swizzle: TensorMapSwizzle,
     box_dims: [u32; 2],
     at: [i32; 2],
+    layer: Option<i32>,
 }
 
 const BOXES: &[BoxCase] = &[
@@ -48,78 +53,113 @@ const BOXES: &[BoxCase] = &[
         swizzle: TensorMapSwizzle::None,
         box_dims: [16, 24],
         at: [0, 0],
+        layer: None,
     },
     BoxCase {
         elem: TensorMapElem::Bf16,
         swizzle: TensorMapSwizzle::None,
         box_dims: [8, 64],
         at: [96, -5],
+        layer: None,
     },
     BoxCase {
         elem: TensorMapElem::Bf16,
         swizzle: TensorMapSwizzle::B32,
         box_dims: [16, 32],
         at: [32, 70],
+        layer: None,
     },
     BoxCase {
         elem: TensorMapElem::Bf16,
         swizzle: TensorMapSwizzle::B64,
         box_dims: [32, 40],
         at: [-8, 3],
+        layer: None,
     },
     BoxCase {
         elem: TensorMapElem::Bf16,
         swizzle: TensorMapSwizzle::B128,
         box_dims: [64, 64],
         at: [60, 20],
+        layer: None,
     },
     BoxCase {
         elem: TensorMapElem::F16,
         swizzle: TensorMapSwizzle::B128,
         box_dims: [64, 64],
         at: [0, 0],
+        layer: None,
     },
     BoxCase {
         elem: TensorMapElem::F32,
         swizzle: TensorMapSwizzle::B128,
         box_dims: [32, 16],
         at: [-3, -2],
+        layer: None,
     },
     BoxCase {
         elem: TensorMapElem::F32,
         swizzle: TensorMapSwizzle::B64,
         box_dims: [16, 64],
         at: [40, 50],
+        layer: None,
+    },
+    BoxCase {
+        elem: TensorMapElem::Bf16,
+        swizzle: TensorMapSwizzle::B128,
+        box_dims: [64, 64],
+        at: [60, 20],
+        layer: Some(2),
+    },
+    BoxCase {
+        elem: TensorMapElem::F32,
+        swizzle: TensorMapSwizzle::B64,
+        box_dims: [16, 40],
+        at: [-4, 50],
+        layer: Some(1),
+    },
+    BoxCase {
+        elem: TensorMapElem::F16,
+        swizzle: TensorMapSwizzle::B128,
+        box_dims: [64, 16],
+        at: [0, 0],
+        layer: Some(3),
     },
 ];
 
-/// The test tensor: 77 rows of 200 bytes (100 16-bit or 50 f32 elements), rows 256 bytes apart.
+/// The test tensor: 77 rows of 200 bytes (100 16-bit or 50 f32 elements), rows 256 bytes apart;
+/// as a rank-3 map, 3 such matrices, 20 KiB apart (matrix 0 is the rank-2 tensor).
 const TENSOR_ROWS: u64 = 77;
 const TENSOR_ROW_BYTES: u64 = 200;
 const TENSOR_STRIDE: u64 = 256;
+const TENSOR_LAYERS: u64 = 3;
+const TENSOR_LAYER_STRIDE: u64 = 20 * 1024;
 
 /// Bytes of a swizzle's span (0 without one).
 fn swizzle_bytes(s: TensorMapSwizzle) -> u64 {
     s.span_bytes().map_or(0, u64::from)
 }
 
-/// `tma_box(out, map, x, y, bytes)`: thread 0 loads the box at (x, y) with `bytes` expected
-/// transaction bytes; after the phase completes, the block copies the box's shared image to
-/// `out`.
-fn tma_entry() -> String {
+/// `tma_box{rank}(out, map, x, y, z, bytes)`: thread 0 loads the box at (x, y) (and matrix z
+/// at rank 3) with `bytes` expected transaction bytes; after the phase completes, the block
+/// copies the box's shared image to `out`.
+fn tma_entry(rank: u32) -> String {
+    let coords = if rank == 3 { "%r5, %r6, %r11" } else { "%r5, %r6" };
     format!(
-        ".visible .entry tma_box(.param .u64 p_out, .param .u64 p_map, .param .u64 p_x, \
-         .param .u64 p_y, .param .u64 p_bytes)\n{{\n\
+        ".visible .entry tma_box{rank}(.param .u64 p_out, .param .u64 p_map, .param .u64 p_x, \
+         .param .u64 p_y, .param .u64 p_z, .param .u64 p_bytes)\n{{\n\
          \t.reg .pred %p<4>;\n\t.reg .b32 %r<16>;\n\t.reg .b64 %rd<8>;\n\
          \tld.param.u64 %rd0, [p_out];\n\tld.param.u64 %rd1, [p_map];\n\
          \tld.param.u64 %rd2, [p_x];\n\tcvt.u32.u64 %r5, %rd2;\n\
          \tld.param.u64 %rd2, [p_y];\n\tcvt.u32.u64 %r6, %rd2;\n\
+         \tld.param.u64 %rd2, [p_z];\n\tcvt.u32.u64 %r11, %rd2;\n\
          \tld.param.u64 %rd2, [p_bytes];\n\tcvt.u32.u64 %r7, %rd2;\n\
          \tmov.u32 %r0, %tid.x;\n{ALIGN_SMEM}\tadd.u32 %r3, %r1, 16384;\n\
          \tsetp.ne.u32 %p0, %r0, 0;\n\t@%p0 bra INITED;\n\
          \tmbarrier.init.shared::cta.b64 [%r3], 1;\nINITED:\n\tbar.sync 0;\n\t@%p0 bra WAIT;\n\
          \tmbarrier.arrive.expect_tx.shared::cta.b64 _, [%r3], %r7;\n\
-         \t{TMA_COPY} [%r1], [%rd1, {{%r5, %r6}}], [%r3];\n\
+         \tcp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes \
+          [%r1], [%rd1, {{{coords}}}], [%r3];\n\
          WAIT:\n\tmbarrier.try_wait.parity.shared::cta.b64 %p1, [%r3], 0;\n\t@!%p1 bra WAIT;\n\
          \tshl.b32 %r8, %r0, 2;\n\
          COPY:\n\tsetp.ge.u32 %p2, %r8, %r7;\n\t@%p2 bra DONE;\n\
@@ -129,11 +169,15 @@ fn tma_entry() -> String {
     )
 }
 
+/// The bytes of the test tensor.
+fn tma_tensor(seed: u64) -> Vec<u8> {
+    TestRng::with_seed(seed).bytes((TENSOR_LAYERS * TENSOR_LAYER_STRIDE) as usize)
+}
+
 /// The shared image of every box of [`BOXES`], named after the case.
 fn tma_outputs<R: Rig>(rig: &R, seed: u64) -> Outputs<u8> {
     let dev = rig.dev();
-    let mut rng = TestRng::with_seed(seed);
-    let tensor = dev.upload(&rng.bytes((TENSOR_ROWS * TENSOR_STRIDE) as usize)).unwrap();
+    let tensor = dev.upload(&tma_tensor(seed)).unwrap();
     let mut out = Vec::new();
     for case in BOXES {
         let esize = case.elem.size_bytes() as u64;
@@ -144,6 +188,10 @@ fn tma_outputs<R: Rig>(rig: &R, seed: u64) -> Outputs<u8> {
             row_stride_bytes: TENSOR_STRIDE,
             box_dims: case.box_dims,
             swizzle: case.swizzle,
+            layers: case.layer.map(|_| TensorMapLayers {
+                count: TENSOR_LAYERS,
+                stride_bytes: TENSOR_LAYER_STRIDE,
+            }),
         };
         let map = dev.upload(&dev.tensor_map(&desc).unwrap().bytes).unwrap();
         let bytes = case.box_dims[0] as u64 * case.box_dims[1] as u64 * esize;
@@ -153,6 +201,7 @@ fn tma_outputs<R: Rig>(rig: &R, seed: u64) -> Outputs<u8> {
             map.view().addr(),
             case.at[0] as u32 as u64,
             case.at[1] as u32 as u64,
+            case.layer.unwrap_or(0) as u32 as u64,
             bytes,
         ];
         let config = LaunchConfig {
@@ -160,14 +209,50 @@ fn tma_outputs<R: Rig>(rig: &R, seed: u64) -> Outputs<u8> {
             block: (128, 1, 1),
             shared_mem_bytes: 1024 + 16384 + 8,
         };
-        rig.launch("tma_box", config, &params);
+        rig.launch(if case.layer.is_some() { "tma_box3" } else { "tma_box2" }, config, &params);
         let name = format!(
-            "tma {:?} swizzle {:?} box {}x{} at ({}, {})",
-            case.elem, case.swizzle, case.box_dims[0], case.box_dims[1], case.at[0], case.at[1]
+            "tma {:?} swizzle {:?} box {}x{} at ({}, {}) of matrix {:?}",
+            case.elem,
+            case.swizzle,
+            case.box_dims[0],
+            case.box_dims[1],
+            case.at[0],
+            case.at[1],
+            case.layer
         );
         out.push((name, dev.download(image.view()).unwrap()));
     }
     out
+}
+
+/// The shared image a TMA load of `case` must write, from the tensor's bytes: the box's rows in
+/// order, zero outside the tensor (and outside the batch), each byte offset `o` moved to
+/// `o ^ (((o >> 7) & (span / 16 - 1)) << 4)` (the swizzle `Swizzle<log2(span / 16), 4, 3>` of
+/// the ISA's shared-memory layouts, on an image that starts 1024-byte aligned).
+fn tma_expected(case: &BoxCase, tensor: &[u8]) -> Vec<u8> {
+    let esize = case.elem.size_bytes() as usize;
+    let row_bytes = case.box_dims[0] as usize * esize;
+    let mut image = vec![0u8; row_bytes * case.box_dims[1] as usize];
+    let mask = (swizzle_bytes(case.swizzle) as usize / 16).saturating_sub(1);
+    let inner = (TENSOR_ROW_BYTES as usize / esize) as i64;
+    let z = case.layer.unwrap_or(0) as i64;
+    for r in 0..case.box_dims[1] as i64 {
+        for e in 0..case.box_dims[0] as i64 {
+            let (x, y) = (case.at[0] as i64 + e, case.at[1] as i64 + r);
+            let inside = (0..inner).contains(&x)
+                && (0..TENSOR_ROWS as i64).contains(&y)
+                && (0..TENSOR_LAYERS as i64).contains(&z);
+            if inside {
+                let src = z as usize * TENSOR_LAYER_STRIDE as usize
+                    + y as usize * TENSOR_STRIDE as usize
+                    + x as usize * esize;
+                let logical = r as usize * row_bytes + e as usize * esize;
+                let at = logical ^ (((logical >> 7) & mask) << 4);
+                image[at..at + esize].copy_from_slice(&tensor[src..src + esize]);
+            }
+        }
+    }
+    image
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -305,7 +390,7 @@ fn mma_entry(case: &MmaCase) -> String {
         for (offset, x) in panels(kind, layout, tile) {
             loads += &format!(
                 "\tadd.u32 %r5, %r1, {offset};\n\tmov.u32 %r6, {x};\n\
-                 \t{TMA_COPY} [%r5], [{map}, {{%r6, %r4}}], [%r3];\n"
+                 \t{TMA_COPY_2D} [%r5], [{map}, {{%r6, %r4}}], [%r3];\n"
             );
         }
     }
@@ -480,6 +565,7 @@ fn mma_outputs<R: Rig>(rig: &R, seed: u64) -> Vec<(&'static MmaCase, MmaInputs, 
                     row_stride_bytes: inner * esize,
                     box_dims: [(panel_bytes(swizzle) / esize) as u32, 64],
                     swizzle,
+                    layers: None,
                 };
                 maps.extend_from_slice(&dev.tensor_map(&desc).unwrap().bytes);
             }
@@ -584,12 +670,13 @@ fn sync_outputs<R: Rig>(rig: &R) -> Vec<u32> {
 // ---------------------------------------------------------------------------------------------
 // The module and the tests
 
-/// The whole module: `tma_box`, one `mma_*` entry per [`MMAS`] case, `sync_probe`.
+/// The whole module: `tma_box2`, `tma_box3`, one `mma_*` entry per [`MMAS`] case, `sync_probe`.
 fn hopper_ptx() -> String {
     let mut ptx = String::from(
         ".version 8.0\n.target sm_90a\n.address_size 64\n.extern .shared .align 16 .b8 smem[];\n\n",
     );
-    ptx += &tma_entry();
+    ptx += &tma_entry(2);
+    ptx += &tma_entry(3);
     for case in MMAS {
         ptx += &mma_entry(case);
     }
@@ -606,15 +693,22 @@ fn worst_relative(got: &[f32], want: &[f64], scale: &[f64]) -> f64 {
         .fold(0.0, f64::max)
 }
 
-/// On every machine: the module runs on the simulator, whose wgmma products match the CPU
-/// to within one f32 rounding per instruction and whose barrier phases and elections follow
+/// On every machine: the module runs on the simulator, whose TMA images are the boxes of the
+/// tensor in the ISA's swizzles, whose wgmma products match the CPU to within one f32 rounding
+/// per instruction and whose barrier phases and elections follow
 /// the PTX ISA.
 #[test]
 fn hopper_instructions_run_on_the_simulator() {
     let rig = SimRig::load(&hopper_ptx());
     rig.0.check_kernels().expect("the simulator implements every instruction of the module");
     let seed = TestRng::new().seed();
-    assert_eq!(tma_outputs(&rig, seed).len(), BOXES.len());
+    let tensor = tma_tensor(seed);
+    for (case, (name, image)) in BOXES.iter().zip(tma_outputs(&rig, seed)) {
+        assert!(
+            image == tma_expected(case, &tensor),
+            "{name}: the simulator's shared image differs from the ISA's (TEST_SEED={seed})"
+        );
+    }
     for (case, inputs, got) in mma_outputs(&rig, seed) {
         let (want, scale) = mma_reference(case.kind, &inputs);
         let worst = worst_relative(&got, &want, &scale);

@@ -15,8 +15,8 @@
 //! kernels above (any GPU, every layout and batch), or on a runtime that loaded the sm_90a
 //! module ([`Device::ptx_arch`]) the Hopper kernels (`kernel_abi::gemm_wgmma`: TMA loads,
 //! `wgmma`, a persistent warp-specialised grid) in every layout for BF16 and FP16 and the
-//! forward layout (A row-major, B column-major) for TF32, with batch 1, K ≥ 1, and 16-byte
-//! aligned A, B and rows of A and B.
+//! forward layout (A row-major, B column-major) for TF32, with K ≥ 1, 16-byte aligned A, B,
+//! rows of A and B and batches of A and B, and batches that do not overlap.
 //! [`GemmEngine::Auto`] (the default) takes the Hopper kernel where it applies and falls back to
 //! `mma.sync` elsewhere; FP32 always runs on the SIMT cores. See [`GemmSpec::engine_on`].
 
@@ -283,9 +283,10 @@ impl GemmSpec {
     /// device addresses `a_addr` and `b_addr`: `MmaSync` or `Wgmma`, never `Auto`.
     ///
     /// `Wgmma` applies when `dev` loaded the sm_90a module, the precision is BF16 or FP16
-    /// (any layouts) or TF32 (A row-major and B column-major), `batch == 1`, `K ≥ 1`, both addresses are
+    /// (any layouts) or TF32 (A row-major and B column-major), `K ≥ 1`, both addresses are
     /// 16-byte aligned and so are the rows (`lda · size` and `ldb · size` multiples of 16
-    /// bytes). `Auto` resolves to `Wgmma` when it applies and to `MmaSync` otherwise; an
+    /// bytes) and, with `batch > 1`, the batches of A and B (`stride · size` multiples of 16
+    /// bytes, at least one matrix apart). `Auto` resolves to `Wgmma` when it applies and to `MmaSync` otherwise; an
     /// explicit `Wgmma` that does not apply is an [`GpuError::InvalidArgument`] (argument
     /// `engine`) giving the first reason; `MmaSync` stays `MmaSync`.
     pub fn engine_on<D: Device>(&self, dev: &D, a_addr: u64, b_addr: u64) -> Result<GemmEngine> {
@@ -684,7 +685,7 @@ fn launch<D: Device, I: GemmTypes<O>, O: GemmOutput>(
                 )
             })?;
         // SAFETY: as for the mma.sync launch below (same views, shape and workspace checks);
-        // `engine_on` established the wgmma preconditions (batch 1, K ≥ 1, layouts the
+        // `engine_on` established the wgmma preconditions (K ≥ 1, batches 16-byte aligned and disjoint, layouts the
         // precision's wgmma reads, 16-byte aligned operands and rows).
         unsafe { gemm_wgmma::launch(dev, spec, kernel, params) }?;
     } else {
@@ -834,7 +835,7 @@ pub fn bias_grad<D: Device, T: BiasGradElement<O>, O: DeviceElement>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tensor_map::{TensorMapDesc, TensorMapElem, TensorMapSwizzle};
+    use crate::tensor_map::{TensorMapDesc, TensorMapElem, TensorMapLayers, TensorMapSwizzle};
 
     #[test]
     fn extents_follow_layout_ld_and_batch() {
@@ -1023,11 +1024,13 @@ mod tests {
                 row_stride_bytes: 160,
                 box_dims: [64, 128],
                 swizzle: TensorMapSwizzle::B128,
+                layers: Some(TensorMapLayers { count: 1, stride_bytes: 300 * 160 }),
             };
             let desc_b = TensorMapDesc {
                 global_address: p.gemm.b.addr(),
                 dims: [72, 200],
                 row_stride_bytes: 144,
+                layers: Some(TensorMapLayers { count: 1, stride_bytes: 200 * 144 }),
                 ..desc_a
             };
             let uploaded = dev.read(p.tmap_a.addr(), 2 * size_of::<TensorMap>());
@@ -1055,7 +1058,9 @@ mod tests {
                     "gemm_wgmma_bf16_cr_bf16",
                     GemmSpec::linear_backward_weight(64, 64, 64, Precision::Bf16),
                 ),
-                ("gemm_bf16_rc_bf16", batched),
+                ("gemm_wgmma_bf16_rc_bf16", batched),
+                // Batches of A overlapping by a row.
+                ("gemm_bf16_rc_bf16", GemmSpec { stride_a: 4032, ..batched }),
                 ("gemm_bf16_rc_bf16", GemmSpec { lda: 65, ..fwd }),
                 ("gemm_bf16_rc_bf16", GemmSpec { k: 0, ..fwd }),
             ];
@@ -1063,6 +1068,9 @@ mod tests {
                 let launches = run_bf16(&dev, &spec, 0, 0).unwrap();
                 assert_eq!(launches[0].name, want, "{spec:?}");
             }
+            // One work unit per tile, slice and batch.
+            let launches = run_bf16(&dev, &batched, 0, 0).unwrap();
+            assert_eq!(launches[0].params::<WgmmaGemmParams<Bf16, Bf16>>().units, 2);
             // A view starting one element into its buffer: not 16-byte aligned.
             assert_eq!(run_bf16(&dev, &fwd, 1, 0).unwrap()[0].name, "gemm_bf16_rc_bf16");
             assert_eq!(run_bf16(&dev, &fwd, 8, 0).unwrap()[0].name, "gemm_wgmma_bf16_rc_bf16");

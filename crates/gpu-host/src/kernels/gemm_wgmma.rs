@@ -5,7 +5,7 @@ use super::gemm::{GemmSpec, Layout, Precision, invalid, to_u32};
 use crate::device::{Device, DeviceBuffer, LaunchConfig};
 use crate::error::Result;
 use crate::ptx::PtxArch;
-use crate::tensor_map::{TensorMapDesc, TensorMapElem, TensorMapSwizzle};
+use crate::tensor_map::{TensorMapDesc, TensorMapElem, TensorMapLayers, TensorMapSwizzle};
 use kernel_abi::DevicePtr;
 use kernel_abi::gemm::GemmParams;
 use kernel_abi::gemm_wgmma::{TensorMap, WgmmaGemmParams, WgmmaKernel, wg};
@@ -27,12 +27,12 @@ fn operand_elem(precision: Precision) -> Option<TensorMapElem> {
     }
 }
 
-/// Why the wgmma kernel cannot run `spec`, judging by the spec alone (precision, layouts,
-/// batch, K), or `None`.
+/// Why the wgmma kernel cannot run `spec`, judging by the spec alone (precision, layouts, K,
+/// batch strides), or `None`.
 pub(super) fn shape_reason(spec: &GemmSpec) -> Option<String> {
-    if spec.precision == Precision::Fp32 {
+    let Some(elem) = operand_elem(spec.precision) else {
         return Some("FP32 runs on the SIMT cores only (wgmma takes TF32, BF16 and FP16)".into());
-    }
+    };
     let k_major = (spec.a_layout, spec.b_layout) == (Layout::RowMajor, Layout::ColMajor);
     if spec.precision == Precision::Tf32 && !k_major {
         return Some(format!(
@@ -40,15 +40,40 @@ pub(super) fn shape_reason(spec: &GemmSpec) -> Option<String> {
             spec.a_layout, spec.b_layout
         ));
     }
-    if spec.batch != 1 {
-        return Some(format!("batch is {}; it runs batch 1 only", spec.batch));
-    }
     if spec.k == 0 {
         return Some(
             "K is 0 (no product to compute; the mma.sync kernel applies C = beta·C + bias)".into(),
         );
     }
+    let esize = elem.size_bytes() as usize;
+    if spec.batch > 1 {
+        for (name, stride, matrix) in [
+            (
+                "stride_a",
+                spec.stride_a,
+                matrix_elems(spec.a_layout == Layout::RowMajor, spec.m, spec.k, spec.lda),
+            ),
+            (
+                "stride_b",
+                spec.stride_b,
+                matrix_elems(spec.b_layout == Layout::ColMajor, spec.n, spec.k, spec.ldb),
+            ),
+        ] {
+            if stride < matrix || !(stride * esize).is_multiple_of(16) {
+                return Some(format!(
+                    "{name} = {stride}: TMA reads batches that start 16-byte aligned and do not \
+                     overlap (each matrix spans {matrix} elements)"
+                ));
+            }
+        }
+    }
     None
+}
+
+/// Elements of one operand matrix as its tensor map describes it: `mn` (M or N) rows of K
+/// `ld` apart when `k_major`, else K rows of M or N.
+fn matrix_elems(k_major: bool, mn: usize, k: usize, ld: usize) -> usize {
+    if k_major { mn * ld } else { k * ld }
 }
 
 /// Why the wgmma kernel cannot run `spec` on a runtime with the `arch` module and operands at
@@ -90,34 +115,45 @@ pub(super) fn unsupported_reason(
     None
 }
 
-/// The tensor maps of A and B, 128-byte swizzle. A K-major operand (A row-major, B
-/// column-major) is described as rows (M or N, `ld` apart) of K elements, box [`BK_BYTES`] of
-/// K × [`BM`] / [`BN`] rows; an M/N-major one (A column-major, B row-major) as rows of K
-/// (`ld` apart) of M or N elements, box 64 elements (128 bytes) × `BK` rows, which the kernel
-/// loads twice per tile. `spec` must be one [`unsupported_reason`] accepts (not FP32).
+/// The rank-3 tensor maps of A and B, 128-byte swizzle, dimension 2 the batch (`stride_a` /
+/// `stride_b` apart; one matrix, contiguous, when `batch == 1`). A K-major operand (A
+/// row-major, B column-major) is described as rows (M or N, `ld` apart) of K elements, box
+/// [`BK_BYTES`] of K × [`BM`] / [`BN`] rows; an M/N-major one (A column-major, B row-major)
+/// as rows of K (`ld` apart) of M or N elements, box 64 elements (128 bytes) × `BK` rows,
+/// which the kernel loads twice per tile. `spec` must be one [`unsupported_reason`] accepts
+/// (not FP32).
 fn operand_maps(spec: &GemmSpec, a_addr: u64, b_addr: u64) -> Result<[TensorMapDesc; 2]> {
     let elem = operand_elem(spec.precision)
         .ok_or_else(|| invalid("engine", "FP32 has no wgmma kernel"))?;
     let esize = elem.size_bytes();
     let bk = BK_BYTES / esize;
     // `mn`: M or N; `k_major`: whether K is the contiguous dimension.
-    let desc = |addr: u64, mn: usize, ld: usize, k_major: bool, box_rows: u32| TensorMapDesc {
-        global_address: addr,
-        elem,
-        dims: if k_major { [spec.k as u64, mn as u64] } else { [mn as u64, spec.k as u64] },
-        row_stride_bytes: ld as u64 * esize as u64,
-        box_dims: if k_major { [bk, box_rows] } else { [BK_BYTES / esize, bk] },
-        swizzle: TensorMapSwizzle::B128,
+    let desc = |addr: u64, (mn, ld, stride): (usize, usize, usize), k_major: bool, box_rows| {
+        let matrix = matrix_elems(k_major, mn, spec.k, ld);
+        let stride = if spec.batch == 1 { matrix } else { stride };
+        TensorMapDesc {
+            global_address: addr,
+            elem,
+            dims: if k_major { [spec.k as u64, mn as u64] } else { [mn as u64, spec.k as u64] },
+            row_stride_bytes: ld as u64 * esize as u64,
+            box_dims: if k_major { [bk, box_rows] } else { [BK_BYTES / esize, bk] },
+            swizzle: TensorMapSwizzle::B128,
+            layers: Some(TensorMapLayers {
+                count: spec.batch as u64,
+                stride_bytes: stride as u64 * esize as u64,
+            }),
+        }
     };
     Ok([
-        desc(a_addr, spec.m, spec.lda, spec.a_layout == Layout::RowMajor, BM),
-        desc(b_addr, spec.n, spec.ldb, spec.b_layout == Layout::ColMajor, BN),
+        desc(a_addr, (spec.m, spec.lda, spec.stride_a), spec.a_layout == Layout::RowMajor, BM),
+        desc(b_addr, (spec.n, spec.ldb, spec.stride_b), spec.b_layout == Layout::ColMajor, BN),
     ])
 }
 
 /// Launches the first (or only) pass of a GEMM on the wgmma kernel: `params` as for the
 /// `mma.sync` kernel (tiles of [`BM`] × [`BN`], the split plan of the wgmma engine), with
-/// the two tensor maps and a persistent grid of `min(units, SMs)` blocks.
+/// the two tensor maps and a persistent grid of `min(units, SMs)` blocks over the `tiles ·
+/// split_k · batch` work units.
 ///
 /// Known cost: every call encodes both tensor maps, allocates 256 bytes of device memory,
 /// copies the maps there (a small host-to-device copy) and frees it, a few microseconds of
@@ -147,7 +183,7 @@ pub(super) unsafe fn launch<D: Device, I: Copy + 'static, O: Copy + 'static>(
         ));
     }
     let tiles = params.tiles_m as u64 * params.tiles_n as u64;
-    let units = to_u32("m", (tiles * params.split_k as u64) as usize)?;
+    let units = to_u32("m", (tiles * params.split_k as u64 * spec.batch as u64) as usize)?;
     let config = LaunchConfig {
         grid: (units.min(dev.multiprocessors().max(1)), 1, 1),
         block: (wg::THREADS, 1, 1),
@@ -160,8 +196,8 @@ pub(super) unsafe fn launch<D: Device, I: Copy + 'static, O: Copy + 'static>(
         units,
     };
     // SAFETY: the caller's contract covers `params.gemm`; the tensor maps describe exactly
-    // A (M × K, lda) and B (K × N, ldb) in their layouts, which the views cover, and live in `maps_buffer`
-    // until after the launch is issued; the grid, block and shared memory are those
+    // the batches of A (M × K, lda, stride_a) and B (K × N, ldb, stride_b) in their layouts,
+    // which the views cover, and live in `maps_buffer` until after the launch is issued; the grid, block and shared memory are those
     // `kernel_abi::gemm_wgmma` specifies.
     unsafe { dev.launch(kernel, config, params) }?;
     // The maps must stay valid until the kernel has read them. Dropping the buffer here is
@@ -211,7 +247,14 @@ mod tests {
         assert_eq!(unsupported_reason(PtxArch::Sm90a, &rr, 0, 0), None);
         let tf32_rr = GemmSpec { precision: Precision::Tf32, ..rr };
         assert!(why(&tf32_rr, 0, 0).contains("TF32 operands K-major only"));
-        assert!(why(&GemmSpec { batch: 2, ..s }, 0, 0).contains("batch"));
+        // Batches: 16-byte aligned, not overlapping (A: 300 rows of 72; B: 200 rows of 72).
+        let batched = GemmSpec { batch: 12, stride_a: 300 * 72, stride_b: 200 * 72, ..s };
+        assert_eq!(unsupported_reason(PtxArch::Sm90a, &batched, 0, 0), None);
+        let padded = GemmSpec { stride_a: 300 * 72 + 8, stride_b: 200 * 72 + 64, ..batched };
+        assert_eq!(unsupported_reason(PtxArch::Sm90a, &padded, 0, 0), None);
+        assert!(why(&GemmSpec { stride_a: 300 * 72 + 4, ..batched }, 0, 0).contains("stride_a"));
+        assert!(why(&GemmSpec { stride_b: 200 * 72 - 8, ..batched }, 0, 0).contains("overlap"));
+        assert!(why(&GemmSpec { stride_b: 0, ..batched }, 0, 0).contains("stride_b = 0"));
         assert!(why(&GemmSpec { k: 0, ..s }, 0, 0).contains("K is 0"));
         assert!(why(&s, 0x1008, 0).contains("A at 0x1008"));
         assert!(why(&s, 0, 0x2002).contains("B at 0x2002"));
@@ -230,6 +273,14 @@ mod tests {
         assert_eq!((a.dims, a.row_stride_bytes, a.box_dims), ([72, 300], 160, [64, 128]));
         assert_eq!((b.dims, b.row_stride_bytes, b.box_dims), ([72, 200], 192, [64, 128]));
         assert_eq!((a.swizzle, b.swizzle), (TensorMapSwizzle::B128, TensorMapSwizzle::B128));
+        // Batch 1: one matrix, its stride the matrix itself.
+        let one = |stride_bytes| Some(TensorMapLayers { count: 1, stride_bytes });
+        assert_eq!((a.layers, b.layers), (one(300 * 160), one(200 * 192)));
+        assert!(a.validate().is_ok() && b.validate().is_ok());
+        let batched = GemmSpec { batch: 5, stride_a: 300 * 80 + 8, stride_b: 200 * 96, ..s };
+        let [a, b] = operand_maps(&batched, 0x1000, 0x2000).unwrap();
+        let five = |stride_bytes| Some(TensorMapLayers { count: 5, stride_bytes });
+        assert_eq!((a.layers, b.layers), (five(2 * (300 * 80 + 8)), five(200 * 192)));
         assert!(a.validate().is_ok() && b.validate().is_ok());
         // dW = dYᵀ·X (A column-major: K rows of M; B row-major: K rows of N).
         let cr = GemmSpec {
@@ -242,6 +293,8 @@ mod tests {
         let [a, b] = operand_maps(&cr, 0x1000, 0x2000).unwrap();
         assert_eq!((a.dims, a.row_stride_bytes, a.box_dims), ([300, 72], 608, [64, 64]));
         assert_eq!((b.dims, b.row_stride_bytes, b.box_dims), ([200, 72], 416, [64, 64]));
+        // M/N-major matrices are K rows long.
+        assert_eq!((a.layers, b.layers), (one(72 * 608), one(72 * 416)));
         assert!(a.validate().is_ok() && b.validate().is_ok());
         let [a, _] = operand_maps(&forward(Precision::Tf32), 0x1000, 0x2000).unwrap();
         assert_eq!((a.elem, a.row_stride_bytes, a.box_dims), (TensorMapElem::F32, 288, [32, 128]));

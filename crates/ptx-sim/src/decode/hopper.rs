@@ -103,14 +103,18 @@ fn mbarrier(d: &FnDecoder, m: &mut Mods, ops: &[Operand]) -> R<Op> {
     Ok(Op::MbarArrive { addr: d.addr(&rest[0])?, tx, arrive, state })
 }
 
-/// `cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes`.
+/// `cp.async.bulk.tensor.{2d,3d}.shared::cluster.global.tile.mbarrier::complete_tx::bytes`.
 pub(super) fn tma(d: &FnDecoder, m: &mut Mods, ops: &[Operand]) -> R<Op> {
     if !m.has("tensor") {
         return Err("only cp.async.bulk.tensor (TMA tile loads) is supported".into());
     }
-    if !m.has("2d") {
-        return Err("only 2-D tensor copies are supported".into());
-    }
+    let rank: u8 = if m.has("2d") {
+        2
+    } else if m.has("3d") {
+        3
+    } else {
+        return Err("only 2-D and 3-D tensor copies are supported".into());
+    };
     if !(m.has("shared::cluster") || m.has("shared::cta")) || !m.has("global") {
         return Err("only global → shared tensor copies are supported".into());
     }
@@ -121,15 +125,20 @@ pub(super) fn tma(d: &FnDecoder, m: &mut Mods, ops: &[Operand]) -> R<Op> {
     arity(ops, 3, "cp.async.bulk.tensor")?;
     let (map, coords) = match &ops[1] {
         Operand::Tensor { map, coords } => match coords.as_ref() {
-            Operand::Vec(c) if c.len() == 2 => (
-                d.src(&Operand::Name(map.clone()), Want::Int(64))?,
-                [d.src(&c[0], Want::Int(32))?, d.src(&c[1], Want::Int(32))?],
-            ),
-            other => return Err(format!("a 2-D copy takes 2 coordinates, found {other:?}")),
+            Operand::Vec(c) if c.len() == rank as usize => {
+                let mut coords = [Src::Imm(0); 3];
+                for (to, from) in coords.iter_mut().zip(c) {
+                    *to = d.src(from, Want::Int(32))?;
+                }
+                (d.src(&Operand::Name(map.clone()), Want::Int(64))?, coords)
+            }
+            other => {
+                return Err(format!("a {rank}-D copy takes {rank} coordinates, found {other:?}"));
+            }
         },
-        other => return Err(format!("expected `[tensorMap, {{x, y}}]`, found {other:?}")),
+        other => return Err(format!("expected `[tensorMap, {{x, y, ...}}]`, found {other:?}")),
     };
-    Ok(Op::TmaLoad { dst: d.addr(&ops[0])?, map, coords, bar: d.addr(&ops[2])? })
+    Ok(Op::TmaLoad { dst: d.addr(&ops[0])?, map, rank, coords, bar: d.addr(&ops[2])? })
 }
 
 fn wgmma(d: &FnDecoder, m: &mut Mods, ops: &[Operand]) -> R<Op> {

@@ -976,15 +976,17 @@ pub enum Op {
         /// of the instruction's time limit: unbounded). `test_wait`: answers at once.
         blocking: bool,
     },
-    /// `cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
-    /// [dst], [map, {x, y}], [bar]`.
+    /// `cp.async.bulk.tensor.{2d,3d}.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+    /// [dst], [map, {x, y[, z]}], [bar]`.
     TmaLoad {
         /// Shared destination of the box.
         dst: Addr,
         /// Generic address of the tensor map.
         map: Src,
-        /// Box origin (inner element, row).
-        coords: [Src; 2],
+        /// The instruction's dimensionality (2 or 3), which must be the map's rank.
+        rank: u8,
+        /// Box origin (inner element, row, matrix; the matrix is 0 at rank 2).
+        coords: [Src; 3],
         /// The mbarrier whose transaction count the copy completes.
         bar: Addr,
     },
@@ -1217,7 +1219,7 @@ impl Op {
                 addr(ad, f);
                 src(parity, f);
             }
-            Op::TmaLoad { dst, map, coords, bar } => {
+            Op::TmaLoad { dst, map, coords, bar, .. } => {
                 addr(dst, f);
                 addr(bar, f);
                 src(map, f);

@@ -223,13 +223,14 @@ impl Block<'_> {
         self.fault(SimErrorKind::Deadlock, w, lane, pc, what)
     }
 
-    /// `cp.async.bulk.tensor.2d` global → shared with `complete_tx` on an mbarrier.
+    /// `cp.async.bulk.tensor.{2d,3d}` global → shared with `complete_tx` on an mbarrier: the
+    /// box of one matrix (`z`, rank 3) zero-filled outside the tensor.
     pub(super) fn tma_load(
         &mut self,
         w: &Warp,
         lane: usize,
         pc: u32,
-        (dst, map, coords, bar): (Addr, Src, [Src; 2], Addr),
+        (dst, map, rank, coords, bar): (Addr, Src, u8, [Src; 3], Addr),
     ) -> Result<(), GpuError> {
         let map_addr = self.read(w, map, lane);
         let mut raw = [0u8; 128];
@@ -253,8 +254,15 @@ impl Block<'_> {
         let tm = tensor_map::decode(&raw).map_err(|m| {
             self.fault(SimErrorKind::Unsupported, w, lane, pc, format!("tensor map: {m}"))
         })?;
-        let x0 = self.read(w, coords[0], lane) as u32 as i32 as i64;
-        let y0 = self.read(w, coords[1], lane) as u32 as i32 as i64;
+        if u32::from(rank) != tm.rank {
+            let what = format!(
+                "a {rank}-D tensor copy through a rank-{} tensor map (the instruction's \
+                 dimensionality must be the map's rank)",
+                tm.rank
+            );
+            return Err(self.fault(SimErrorKind::Unsupported, w, lane, pc, what));
+        }
+        let [x0, y0, z] = coords.map(|c| self.read(w, c, lane) as u32 as i32 as i64);
         let at = self.address(w, dst, lane);
         if !at.is_multiple_of(128) {
             let what = format!("TMA destination {at:#x} is not 128-byte aligned");
@@ -281,12 +289,14 @@ impl Block<'_> {
         for r in 0..tm.box_dims[1] as i64 {
             row.fill(0);
             let y = y0 + r;
-            if (0..tm.dims[1] as i64).contains(&y) {
+            if (0..tm.dims[1] as i64).contains(&y) && (0..tm.dims[2] as i64).contains(&z) {
                 let first = x0.max(0);
                 let last = (x0 + tm.box_dims[0] as i64).min(tm.dims[0] as i64);
                 if first < last {
-                    let src =
-                        tm.global_address + y as u64 * tm.row_stride_bytes + first as u64 * esize;
+                    let src = tm.global_address
+                        + z as u64 * tm.strides_bytes[1]
+                        + y as u64 * tm.strides_bytes[0]
+                        + first as u64 * esize;
                     let off = ((first - x0) as u64 * esize) as usize;
                     let len = ((last - first) as u64 * esize) as usize;
                     self.launch.global.load(src, &mut row[off..off + len]).map_err(|m| {

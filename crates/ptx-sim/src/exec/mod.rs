@@ -417,9 +417,9 @@ impl<'a> Block<'a> {
                 }
                 w.advance(active, pc + 1);
             }
-            Op::TmaLoad { dst, map, coords, bar } => {
+            Op::TmaLoad { dst, map, rank, coords, bar } => {
                 for lane in bits(active) {
-                    self.tma_load(w, lane, pc, (*dst, *map, *coords, *bar))?;
+                    self.tma_load(w, lane, pc, (*dst, *map, *rank, *coords, *bar))?;
                 }
                 w.advance(active, pc + 1);
             }
