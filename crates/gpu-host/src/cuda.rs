@@ -4,7 +4,9 @@ use crate::device::{Device, DeviceBuffer, LaunchConfig, alloc_bytes, check_copy_
 use crate::element::DeviceElement;
 use crate::error::{DriverContext, GpuError, Result};
 use crate::ptx::{PtxArch, embedded_ptx};
-use crate::tensor_map::{TensorMap, TensorMapDesc, TensorMapElem, TensorMapSwizzle};
+use crate::tensor_map::{
+    TensorMap, TensorMapCache, TensorMapDesc, TensorMapElem, TensorMapSwizzle, upload_tensor_maps,
+};
 use crate::view::{DeviceView, DeviceViewMut};
 use cudarc::driver::sys::{
     CUdevice_attribute, CUfunction_attribute, CUresult, CUtensorMap, CUtensorMapDataType,
@@ -40,6 +42,8 @@ pub struct GpuInfo {
 /// Everything is issued on one stream, so work runs in issue order and buffers need no
 /// cross-stream event tracking (it is disabled).
 pub struct Gpu {
+    /// Declared first, so dropped first: its buffers are freed while the stream lives.
+    tensor_maps: TensorMapCache<CudaBuffer<u64>>,
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     module: Arc<CudaModule>,
@@ -121,7 +125,14 @@ impl Gpu {
             )? as u32,
         };
         let stream = ctx.default_stream();
-        Ok(Self { ctx, stream, module, functions: Mutex::new(HashMap::new()), info })
+        Ok(Self {
+            tensor_maps: TensorMapCache::default(),
+            ctx,
+            stream,
+            module,
+            functions: Mutex::new(HashMap::new()),
+            info,
+        })
     }
 
     /// Static facts about this GPU.
@@ -291,6 +302,10 @@ impl Device for Gpu {
             chunk.copy_from_slice(&word.to_ne_bytes());
         }
         Ok(TensorMap { bytes })
+    }
+
+    fn tensor_maps_in_memory(&self, descs: &[TensorMapDesc]) -> Result<u64> {
+        self.tensor_maps.address(descs, || upload_tensor_maps(self, descs))
     }
 
     fn alloc<T: DeviceElement>(&self, len: usize) -> Result<CudaBuffer<T>> {

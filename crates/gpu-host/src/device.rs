@@ -88,6 +88,13 @@ pub trait Device {
     /// kernel parameter) for the kernel to use.
     fn tensor_map(&self, desc: &TensorMapDesc) -> Result<TensorMap>;
 
+    /// The device address of `descs` encoded ([`Device::tensor_map`]), 128 bytes each one
+    /// after another from a 64-byte aligned address, for kernels that read their tensor maps
+    /// from global memory. Valid for every launch issued before the next call. Runtimes keep
+    /// them in a [`crate::TensorMapCache`], so asking again for the same descriptors uploads
+    /// nothing.
+    fn tensor_maps_in_memory(&self, descs: &[TensorMapDesc]) -> Result<u64>;
+
     /// Allocates `len` elements with unspecified contents.
     fn alloc<T: DeviceElement>(&self, len: usize) -> Result<Self::Buffer<T>>;
 

@@ -29,5 +29,8 @@ pub use device::{Device, DeviceBuffer, LaunchConfig, alloc_bytes, check_copy_len
 pub use element::DeviceElement;
 pub use error::{GpuError, Result, SimErrorKind};
 pub use ptx::{PtxArch, embedded_ptx};
-pub use tensor_map::{TensorMap, TensorMapDesc, TensorMapElem, TensorMapLayers, TensorMapSwizzle};
+pub use tensor_map::{
+    TensorMap, TensorMapCache, TensorMapDesc, TensorMapElem, TensorMapLayers, TensorMapSwizzle,
+    upload_tensor_maps,
+};
 pub use view::{DeviceView, DeviceViewMut};

@@ -5,7 +5,7 @@ use crate::device::{Device, DeviceBuffer, LaunchConfig, alloc_bytes, check_copy_
 use crate::element::DeviceElement;
 use crate::error::{GpuError, Result};
 use crate::ptx::PtxArch;
-use crate::tensor_map::{TensorMap, TensorMapDesc};
+use crate::tensor_map::{TensorMap, TensorMapCache, TensorMapDesc, upload_tensor_maps};
 use crate::view::{DeviceView, DeviceViewMut};
 use kernel_abi::{Kernel, KernelParams};
 use std::any::Any;
@@ -43,6 +43,7 @@ pub(crate) struct MockDevice {
     arch: PtxArch,
     sms: u32,
     state: Mutex<State>,
+    tensor_maps: TensorMapCache<MockBuffer<u64>>,
 }
 
 pub(crate) struct MockBuffer<T> {
@@ -69,12 +70,17 @@ impl<T: DeviceElement> DeviceBuffer<T> for MockBuffer<T> {
 
 impl MockDevice {
     pub fn new(arch: PtxArch, sms: u32) -> Self {
-        Self { arch, sms, state: Mutex::default() }
+        Self { arch, sms, state: Mutex::default(), tensor_maps: TensorMapCache::default() }
     }
 
     /// The launches so far, removed.
     pub fn take_launches(&self) -> Vec<Launched> {
         std::mem::take(&mut self.state.lock().unwrap().launches)
+    }
+
+    /// Number of allocations so far.
+    pub fn allocations(&self) -> usize {
+        self.state.lock().unwrap().memory.len()
     }
 
     /// `len` bytes at `addr` of one allocation.
@@ -117,6 +123,10 @@ impl Device for MockDevice {
     fn tensor_map(&self, desc: &TensorMapDesc) -> Result<TensorMap> {
         desc.validate()?;
         Ok(Self::encode(desc))
+    }
+
+    fn tensor_maps_in_memory(&self, descs: &[TensorMapDesc]) -> Result<u64> {
+        self.tensor_maps.address(descs, || upload_tensor_maps(self, descs))
     }
 
     fn alloc<T: DeviceElement>(&self, len: usize) -> Result<MockBuffer<T>> {

@@ -3,7 +3,10 @@
 //! ([`crate::Device::tensor_map`]: `cuTensorMapEncodeTiled` on a GPU, the simulator's own
 //! encoding on the simulator).
 
+use crate::device::{Device, DeviceBuffer};
 use crate::error::{GpuError, Result};
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
 
 pub use kernel_abi::gemm_wgmma::TensorMap;
 
@@ -203,6 +206,85 @@ impl TensorMapDesc {
     }
 }
 
+/// Encodes `descs` on `dev` ([`Device::tensor_map`]) and uploads them, 128 bytes each, one
+/// after another: the buffer and its (64-byte aligned) address.
+pub fn upload_tensor_maps<D: Device>(
+    dev: &D,
+    descs: &[TensorMapDesc],
+) -> Result<(D::Buffer<u64>, u64)> {
+    let mut words = Vec::with_capacity(16 * descs.len());
+    for desc in descs {
+        words.extend_from_slice(&bytemuck::cast::<[u8; 128], [u64; 16]>(
+            dev.tensor_map(desc)?.bytes,
+        ));
+    }
+    let buffer = dev.upload(&words)?;
+    let addr = buffer.view().addr();
+    if !addr.is_multiple_of(align_of::<TensorMap>() as u64) {
+        return Err(GpuError::invalid(
+            OP,
+            "descs",
+            format!("the runtime allocated the tensor maps at {addr:#x}, not 64-byte aligned"),
+        ));
+    }
+    Ok((buffer, addr))
+}
+
+/// The tensor maps a runtime keeps in device memory ([`Device::tensor_maps_in_memory`]),
+/// keyed by their descriptors, so that kernels launched again on the same buffers and shapes
+/// (every training step's GEMMs) reuse them instead of encoding and uploading them per
+/// launch. A descriptor names the address and shape, so a hit is always the right map, even
+/// for a buffer freed and reallocated at the same address. Bounded: at
+/// [`TensorMapCache::CAPACITY`] entries it starts over (dropping a buffer is ordered after
+/// the launches already issued, the [`DeviceBuffer`] contract).
+pub struct TensorMapCache<B> {
+    entries: Mutex<HashMap<Box<[TensorMapDesc]>, Uploaded<B>>>,
+}
+
+/// A buffer of encoded tensor maps and its device address.
+type Uploaded<B> = (B, u64);
+
+impl<B> Default for TensorMapCache<B> {
+    fn default() -> Self {
+        Self { entries: Mutex::new(HashMap::new()) }
+    }
+}
+
+impl<B> TensorMapCache<B> {
+    /// Entries kept (256 KiB of device memory for pairs of maps); GPT-2 training uses a few
+    /// hundred.
+    pub const CAPACITY: usize = 1024;
+
+    /// The address of the maps of `descs`: the cached one, or `upload`'s (buffer, address),
+    /// which the cache then keeps.
+    pub fn address(
+        &self,
+        descs: &[TensorMapDesc],
+        upload: impl FnOnce() -> Result<(B, u64)>,
+    ) -> Result<u64> {
+        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, addr)) = entries.get(descs) {
+            return Ok(*addr);
+        }
+        let (buffer, addr) = upload()?;
+        if entries.len() >= Self::CAPACITY {
+            entries.clear();
+        }
+        entries.insert(descs.into(), (buffer, addr));
+        Ok(addr)
+    }
+
+    /// Number of cached entries.
+    pub fn len(&self) -> usize {
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner).len()
+    }
+
+    /// Whether nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -288,6 +370,33 @@ mod tests {
         // Matrices may not overlap: a stride shorter than 1000 rows.
         let err = with(2, matrix - 16).validate().unwrap_err();
         assert!(err.to_string().contains("shorter than a matrix"), "{err}");
+    }
+
+    #[test]
+    fn the_cache_uploads_each_set_of_maps_once_and_starts_over_when_full() {
+        let cache = TensorMapCache::<u32>::default();
+        let uploads = std::cell::Cell::new(0u64);
+        let upload = || {
+            uploads.set(uploads.get() + 1);
+            Ok((0, 0x1000 * uploads.get()))
+        };
+        let (a, b) = (desc(), TensorMapDesc { global_address: 0x7f00_0000_0200, ..desc() });
+        assert_eq!(cache.address(&[a, b], upload).unwrap(), 0x1000);
+        assert_eq!(cache.address(&[a, b], upload).unwrap(), 0x1000);
+        assert_eq!(cache.address(&[b, a], upload).unwrap(), 0x2000);
+        assert_eq!(cache.address(&[a], upload).unwrap(), 0x3000);
+        assert_eq!((uploads.get(), cache.len()), (3, 3));
+        let failing = || Err(GpuError::invalid(OP, "descs", "no memory"));
+        assert!(cache.address(&[b], failing).is_err());
+        assert_eq!(cache.len(), 3);
+        for i in 0..TensorMapCache::<u32>::CAPACITY as u64 {
+            let d = TensorMapDesc { global_address: 0x10_0000 + 16 * i, ..a };
+            cache.address(&[d], upload).unwrap();
+        }
+        // Full after the first CAPACITY - 3 of them: cleared once, then refilled.
+        assert_eq!(cache.len(), 3);
+        let next = 0x1000 * (uploads.get() + 1);
+        assert_eq!(cache.address(&[a, b], upload).unwrap(), next);
     }
 
     #[test]

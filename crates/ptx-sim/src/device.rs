@@ -8,8 +8,8 @@ use crate::racecheck::Checks;
 use crate::tensor_map;
 use gpu_host::{
     Device, DeviceBuffer, DeviceElement, DeviceView, DeviceViewMut, GpuError, LaunchConfig,
-    PtxArch, Result, SimErrorKind, TensorMap, TensorMapDesc, alloc_bytes, check_copy_len,
-    embedded_ptx,
+    PtxArch, Result, SimErrorKind, TensorMap, TensorMapCache, TensorMapDesc, alloc_bytes,
+    check_copy_len, embedded_ptx, upload_tensor_maps,
 };
 use kernel_abi::{Kernel, KernelParams};
 use std::marker::PhantomData;
@@ -59,6 +59,7 @@ impl Default for SimOptions {
 /// Launches run to completion inside [`Device::launch`] (or [`Simulator::launch_bytes`]), which
 /// returns the kernel's first fault; [`Device::synchronize`] has nothing left to report.
 pub struct Simulator {
+    tensor_maps: TensorMapCache<SimBuffer<u64>>,
     kernels: Kernels,
     heap: Arc<Heap>,
     options: SimOptions,
@@ -103,6 +104,7 @@ impl Simulator {
             false => PtxArch::Sm80,
         };
         Ok(Self {
+            tensor_maps: TensorMapCache::default(),
             kernels: decode_module(&module),
             heap: Arc::new(Heap::default()),
             options: SimOptions::default(),
@@ -276,6 +278,10 @@ impl Device for Simulator {
     fn tensor_map(&self, desc: &TensorMapDesc) -> Result<TensorMap> {
         desc.validate()?;
         Ok(tensor_map::encode(desc))
+    }
+
+    fn tensor_maps_in_memory(&self, descs: &[TensorMapDesc]) -> Result<u64> {
+        self.tensor_maps.address(descs, || upload_tensor_maps(self, descs))
     }
 
     fn alloc<T: DeviceElement>(&self, len: usize) -> Result<SimBuffer<T>> {

@@ -1044,6 +1044,30 @@ mod tests {
         }
 
         #[test]
+        fn wgmma_uploads_the_tensor_maps_of_a_gemm_once() {
+            let dev = MockDevice::new(PtxArch::Sm90a, 4);
+            let spec = GemmSpec::linear_forward(300, 200, 72, Precision::Bf16);
+            let a = dev.alloc::<bf16>(spec.a_len()).unwrap();
+            let b = dev.alloc::<bf16>(spec.b_len()).unwrap();
+            let mut c = dev.alloc::<bf16>(spec.c_len()).unwrap();
+            let mut run = |spec: &GemmSpec| {
+                gemm(&dev, spec, a.view(), b.view(), c.view_mut(), Epilogue::default()).unwrap();
+                let launch = &dev.take_launches()[0];
+                launch.params::<WgmmaGemmParams<Bf16, Bf16>>().tmap_a.addr()
+            };
+            let first = run(&spec);
+            let allocations = dev.allocations();
+            // The next training step: same buffers and shapes, nothing uploaded.
+            assert_eq!(run(&spec), first);
+            assert_eq!(dev.allocations(), allocations);
+            // Another shape over the same buffers: its own maps.
+            let other = GemmSpec::linear_forward(300, 100, 72, Precision::Bf16);
+            assert_ne!(run(&other), first);
+            assert_eq!(dev.allocations(), allocations + 1);
+            assert_eq!(run(&spec), first);
+        }
+
+        #[test]
         fn auto_on_sm_90a_falls_back_where_wgmma_does_not_apply() {
             let dev = MockDevice::new(PtxArch::Sm90a, 132);
             let fwd = GemmSpec::linear_forward(64, 64, 64, Precision::Bf16);

@@ -2,7 +2,7 @@
 //! launch of a `gemm_wgmma_*` entry (see `kernel_abi::gemm_wgmma`).
 
 use super::gemm::{GemmSpec, Layout, Precision, invalid, to_u32};
-use crate::device::{Device, DeviceBuffer, LaunchConfig};
+use crate::device::{Device, LaunchConfig};
 use crate::error::Result;
 use crate::ptx::PtxArch;
 use crate::tensor_map::{TensorMapDesc, TensorMapElem, TensorMapLayers, TensorMapSwizzle};
@@ -152,13 +152,9 @@ fn operand_maps(spec: &GemmSpec, a_addr: u64, b_addr: u64) -> Result<[TensorMapD
 
 /// Launches the first (or only) pass of a GEMM on the wgmma kernel: `params` as for the
 /// `mma.sync` kernel (tiles of [`BM`] × [`BN`], the split plan of the wgmma engine), with
-/// the two tensor maps and a persistent grid of `min(units, SMs)` blocks over the `tiles ·
-/// split_k · batch` work units.
-///
-/// Known cost: every call encodes both tensor maps, allocates 256 bytes of device memory,
-/// copies the maps there (a small host-to-device copy) and frees it, a few microseconds of
-/// host and driver time that a cache of encoded maps (keyed by the descriptors) would save
-/// for repeated shapes and buffers.
+/// the two tensor maps ([`Device::tensor_maps_in_memory`]: uploaded once per operand buffers
+/// and shape, then reused) and a persistent grid of `min(units, SMs)` blocks over the `tiles
+/// · split_k · batch` work units.
 ///
 /// # Safety
 /// `params` must be valid for `kernel` as the checks of `super::gemm::launch` establish
@@ -170,18 +166,7 @@ pub(super) unsafe fn launch<D: Device, I: Copy + 'static, O: Copy + 'static>(
     kernel: WgmmaKernel<I, O>,
     params: GemmParams<I, O>,
 ) -> Result<()> {
-    let [desc_a, desc_b] = operand_maps(spec, params.a.addr(), params.b.addr())?;
-    let maps = [dev.tensor_map(&desc_a)?, dev.tensor_map(&desc_b)?];
-    let words: [[u64; 16]; 2] = maps.map(|m| bytemuck::cast::<[u8; 128], [u64; 16]>(m.bytes));
-    // One allocation for both maps: A's at offset 0, B's at 128.
-    let maps_buffer = dev.upload(words.as_flattened())?;
-    let base = maps_buffer.view().addr();
-    if !base.is_multiple_of(align_of::<TensorMap>() as u64) {
-        return Err(invalid(
-            "engine",
-            format!("the runtime allocated the tensor maps at {base:#x}, not 64-byte aligned"),
-        ));
-    }
+    let maps = dev.tensor_maps_in_memory(&operand_maps(spec, params.a.addr(), params.b.addr())?)?;
     let tiles = params.tiles_m as u64 * params.tiles_n as u64;
     let units = to_u32("m", (tiles * params.split_k as u64 * spec.batch as u64) as usize)?;
     let config = LaunchConfig {
@@ -191,23 +176,16 @@ pub(super) unsafe fn launch<D: Device, I: Copy + 'static, O: Copy + 'static>(
     };
     let params = WgmmaGemmParams {
         gemm: params,
-        tmap_a: DevicePtr::from_addr(base),
-        tmap_b: DevicePtr::from_addr(base + size_of::<TensorMap>() as u64),
+        tmap_a: DevicePtr::from_addr(maps),
+        tmap_b: DevicePtr::from_addr(maps + size_of::<TensorMap>() as u64),
         units,
     };
     // SAFETY: the caller's contract covers `params.gemm`; the tensor maps describe exactly
     // the batches of A (M × K, lda, stride_a) and B (K × N, ldb, stride_b) in their layouts,
-    // which the views cover, and live in `maps_buffer` until after the launch is issued; the grid, block and shared memory are those
+    // which the views cover, and stay in device memory for this launch (the runtime's
+    // contract for `tensor_maps_in_memory`); the grid, block and shared memory are those
     // `kernel_abi::gemm_wgmma` specifies.
-    unsafe { dev.launch(kernel, config, params) }?;
-    // The maps must stay valid until the kernel has read them. Dropping the buffer here is
-    // correct on every runtime (the `DeviceBuffer` contract): on a GPU the upload, the launch
-    // and the free are ordered on the one stream (cudarc frees with `cuMemFreeAsync` on it,
-    // which releases the memory only after the kernel completes; where the context has no
-    // stream-ordered allocator it synchronises the stream before `cuMemFree`); the
-    // simulator has finished the kernel when `launch` returns.
-    drop(maps_buffer);
-    Ok(())
+    unsafe { dev.launch(kernel, config, params) }
 }
 
 #[cfg(test)]
