@@ -17,7 +17,7 @@ use cpu_ref::precision::Element;
 use gpu_host::kernels::elementwise::{FloatElement, fill};
 use gpu_host::kernels::gemm::{
     Activation, Epilogue, GemmEngine, GemmOutput, GemmSpec, GemmTypes, Layout, Precision,
-    bias_grad, gemm, gemm_split_k,
+    WgmmaTile, bias_grad, gemm, gemm_split_k,
 };
 use gpu_host::{Device, DeviceBuffer, DeviceElement, GpuError};
 use half::{bf16, f16};
@@ -665,8 +665,9 @@ kernel_tests! {
 /// between them, in the forward layout (A row-major, B column-major: K-major operands) and,
 /// for BF16 and FP16, the other three (M/N-major A or B): the backward GEMMs `dX = dY·W` with
 /// GELU backward (rr), `dW += dYᵀ·X` (cr, beta 1) and cc, and the batched attention product
-/// `P·V` (rr) split over K. On a GPU `Auto` already picks it for these cases on Hopper; the
-/// simulator runs the sm_90a module.
+/// `P·V` (rr) split over K; and the 128 × 256 tiles (forced) of the A row-major layouts, with
+/// a partial second tile, the fused epilogue and split-K. On a GPU `Auto` already picks the
+/// kernel for these cases on Hopper; the simulator runs the sm_90a module.
 fn check_wgmma<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
     dev: &D,
     precision: Precision,
@@ -693,6 +694,14 @@ fn check_wgmma<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
     let mut batched = batches(wgmma(Case::new(70, 136, 100, rc, precision)), 3);
     (batched.bias, batched.spec.beta) = (true, 0.5);
     run::<D, I, O>(dev, &mut rng, &batched);
+    let wide =
+        |case: Case| Case { spec: GemmSpec { wgmma_tile: WgmmaTile::N256, ..case.spec }, ..case };
+    let mut wide_fused = wide(wgmma(Case::new(150, 300, 100, rc, precision)));
+    (wide_fused.bias, wide_fused.act) = (true, Act::Gelu { store: true });
+    run::<D, I, O>(dev, &mut rng, &wide_fused);
+    let mut wide_split = wide(wgmma(Case::new(70, 260, 700, rc, precision)));
+    (wide_split.spec.split_k, wide_split.spec.beta) = (3, 0.5);
+    run::<D, I, O>(dev, &mut rng, &wide_split);
     if precision == Precision::Tf32 {
         return;
     }
@@ -712,6 +721,9 @@ fn check_wgmma<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
     let mut values = batches(wgmma(Case::new(100, 64, 200, (r, r), precision)), 2);
     values.spec.split_k = 2;
     run::<D, I, O>(dev, &mut rng, &values);
+    let mut wide_dx = wide(wgmma(Case::new(150, 300, 100, (r, r), precision)));
+    wide_dx.act = Act::DGelu;
+    run::<D, I, O>(dev, &mut rng, &wide_dx);
 }
 
 /// `case` as `batch` batches, each matrix followed by a gap that keeps the next one 16-byte

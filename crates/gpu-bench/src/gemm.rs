@@ -18,7 +18,8 @@ use crate::timing::{RunArgs, Timer};
 use anyhow::{Context, Result};
 use gpu_host::kernels::elementwise::{FloatElement, fill};
 use gpu_host::kernels::gemm::{
-    Epilogue, GemmEngine, GemmOutput, GemmSpec, GemmTypes, Layout, Precision, gemm_split_k,
+    Epilogue, GemmEngine, GemmOutput, GemmSpec, GemmTypes, Layout, Precision, WgmmaTile,
+    gemm_split_k,
 };
 use gpu_host::{Device, DeviceBuffer, DeviceElement, Gpu};
 use half::{bf16, f16};
@@ -82,17 +83,23 @@ pub fn problems() -> Vec<Problem> {
     out
 }
 
-/// The benchmarked variants: our precision and kernel family, its cuBLAS mode and a label.
-/// The wgmma rows appear on Hopper, for the problems that kernel takes (BF16/FP16: every
-/// layout; TF32: K-major operands, i.e. the forward GEMMs).
-const VARIANTS: [(Precision, GemmEngine, Mode, &str); 7] = [
-    (Precision::Fp32, GemmEngine::MmaSync, Mode::Fp32, "FP32 SIMT"),
-    (Precision::Tf32, GemmEngine::MmaSync, Mode::Tf32, "TF32 mma.sync"),
-    (Precision::Tf32, GemmEngine::Wgmma, Mode::Tf32, "TF32 wgmma"),
-    (Precision::Bf16, GemmEngine::MmaSync, Mode::Bf16, "BF16 mma.sync"),
-    (Precision::Bf16, GemmEngine::Wgmma, Mode::Bf16, "BF16 wgmma"),
-    (Precision::Fp16, GemmEngine::MmaSync, Mode::Fp16, "FP16 mma.sync"),
-    (Precision::Fp16, GemmEngine::Wgmma, Mode::Fp16, "FP16 wgmma"),
+/// One benchmarked variant: our precision, engine and Hopper tile, its cuBLAS mode, a label.
+type Variant = (Precision, GemmEngine, WgmmaTile, Mode, &'static str);
+
+/// The benchmarked variants. The wgmma rows appear on Hopper, for the problems that kernel
+/// takes (BF16/FP16: every layout; TF32: K-major operands, i.e. the forward GEMMs): with the
+/// tile `Auto` picks (what the trainer runs), and for BF16 also each tile forced (128 × 256
+/// only where it has an entry: A row-major), to check that choice.
+const VARIANTS: [Variant; 9] = [
+    (Precision::Fp32, GemmEngine::MmaSync, WgmmaTile::Auto, Mode::Fp32, "FP32 SIMT"),
+    (Precision::Tf32, GemmEngine::MmaSync, WgmmaTile::Auto, Mode::Tf32, "TF32 mma.sync"),
+    (Precision::Tf32, GemmEngine::Wgmma, WgmmaTile::Auto, Mode::Tf32, "TF32 wgmma"),
+    (Precision::Bf16, GemmEngine::MmaSync, WgmmaTile::Auto, Mode::Bf16, "BF16 mma.sync"),
+    (Precision::Bf16, GemmEngine::Wgmma, WgmmaTile::Auto, Mode::Bf16, "BF16 wgmma"),
+    (Precision::Bf16, GemmEngine::Wgmma, WgmmaTile::N128, Mode::Bf16, "BF16 wgmma 128×128"),
+    (Precision::Bf16, GemmEngine::Wgmma, WgmmaTile::N256, Mode::Bf16, "BF16 wgmma 128×256"),
+    (Precision::Fp16, GemmEngine::MmaSync, WgmmaTile::Auto, Mode::Fp16, "FP16 mma.sync"),
+    (Precision::Fp16, GemmEngine::Wgmma, WgmmaTile::Auto, Mode::Fp16, "FP16 wgmma"),
 ];
 
 /// Runs the benchmark (see the module docs).
@@ -107,12 +114,13 @@ pub fn run(args: &Args) -> Result<()> {
         if args.only.as_ref().is_some_and(|s| !problem.name.contains(s.as_str())) {
             continue;
         }
-        for (precision, engine, mode, label) in VARIANTS {
+        for (precision, engine, wgmma_tile, mode, label) in VARIANTS {
             let mut spec = problem.spec;
-            (spec.precision, spec.engine) = (precision, engine);
+            (spec.precision, spec.engine, spec.wgmma_tile) = (precision, engine, wgmma_tile);
             let spec = spec.with_split_k_for(info.multiprocessors as usize, gpu.ptx_arch());
             // Fresh allocations are 256-byte aligned: address 0 stands for them.
-            if spec.engine_on(&gpu, 0, 0).is_err() {
+            let wide_missing = wgmma_tile == WgmmaTile::N256 && !spec.has_wide_wgmma_entry();
+            if spec.engine_on(&gpu, 0, 0).is_err() || wide_missing {
                 continue;
             }
             let problem = Problem { name: problem.name.clone(), spec };

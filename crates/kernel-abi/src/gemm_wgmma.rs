@@ -4,9 +4,9 @@
 //!
 //! # Operands
 //! A and B are read through two *tensor maps* (128-byte descriptors of a rank-3 global tensor,
-//! the batch of matrices, and of the box one TMA load copies) that the host encodes (`cuTensorMapEncodeTiled` on a GPU,
-//! the simulator's own encoding on the simulator) and stores in global memory; the kernel gets
-//! their addresses. A tensor map would normally be a `__grid_constant__` kernel parameter, but
+//! the batch of matrices, and of the box one TMA load copies) that the host encodes
+//! (`cuTensorMapEncodeTiled` on a GPU, the simulator's own encoding on the simulator) and
+//! stores in global memory; the kernel gets their addresses. A tensor map would normally be a `__grid_constant__` kernel parameter, but
 //! rustc cannot mark a parameter that way (LLVM would copy it to local memory, which TMA cannot
 //! read), so it lives in global memory, which the PTX ISA equally allows.
 //!
@@ -15,11 +15,17 @@
 //! `W (N, K)`) or, for BF16 and FP16, *M/N-major* (A column-major, B row-major), the
 //! transposed operands of the backward GEMMs; wgmma reads TF32 K-major only, so TF32 has the
 //! `rc` entry alone. The tensor map of a K-major operand describes it as rows (M or N) of K
-//! elements, box [`wg::BK_BYTES`] bytes of K × [`wg::BM`] (A) or [`wg::BN`] (B) rows; that of
+//! elements, box [`wg::BK_BYTES`] bytes of K × [`wg::BM`] (A) or the tile width (B) rows; that of
 //! an M/N-major operand as rows of K of M (or N) elements, box 64 elements (128 bytes) × `BK`
-//! rows of K, loaded twice per tile (M/N offsets 0 and 64). Both in the 128-byte swizzle.
+//! rows of K, loaded once per 64 rows of the tile (M/N offsets 0, 64, …). Both in the 128-byte
+//! swizzle.
 //! Elements outside the tensor are zero-filled by TMA, so partial tiles need no masking in the
-//! main loop. Dimension 2 is the batch: `batch` matrices `stride_a` (`stride_b`) elements
+//! main loop.
+//!
+//! # Tiles
+//! Blocks of 128 × 128 ([`wg::N128`], 4 stages; every entry) or 128 × 256 ([`wg::N256`], 3
+//! stages, wgmma m64n256; the `gemm_wgmma_n256_*` entries, A row-major only); the host picks
+//! one per GEMM and sizes `tiles_n`, the B box and the shared memory for it. Dimension 2 is the batch: `batch` matrices `stride_a` (`stride_b`) elements
 //! apart, 16-byte aligned and not overlapping (one matrix when `batch` is 1).
 //!
 //! # Everything else
@@ -76,30 +82,29 @@ unsafe impl<I: Copy + 'static, O: Copy + 'static> KernelParams for WgmmaGemmPara
 ///                issues the TMA loads of A and B for each stage, `arrive.expect_tx` on
 ///                full[s]; the other threads of the warpgroup exit.
 ///   warpgroups 1, 2: consumers. setmaxnreg.inc to CONSUMER_REGS; consumer g multiplies rows
-///                64g .. 64g + 64 of the block tile with wgmma m64n128k16 (bf16, f16) or
-///                m64n128k8 (tf32), 64 f32 accumulators per thread.
+///                64g .. 64g + 64 of the block tile with wgmma m64nBNk16 (bf16, f16) or
+///                m64nBNk8 (tf32), BN / 2 f32 accumulators per thread.
+///
+/// two tiles: N128 (BN = 128, 4 stages; every entry) and N256 (BN = 256, 3 stages; the
+/// `gemm_wgmma_n256_*` entries, for the A row-major layouts)
 ///
 /// shared memory (1024-byte aligned base):
-///   STAGES × [ A tile: BM rows × 128 B | B tile: BN rows × 128 B ]   128-byte swizzle
-///   full[STAGES], empty[STAGES]: mbarriers (8 B each)
+///   stages × [ A tile: BM rows × 128 B | B tile: BN rows × 128 B ]   128-byte swizzle
+///   full[stages], empty[stages]: mbarriers (8 B each)
 ///   8 consumer warps × EPI_WARP_BYTES of epilogue staging
 ///
-/// ring protocol, stage s = i % STAGES, phase parity (i / STAGES) & 1 of the i-th k-tile:
-///   producer: wait empty[s] (parity ^ 1)  → arrive.expect_tx(full[s], STAGE_BYTES) → 2 TMA
+/// ring protocol, stage s = i % stages, phase parity (i / stages) & 1 of the i-th k-tile:
+///   producer: wait empty[s] (parity ^ 1)  → arrive.expect_tx(full[s], stage bytes) → TMA
 ///   consumer: wait full[s] (parity)       → wgmma × 4 → commit → wait_group 1
 ///             → lane 0 of each consumer warp arrives on empty[previous stage]
 /// ```
 pub mod wg {
     /// Block tile rows (two consumer warpgroups of 64 rows).
     pub const BM: u32 = 128;
-    /// Block tile columns (the N of one wgmma).
-    pub const BN: u32 = 128;
     /// Bytes of K per stage: one 128-byte swizzle row (64 16-bit or 32 f32 elements).
     pub const BK_BYTES: u32 = 128;
     /// Bytes of K one wgmma consumes (k16 of 16-bit or k8 of tf32).
     pub const WGMMA_K_BYTES: u32 = 32;
-    /// Pipeline depth.
-    pub const STAGES: u32 = 4;
     /// Consumer warpgroups.
     pub const CONSUMERS: u32 = 2;
     /// Threads per block: the producer warpgroup and the consumers.
@@ -110,25 +115,61 @@ pub mod wg {
     pub const CONSUMER_REGS: u32 = 232;
     /// Bytes of one A tile of one stage.
     pub const A_TILE_BYTES: u32 = BM * BK_BYTES;
-    /// Bytes of one B tile of one stage.
-    pub const B_TILE_BYTES: u32 = BN * BK_BYTES;
-    /// Bytes of one stage (what its full barrier expects).
-    pub const STAGE_BYTES: u32 = A_TILE_BYTES + B_TILE_BYTES;
-    /// Offset of the mbarriers (full[0..STAGES], then empty[0..STAGES]).
-    pub const BARRIERS_OFFSET: u32 = STAGES * STAGE_BYTES;
     /// Row stride (f32 words) of a consumer warp's epilogue staging buffer (16 rows × 64
     /// columns at a time), padded as the `mma.sync` kernel's.
     pub const EPI_ROW_WORDS: u32 = 64 + 8;
     /// Bytes of one consumer warp's staging buffer.
     pub const EPI_WARP_BYTES: u32 = 16 * EPI_ROW_WORDS * 4;
-    /// Offset of the staging buffers.
-    pub const EPILOGUE_OFFSET: u32 = BARRIERS_OFFSET + 2 * 8 * STAGES;
-    /// Bytes used from the aligned base.
-    pub const USED_BYTES: u32 = EPILOGUE_OFFSET + 4 * CONSUMERS * EPI_WARP_BYTES;
-    /// Dynamic shared memory to request: the used bytes plus slack to align the base to the
-    /// 1024 bytes of the 128-byte swizzle pattern.
-    pub const SMEM_BYTES: u32 = USED_BYTES + 1024;
-    const _: () = assert!(SMEM_BYTES <= 227 * 1024);
+
+    /// A block tile width (the N of one wgmma) and the pipeline depth its shared memory
+    /// allows.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub struct Tile {
+        /// Block tile columns.
+        pub bn: u32,
+        /// Pipeline depth.
+        pub stages: u32,
+    }
+
+    /// 128 × 128 tiles, 4 stages: every entry.
+    pub const N128: Tile = Tile { bn: 128, stages: 4 };
+    /// 128 × 256 tiles, 3 stages (4 would not fit with the epilogue staging): the
+    /// `gemm_wgmma_n256_*` entries.
+    pub const N256: Tile = Tile { bn: 256, stages: 3 };
+
+    impl Tile {
+        /// f32 accumulators per consumer thread (a 64 × BN wgmma result over 128 threads).
+        pub const fn accumulators(self) -> u32 {
+            self.bn / 2
+        }
+        /// Bytes of one B tile of one stage.
+        pub const fn b_tile_bytes(self) -> u32 {
+            self.bn * BK_BYTES
+        }
+        /// Bytes of one stage (what its full barrier expects).
+        pub const fn stage_bytes(self) -> u32 {
+            A_TILE_BYTES + self.b_tile_bytes()
+        }
+        /// Offset of the mbarriers (full[0..stages], then empty[0..stages]).
+        pub const fn barriers_offset(self) -> u32 {
+            self.stages * self.stage_bytes()
+        }
+        /// Offset of the staging buffers.
+        pub const fn epilogue_offset(self) -> u32 {
+            self.barriers_offset() + 2 * 8 * self.stages
+        }
+        /// Bytes used from the aligned base.
+        pub const fn used_bytes(self) -> u32 {
+            self.epilogue_offset() + 4 * CONSUMERS * EPI_WARP_BYTES
+        }
+        /// Dynamic shared memory to request: the used bytes plus slack to align the base to
+        /// the 1024 bytes of the 128-byte swizzle pattern.
+        pub const fn smem_bytes(self) -> u32 {
+            self.used_bytes() + 1024
+        }
+    }
+
+    const _: () = assert!(N128.smem_bytes() <= 227 * 1024 && N256.smem_bytes() <= 227 * 1024);
     const _: () = assert!(
         PRODUCER_REGS * 128 + CONSUMER_REGS * 128 * CONSUMERS <= 65536,
         "the register split must fit the SM's register file"
@@ -175,6 +216,15 @@ macro_rules! wgmma_family {
             cc: Some(Kernel::new(concat!($prefix, "_cc_", $suffix))),
         };
     };
+    ($(#[$doc:meta])* $name:ident: $in:ty => $out:ty, $prefix:literal, $suffix:literal, a_row_major) => {
+        $(#[$doc])*
+        pub const $name: WgmmaKernels<$in, $out> = WgmmaKernels {
+            rr: Some(Kernel::new(concat!($prefix, "_rr_", $suffix))),
+            rc: Kernel::new(concat!($prefix, "_rc_", $suffix)),
+            cr: None,
+            cc: None,
+        };
+    };
 }
 
 wgmma_family!(/// `gemm_wgmma_bf16_*_bf16`: wgmma m64n128k16 BF16, bf16 output.
@@ -192,6 +242,22 @@ wgmma_family!(/// `gemm_wgmma_f16_*_f32`: wgmma m64n128k16 FP16, f32 output.
 pub const WGMMA_TF32_F32: WgmmaKernels<f32, f32> =
     WgmmaKernels { rr: None, rc: Kernel::new("gemm_wgmma_tf32_rc_f32"), cr: None, cc: None };
 
+wgmma_family!(/// `gemm_wgmma_n256_bf16_{rr,rc}_bf16`: 128 × 256 tiles ([`wg::N256`]), wgmma
+    /// m64n256k16 BF16, bf16 output; A row-major (the forward and `dX` GEMMs).
+    WGMMA_N256_BF16_BF16: Bf16 => Bf16, "gemm_wgmma_n256_bf16", "bf16", a_row_major);
+wgmma_family!(/// `gemm_wgmma_n256_bf16_{rr,rc}_f32`: as [`WGMMA_N256_BF16_BF16`], f32 output.
+    WGMMA_N256_BF16_F32: Bf16 => f32, "gemm_wgmma_n256_bf16", "f32", a_row_major);
+wgmma_family!(/// `gemm_wgmma_n256_f16_{rr,rc}_f16`: 128 × 256 tiles, wgmma m64n256k16 FP16,
+    /// f16 output; A row-major.
+    WGMMA_N256_F16_F16: F16 => F16, "gemm_wgmma_n256_f16", "f16", a_row_major);
+wgmma_family!(/// `gemm_wgmma_n256_f16_{rr,rc}_f32`: as [`WGMMA_N256_F16_F16`], f32 output.
+    WGMMA_N256_F16_F32: F16 => f32, "gemm_wgmma_n256_f16", "f32", a_row_major);
+
+/// `gemm_wgmma_n256_tf32_rc_f32`: 128 × 256 tiles, wgmma m64n256k8 TF32 (as
+/// [`WGMMA_TF32_F32`]).
+pub const WGMMA_N256_TF32_F32: WgmmaKernels<f32, f32> =
+    WgmmaKernels { rr: None, rc: Kernel::new("gemm_wgmma_n256_tf32_rc_f32"), cr: None, cc: None };
+
 /// Every entry of a family.
 const fn family_sigs<I: Copy + 'static, O: Copy + 'static>(
     f: &WgmmaKernels<I, O>,
@@ -208,8 +274,8 @@ const fn sig_of<I: Copy + 'static, O: Copy + 'static>(
     }
 }
 
-/// Number of Hopper GEMM entries.
-const ENTRIES: usize = 4 * 4 + 1;
+/// Number of Hopper GEMM entries: 17 of 128 × 128 tiles, 9 of 128 × 256.
+const ENTRIES: usize = 4 * 4 + 1 + 4 * 2 + 1;
 
 /// Every Hopper GEMM entry (exported by the sm_90a module only).
 pub const KERNELS: &[KernelSig] = &{
@@ -219,6 +285,11 @@ pub const KERNELS: &[KernelSig] = &{
         family_sigs(&WGMMA_F16_F16),
         family_sigs(&WGMMA_F16_F32),
         family_sigs(&WGMMA_TF32_F32),
+        family_sigs(&WGMMA_N256_BF16_BF16),
+        family_sigs(&WGMMA_N256_BF16_F32),
+        family_sigs(&WGMMA_N256_F16_F16),
+        family_sigs(&WGMMA_N256_F16_F32),
+        family_sigs(&WGMMA_N256_TF32_F32),
     ];
     let mut out = [WGMMA_TF32_F32.rc.sig(); ENTRIES];
     let (mut f, mut n) = (0, 0);

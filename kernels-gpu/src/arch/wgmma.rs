@@ -88,26 +88,28 @@ pub unsafe fn wait_group<const N: u32>() {
     }
 }
 
-/// One m64n128 wgmma: `acc` (64 f32 per thread) in and out as tied registers, `scale_d`
+/// One m64nN wgmma: `acc` (N / 2 f32 per thread) in and out as tied registers, `scale_d`
 /// turned into the instruction's predicate inside a scope of its own. The 16-bit forms take
-/// the operands' majorness as const generics (the instruction's `imm-trans-a/b`).
-macro_rules! wgmma_m64n128 {
-    ($(#[$doc:meta])* $name:ident, $instr:literal, transposable) => {
-        wgmma_m64n128!(@fn $(#[$doc])* $name, $instr, ", 1, 1, {ta}, {tb}",
+/// the operands' majorness as const generics (the instruction's `imm-trans-a/b`). `$acc` is
+/// the accumulator count and `[$i]` the register indices after 0.
+macro_rules! wgmma_mma {
+    ($(#[$doc:meta])* $name:ident, $instr:literal, transposable, $acc:literal, $idx:tt) => {
+        wgmma_mma!(@fn $(#[$doc])* $name, $instr, ", 1, 1, {ta}, {tb}", $acc, $idx,
             [const TRANS_A: bool, const TRANS_B: bool],
             ta = const TRANS_A as u32, tb = const TRANS_B as u32);
     };
-    ($(#[$doc:meta])* $name:ident, $instr:literal, k_major) => {
-        wgmma_m64n128!(@fn $(#[$doc])* $name, $instr, ", 1, 1", []);
+    ($(#[$doc:meta])* $name:ident, $instr:literal, k_major, $acc:literal, $idx:tt) => {
+        wgmma_mma!(@fn $(#[$doc])* $name, $instr, ", 1, 1", $acc, $idx, []);
     };
-    (@fn $(#[$doc:meta])* $name:ident, $instr:literal, $tail:literal, [$($generics:tt)*]
-     $(, $op:ident = const $val:expr)*) => {
+    (@fn $(#[$doc:meta])* $name:ident, $instr:literal, $tail:literal, $acc:literal, $idx:tt,
+     [$($generics:tt)*] $(, $op:ident = const $val:expr)*) => {
         $(#[$doc])*
         ///
-        /// `desc_a`: the warpgroup's 64 rows of A, `desc_b`: the 128 rows (n) of B
+        /// `desc_a`: the warpgroup's 64 rows of A, `desc_b`: the N rows (n) of B
         /// ([`desc_k_major_sw128`], or [`desc_mn_major_sw128`] for an operand whose `TRANS_*`
         /// is true). `scale_d` false: `acc = A·B` (the incoming values are ignored); true:
-        /// `acc = A·B + acc`.
+        /// `acc = A·B + acc`. Register `i` of thread `t` is the element the module docs give
+        /// for m64n128, continued: registers `4j .. 4j + 4` are n8 tile `j`.
         ///
         /// # Safety
         /// Every thread of the warpgroup executes this call site, converged, after a [`fence`]
@@ -116,7 +118,7 @@ macro_rules! wgmma_m64n128 {
         /// wgmma, after which alone `acc` may be read. Minimum sm_90a.
         #[inline(always)]
         pub unsafe fn $name<$($generics)*>(
-            acc: &mut [f32; 64],
+            acc: &mut [f32; $acc],
             desc_a: u64,
             desc_b: u64,
             scale_d: bool,
@@ -124,8 +126,7 @@ macro_rules! wgmma_m64n128 {
             // SAFETY: convergence, operand validity and the asynchronous register rules are
             // the caller's contract.
             unsafe {
-                wgmma_m64n128!(@asm $instr, $tail, acc, desc_a, desc_b, scale_d,
-                    [1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63]
+                wgmma_mma!(@asm $instr, $tail, acc, desc_a, desc_b, scale_d, $idx
                     $(, $op = const $val)*)
             }
         }
@@ -141,14 +142,60 @@ macro_rules! wgmma_m64n128 {
     };
 }
 
-wgmma_m64n128!(
+wgmma_mma!(
     /// `wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16`: k16 of bf16 (32 bytes of K).
-    mma_m64n128k16_bf16, "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16", transposable);
-wgmma_m64n128!(
+    mma_m64n128k16_bf16, "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16", transposable,
+    64, [
+        1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32
+        33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61
+        62 63
+    ]);
+wgmma_mma!(
     /// `wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16`: k16 of f16 (32 bytes of K).
-    mma_m64n128k16_f16, "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16", transposable);
-wgmma_m64n128!(
+    mma_m64n128k16_f16, "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16", transposable,
+    64, [
+        1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32
+        33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61
+        62 63
+    ]);
+wgmma_mma!(
     /// `wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32`: k8 of TF32 (32 bytes of K),
     /// read from f32 in shared memory (the low 13 mantissa bits are ignored); K-major
     /// operands only.
-    mma_m64n128k8_tf32, "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32", k_major);
+    mma_m64n128k8_tf32, "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32", k_major,
+    64, [
+        1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32
+        33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61
+        62 63
+    ]);
+wgmma_mma!(
+    /// `wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16`: k16 of bf16, N = 256.
+    mma_m64n256k16_bf16, "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16", transposable,
+    128, [
+        1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32
+        33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61
+        62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90
+        91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114
+        115 116 117 118 119 120 121 122 123 124 125 126 127
+    ]);
+wgmma_mma!(
+    /// `wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16`: k16 of f16, N = 256.
+    mma_m64n256k16_f16, "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16", transposable,
+    128, [
+        1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32
+        33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61
+        62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90
+        91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114
+        115 116 117 118 119 120 121 122 123 124 125 126 127
+    ]);
+wgmma_mma!(
+    /// `wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32`: k8 of TF32, N = 256; K-major
+    /// operands only.
+    mma_m64n256k8_tf32, "wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32", k_major,
+    128, [
+        1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32
+        33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61
+        62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90
+        91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114
+        115 116 117 118 119 120 121 122 123 124 125 126 127
+    ]);

@@ -64,30 +64,39 @@ entries! { "gemm";
 
 #[cfg(target_feature = "sm_90a")]
 mod hopper {
-    use super::wgmma::{self, Bf16Wg, F16Wg, K_MAJOR as K, MN_MAJOR as MN, Tf32Wg};
+    use super::wgmma::{self, Bf16Wg, F16Wg, K_MAJOR as K, MN_MAJOR as MN, N128, N256, Tf32Wg};
     use crate::entry::entries;
     use kernel_abi::gemm_wgmma::WgmmaGemmParams;
     use kernel_abi::{Bf16, F16};
 
-    // The const generics after the wgmma flavour: the majorness of A, then of B (`rr`: A
+    // After the wgmma flavour: the tile width, then the majorness of A and of B (`rr`: A
     // K-major, B N-major; `cr`: both M/N-major; ...).
     entries! { "gemm_wgmma";
-        gemm_wgmma_bf16_rr_bf16(WgmmaGemmParams<Bf16, Bf16>) => wgmma::gemm::<Bf16Wg, K, MN, Bf16>;
-        gemm_wgmma_bf16_rc_bf16(WgmmaGemmParams<Bf16, Bf16>) => wgmma::gemm::<Bf16Wg, K, K, Bf16>;
-        gemm_wgmma_bf16_cr_bf16(WgmmaGemmParams<Bf16, Bf16>) => wgmma::gemm::<Bf16Wg, MN, MN, Bf16>;
-        gemm_wgmma_bf16_cc_bf16(WgmmaGemmParams<Bf16, Bf16>) => wgmma::gemm::<Bf16Wg, MN, K, Bf16>;
-        gemm_wgmma_bf16_rr_f32(WgmmaGemmParams<Bf16, f32>) => wgmma::gemm::<Bf16Wg, K, MN, f32>;
-        gemm_wgmma_bf16_rc_f32(WgmmaGemmParams<Bf16, f32>) => wgmma::gemm::<Bf16Wg, K, K, f32>;
-        gemm_wgmma_bf16_cr_f32(WgmmaGemmParams<Bf16, f32>) => wgmma::gemm::<Bf16Wg, MN, MN, f32>;
-        gemm_wgmma_bf16_cc_f32(WgmmaGemmParams<Bf16, f32>) => wgmma::gemm::<Bf16Wg, MN, K, f32>;
-        gemm_wgmma_f16_rr_f16(WgmmaGemmParams<F16, F16>) => wgmma::gemm::<F16Wg, K, MN, F16>;
-        gemm_wgmma_f16_rc_f16(WgmmaGemmParams<F16, F16>) => wgmma::gemm::<F16Wg, K, K, F16>;
-        gemm_wgmma_f16_cr_f16(WgmmaGemmParams<F16, F16>) => wgmma::gemm::<F16Wg, MN, MN, F16>;
-        gemm_wgmma_f16_cc_f16(WgmmaGemmParams<F16, F16>) => wgmma::gemm::<F16Wg, MN, K, F16>;
-        gemm_wgmma_f16_rr_f32(WgmmaGemmParams<F16, f32>) => wgmma::gemm::<F16Wg, K, MN, f32>;
-        gemm_wgmma_f16_rc_f32(WgmmaGemmParams<F16, f32>) => wgmma::gemm::<F16Wg, K, K, f32>;
-        gemm_wgmma_f16_cr_f32(WgmmaGemmParams<F16, f32>) => wgmma::gemm::<F16Wg, MN, MN, f32>;
-        gemm_wgmma_f16_cc_f32(WgmmaGemmParams<F16, f32>) => wgmma::gemm::<F16Wg, MN, K, f32>;
-        gemm_wgmma_tf32_rc_f32(WgmmaGemmParams<f32, f32>) => wgmma::gemm::<Tf32Wg, K, K, f32>;
+        gemm_wgmma_bf16_rr_bf16(WgmmaGemmParams<Bf16, Bf16>) => wgmma::gemm::<Bf16Wg, N128, K, MN, Bf16>;
+        gemm_wgmma_bf16_rc_bf16(WgmmaGemmParams<Bf16, Bf16>) => wgmma::gemm::<Bf16Wg, N128, K, K, Bf16>;
+        gemm_wgmma_bf16_cr_bf16(WgmmaGemmParams<Bf16, Bf16>) => wgmma::gemm::<Bf16Wg, N128, MN, MN, Bf16>;
+        gemm_wgmma_bf16_cc_bf16(WgmmaGemmParams<Bf16, Bf16>) => wgmma::gemm::<Bf16Wg, N128, MN, K, Bf16>;
+        gemm_wgmma_bf16_rr_f32(WgmmaGemmParams<Bf16, f32>) => wgmma::gemm::<Bf16Wg, N128, K, MN, f32>;
+        gemm_wgmma_bf16_rc_f32(WgmmaGemmParams<Bf16, f32>) => wgmma::gemm::<Bf16Wg, N128, K, K, f32>;
+        gemm_wgmma_bf16_cr_f32(WgmmaGemmParams<Bf16, f32>) => wgmma::gemm::<Bf16Wg, N128, MN, MN, f32>;
+        gemm_wgmma_bf16_cc_f32(WgmmaGemmParams<Bf16, f32>) => wgmma::gemm::<Bf16Wg, N128, MN, K, f32>;
+        gemm_wgmma_f16_rr_f16(WgmmaGemmParams<F16, F16>) => wgmma::gemm::<F16Wg, N128, K, MN, F16>;
+        gemm_wgmma_f16_rc_f16(WgmmaGemmParams<F16, F16>) => wgmma::gemm::<F16Wg, N128, K, K, F16>;
+        gemm_wgmma_f16_cr_f16(WgmmaGemmParams<F16, F16>) => wgmma::gemm::<F16Wg, N128, MN, MN, F16>;
+        gemm_wgmma_f16_cc_f16(WgmmaGemmParams<F16, F16>) => wgmma::gemm::<F16Wg, N128, MN, K, F16>;
+        gemm_wgmma_f16_rr_f32(WgmmaGemmParams<F16, f32>) => wgmma::gemm::<F16Wg, N128, K, MN, f32>;
+        gemm_wgmma_f16_rc_f32(WgmmaGemmParams<F16, f32>) => wgmma::gemm::<F16Wg, N128, K, K, f32>;
+        gemm_wgmma_f16_cr_f32(WgmmaGemmParams<F16, f32>) => wgmma::gemm::<F16Wg, N128, MN, MN, f32>;
+        gemm_wgmma_f16_cc_f32(WgmmaGemmParams<F16, f32>) => wgmma::gemm::<F16Wg, N128, MN, K, f32>;
+        gemm_wgmma_tf32_rc_f32(WgmmaGemmParams<f32, f32>) => wgmma::gemm::<Tf32Wg, N128, K, K, f32>;
+        gemm_wgmma_n256_bf16_rr_bf16(WgmmaGemmParams<Bf16, Bf16>) => wgmma::gemm::<Bf16Wg, N256, K, MN, Bf16>;
+        gemm_wgmma_n256_bf16_rc_bf16(WgmmaGemmParams<Bf16, Bf16>) => wgmma::gemm::<Bf16Wg, N256, K, K, Bf16>;
+        gemm_wgmma_n256_bf16_rr_f32(WgmmaGemmParams<Bf16, f32>) => wgmma::gemm::<Bf16Wg, N256, K, MN, f32>;
+        gemm_wgmma_n256_bf16_rc_f32(WgmmaGemmParams<Bf16, f32>) => wgmma::gemm::<Bf16Wg, N256, K, K, f32>;
+        gemm_wgmma_n256_f16_rr_f16(WgmmaGemmParams<F16, F16>) => wgmma::gemm::<F16Wg, N256, K, MN, F16>;
+        gemm_wgmma_n256_f16_rc_f16(WgmmaGemmParams<F16, F16>) => wgmma::gemm::<F16Wg, N256, K, K, F16>;
+        gemm_wgmma_n256_f16_rr_f32(WgmmaGemmParams<F16, f32>) => wgmma::gemm::<F16Wg, N256, K, MN, f32>;
+        gemm_wgmma_n256_f16_rc_f32(WgmmaGemmParams<F16, f32>) => wgmma::gemm::<F16Wg, N256, K, K, f32>;
+        gemm_wgmma_n256_tf32_rc_f32(WgmmaGemmParams<f32, f32>) => wgmma::gemm::<Tf32Wg, N256, K, K, f32>;
     }
 }

@@ -1,25 +1,26 @@
-//! Hopper GEMM: TMA loads, `wgmma.mma_async` (BF16/FP16 m64n128k16, TF32 m64n128k8, f32
-//! accumulators), warp specialisation and a persistent grid (sm_90a module only; contract and
-//! geometry in `kernel_abi::gemm_wgmma`).
+//! Hopper GEMM: TMA loads, `wgmma.mma_async` (BF16/FP16 m64nNk16, TF32 m64nNk8 with N = 128
+//! or 256, f32 accumulators), warp specialisation and a persistent grid (sm_90a module only;
+//! contract and geometry in `kernel_abi::gemm_wgmma`).
 //!
-//! Block tile 128×128, K advancing `wg::BK_BYTES` = 128 bytes per stage (64 16-bit or 32 f32
-//! elements) through a `wg::STAGES`-deep ring of shared-memory stages, each an A tile (128 rows
-//! of M) and a B tile (128 rows of N) in the 128-byte swizzle that TMA writes and wgmma reads:
-//! K-major (128 rows of 128 bytes of K), or, for 16-bit inputs, M/N-major (two 8 KiB atom
-//! columns of 64 rows of K × 64 elements of M or N). The const generics `A_MN` / `B_MN` of
-//! [`gemm`] choose ([`K_MAJOR`], [`MN_MAJOR`]). 384 threads in three warpgroups:
+//! Block tile 128 × BN ([`Width`]: [`N128`], 4 stages, or [`N256`], 3 stages), K advancing
+//! `wg::BK_BYTES` = 128 bytes per stage (64 16-bit or 32 f32 elements) through a ring of
+//! shared-memory stages, each an A tile (128 rows of M) and a B tile (BN rows of N) in the
+//! 128-byte swizzle that TMA writes and wgmma reads: K-major (rows of 128 bytes of K), or, for
+//! 16-bit inputs, M/N-major (8 KiB atom columns of 64 rows of K × 64 elements of M or N). The
+//! const generics `A_MN` / `B_MN` of [`gemm`] choose ([`K_MAJOR`], [`MN_MAJOR`]). 384 threads
+//! in three warpgroups:
 //!
 //! - **warpgroup 0, producer**: `setmaxnreg.dec` to `wg::PRODUCER_REGS`; one lane of warp 0
 //!   (`elect.sync`) issues every TMA load, the rest of the warpgroup exits;
 //! - **warpgroups 1 and 2, consumers**: `setmaxnreg.inc` to `wg::CONSUMER_REGS`; consumer `g`
-//!   computes rows `64g .. 64g + 64` of the block tile, 64 f32 accumulators per thread (the
-//!   whole 64×128 wgmma result), and writes them through the epilogue.
+//!   computes rows `64g .. 64g + 64` of the block tile, BN / 2 f32 accumulators per thread
+//!   (the whole 64 × BN wgmma result), and writes them through the epilogue.
 //!
 //! # Register split
 //! The launch bounds (384 threads, one block per SM) make ptxas budget 168 registers per thread
 //! at entry; `setmaxnreg` then moves them between warpgroups: 128 × 40 (producer) + 256 × 232
-//! (consumers) = 384 × 168. The consumers' 64 accumulators, descriptors and epilogue fit in 232
-//! without spilling, and the producer, which only walks coordinates, needs few.
+//! (consumers) = 384 × 168. The consumers' 64 or 128 accumulators, descriptors and epilogue
+//! fit in 232 without spilling, and the producer, which only walks coordinates, needs few.
 //!
 //! # Work units
 //! The grid is persistent: block `b` takes units `b, b + gridDim.x, … < p.units`; unit `u` is
@@ -33,25 +34,25 @@
 //!
 //! # Barrier protocol
 //! Per stage `s`, in shared memory after the stages: `full[s]` (arrival count 1) and `empty[s]`
-//! (arrival count 8, one per consumer warp). Thread 0 initialises them and fences them into the
+//! (arrival count 8, one per consumer warp); `S` is the tile's stage count. Thread 0 initialises them and fences them into the
 //! asynchronous proxy (`fence.proxy.async`), then the whole block meets at `bar.sync` — the only
 //! block barrier. The `i`-th k-tile the block walks (over all its units) uses stage
-//! `s = i % STAGES` with phase parity `ph = (i / STAGES) & 1`:
+//! `s = i % S` with phase parity `ph = (i / S) & 1`:
 //!
 //! ```text
 //! producer (1 thread)                         consumers (256 threads)
 //! wait empty[s], parity ph ^ 1                wait full[s], parity ph
 //!   (a fresh barrier reads parity 1 as          wgmma.fence
 //!    complete: the first pass is free)          4 × wgmma (k-steps of 32 bytes), commit
-//! arrive.expect_tx(full[s], STAGE_BYTES)        wgmma.wait_group 1: the previous k-tile's
+//! arrive.expect_tx(full[s], stage bytes)        wgmma.wait_group 1: the previous k-tile's
 //! TMA A → full[s] (1 box, or 2 if M-major)        group is done, so lane 0 of each warp
-//! TMA B → full[s] (1 box, or 2 if N-major)        arrives on empty[previous stage]
+//! TMA B → full[s] (1 box, or BN/64 if N-major)    arrives on empty[previous stage]
 //!                                             after the unit's k-tiles: wait_group 0 (even
 //!                                               if there were none), lane 0 of each warp
 //!                                               arrives on empty[last stage]; epilogue
 //! ```
 //!
-//! `full[s]` completes when its one arrival and the TMAs' `STAGE_BYTES` of `complete_tx` are
+//! `full[s]` completes when its one arrival and the TMAs' stage bytes of `complete_tx` are
 //! in; `empty[s]` when all 8 consumer warps are done reading the stage. Keeping one wgmma group
 //! in flight (`wait_group 1`) overlaps a k-tile's tensor-core work with the wait for the next.
 //! The first wgmma of a unit has `scale_d` false (it overwrites the accumulators); a unit
@@ -59,7 +60,7 @@
 //!
 //! # Descriptors
 //! A stage's tiles start at 1024-byte aligned addresses (the dynamic shared base is aligned up,
-//! `wg::SMEM_BYTES` has the slack), so the 128-byte swizzle pattern is anchored. A K-major
+//! `Tile::smem_bytes` has the slack), so the 128-byte swizzle pattern is anchored. A K-major
 //! k-step's descriptor is the tile's plus 32 bytes per step (`wgmma::desc_k_major_sw128`); an
 //! M/N-major one the tile's plus 16 rows of K (2 KiB) per step, with the next 64 elements of
 //! M/N 8 KiB further (`wgmma::desc_mn_major_sw128`). Consumer `g`'s A starts 8 KiB·g into the
@@ -67,9 +68,9 @@
 //!
 //! # Epilogue
 //! Accumulator register `i` of a thread is element `i % 4` of the `mma.sync` C fragment of n8
-//! tile `i / 4` of its warp's 16 rows, so each consumer warp writes its 16 rows × 128 columns
-//! as two 16 × 64 halves through [`write_rows16`] and its own staging buffer
-//! (`wg::EPILOGUE_OFFSET`, separate from the stages): the epilogue of [`Epilogue::new`], or the
+//! tile `i / 4` of its warp's 16 rows, so each consumer warp writes its 16 rows × BN columns
+//! as 16 × 64 pieces through [`write_rows16`] and its own staging buffer
+//! (`Tile::epilogue_offset`, separate from the stages): the epilogue of [`Epilogue::new`], or the
 //! split-K partial sums of [`Epilogue::partials`].
 
 use super::epilogue::{Epilogue, Runs8, STAGE_ROW_WORDS, VecIo, write_rows16};
@@ -93,12 +94,21 @@ const MN_ATOM_BYTES: u32 = 64 * wg::BK_BYTES;
 // The code below is written for this geometry.
 const _: () = assert!(K_STEPS == 4, "the k-steps are unrolled 4 times");
 const _: () = assert!(wg::CONSUMERS == 2 && wg::THREADS == 128 * 3);
-const _: () = assert!(wg::BM == 64 * wg::CONSUMERS && wg::BN == 128 && wg::BK_BYTES == 128);
-const _: () =
-    assert!(wg::A_TILE_BYTES.is_multiple_of(1024) && wg::STAGE_BYTES.is_multiple_of(1024));
-const _: () =
-    assert!(wg::BARRIERS_OFFSET.is_multiple_of(8) && wg::EPILOGUE_OFFSET.is_multiple_of(16));
+const _: () = assert!(wg::BM == 64 * wg::CONSUMERS && wg::BK_BYTES == 128);
 const _: () = assert!(wg::EPI_WARP_BYTES == 16 * STAGE_ROW_WORDS * 4);
+const _: () = assert!(tile_fits(N128::TILE) && tile_fits(N256::TILE));
+
+/// Whether `t` has the alignments the kernel relies on: 1024-byte aligned A tiles, B tiles
+/// and stages (the swizzle pattern), 8-byte aligned barriers, 16-byte aligned staging, a
+/// width of whole 64-column epilogue pieces and 128-column wgmma panels.
+const fn tile_fits(t: wg::Tile) -> bool {
+    wg::A_TILE_BYTES.is_multiple_of(1024)
+        && t.stage_bytes().is_multiple_of(1024)
+        && t.barriers_offset().is_multiple_of(8)
+        && t.epilogue_offset().is_multiple_of(16)
+        && t.bn.is_multiple_of(128)
+        && t.bn / 64 <= 4
+}
 
 /// An operand's majorness, as a const generic of [`gemm`]: K-major (A row-major, B
 /// column-major).
@@ -106,7 +116,7 @@ pub const K_MAJOR: bool = false;
 /// M/N-major (A column-major, B row-major; 16-bit inputs only).
 pub const MN_MAJOR: bool = true;
 
-/// One wgmma flavour: the element type of A and B and the instruction.
+/// One wgmma flavour: the element type of A and B and the instructions.
 pub trait WgmmaOp {
     /// Element type of A and B in memory (and in shared memory: TMA copies them as they are).
     type In: Elem;
@@ -116,12 +126,101 @@ pub trait WgmmaOp {
     ///
     /// # Safety
     /// As `arch::wgmma::mma_m64n128k16_bf16`. Minimum sm_90a.
-    unsafe fn mma<const A_MN: bool, const B_MN: bool>(
+    unsafe fn mma_n128<const A_MN: bool, const B_MN: bool>(
         acc: &mut [f32; 64],
         desc_a: u64,
         desc_b: u64,
         scale_d: bool,
     );
+
+    /// One m64n256 wgmma of 32 bytes of K, as [`WgmmaOp::mma_n128`].
+    ///
+    /// # Safety
+    /// As `arch::wgmma::mma_m64n256k16_bf16`. Minimum sm_90a.
+    unsafe fn mma_n256<const A_MN: bool, const B_MN: bool>(
+        acc: &mut [f32; 128],
+        desc_a: u64,
+        desc_b: u64,
+        scale_d: bool,
+    );
+}
+
+/// A block tile width: its geometry, a consumer thread's accumulators and the wgmma of that N.
+pub trait Width {
+    /// The geometry (`wg::N128` or `wg::N256`).
+    const TILE: wg::Tile;
+    /// `TILE.accumulators()` f32 in registers.
+    type Acc: Copy;
+    /// All zeros.
+    const ZERO: Self::Acc;
+
+    /// The accumulators of columns `128p .. 128p + 128` of the warp's rows (`None` past the
+    /// tile); `p` is a constant wherever it is called, so the choice folds away.
+    fn panel(acc: &Self::Acc, p: usize) -> Option<&[f32; 64]>;
+
+    /// One m64n`TILE.bn` wgmma of flavour `T` into `acc`, as [`WgmmaOp::mma_n128`].
+    ///
+    /// # Safety
+    /// As [`WgmmaOp::mma_n128`].
+    unsafe fn mma<T: WgmmaOp, const A_MN: bool, const B_MN: bool>(
+        acc: &mut Self::Acc,
+        desc_a: u64,
+        desc_b: u64,
+        scale_d: bool,
+    );
+}
+
+/// 128 × 128 block tiles (`wg::N128`).
+pub struct N128;
+/// 128 × 256 block tiles (`wg::N256`).
+pub struct N256;
+
+impl Width for N128 {
+    const TILE: wg::Tile = wg::N128;
+    type Acc = [f32; 64];
+    const ZERO: [f32; 64] = [0.0; 64];
+
+    #[inline(always)]
+    fn panel(acc: &[f32; 64], p: usize) -> Option<&[f32; 64]> {
+        (p == 0).then_some(acc)
+    }
+
+    #[inline(always)]
+    unsafe fn mma<T: WgmmaOp, const A_MN: bool, const B_MN: bool>(
+        acc: &mut [f32; 64],
+        desc_a: u64,
+        desc_b: u64,
+        scale_d: bool,
+    ) {
+        // SAFETY: forwarded contract.
+        unsafe { T::mma_n128::<A_MN, B_MN>(acc, desc_a, desc_b, scale_d) }
+    }
+}
+
+impl Width for N256 {
+    const TILE: wg::Tile = wg::N256;
+    type Acc = [f32; 128];
+    const ZERO: [f32; 128] = [0.0; 128];
+
+    #[inline(always)]
+    fn panel(acc: &[f32; 128], p: usize) -> Option<&[f32; 64]> {
+        match p {
+            0 => acc.first_chunk(),
+            1 => acc.last_chunk(),
+            _ => None,
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn mma<T: WgmmaOp, const A_MN: bool, const B_MN: bool>(
+        acc: &mut [f32; 128],
+        desc_a: u64,
+        desc_b: u64,
+        scale_d: bool,
+    ) {
+        // SAFETY: forwarded contract.
+        unsafe { T::mma_n256::<A_MN, B_MN>(acc, desc_a, desc_b, scale_d) }
+    }
 }
 
 /// `wgmma.m64n128k16` with bf16 inputs.
@@ -134,7 +233,7 @@ pub struct Tf32Wg;
 impl WgmmaOp for Bf16Wg {
     type In = Bf16;
     #[inline(always)]
-    unsafe fn mma<const A_MN: bool, const B_MN: bool>(
+    unsafe fn mma_n128<const A_MN: bool, const B_MN: bool>(
         acc: &mut [f32; 64],
         desc_a: u64,
         desc_b: u64,
@@ -143,12 +242,22 @@ impl WgmmaOp for Bf16Wg {
         // SAFETY: forwarded contract.
         unsafe { wgmma::mma_m64n128k16_bf16::<A_MN, B_MN>(acc, desc_a, desc_b, scale_d) }
     }
+    #[inline(always)]
+    unsafe fn mma_n256<const A_MN: bool, const B_MN: bool>(
+        acc: &mut [f32; 128],
+        desc_a: u64,
+        desc_b: u64,
+        scale_d: bool,
+    ) {
+        // SAFETY: forwarded contract.
+        unsafe { wgmma::mma_m64n256k16_bf16::<A_MN, B_MN>(acc, desc_a, desc_b, scale_d) }
+    }
 }
 
 impl WgmmaOp for F16Wg {
     type In = F16;
     #[inline(always)]
-    unsafe fn mma<const A_MN: bool, const B_MN: bool>(
+    unsafe fn mma_n128<const A_MN: bool, const B_MN: bool>(
         acc: &mut [f32; 64],
         desc_a: u64,
         desc_b: u64,
@@ -157,12 +266,22 @@ impl WgmmaOp for F16Wg {
         // SAFETY: forwarded contract.
         unsafe { wgmma::mma_m64n128k16_f16::<A_MN, B_MN>(acc, desc_a, desc_b, scale_d) }
     }
+    #[inline(always)]
+    unsafe fn mma_n256<const A_MN: bool, const B_MN: bool>(
+        acc: &mut [f32; 128],
+        desc_a: u64,
+        desc_b: u64,
+        scale_d: bool,
+    ) {
+        // SAFETY: forwarded contract.
+        unsafe { wgmma::mma_m64n256k16_f16::<A_MN, B_MN>(acc, desc_a, desc_b, scale_d) }
+    }
 }
 
 impl WgmmaOp for Tf32Wg {
     type In = f32;
     #[inline(always)]
-    unsafe fn mma<const A_MN: bool, const B_MN: bool>(
+    unsafe fn mma_n128<const A_MN: bool, const B_MN: bool>(
         acc: &mut [f32; 64],
         desc_a: u64,
         desc_b: u64,
@@ -172,19 +291,31 @@ impl WgmmaOp for Tf32Wg {
         // SAFETY: forwarded contract.
         unsafe { wgmma::mma_m64n128k8_tf32(acc, desc_a, desc_b, scale_d) }
     }
+    #[inline(always)]
+    unsafe fn mma_n256<const A_MN: bool, const B_MN: bool>(
+        acc: &mut [f32; 128],
+        desc_a: u64,
+        desc_b: u64,
+        scale_d: bool,
+    ) {
+        const { assert!(!A_MN && !B_MN, "wgmma reads TF32 operands K-major only") };
+        // SAFETY: forwarded contract.
+        unsafe { wgmma::mma_m64n256k8_tf32(acc, desc_a, desc_b, scale_d) }
+    }
 }
 
-/// The shared-memory map from the 1024-aligned base.
+/// The shared-memory map of `tile` from the 1024-aligned base.
 #[derive(Clone, Copy)]
 struct Smem {
     base: u32,
+    tile: wg::Tile,
 }
 
 impl Smem {
     /// The A tile of stage `s` (the B tile follows it).
     #[inline(always)]
     fn a_tile(self, s: u32) -> u32 {
-        self.base + s * wg::STAGE_BYTES
+        self.base + s * self.tile.stage_bytes()
     }
     /// The B tile of stage `s`.
     #[inline(always)]
@@ -194,35 +325,36 @@ impl Smem {
     /// `full[s]`: the stage's data has landed.
     #[inline(always)]
     fn full(self, s: u32) -> u32 {
-        self.base + wg::BARRIERS_OFFSET + 8 * s
+        self.base + self.tile.barriers_offset() + 8 * s
     }
     /// `empty[s]`: every consumer warp is done reading the stage.
     #[inline(always)]
     fn empty(self, s: u32) -> u32 {
-        self.base + wg::BARRIERS_OFFSET + 8 * (wg::STAGES + s)
+        self.base + self.tile.barriers_offset() + 8 * (self.tile.stages + s)
     }
     /// The epilogue staging buffer of consumer warp `w` (0..8).
     #[inline(always)]
     fn staging(self, w: u32) -> u32 {
-        self.base + wg::EPILOGUE_OFFSET + w * wg::EPI_WARP_BYTES
+        self.base + self.tile.epilogue_offset() + w * wg::EPI_WARP_BYTES
     }
 }
 
-/// The position in the stage ring: stage and phase parity of the next k-tile.
+/// The position in a ring of `stages` stages: stage and phase parity of the next k-tile.
 struct Ring {
     stage: u32,
     phase: u32,
+    stages: u32,
 }
 
 impl Ring {
     #[inline(always)]
-    fn new() -> Self {
-        Self { stage: 0, phase: 0 }
+    fn new(stages: u32) -> Self {
+        Self { stage: 0, phase: 0, stages }
     }
     #[inline(always)]
     fn advance(&mut self) {
         self.stage += 1;
-        if self.stage == wg::STAGES {
+        if self.stage == self.stages {
             self.stage = 0;
             self.phase ^= 1;
         }
@@ -240,16 +372,16 @@ struct Unit {
 }
 
 impl Unit {
-    /// Unit `u` of the launch `p`, whose k-tiles are `bk` elements.
+    /// Unit `u` of the launch `p`, whose tiles are `bn` wide and k-tiles `bk` elements.
     #[inline(always)]
-    fn new<I: Copy, O: Copy>(p: &GemmParams<I, O>, u: u32, bk: u32) -> Self {
+    fn new<I: Copy, O: Copy>(p: &GemmParams<I, O>, u: u32, (bn, bk): (u32, u32)) -> Self {
         let tiles = p.tiles_m * p.tiles_n;
         let (z, in_batch) = (div(u, tiles * p.split_k), rem(u, tiles * p.split_k));
         let (slice, tile) = (div(in_batch, tiles), rem(in_batch, tiles));
         let (tile_m, tile_n) = raster(tile, p.tiles_m, p.tiles_n, RASTER_GROUP);
         let kt0 = slice * p.k_tiles_per_split;
         let kt1 = p.k.div_ceil(bk).min(kt0 + p.k_tiles_per_split);
-        Self { z, m0: tile_m * wg::BM, n0: tile_n * wg::BN, slice, kt0, kt1 }
+        Self { z, m0: tile_m * wg::BM, n0: tile_n * bn, slice, kt0, kt1 }
     }
 }
 
@@ -262,23 +394,23 @@ const fn bk<T: WgmmaOp>() -> u32 {
 ///
 /// # Safety
 /// Launched by `gpu-host` with `wg::THREADS` threads, a one-dimensional grid of at most
-/// `p.units` blocks and `wg::SMEM_BYTES` of dynamic shared memory, with tensor maps of A and B
-/// as `kernel_abi::gemm_wgmma` describes, on buffers it validated.
+/// `p.units` blocks and `W::TILE.smem_bytes()` of dynamic shared memory, with tensor maps of A
+/// and B as `kernel_abi::gemm_wgmma` describes for the tile, on buffers it validated.
 #[inline(always)]
-pub unsafe fn gemm<T: WgmmaOp, const A_MN: bool, const B_MN: bool, O: VecIo<8>>(
+pub unsafe fn gemm<T: WgmmaOp, W: Width, const A_MN: bool, const B_MN: bool, O: VecIo<8>>(
     p: WgmmaGemmParams<T::In, O>,
 ) {
     let tid = thread_idx_x();
     let warp = tid / 32;
-    let smem = Smem { base: (smem::dynamic_smem_base() + 1023) & !1023 };
-    // SAFETY: the barriers lie inside the dynamic allocation (`SMEM_BYTES` covers the aligned
-    // base plus `USED_BYTES`); they are initialised before the block barrier and used only
+    let smem = Smem { base: (smem::dynamic_smem_base() + 1023) & !1023, tile: W::TILE };
+    // SAFETY: the barriers lie inside the dynamic allocation (`smem_bytes` covers the aligned
+    // base plus `used_bytes`); they are initialised before the block barrier and used only
     // after it. The role split is warpgroup-uniform (warps 0–3 / 4–11), as setmaxnreg needs,
     // and `elect.sync` runs in all of warp 0. No thread meets another block barrier, so the
     // producer threads that return early cannot deadlock anyone.
     unsafe {
         if tid == 0 {
-            for s in 0..wg::STAGES {
+            for s in 0..W::TILE.stages {
                 mbarrier::init(smem.full(s), 1);
                 mbarrier::init(smem.empty(s), CONSUMER_WARPS);
             }
@@ -288,11 +420,11 @@ pub unsafe fn gemm<T: WgmmaOp, const A_MN: bool, const B_MN: bool, O: VecIo<8>>(
         if warp < 4 {
             warpgroup::setmaxnreg_dec::<{ wg::PRODUCER_REGS }>();
             if warp == 0 && sync::elect_sync() {
-                produce::<T, A_MN, B_MN, O>(&p, smem);
+                produce::<T, W, A_MN, B_MN, O>(&p, smem);
             }
         } else {
             warpgroup::setmaxnreg_inc::<{ wg::CONSUMER_REGS }>();
-            consume::<T, A_MN, B_MN, O>(&p, smem, warp - 4);
+            consume::<T, W, A_MN, B_MN, O>(&p, smem, warp - 4);
         }
     }
 }
@@ -303,16 +435,16 @@ pub unsafe fn gemm<T: WgmmaOp, const A_MN: bool, const B_MN: bool, O: VecIo<8>>(
 /// One thread of the block calls it, after the barriers' initialisation; the tensor maps are
 /// valid.
 #[inline(always)]
-unsafe fn produce<T: WgmmaOp, const A_MN: bool, const B_MN: bool, O: Copy>(
+unsafe fn produce<T: WgmmaOp, W: Width, const A_MN: bool, const B_MN: bool, O: Copy>(
     p: &WgmmaGemmParams<T::In, O>,
     smem: Smem,
 ) {
-    let bk = bk::<T>();
+    let (bn, bk) = (W::TILE.bn, bk::<T>());
     let (tmap_a, tmap_b) = (p.tmap_a.as_ptr(), p.tmap_b.as_ptr());
-    let mut ring = Ring::new();
+    let mut ring = Ring::new(W::TILE.stages);
     let mut u = block_idx_x();
     while u < p.units {
-        let unit = Unit::new(&p.gemm, u, bk);
+        let unit = Unit::new(&p.gemm, u, (bn, bk));
         for kt in unit.kt0..unit.kt1 {
             let s = ring.stage;
             let k0 = kt * bk;
@@ -322,9 +454,10 @@ unsafe fn produce<T: WgmmaOp, const A_MN: bool, const B_MN: bool, O: Copy>(
             // complete on it. Destinations are 1024-aligned and sized for the boxes.
             unsafe {
                 mbarrier::wait(smem.empty(s), ring.phase ^ 1);
-                mbarrier::arrive_expect_tx(smem.full(s), wg::STAGE_BYTES);
-                load_tile::<A_MN>(smem.a_tile(s), tmap_a, (k0, unit.m0, unit.z), smem.full(s));
-                load_tile::<B_MN>(smem.b_tile(s), tmap_b, (k0, unit.n0, unit.z), smem.full(s));
+                mbarrier::arrive_expect_tx(smem.full(s), W::TILE.stage_bytes());
+                let a = (k0, unit.m0, unit.z);
+                load_tile::<A_MN>(smem.a_tile(s), tmap_a, a, wg::BM, smem.full(s));
+                load_tile::<B_MN>(smem.b_tile(s), tmap_b, (k0, unit.n0, unit.z), bn, smem.full(s));
             }
             ring.advance();
         }
@@ -332,26 +465,32 @@ unsafe fn produce<T: WgmmaOp, const A_MN: bool, const B_MN: bool, O: Copy>(
     }
 }
 
-/// Loads one 128-row × `BK_BYTES` tile of batch `z` (rows of M or N starting at `mn0`, K from
-/// `k0`) into `dst`: K-major, one box of 128 rows; M/N-major, two boxes of 64 elements of M/N ×
-/// `BK` rows of K, 8 KiB apart (`MN_ATOM_BYTES`).
+/// Loads one `rows`-row × `BK_BYTES` tile of batch `z` (rows of M or N starting at `mn0`, K
+/// from `k0`) into `dst`: K-major, one box of `rows` rows; M/N-major, `rows / 64` boxes of 64
+/// elements of M/N × `BK` rows of K, 8 KiB apart (`MN_ATOM_BYTES`).
 ///
 /// # Safety
-/// As `tma::load_3d` for each box: `dst` a 1024-aligned tile of `A_TILE_BYTES` (= B's), `map`
-/// the operand's tensor map in the majorness `MN`, `full` an mbarrier expecting the bytes.
+/// As `tma::load_3d` for each box: `dst` a 1024-aligned tile of `rows · BK_BYTES` bytes, `map`
+/// the operand's tensor map in the majorness `MN` (box of `rows` rows when K-major), `full` an
+/// mbarrier expecting the bytes; `rows` is 128 or 256.
 #[inline(always)]
 unsafe fn load_tile<const MN: bool>(
     dst: u32,
     map: *const TensorMap,
     (k0, mn0, z): (u32, u32, u32),
+    rows: u32,
     full: u32,
 ) {
     let (k0, mn0, z) = (k0 as i32, mn0 as i32, z as i32);
     // SAFETY: forwarded contract.
     unsafe {
         if MN {
-            tma::load_3d(dst, map, [mn0, k0, z], full);
-            tma::load_3d(dst + MN_ATOM_BYTES, map, [mn0 + 64, k0, z], full);
+            unroll!(i in 0..4 => {
+                if (i as u32) < rows / 64 {
+                    let at = dst + i as u32 * MN_ATOM_BYTES;
+                    tma::load_3d(at, map, [mn0 + 64 * i as i32, k0, z], full);
+                }
+            });
         } else {
             tma::load_3d(dst, map, [k0, mn0, z], full);
         }
@@ -375,22 +514,22 @@ fn k_step_desc<const MN: bool>(rows: u32, kk: u32) -> u64 {
 /// # Safety
 /// All 256 consumer threads call it together, after the barriers' initialisation.
 #[inline(always)]
-unsafe fn consume<T: WgmmaOp, const A_MN: bool, const B_MN: bool, O: VecIo<8>>(
+unsafe fn consume<T: WgmmaOp, W: Width, const A_MN: bool, const B_MN: bool, O: VecIo<8>>(
     p: &WgmmaGemmParams<T::In, O>,
     smem: Smem,
     cwarp: u32,
 ) {
-    let bk = bk::<T>();
+    let (bn, bk) = (W::TILE.bn, bk::<T>());
     let (group, warp_in_group) = (cwarp / 4, cwarp % 4);
     let lane = lane_id();
     // Consumer g's 64 rows of A: 64 K-major rows of 128 bytes, or the g-th M atom column;
     // both 8 KiB into the tile.
     let a_rows = group * MN_ATOM_BYTES;
-    let mut ring = Ring::new();
+    let mut ring = Ring::new(W::TILE.stages);
     let mut u = block_idx_x();
     while u < p.units {
-        let unit = Unit::new(&p.gemm, u, bk);
-        let mut acc = [0.0f32; 64];
+        let unit = Unit::new(&p.gemm, u, (bn, bk));
+        let mut acc = W::ZERO;
         // The stage of this unit's previous k-tile, released one k-tile late.
         let mut previous = 0;
         for kt in unit.kt0..unit.kt1 {
@@ -407,7 +546,7 @@ unsafe fn consume<T: WgmmaOp, const A_MN: bool, const B_MN: bool, O: VecIo<8>>(
                 mbarrier::wait(smem.full(s), ring.phase);
                 wgmma::fence();
                 unroll!(kk in 0..4 => {
-                    T::mma::<A_MN, B_MN>(
+                    W::mma::<T, A_MN, B_MN>(
                         &mut acc,
                         k_step_desc::<A_MN>(a, kk as u32),
                         k_step_desc::<B_MN>(b, kk as u32),
@@ -441,37 +580,43 @@ unsafe fn consume<T: WgmmaOp, const A_MN: bool, const B_MN: bool, O: VecIo<8>>(
         unsafe {
             if p.gemm.split_k > 1 {
                 let sink = Epilogue::partials(&p.gemm, unit.z, unit.slice);
-                write_acc(&sink, &acc, staging, lane, rows);
+                write_acc::<W, _>(&sink, &acc, staging, lane, rows);
             } else {
-                write_acc(&Epilogue::new(&p.gemm, unit.z), &acc, staging, lane, rows);
+                write_acc::<W, _>(&Epilogue::new(&p.gemm, unit.z), &acc, staging, lane, rows);
             }
         }
         u += grid_dim_x();
     }
 }
 
-/// Writes a consumer warp's 16 rows × 128 columns of accumulators through `sink`, as two
-/// 16 × 64 halves: register `i` is element `i % 4` of the m16n8 C fragment of n8 tile `i / 4`.
+/// Writes a consumer warp's 16 rows × BN columns of accumulators through `sink`, as 16 × 64
+/// pieces: register `i` of each 128-column panel is element `i % 4` of the m16n8 C fragment
+/// of n8 tile `i / 4`.
 ///
 /// # Safety
 /// As [`write_rows16`], with `(m_base, n_base, m_len)` the warp's first row, the tile's first
 /// column and M.
 #[inline(always)]
-unsafe fn write_acc<E: Runs8>(
+unsafe fn write_acc<W: Width, E: Runs8>(
     sink: &E,
-    acc: &[f32; 64],
+    acc: &W::Acc,
     staging: u32,
     lane: u32,
     (m_base, n_base, m_len): (u32, u32, u32),
 ) {
-    unroll!(h in 0..2 => {
-        let mut frag = [[0.0f32; 4]; 8];
-        unroll!(j in 0..8 => {
-            unroll!(e in 0..4 => {
-                frag[j][e] = acc[32 * h + 4 * j + e];
+    unroll!(p in 0..2 => {
+        if let Some(panel) = W::panel(acc, p) {
+            unroll!(h in 0..2 => {
+                let mut frag = [[0.0f32; 4]; 8];
+                unroll!(j in 0..8 => {
+                    unroll!(e in 0..4 => {
+                        frag[j][e] = panel[32 * h + 4 * j + e];
+                    });
+                });
+                let n0 = n_base + 128 * p as u32 + 64 * h as u32;
+                // SAFETY: forwarded contract.
+                unsafe { write_rows16(sink, &frag, staging, lane, (m_base, n0, m_len)) };
             });
-        });
-        // SAFETY: forwarded contract.
-        unsafe { write_rows16(sink, &frag, staging, lane, (m_base, n_base + 64 * h as u32, m_len)) };
+        }
     });
 }

@@ -34,7 +34,9 @@ use kernel_abi::gemm::{
     SPLIT_REDUCE_THREADS, TF32_F32, bias_grad as bg, simt, tc,
 };
 use kernel_abi::gemm_wgmma::{
-    WGMMA_BF16_BF16, WGMMA_BF16_F32, WGMMA_F16_F16, WGMMA_F16_F32, WGMMA_TF32_F32, WgmmaKernels,
+    WGMMA_BF16_BF16, WGMMA_BF16_F32, WGMMA_F16_F16, WGMMA_F16_F32, WGMMA_N256_BF16_BF16,
+    WGMMA_N256_BF16_F32, WGMMA_N256_F16_F16, WGMMA_N256_F16_F32, WGMMA_N256_TF32_F32,
+    WGMMA_TF32_F32, WgmmaKernel, WgmmaKernels, wg,
 };
 use kernel_abi::{DevicePtr, DevicePtrMut, Kernel};
 
@@ -64,6 +66,20 @@ pub enum GemmEngine {
     /// The Hopper `wgmma` kernel; a GEMM it cannot run is an [`GpuError::InvalidArgument`]
     /// (argument `engine`) saying why.
     Wgmma,
+}
+
+/// The block tile of the Hopper kernel ([`GemmSpec::wgmma_tile`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum WgmmaTile {
+    /// 128 × 256 where there is such an entry (A row-major: the forward and `dX` GEMMs),
+    /// nothing is split over K and its tiles still give every SM at least one; else 128 × 128.
+    #[default]
+    Auto,
+    /// 128 × 128 (every entry).
+    N128,
+    /// 128 × 256; a GEMM without such an entry is an [`GpuError::InvalidArgument`]
+    /// (argument `wgmma_tile`).
+    N256,
 }
 
 /// Shape, layouts, strides and scalars of one (batched) GEMM: `A` is M×K, `B` is K×N, `C` is
@@ -104,6 +120,8 @@ pub struct GemmSpec {
     pub split_k: usize,
     /// Which instructions multiply ([`GemmEngine::Auto`] unless set).
     pub engine: GemmEngine,
+    /// The Hopper kernel's block tile, when it runs ([`WgmmaTile::Auto`] unless set).
+    pub wgmma_tile: WgmmaTile,
 }
 
 impl GemmSpec {
@@ -137,6 +155,7 @@ impl GemmSpec {
             precision,
             split_k: 1,
             engine: GemmEngine::Auto,
+            wgmma_tile: WgmmaTile::Auto,
         }
     }
 
@@ -215,7 +234,7 @@ impl GemmSpec {
     /// which it does not run), 64 BF16/FP16.
     pub fn block_k_for(&self, engine: GemmEngine) -> usize {
         let bytes = match engine {
-            GemmEngine::Wgmma => gemm_wgmma::BK_BYTES,
+            GemmEngine::Wgmma => wg::BK_BYTES,
             GemmEngine::Auto | GemmEngine::MmaSync => tc::BK_BYTES,
         };
         match self.precision {
@@ -316,7 +335,7 @@ impl GemmSpec {
     pub fn with_split_k_for(mut self, multiprocessors: usize, arch: PtxArch) -> Self {
         let engine = self.likely_engine(arch);
         let (bm, bn, per_sm) = match (engine, self.precision) {
-            (GemmEngine::Wgmma, _) => (gemm_wgmma::BM, gemm_wgmma::BN, 1),
+            (GemmEngine::Wgmma, _) => (wg::BM, wg::N128.bn, 1),
             (_, Precision::Fp32) => (simt::BM, simt::BN, 2),
             _ => (tc::BM, tc::BN, 2),
         };
@@ -329,6 +348,20 @@ impl GemmSpec {
             (resident / tiles).min(steps / 8).clamp(1, 16)
         };
         self
+    }
+
+    /// Whether the Hopper kernel has a 128 × 256 entry ([`WgmmaTile::N256`]) for this
+    /// precision and these layouts: A row-major for BF16 and FP16 (the forward and `dX`
+    /// GEMMs), A row-major and B column-major for TF32.
+    pub fn has_wide_wgmma_entry(&self) -> bool {
+        let (a, b) = (self.a_layout, self.b_layout);
+        // Every output type has the same entries: the f32-output families stand for them.
+        match self.precision {
+            Precision::Fp32 => false,
+            Precision::Tf32 => WGMMA_N256_TF32_F32.get(a, b).is_some(),
+            Precision::Bf16 => WGMMA_N256_BF16_F32.get(a, b).is_some(),
+            Precision::Fp16 => WGMMA_N256_F16_F32.get(a, b).is_some(),
+        }
     }
 
     /// The engine [`GemmSpec::engine_on`] resolves to on a runtime with the `arch` module for
@@ -403,8 +436,21 @@ pub trait GemmTypes<O: GemmOutput>: DeviceElement {
     const PRECISIONS: &'static [Precision];
     /// The entry points of `precision`, if it takes these types.
     fn kernels(precision: Precision) -> Option<GemmKernels<Self::Abi, O::Abi>>;
-    /// The Hopper (`wgmma`) entries of `precision`, if it takes these types.
-    fn wgmma_kernels(precision: Precision) -> Option<WgmmaKernels<Self::Abi, O::Abi>>;
+    /// The Hopper (`wgmma`) entries of `precision` with block tiles `tile` (`wg::N128` or
+    /// `wg::N256`), if it takes these types.
+    fn wgmma_kernels(
+        precision: Precision,
+        tile: wg::Tile,
+    ) -> Option<WgmmaKernels<Self::Abi, O::Abi>>;
+}
+
+/// The wgmma family of `tile`: `narrow` for `wg::N128`, `wide` for `wg::N256`.
+fn by_tile<K>(tile: wg::Tile, narrow: K, wide: K) -> Option<K> {
+    match tile {
+        t if t == wg::N128 => Some(narrow),
+        t if t == wg::N256 => Some(wide),
+        _ => None,
+    }
 }
 
 impl GemmTypes<f32> for f32 {
@@ -416,13 +462,13 @@ impl GemmTypes<f32> for f32 {
             _ => None,
         }
     }
-    fn wgmma_kernels(precision: Precision) -> Option<WgmmaKernels<f32, f32>> {
-        (precision == Precision::Tf32).then_some(WGMMA_TF32_F32)
+    fn wgmma_kernels(precision: Precision, tile: wg::Tile) -> Option<WgmmaKernels<f32, f32>> {
+        by_tile(tile, WGMMA_TF32_F32, WGMMA_N256_TF32_F32).filter(|_| precision == Precision::Tf32)
     }
 }
 
 macro_rules! half_gemm_types {
-    ($in:ty, $precision:ident, $same:ident, $wide:ident, $wg_same:ident, $wg_wide:ident) => {
+    ($in:ty, $precision:ident, $same:ident, $wide:ident, [$($wg_same:ident)*], [$($wg_wide:ident)*]) => {
         impl GemmTypes<$in> for $in {
             const PRECISIONS: &'static [Precision] = &[Precision::$precision];
             fn kernels(
@@ -432,9 +478,10 @@ macro_rules! half_gemm_types {
             }
             fn wgmma_kernels(
                 precision: Precision,
+                tile: wg::Tile,
             ) -> Option<WgmmaKernels<<$in as DeviceElement>::Abi, <$in as DeviceElement>::Abi>>
             {
-                (precision == Precision::$precision).then_some($wg_same)
+                by_tile(tile, $($wg_same),*).filter(|_| precision == Precision::$precision)
             }
         }
 
@@ -447,15 +494,18 @@ macro_rules! half_gemm_types {
             }
             fn wgmma_kernels(
                 precision: Precision,
+                tile: wg::Tile,
             ) -> Option<WgmmaKernels<<$in as DeviceElement>::Abi, f32>> {
-                (precision == Precision::$precision).then_some($wg_wide)
+                by_tile(tile, $($wg_wide),*).filter(|_| precision == Precision::$precision)
             }
         }
     };
 }
 
-half_gemm_types!(bf16, Bf16, BF16_BF16, BF16_F32, WGMMA_BF16_BF16, WGMMA_BF16_F32);
-half_gemm_types!(f16, Fp16, F16_F16, F16_F32, WGMMA_F16_F16, WGMMA_F16_F32);
+half_gemm_types!(bf16, Bf16, BF16_BF16, BF16_F32,
+    [WGMMA_BF16_BF16 WGMMA_N256_BF16_BF16], [WGMMA_BF16_F32 WGMMA_N256_BF16_F32]);
+half_gemm_types!(f16, Fp16, F16_F16, F16_F32,
+    [WGMMA_F16_F16 WGMMA_N256_F16_F16], [WGMMA_F16_F32 WGMMA_N256_F16_F32]);
 
 const OP: &str = "gemm";
 
@@ -627,10 +677,14 @@ fn launch<D: Device, I: GemmTypes<O>, O: GemmOutput>(
     if spec.m == 0 || spec.n == 0 {
         return Ok(());
     }
-    let (bm, bn) = match (engine, spec.precision) {
-        (GemmEngine::Wgmma, _) => (gemm_wgmma::BM, gemm_wgmma::BN),
-        (_, Precision::Fp32) => (simt::BM, simt::BN),
-        _ => (tc::BM, tc::BN),
+    let wgmma = match engine {
+        GemmEngine::Wgmma => Some(wgmma_entry::<I, O>(spec, dev.multiprocessors())?),
+        GemmEngine::Auto | GemmEngine::MmaSync => None,
+    };
+    let (bm, bn) = match (wgmma, spec.precision) {
+        (Some((tile, _)), _) => (wg::BM, tile.bn),
+        (None, Precision::Fp32) => (simt::BM, simt::BN),
+        (None, _) => (tc::BM, tc::BN),
     };
     let tiles_m = spec.m.div_ceil(bm as usize);
     let tiles_n = spec.n.div_ceil(bn as usize);
@@ -672,22 +726,11 @@ fn launch<D: Device, I: GemmTypes<O>, O: GemmOutput>(
         split_k: slices as u32,
         k_tiles_per_split: steps_per_slice as u32,
     };
-    if engine == GemmEngine::Wgmma {
-        let kernel = I::wgmma_kernels(spec.precision)
-            .and_then(|family| family.get(spec.a_layout, spec.b_layout))
-            .ok_or_else(|| {
-                invalid(
-                    "engine",
-                    format!(
-                        "{:?} has no wgmma kernel for A {:?}, B {:?}",
-                        spec.precision, spec.a_layout, spec.b_layout
-                    ),
-                )
-            })?;
+    if let Some((tile, kernel)) = wgmma {
         // SAFETY: as for the mma.sync launch below (same views, shape and workspace checks);
         // `engine_on` established the wgmma preconditions (K ≥ 1, batches 16-byte aligned and disjoint, layouts the
         // precision's wgmma reads, 16-byte aligned operands and rows).
-        unsafe { gemm_wgmma::launch(dev, spec, kernel, params) }?;
+        unsafe { gemm_wgmma::launch(dev, spec, (tile, kernel), params) }?;
     } else {
         let (threads, smem) = match spec.precision {
             Precision::Fp32 => (simt::THREADS, simt::SMEM_BYTES),
@@ -710,6 +753,32 @@ fn launch<D: Device, I: GemmTypes<O>, O: GemmOutput>(
         return Ok(());
     }
     split_reduce::<D, I::Abi, O>(dev, spec, &params)
+}
+
+/// A Hopper entry and the block tile it was built for.
+type TiledWgmma<I, O> = (wg::Tile, WgmmaKernel<I, O>);
+
+/// The Hopper kernel's tile and entry for `spec` on a GPU with `sms` SMs
+/// ([`gemm_wgmma::tile_for`]).
+fn wgmma_entry<I: GemmTypes<O>, O: GemmOutput>(
+    spec: &GemmSpec,
+    sms: u32,
+) -> Result<TiledWgmma<I::Abi, O::Abi>> {
+    let entry = |tile| {
+        I::wgmma_kernels(spec.precision, tile)
+            .and_then(|family| family.get(spec.a_layout, spec.b_layout))
+    };
+    let tile = gemm_wgmma::tile_for(spec, sms, entry(wg::N256).is_some())?;
+    let kernel = entry(tile).ok_or_else(|| {
+        invalid(
+            "engine",
+            format!(
+                "{:?} has no wgmma kernel for A {:?}, B {:?}",
+                spec.precision, spec.a_layout, spec.b_layout
+            ),
+        )
+    })?;
+    Ok((tile, kernel))
 }
 
 /// The second pass of a split launch: sums the slices `params.workspace` holds into C and
@@ -1010,7 +1079,7 @@ mod tests {
             // 3 × 2 tiles, 1 slice = 6 units on min(6, 4 SMs) blocks.
             assert_eq!(l.config.grid, (4, 1, 1));
             assert_eq!(l.config.block, (wg::THREADS, 1, 1));
-            assert_eq!(l.config.shared_mem_bytes, wg::SMEM_BYTES);
+            assert_eq!(l.config.shared_mem_bytes, wg::N128.smem_bytes());
             let p = l.params::<WgmmaGemmParams<Bf16, Bf16>>();
             assert_eq!(p.units, 6);
             assert_eq!((p.gemm.tiles_m, p.gemm.tiles_n, p.gemm.split_k), (3, 2, 1));
@@ -1036,11 +1105,79 @@ mod tests {
             let uploaded = dev.read(p.tmap_a.addr(), 2 * size_of::<TensorMap>());
             assert_eq!(uploaded[..128], MockDevice::encode(&desc_a).bytes);
             assert_eq!(uploaded[128..], MockDevice::encode(&desc_b).bytes);
-            // Many units: still one block per SM.
+            // Many units: still one block per SM; 8 × 4 tiles of 128 × 256 fill the 4 SMs.
             let big = GemmSpec::linear_forward(1024, 1024, 64, Precision::Bf16);
             let launches = run_bf16(&dev, &big, 0, 0).unwrap();
-            assert_eq!(launches[0].config.grid, (4, 1, 1));
-            assert_eq!(launches[0].params::<WgmmaGemmParams<Bf16, Bf16>>().units, 64);
+            let l = &launches[0];
+            assert_eq!((l.name, l.config.grid), ("gemm_wgmma_n256_bf16_rc_bf16", (4, 1, 1)));
+            assert_eq!(l.config.shared_mem_bytes, wg::N256.smem_bytes());
+            let p = l.params::<WgmmaGemmParams<Bf16, Bf16>>();
+            assert_eq!((p.units, p.gemm.tiles_n), (32, 4));
+            let b = dev.read(p.tmap_b.addr(), size_of::<TensorMap>());
+            let desc_b = TensorMapDesc {
+                global_address: p.gemm.b.addr(),
+                dims: [64, 1024],
+                row_stride_bytes: 128,
+                box_dims: [64, 256],
+                layers: Some(TensorMapLayers { count: 1, stride_bytes: 1024 * 128 }),
+                ..desc_a
+            };
+            assert_eq!(b, MockDevice::encode(&desc_b).bytes);
+        }
+
+        #[test]
+        fn wide_entries_are_those_of_a_row_major() {
+            let spec = |a_layout, b_layout, precision| GemmSpec {
+                a_layout,
+                b_layout,
+                ..GemmSpec::linear_forward(64, 64, 64, precision)
+            };
+            let (r, c) = (Layout::RowMajor, Layout::ColMajor);
+            for p in [Precision::Bf16, Precision::Fp16] {
+                let wide = [(r, r), (r, c), (c, r), (c, c)]
+                    .map(|(a, b)| spec(a, b, p).has_wide_wgmma_entry());
+                assert_eq!(wide, [true, true, false, false], "{p:?}");
+            }
+            assert!(spec(r, c, Precision::Tf32).has_wide_wgmma_entry());
+            assert!(!spec(r, r, Precision::Tf32).has_wide_wgmma_entry());
+            assert!(!spec(r, c, Precision::Fp32).has_wide_wgmma_entry());
+        }
+
+        #[test]
+        fn the_wide_tile_needs_its_entry_whole_sms_and_no_split() {
+            let dev = MockDevice::new(PtxArch::Sm90a, 16);
+            let name = |spec: GemmSpec| run_bf16(&dev, &spec, 0, 1 << 20).map(|l| l[0].name);
+            // 8 × 2 wide tiles fill 16 SMs; 8 × 1 do not.
+            let fwd = |n| GemmSpec::linear_forward(1024, n, 64, Precision::Bf16);
+            assert_eq!(name(fwd(512)).unwrap(), "gemm_wgmma_n256_bf16_rc_bf16");
+            assert_eq!(name(fwd(256)).unwrap(), "gemm_wgmma_bf16_rc_bf16");
+            // So do 2 batches of 8 × 1.
+            let batched = GemmSpec {
+                batch: 2,
+                stride_a: 1024 * 64,
+                stride_b: 256 * 64,
+                stride_c: 1024 * 256,
+                ..fwd(256)
+            };
+            assert_eq!(name(batched).unwrap(), "gemm_wgmma_n256_bf16_rc_bf16");
+            // dX (rr) has the wide entry; dW (cr) does not.
+            let dx = GemmSpec::linear_backward_input(1024, 512, 512, Precision::Bf16);
+            assert_eq!(name(dx).unwrap(), "gemm_wgmma_n256_bf16_rr_bf16");
+            let dw = GemmSpec::linear_backward_weight(1024, 512, 4096, Precision::Bf16);
+            assert_eq!(name(dw).unwrap(), "gemm_wgmma_bf16_cr_bf16");
+            // Split over K: narrow.
+            let split = GemmSpec {
+                split_k: 2,
+                ..GemmSpec::linear_forward(1024, 512, 1024, Precision::Bf16)
+            };
+            assert_eq!(name(split).unwrap(), "gemm_wgmma_bf16_rc_bf16");
+            // Forced.
+            let narrow = GemmSpec { wgmma_tile: WgmmaTile::N128, ..fwd(512) };
+            assert_eq!(name(narrow).unwrap(), "gemm_wgmma_bf16_rc_bf16");
+            let wide = GemmSpec { wgmma_tile: WgmmaTile::N256, ..fwd(64) };
+            assert_eq!(name(wide).unwrap(), "gemm_wgmma_n256_bf16_rc_bf16");
+            let err = name(GemmSpec { wgmma_tile: WgmmaTile::N256, ..dw }).unwrap_err();
+            assert!(matches!(&err, GpuError::InvalidArgument { arg: "wgmma_tile", .. }), "{err}");
         }
 
         #[test]

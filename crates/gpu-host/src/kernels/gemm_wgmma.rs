@@ -1,7 +1,7 @@
 //! The Hopper path of [`super::gemm`]: when it applies, the operands' tensor maps, and the
 //! launch of a `gemm_wgmma_*` entry (see `kernel_abi::gemm_wgmma`).
 
-use super::gemm::{GemmSpec, Layout, Precision, invalid, to_u32};
+use super::gemm::{GemmEngine, GemmSpec, Layout, Precision, WgmmaTile, invalid, to_u32};
 use crate::device::{Device, LaunchConfig};
 use crate::error::Result;
 use crate::ptx::PtxArch;
@@ -9,13 +9,6 @@ use crate::tensor_map::{TensorMapDesc, TensorMapElem, TensorMapLayers, TensorMap
 use kernel_abi::DevicePtr;
 use kernel_abi::gemm::GemmParams;
 use kernel_abi::gemm_wgmma::{TensorMap, WgmmaGemmParams, WgmmaKernel, wg};
-
-/// Block tile rows.
-pub(super) const BM: u32 = wg::BM;
-/// Block tile columns.
-pub(super) const BN: u32 = wg::BN;
-/// Bytes of K per pipeline step (one k tile).
-pub(super) const BK_BYTES: u32 = wg::BK_BYTES;
 
 /// The element type of the operands of `precision` (`None`: FP32, which has no wgmma form).
 fn operand_elem(precision: Precision) -> Option<TensorMapElem> {
@@ -115,18 +108,52 @@ pub(super) fn unsupported_reason(
     None
 }
 
-/// The rank-3 tensor maps of A and B, 128-byte swizzle, dimension 2 the batch (`stride_a` /
-/// `stride_b` apart; one matrix, contiguous, when `batch == 1`). A K-major operand (A
-/// row-major, B column-major) is described as rows (M or N, `ld` apart) of K elements, box
-/// [`BK_BYTES`] of K × [`BM`] / [`BN`] rows; an M/N-major one (A column-major, B row-major)
-/// as rows of K (`ld` apart) of M or N elements, box 64 elements (128 bytes) × `BK` rows,
-/// which the kernel loads twice per tile. `spec` must be one [`unsupported_reason`] accepts
-/// (not FP32).
-fn operand_maps(spec: &GemmSpec, a_addr: u64, b_addr: u64) -> Result<[TensorMapDesc; 2]> {
+/// The block tile of the wgmma kernel for `spec` on a GPU with `sms` SMs, where `wide_entry`
+/// says whether its precision and layouts have a 128 × 256 entry: `spec.wgmma_tile` when set
+/// (an [`GpuError::InvalidArgument`](crate::GpuError::InvalidArgument) for `N256` without
+/// the entry); under `Auto`, 128 × 256 when there is the entry, K is not split and the wide
+/// tiles still give every SM at least one (`tiles_m · ceil(N / 256) · batch ≥ sms`: each
+/// block then multiplies twice the columns per A tile it loads), else 128 × 128. A
+/// heuristic to check against `cargo xtask bench gemm` on the GPU, which times both.
+pub(super) fn tile_for(spec: &GemmSpec, sms: u32, wide_entry: bool) -> Result<wg::Tile> {
+    match spec.wgmma_tile {
+        WgmmaTile::N128 => Ok(wg::N128),
+        WgmmaTile::N256 if wide_entry => Ok(wg::N256),
+        WgmmaTile::N256 => Err(invalid(
+            "wgmma_tile",
+            format!(
+                "{:?} has no 128 × 256 wgmma entry for A {:?}, B {:?} (only A row-major, and \
+                 TF32 with B column-major)",
+                spec.precision, spec.a_layout, spec.b_layout
+            ),
+        )),
+        WgmmaTile::Auto => {
+            let wide_tiles =
+                spec.m.div_ceil(wg::BM as usize) * spec.n.div_ceil(wg::N256.bn as usize);
+            let unsplit = spec.split_plan_for(GemmEngine::Wgmma).0 == 1;
+            let fills = wide_tiles.saturating_mul(spec.batch) >= sms as usize;
+            Ok(if wide_entry && unsplit && fills { wg::N256 } else { wg::N128 })
+        }
+    }
+}
+
+/// The rank-3 tensor maps of A and B for tiles `tile`, 128-byte swizzle, dimension 2 the
+/// batch (`stride_a` / `stride_b` apart; one matrix, contiguous, when `batch == 1`). A K-major
+/// operand (A row-major, B column-major) is described as rows (M or N, `ld` apart) of K
+/// elements, box `wg::BK_BYTES` of K × `wg::BM` (A) / `tile.bn` (B) rows; an M/N-major one
+/// (A column-major, B row-major) as rows of K (`ld` apart) of M or N elements, box 64
+/// elements (128 bytes) × `BK` rows, which the kernel loads once per 64 rows of its tile.
+/// `spec` must be one [`unsupported_reason`] accepts (not FP32).
+fn operand_maps(
+    spec: &GemmSpec,
+    tile: wg::Tile,
+    a_addr: u64,
+    b_addr: u64,
+) -> Result<[TensorMapDesc; 2]> {
     let elem = operand_elem(spec.precision)
         .ok_or_else(|| invalid("engine", "FP32 has no wgmma kernel"))?;
     let esize = elem.size_bytes();
-    let bk = BK_BYTES / esize;
+    let bk = wg::BK_BYTES / esize;
     // `mn`: M or N; `k_major`: whether K is the contiguous dimension.
     let desc = |addr: u64, (mn, ld, stride): (usize, usize, usize), k_major: bool, box_rows| {
         let matrix = matrix_elems(k_major, mn, spec.k, ld);
@@ -136,7 +163,7 @@ fn operand_maps(spec: &GemmSpec, a_addr: u64, b_addr: u64) -> Result<[TensorMapD
             elem,
             dims: if k_major { [spec.k as u64, mn as u64] } else { [mn as u64, spec.k as u64] },
             row_stride_bytes: ld as u64 * esize as u64,
-            box_dims: if k_major { [bk, box_rows] } else { [BK_BYTES / esize, bk] },
+            box_dims: if k_major { [bk, box_rows] } else { [wg::BK_BYTES / esize, bk] },
             swizzle: TensorMapSwizzle::B128,
             layers: Some(TensorMapLayers {
                 count: spec.batch as u64,
@@ -145,13 +172,14 @@ fn operand_maps(spec: &GemmSpec, a_addr: u64, b_addr: u64) -> Result<[TensorMapD
         }
     };
     Ok([
-        desc(a_addr, (spec.m, spec.lda, spec.stride_a), spec.a_layout == Layout::RowMajor, BM),
-        desc(b_addr, (spec.n, spec.ldb, spec.stride_b), spec.b_layout == Layout::ColMajor, BN),
+        desc(a_addr, (spec.m, spec.lda, spec.stride_a), spec.a_layout == Layout::RowMajor, wg::BM),
+        desc(b_addr, (spec.n, spec.ldb, spec.stride_b), spec.b_layout == Layout::ColMajor, tile.bn),
     ])
 }
 
-/// Launches the first (or only) pass of a GEMM on the wgmma kernel: `params` as for the
-/// `mma.sync` kernel (tiles of [`BM`] × [`BN`], the split plan of the wgmma engine), with
+/// Launches the first (or only) pass of a GEMM on the wgmma `kernel` of tiles `tile`: `params`
+/// as for the `mma.sync` kernel (tiles of `wg::BM` × `tile.bn`, the split plan of the wgmma
+/// engine), with
 /// the two tensor maps ([`Device::tensor_maps_in_memory`]: uploaded once per operand buffers
 /// and shape, then reused) and a persistent grid of `min(units, SMs)` blocks over the `tiles
 /// · split_k · batch` work units.
@@ -159,20 +187,22 @@ fn operand_maps(spec: &GemmSpec, a_addr: u64, b_addr: u64) -> Result<[TensorMapD
 /// # Safety
 /// `params` must be valid for `kernel` as the checks of `super::gemm::launch` establish
 /// (views covering A, B, C, the bias, the pre-activation and the workspace), and `spec` one
-/// that [`unsupported_reason`] accepts for `dev` and the operand addresses.
+/// that [`unsupported_reason`] accepts for `dev` and the operand addresses; `kernel` an entry
+/// of `tile`.
 pub(super) unsafe fn launch<D: Device, I: Copy + 'static, O: Copy + 'static>(
     dev: &D,
     spec: &GemmSpec,
-    kernel: WgmmaKernel<I, O>,
+    (tile, kernel): (wg::Tile, WgmmaKernel<I, O>),
     params: GemmParams<I, O>,
 ) -> Result<()> {
-    let maps = dev.tensor_maps_in_memory(&operand_maps(spec, params.a.addr(), params.b.addr())?)?;
+    let descs = operand_maps(spec, tile, params.a.addr(), params.b.addr())?;
+    let maps = dev.tensor_maps_in_memory(&descs)?;
     let tiles = params.tiles_m as u64 * params.tiles_n as u64;
     let units = to_u32("m", (tiles * params.split_k as u64 * spec.batch as u64) as usize)?;
     let config = LaunchConfig {
         grid: (units.min(dev.multiprocessors().max(1)), 1, 1),
         block: (wg::THREADS, 1, 1),
-        shared_mem_bytes: wg::SMEM_BYTES,
+        shared_mem_bytes: tile.smem_bytes(),
     };
     let params = WgmmaGemmParams {
         gemm: params,
@@ -246,7 +276,7 @@ mod tests {
     #[test]
     fn operand_maps_follow_the_layouts_in_boxes_of_one_swizzle_row() {
         let s = GemmSpec { lda: 80, ldb: 96, ..forward(Precision::Bf16) };
-        let [a, b] = operand_maps(&s, 0x1000, 0x2000).unwrap();
+        let [a, b] = operand_maps(&s, wg::N128, 0x1000, 0x2000).unwrap();
         assert_eq!((a.global_address, a.elem), (0x1000, TensorMapElem::Bf16));
         assert_eq!((a.dims, a.row_stride_bytes, a.box_dims), ([72, 300], 160, [64, 128]));
         assert_eq!((b.dims, b.row_stride_bytes, b.box_dims), ([72, 200], 192, [64, 128]));
@@ -256,7 +286,7 @@ mod tests {
         assert_eq!((a.layers, b.layers), (one(300 * 160), one(200 * 192)));
         assert!(a.validate().is_ok() && b.validate().is_ok());
         let batched = GemmSpec { batch: 5, stride_a: 300 * 80 + 8, stride_b: 200 * 96, ..s };
-        let [a, b] = operand_maps(&batched, 0x1000, 0x2000).unwrap();
+        let [a, b] = operand_maps(&batched, wg::N128, 0x1000, 0x2000).unwrap();
         let five = |stride_bytes| Some(TensorMapLayers { count: 5, stride_bytes });
         assert_eq!((a.layers, b.layers), (five(2 * (300 * 80 + 8)), five(200 * 192)));
         assert!(a.validate().is_ok() && b.validate().is_ok());
@@ -268,14 +298,14 @@ mod tests {
             ldb: 208,
             ..forward(Precision::Bf16)
         };
-        let [a, b] = operand_maps(&cr, 0x1000, 0x2000).unwrap();
+        let [a, b] = operand_maps(&cr, wg::N128, 0x1000, 0x2000).unwrap();
         assert_eq!((a.dims, a.row_stride_bytes, a.box_dims), ([300, 72], 608, [64, 64]));
         assert_eq!((b.dims, b.row_stride_bytes, b.box_dims), ([200, 72], 416, [64, 64]));
         // M/N-major matrices are K rows long.
         assert_eq!((a.layers, b.layers), (one(72 * 608), one(72 * 416)));
         assert!(a.validate().is_ok() && b.validate().is_ok());
-        let [a, _] = operand_maps(&forward(Precision::Tf32), 0x1000, 0x2000).unwrap();
+        let [a, _] = operand_maps(&forward(Precision::Tf32), wg::N128, 0x1000, 0x2000).unwrap();
         assert_eq!((a.elem, a.row_stride_bytes, a.box_dims), (TensorMapElem::F32, 288, [32, 128]));
-        assert!(operand_maps(&forward(Precision::Fp32), 0, 0).is_err());
+        assert!(operand_maps(&forward(Precision::Fp32), wg::N128, 0, 0).is_err());
     }
 }
