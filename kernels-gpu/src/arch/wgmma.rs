@@ -142,23 +142,25 @@ macro_rules! wgmma_mma {
     };
 }
 
-wgmma_mma!(
+wgmma_mma! {
     /// `wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16`: k16 of bf16 (32 bytes of K).
     mma_m64n128k16_bf16, "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16", transposable,
     64, [
         1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32
         33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61
         62 63
-    ]);
-wgmma_mma!(
+    ]
+}
+wgmma_mma! {
     /// `wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16`: k16 of f16 (32 bytes of K).
     mma_m64n128k16_f16, "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16", transposable,
     64, [
         1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32
         33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61
         62 63
-    ]);
-wgmma_mma!(
+    ]
+}
+wgmma_mma! {
     /// `wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32`: k8 of TF32 (32 bytes of K),
     /// read from f32 in shared memory (the low 13 mantissa bits are ignored); K-major
     /// operands only.
@@ -167,8 +169,9 @@ wgmma_mma!(
         1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32
         33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61
         62 63
-    ]);
-wgmma_mma!(
+    ]
+}
+wgmma_mma! {
     /// `wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16`: k16 of bf16, N = 256.
     mma_m64n256k16_bf16, "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16", transposable,
     128, [
@@ -177,8 +180,9 @@ wgmma_mma!(
         62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90
         91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114
         115 116 117 118 119 120 121 122 123 124 125 126 127
-    ]);
-wgmma_mma!(
+    ]
+}
+wgmma_mma! {
     /// `wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16`: k16 of f16, N = 256.
     mma_m64n256k16_f16, "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16", transposable,
     128, [
@@ -187,8 +191,9 @@ wgmma_mma!(
         62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90
         91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114
         115 116 117 118 119 120 121 122 123 124 125 126 127
-    ]);
-wgmma_mma!(
+    ]
+}
+wgmma_mma! {
     /// `wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32`: k8 of TF32, N = 256; K-major
     /// operands only.
     mma_m64n256k8_tf32, "wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32", k_major,
@@ -198,4 +203,5 @@ wgmma_mma!(
         62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90
         91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114
         115 116 117 118 119 120 121 122 123 124 125 126 127
-    ]);
+    ]
+}
