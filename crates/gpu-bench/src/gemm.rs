@@ -5,8 +5,10 @@
 //! launches; each problem rotates over enough copies of its operands that the rotation exceeds
 //! twice the L2 cache; uniform random data in [-1, 1). cuBLAS is timed through prepared calls
 //! (`cublasSgemm`/`cublasGemmEx`, and a `cublasLtMatmul` plan built once), and the faster of the
-//! two is the reference for "% of cuBLAS". A sampled-rows comparison of our output against
-//! cuBLAS's guards the numbers against a kernel that is fast because it is wrong.
+//! two is the reference for "% of cuBLAS"; per problem and precision the operands are
+//! generated and the baselines timed once, shared by our variants of that precision. A
+//! sampled-rows comparison of our output against cuBLAS's guards the numbers against a kernel
+//! that is fast because it is wrong.
 //!
 //! Needs a CUDA GPU: without one it fails with a one-line message. `cargo xtask bench gemm`
 //! builds the PTX first and then this binary, so the kernels measured are the current ones.
@@ -57,8 +59,8 @@ pub const GPT2_LAYERS: [(&str, usize, usize); 5] = [
 ];
 
 /// 4096³ (row-major A·B), 4096³ and 8192³ with K-major operands (A row-major, B
-/// column-major: the layout the Hopper kernel takes), then per GPT-2 layer its forward `X·Wᵀ`, input gradient `dY·W` and
-/// weight gradient `dW += dYᵀ·X`.
+/// column-major: the layout every Hopper entry takes), then per GPT-2 layer its forward
+/// `X·Wᵀ`, input gradient `dY·W` and weight gradient `dW += dYᵀ·X`.
 pub fn problems() -> Vec<Problem> {
     let p = Precision::Fp32;
     let mut out = vec![Problem {
@@ -102,6 +104,10 @@ const VARIANTS: [Variant; 9] = [
     (Precision::Fp16, GemmEngine::Wgmma, WgmmaTile::Auto, Mode::Fp16, "FP16 wgmma"),
 ];
 
+/// The cuBLAS modes, in report order: each problem's variants of one mode share its operands
+/// and its cuBLAS / cuBLASLt timings.
+const MODES: [Mode; 4] = [Mode::Fp32, Mode::Tf32, Mode::Bf16, Mode::Fp16];
+
 /// Runs the benchmark (see the module docs).
 pub fn run(args: &Args) -> Result<()> {
     let (gpu, l2_bytes) = args.run.start("gemm")?;
@@ -114,24 +120,32 @@ pub fn run(args: &Args) -> Result<()> {
         if args.only.as_ref().is_some_and(|s| !problem.name.contains(s.as_str())) {
             continue;
         }
-        for (precision, engine, wgmma_tile, mode, label) in VARIANTS {
-            let mut spec = problem.spec;
-            (spec.precision, spec.engine, spec.wgmma_tile) = (precision, engine, wgmma_tile);
-            let spec = spec.with_split_k_for(info.multiprocessors as usize, gpu.ptx_arch());
-            // Fresh allocations are 256-byte aligned: address 0 stands for them.
-            let wide_missing = wgmma_tile == WgmmaTile::N256 && !spec.has_wide_wgmma_entry();
-            if spec.engine_on(&gpu, 0, 0).is_err() || wide_missing {
+        for mode in MODES {
+            let mut variants = Vec::new();
+            for (precision, engine, wgmma_tile, _, label) in VARIANTS.iter().filter(|v| v.3 == mode)
+            {
+                let mut spec = problem.spec;
+                (spec.precision, spec.engine, spec.wgmma_tile) = (*precision, *engine, *wgmma_tile);
+                let spec = spec.with_split_k_for(info.multiprocessors as usize, gpu.ptx_arch());
+                // Fresh allocations are 256-byte aligned: address 0 stands for them.
+                let wide_missing = *wgmma_tile == WgmmaTile::N256 && !spec.has_wide_wgmma_entry();
+                if spec.engine_on(&gpu, 0, 0).is_ok() && !wide_missing {
+                    variants.push((spec, *label));
+                }
+            }
+            if variants.is_empty() {
                 continue;
             }
-            let problem = Problem { name: problem.name.clone(), spec };
-            let row = match mode {
-                Mode::Fp32 | Mode::Tf32 => bench.measure::<f32>(&problem, mode, label),
-                Mode::Bf16 => bench.measure::<bf16>(&problem, mode, label),
-                Mode::Fp16 => bench.measure::<f16>(&problem, mode, label),
+            let measured = match mode {
+                Mode::Fp32 | Mode::Tf32 => bench.measure::<f32>(&problem.name, mode, &variants),
+                Mode::Bf16 => bench.measure::<bf16>(&problem.name, mode, &variants),
+                Mode::Fp16 => bench.measure::<f16>(&problem.name, mode, &variants),
             }
-            .with_context(|| format!("{} ({label})", problem.name))?;
-            println!("{}", report::progress_line(&row));
-            rows.push(row);
+            .with_context(|| format!("{} ({mode:?})", problem.name))?;
+            for row in measured {
+                println!("{}", report::progress_line(&row));
+                rows.push(row);
+            }
         }
     }
     let text = report::markdown(&meta, &rows);
@@ -201,65 +215,75 @@ impl<'a> Bench<'a> {
         Ok(Operands { sets })
     }
 
-    fn measure<T: Sample>(&self, problem: &Problem, mode: Mode, label: &str) -> Result<Row> {
-        let spec = &problem.spec;
+    /// One row per variant of `problem` in `mode` (specs of the same shape and layouts that
+    /// differ in engine, tile or split): the operands are generated and cuBLAS / cuBLASLt
+    /// timed once, then each of ours is timed and compared with the faster baseline's output.
+    fn measure<T: Sample>(
+        &self,
+        problem: &str,
+        mode: Mode,
+        variants: &[(GemmSpec, &str)],
+    ) -> Result<Vec<Row>> {
+        let spec = &variants[0].0;
         let mut ops = self.operands::<T>(spec)?;
         let n_sets = ops.sets.len();
-        let mut workspace = self.gpu.alloc::<f32>(spec.workspace_len().max(1))?;
-        let ours_ms = self.timer.median_ms(n_sets, |set| {
-            let [a, b, c] = &mut ops.sets[set];
-            let (a, b, c, w) = (a.view(), b.view(), c.view_mut(), workspace.view_mut());
-            Ok(gemm_split_k(self.gpu, spec, a, b, c, Epilogue::default(), w)?)
-        })?;
+        let workspace_len = variants.iter().map(|(s, _)| s.workspace_len()).max().unwrap_or(0);
+        let mut workspace = self.gpu.alloc::<f32>(workspace_len.max(1))?;
         let lt = LtPlan::new(mode, spec, self.workspace.view().addr(), WORKSPACE_BYTES)?;
         let stream = self.gpu.stream().cu_stream().cast();
-        let addrs = |set: usize| {
+        let addrs = |ops: &Operands<T>, set: usize| {
             let [a, b, c] = &ops.sets[set];
             (a.view().addr(), b.view().addr(), c.view().addr())
         };
         let blas_ms = self.timer.median_ms(n_sets, |set| {
-            let (a, b, c) = addrs(set);
+            let (a, b, c) = addrs(&ops, set);
             // SAFETY: the buffers hold the problem's matrices in T.
             unsafe { self.blas.run(mode, spec, a, b, c) }
         })?;
         let lt_ms = self.timer.median_ms(n_sets, |set| {
-            let (a, b, c) = addrs(set);
+            let (a, b, c) = addrs(&ops, set);
             // SAFETY: as above.
             unsafe { lt.run(a, b, c, stream) }
         })?;
         let (best_api, best_ms) =
             if blas_ms <= lt_ms { (Api::Blas, blas_ms) } else { (Api::Lt, lt_ms) };
-        let rel_diff = self.compare::<T>(spec, &ops, mode, best_api, &lt, &mut workspace)?;
-        let tflops = |ms: f64| spec.flops() / (ms * 1e-3) / 1e12;
-        Ok(Row {
-            problem: problem.name.clone(),
-            spec: *spec,
-            variant: label.to_string(),
-            ours: tflops(ours_ms),
-            blas: (Api::Blas.name(mode), tflops(blas_ms)),
-            lt: tflops(lt_ms),
-            best: (best_api.name(mode), tflops(best_ms)),
-            rel_diff,
-        })
+        let reference = self.reference_rows::<T>(spec, &ops, mode, best_api, &lt)?;
+        let tflops = |spec: &GemmSpec, ms: f64| spec.flops() / (ms * 1e-3) / 1e12;
+        let mut rows = Vec::with_capacity(variants.len());
+        for (spec, label) in variants {
+            let ours_ms = self.timer.median_ms(n_sets, |set| {
+                let [a, b, c] = &mut ops.sets[set];
+                let (a, b, c, w) = (a.view(), b.view(), c.view_mut(), workspace.view_mut());
+                Ok(gemm_split_k(self.gpu, spec, a, b, c, Epilogue::default(), w)?)
+            })?;
+            let rel_diff = self.compare::<T>(spec, &ops, &reference, &mut workspace)?;
+            rows.push(Row {
+                problem: problem.to_string(),
+                spec: *spec,
+                variant: label.to_string(),
+                ours: tflops(spec, ours_ms),
+                blas: (Api::Blas.name(mode), tflops(spec, blas_ms)),
+                lt: tflops(spec, lt_ms),
+                best: (best_api.name(mode), tflops(spec, best_ms)),
+                rel_diff,
+            });
+        }
+        Ok(rows)
     }
 
-    /// max |ours − cuBLAS| / max |cuBLAS| over 8 sampled rows, both computed from C = 0.
-    fn compare<T: Sample>(
+    /// The rows [`Bench::compare`] samples (8, evenly spread), of `api`'s product of the
+    /// first operand set into C = 0.
+    fn reference_rows<T: Sample>(
         &self,
         spec: &GemmSpec,
         ops: &Operands<T>,
         mode: Mode,
         api: Api,
         lt: &LtPlan,
-        workspace: &mut <Gpu as Device>::Buffer<f32>,
-    ) -> Result<f64> {
+    ) -> Result<Vec<Vec<T>>> {
         let [a, b, _] = &ops.sets[0];
         let mut reference = self.gpu.alloc::<T>(spec.c_len())?;
-        let mut ours = self.gpu.alloc::<T>(spec.c_len())?;
         fill(self.gpu, reference.view_mut(), T::from_f32(0.0))?;
-        fill(self.gpu, ours.view_mut(), T::from_f32(0.0))?;
-        let (av, bv, w) = (a.view(), b.view(), workspace.view_mut());
-        gemm_split_k(self.gpu, spec, av, bv, ours.view_mut(), Epilogue::default(), w)?;
         let (a, b, r) = (a.view().addr(), b.view().addr(), reference.view().addr());
         // SAFETY: the buffers hold the problem's matrices in T.
         unsafe {
@@ -268,12 +292,27 @@ impl<'a> Bench<'a> {
                 Api::Lt => lt.run(a, b, r, self.gpu.stream().cu_stream().cast())?,
             }
         }
+        sampled_rows(spec)
+            .map(|range| Ok(self.gpu.download(reference.view().slice(range)?)?))
+            .collect()
+    }
+
+    /// max |ours − cuBLAS| / max |cuBLAS| over the sampled rows, both computed from C = 0.
+    fn compare<T: Sample>(
+        &self,
+        spec: &GemmSpec,
+        ops: &Operands<T>,
+        reference: &[Vec<T>],
+        workspace: &mut <Gpu as Device>::Buffer<f32>,
+    ) -> Result<f64> {
+        let [a, b, _] = &ops.sets[0];
+        let mut ours = self.gpu.alloc::<T>(spec.c_len())?;
+        fill(self.gpu, ours.view_mut(), T::from_f32(0.0))?;
+        let (av, bv, w) = (a.view(), b.view(), workspace.view_mut());
+        gemm_split_k(self.gpu, spec, av, bv, ours.view_mut(), Epilogue::default(), w)?;
         let (mut max_diff, mut max_ref) = (0.0f64, 0.0f64);
-        for i in 0..8 {
-            let row = i * (spec.m - 1) / 7;
-            let range = row * spec.ldc..row * spec.ldc + spec.n;
-            let got = self.gpu.download(ours.view().slice(range.clone())?)?;
-            let want = self.gpu.download(reference.view().slice(range)?)?;
+        for (range, want) in sampled_rows(spec).zip(reference) {
+            let got = self.gpu.download(ours.view().slice(range)?)?;
             for (g, w) in got.into_iter().zip(want) {
                 max_diff = max_diff.max((g.to_f64() - w.to_f64()).abs());
                 max_ref = max_ref.max(w.to_f64().abs());
@@ -281,6 +320,14 @@ impl<'a> Bench<'a> {
         }
         Ok(if max_ref > 0.0 { max_diff / max_ref } else { max_diff })
     }
+}
+
+/// The element ranges of C's 8 sampled rows (evenly spread over M).
+fn sampled_rows(spec: &GemmSpec) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
+    (0..8).map(|i| {
+        let row = i * (spec.m - 1) / 7;
+        row * spec.ldc..row * spec.ldc + spec.n
+    })
 }
 
 /// cuBLASLt workspace (NVIDIA's recommendation for Hopper).
