@@ -12,9 +12,10 @@ use gpu_host::{
     check_copy_len, embedded_ptx, upload_tensor_maps,
 };
 use kernel_abi::{Kernel, KernelParams};
+use std::collections::BTreeMap;
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// Largest static + dynamic shared memory of a block: the opt-in limit of H100/H200
 /// (227 KiB); an A100 allows 163 KiB.
@@ -60,6 +61,8 @@ impl Default for SimOptions {
 /// returns the kernel's first fault; [`Device::synchronize`] has nothing left to report.
 pub struct Simulator {
     tensor_maps: TensorMapCache<SimBuffer<u64>>,
+    /// Launches so far, by kernel (what a profiler's kernel summary would list).
+    launches: Mutex<BTreeMap<&'static str, u64>>,
     kernels: Kernels,
     heap: Arc<Heap>,
     options: SimOptions,
@@ -105,6 +108,7 @@ impl Simulator {
         };
         Ok(Self {
             tensor_maps: TensorMapCache::default(),
+            launches: Mutex::default(),
             kernels: decode_module(&module),
             heap: Arc::new(Heap::default()),
             options: SimOptions::default(),
@@ -140,6 +144,13 @@ impl Simulator {
             return Ok(());
         }
         Err(parse_error(errors.join("\n")))
+    }
+
+    /// How many times each kernel has been launched on this simulator (launches that failed
+    /// their argument checks do not count), like a profiler's kernel summary: tests use it to
+    /// see which kernels a job ran.
+    pub fn launch_counts(&self) -> BTreeMap<&'static str, u64> {
+        self.launches.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
     /// Launches `kernel` with raw parameter bytes (for hand-written PTX whose parameters have
@@ -189,6 +200,7 @@ impl Simulator {
                 ),
             ));
         }
+        *self.launches.lock().unwrap_or_else(PoisonError::into_inner).entry(name).or_default() += 1;
         let global = self.heap.snapshot();
         let o = self.options;
         let launch = Launch {

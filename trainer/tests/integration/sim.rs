@@ -159,6 +159,57 @@ fn every_precision_and_attention_trains_like_the_cpu() {
     }
 }
 
+/// The sm_90a module, as a Hopper GPU loads it: every kernel compiled for sm_90a, and every
+/// 16-bit GEMM of the step on the wgmma kernel (forward, `dX`, `dW`, the naive attention's
+/// batched head GEMMs; the simulator's launch counts show it). TF32 (its backward GEMMs on
+/// `mma.sync`), BF16 and FP16 train like the CPU's fp32 run.
+#[test]
+fn the_hopper_module_trains_like_the_cpu() {
+    let want = ResolvedDevice::Cpu
+        .run(Precision::Fp32, TrainJob { options: ModelOptions::default(), steps: 3 })
+        .unwrap();
+    let hopper = ResolvedDevice::Sim(Simulator::hopper().expect("cargo xtask build-ptx has run"));
+    let naive = ModelOptions { attention: AttentionKind::Naive, fuse: true };
+    let flash = ModelOptions { attention: AttentionKind::Flash, fuse: true };
+    let on = |precision, gemm_engine| Compute { precision, gemm_engine };
+    let runs = [
+        (on(Precision::Tf32, GemmEngine::Auto), naive, 5e-3),
+        (on(Precision::Bf16, GemmEngine::Auto), naive, 4e-2),
+        (on(Precision::Bf16, GemmEngine::Wgmma), flash, 4e-2),
+        (on(Precision::Fp16, GemmEngine::Auto), flash, 1e-2),
+    ];
+    for (compute, options, tol) in runs {
+        let what = format!("{} {:?} {options:?}", compute.precision.name(), compute.gemm_engine);
+        let got = hopper.run(compute, TrainJob { options, steps: 3 }).unwrap();
+        for (step, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!(!g.skipped, "{what} step {step}: skipped");
+            assert!(
+                (g.loss - w.loss).abs() <= tol * w.loss,
+                "{what} step {step}: loss {} vs {}",
+                g.loss,
+                w.loss
+            );
+            let norm_tol = 10.0 * tol * w.grad_norm + 1e-6;
+            assert!(
+                (g.grad_norm - w.grad_norm).abs() <= norm_tol,
+                "{what} step {step}: grad norm {} vs {}",
+                g.grad_norm,
+                w.grad_norm
+            );
+        }
+    }
+    // `Auto` ran the Hopper GEMM, in every layout, and no mma.sync GEMM for BF16 / FP16.
+    let ResolvedDevice::Sim(sim) = &hopper else { unreachable!("a simulator") };
+    let counts = sim.launch_counts();
+    for layouts in ["rc", "rr", "cr"] {
+        let name = format!("gemm_wgmma_bf16_{layouts}_bf16");
+        assert!(counts.contains_key(name.as_str()), "{name} never ran: {counts:?}");
+    }
+    let mma_16bit =
+        counts.keys().filter(|k| k.starts_with("gemm_bf16") || k.starts_with("gemm_f16"));
+    assert_eq!(mma_16bit.count(), 0, "{counts:?}");
+}
+
 /// Four steps in one session, or two, then the parameters, moments (and loss scaler) moved to
 /// a fresh session, then two more: the same bits.
 struct ResumeJob {
