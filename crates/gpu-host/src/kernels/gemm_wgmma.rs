@@ -52,7 +52,8 @@ pub(super) fn shape_reason(spec: &GemmSpec) -> Option<String> {
                 matrix_elems(spec.b_layout == Layout::ColMajor, spec.n, spec.k, spec.ldb),
             ),
         ] {
-            if stride < matrix || !(stride * esize).is_multiple_of(16) {
+            let aligned = stride.checked_mul(esize).is_some_and(|b| b.is_multiple_of(16));
+            if stride < matrix || !aligned {
                 return Some(format!(
                     "{name} = {stride}: TMA reads batches that start 16-byte aligned and do not \
                      overlap (each matrix spans {matrix} elements)"
