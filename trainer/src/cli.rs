@@ -1,7 +1,7 @@
 //! Command-line interface of the `trainer` binary.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use gpu_host::kernels::gemm::GemmEngine;
+use gpu_host::kernels::gemm::{GemmEngine, WgmmaTile};
 use std::path::PathBuf;
 use trainer::backend::ops::AttentionKind;
 use trainer::backend::{DeviceChoice, Precision};
@@ -136,6 +136,32 @@ impl From<GemmEngineArg> for GemmEngine {
     }
 }
 
+/// `--wgmma-tile`.
+#[derive(Clone, Copy, Debug, Default, ValueEnum)]
+pub enum WgmmaTileArg {
+    /// 128 × 256 for the forward and input-gradient GEMMs when those tiles still give every
+    /// SM one, 128 × 128 otherwise.
+    #[default]
+    Auto,
+    /// 128 × 128 everywhere (e.g. to compare with, or to rule out, the wide tile).
+    #[value(name = "128")]
+    N128,
+    /// 128 × 256 wherever there is such a kernel (the forward and input-gradient GEMMs),
+    /// 128 × 128 for the rest.
+    #[value(name = "256")]
+    N256,
+}
+
+impl From<WgmmaTileArg> for WgmmaTile {
+    fn from(t: WgmmaTileArg) -> Self {
+        match t {
+            WgmmaTileArg::Auto => WgmmaTile::Auto,
+            WgmmaTileArg::N128 => WgmmaTile::N128,
+            WgmmaTileArg::N256 => WgmmaTile::N256,
+        }
+    }
+}
+
 /// Where and how the kernels run: shared by `train`, `sample` and `bench`.
 #[derive(Args, Debug, Clone, Copy)]
 pub struct KernelArgs {
@@ -156,6 +182,9 @@ pub struct KernelArgs {
     /// Tensor-core GEMM kernels (the FP32 rung always runs the SIMT kernel).
     #[arg(long, value_enum, default_value_t = GemmEngineArg::Auto)]
     pub gemm_engine: GemmEngineArg,
+    /// Block tile of the Hopper GEMM kernels, where they run.
+    #[arg(long, value_enum, default_value_t = WgmmaTileArg::Auto)]
+    pub wgmma_tile: WgmmaTileArg,
 }
 
 /// `--model`: the named sizes (V 50,257 padded to 50,304, maxT 1,024, 64 channels per head).
@@ -479,6 +508,9 @@ pub struct LadderArgs {
     /// Tensor-core GEMM kernels of our rungs.
     #[arg(long, value_enum, default_value_t = GemmEngineArg::Auto)]
     pub gemm_engine: GemmEngineArg,
+    /// Block tile of the Hopper GEMM kernels, where they run.
+    #[arg(long, value_enum, default_value_t = WgmmaTileArg::Auto)]
+    pub wgmma_tile: WgmmaTileArg,
     /// Model [default: d12 on a GPU, tiny elsewhere].
     #[arg(long, value_enum)]
     pub model: Option<LadderModelArg>,

@@ -67,7 +67,12 @@ fn resolve_device(args: &KernelArgs) -> Result<(ResolvedDevice, Compute)> {
     let device = DeviceChoice::from(args.device).resolve()?;
     let fastest = if device.is_cpu() { Precision::Fp32 } else { Precision::Bf16 };
     let precision = args.precision.map_or(fastest, Precision::from);
-    Ok((device, Compute { precision, gemm_engine: args.gemm_engine.into() }))
+    let compute = Compute {
+        precision,
+        gemm_engine: args.gemm_engine.into(),
+        wgmma_tile: args.wgmma_tile.into(),
+    };
+    Ok((device, compute))
 }
 
 /// The model options `args` select for a model of `config` in `precision`.
@@ -374,6 +379,7 @@ fn ladder_options(args: &LadderArgs, gpu: bool) -> Result<trainer::ladder::Ladde
         work_dir: ladder::default_work_dir(),
         torch,
         gemm_engine: args.gemm_engine.into(),
+        wgmma_tile: args.wgmma_tile.into(),
     })
 }
 

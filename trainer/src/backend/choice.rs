@@ -2,7 +2,7 @@
 
 use super::{Backend, CpuBackend, CudaAct, CudaBackend, CudaOptions};
 use crate::error::{Error, Result};
-use gpu_host::kernels::gemm::GemmEngine;
+use gpu_host::kernels::gemm::{GemmEngine, WgmmaTile};
 use gpu_host::{Device, Gpu, GpuError};
 use half::{bf16, f16};
 use ptx_sim::Simulator;
@@ -47,12 +47,15 @@ pub struct Compute {
     /// The tensor-core GEMM kernels (`--gemm-engine`): `Auto` takes the Hopper `wgmma`
     /// kernels where they apply, `MmaSync` the portable ones everywhere; the CPU ignores it.
     pub gemm_engine: GemmEngine,
+    /// The Hopper kernel's block tile (`--wgmma-tile`; `Auto`: 128 × 256 where it fills the
+    /// GPU, else 128 × 128).
+    pub wgmma_tile: WgmmaTile,
 }
 
 impl From<Precision> for Compute {
-    /// `precision` with the default (`Auto`) GEMM engine.
+    /// `precision` with the default (`Auto`) GEMM engine and tile.
     fn from(precision: Precision) -> Self {
-        Self { precision, gemm_engine: GemmEngine::Auto }
+        Self { precision, gemm_engine: GemmEngine::Auto, wgmma_tile: WgmmaTile::Auto }
     }
 }
 

@@ -22,8 +22,8 @@ use gpu_host::kernels::elementwise;
 use gpu_host::kernels::encoder::{self, Tokens};
 use gpu_host::kernels::flash::{self, FlashBackward, FlashForward};
 use gpu_host::kernels::gemm::{
-    self, BiasGradElement, Epilogue, GemmEngine, GemmOutput, GemmSpec, GemmTypes,
-    Precision as GemmPrecision,
+    self, BiasGradElement, Epilogue, GemmConfig, GemmEngine, GemmOutput, GemmSpec, GemmTypes,
+    Precision as GemmPrecision, WgmmaTile,
 };
 use gpu_host::kernels::layernorm::{self, LayerNormStats};
 use gpu_host::kernels::{gelu, norm};
@@ -201,6 +201,7 @@ pub struct CudaBackend<'d, D: Device, A: CudaAct> {
     dev: &'d D,
     precision: Precision,
     gemm_engine: GemmEngine,
+    wgmma_tile: WgmmaTile,
     multiprocessors: usize,
     gpu_name: Option<String>,
     scratch: RefCell<Scratch<D, A>>,
@@ -239,8 +240,11 @@ impl From<GpuError> for Error {
 impl<'d, D: Device, A: CudaAct> CudaBackend<'d, D, A> {
     /// A backend on `dev` set up by `options`.
     pub fn new(dev: &'d D, options: CudaOptions) -> Result<Self> {
-        let CudaOptions { compute: Compute { precision, gemm_engine }, multiprocessors, gpu_name } =
-            options;
+        let CudaOptions {
+            compute: Compute { precision, gemm_engine, wgmma_tile },
+            multiprocessors,
+            gpu_name,
+        } = options;
         if !<A as CudaAct>::PRECISIONS.contains(&precision) {
             return Err(Error::invalid(format!(
                 "precision {} does not compute on {} activations",
@@ -260,6 +264,7 @@ impl<'d, D: Device, A: CudaAct> CudaBackend<'d, D, A> {
             dev,
             precision,
             gemm_engine,
+            wgmma_tile,
             multiprocessors: multiprocessors.max(1),
             gpu_name,
             scratch: RefCell::new(scratch),
@@ -271,9 +276,19 @@ impl<'d, D: Device, A: CudaAct> CudaBackend<'d, D, A> {
         self.precision.gemm()
     }
 
-    /// `spec` on the backend's GEMM engine.
+    /// How every GEMM of the model runs: the precision, engine and Hopper tile of the
+    /// backend (the linear layers' and the materialised attention's alike).
+    fn gemm_config(&self) -> GemmConfig {
+        GemmConfig {
+            precision: self.gemm_precision(),
+            engine: self.gemm_engine,
+            wgmma_tile: self.wgmma_tile,
+        }
+    }
+
+    /// `spec` on the backend's GEMM engine and Hopper tile ([`GemmConfig::apply`]).
     fn on_engine(&self, spec: GemmSpec) -> GemmSpec {
-        GemmSpec { engine: self.gemm_engine, ..spec }
+        self.gemm_config().apply(spec)
     }
 
     /// Runs `f` with `act_len` elements of `A` and `f32_len` of f32 scratch.
@@ -546,7 +561,7 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
         match saved {
             AttentionSaved::Probs(att) => {
                 let len = attention::attention_forward_scratch_len(shape);
-                let precision = self.gemm_precision();
+                let gemms = self.gemm_config();
                 self.with_scratch(len, 0, "attention scratch", |scratch, _| {
                     let args = attention::AttentionForward {
                         qkv: dv(qkv),
@@ -554,7 +569,7 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
                         att: dvm(att),
                         scratch,
                     };
-                    Ok(attention::attention_forward(self.dev, shape, precision, args)?)
+                    Ok(attention::attention_forward(self.dev, shape, gemms, args)?)
                 })
             }
             AttentionSaved::Lse(lse) => {
@@ -570,7 +585,7 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
         match saved {
             AttentionSavedView::Probs(att) => {
                 let len = attention::attention_backward_scratch_len(shape);
-                let precision = self.gemm_precision();
+                let gemms = self.gemm_config();
                 self.with_scratch(len, 0, "attention scratch", |scratch, _| {
                     let args = attention::AttentionBackward {
                         dout: dv(dout),
@@ -579,7 +594,7 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
                         dqkv: dvm(dqkv),
                         scratch,
                     };
-                    Ok(attention::attention_backward(self.dev, shape, precision, args)?)
+                    Ok(attention::attention_backward(self.dev, shape, gemms, args)?)
                 })
             }
             AttentionSavedView::Lse(lse) => {

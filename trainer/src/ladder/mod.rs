@@ -26,7 +26,7 @@ use crate::model::{Gpt2, Gpt2Config, ModelOptions, ParamKind, Params, gpt2_init}
 use crate::optim::AdamWConfig;
 use crate::rng;
 use crate::train::{BatchShape, Session};
-use gpu_host::kernels::gemm::GemmEngine;
+use gpu_host::kernels::gemm::{GemmEngine, WgmmaTile};
 use rand::RngExt;
 use std::path::{Path, PathBuf};
 
@@ -60,6 +60,8 @@ pub struct LadderOptions {
     pub torch: TorchMode,
     /// Our tensor-core GEMM kernels (`--gemm-engine`; `Auto`: wgmma on Hopper).
     pub gemm_engine: GemmEngine,
+    /// The Hopper kernel's block tile (`--wgmma-tile`).
+    pub wgmma_tile: WgmmaTile,
 }
 
 /// Our side of one rung.
@@ -154,7 +156,11 @@ pub fn run(
             if rung.padded_vocab { (config, params.clone()) } else { unpadded(&config, &params) };
         data.reset()?;
         let job = RungJob { rung, options, config, params: &params, data: &mut data };
-        let compute = Compute { precision: rung.precision, gemm_engine: options.gemm_engine };
+        let compute = Compute {
+            precision: rung.precision,
+            gemm_engine: options.gemm_engine,
+            wgmma_tile: options.wgmma_tile,
+        };
         let ours = device.run(compute, job).map_err(|e| e.to_string());
         match &ours {
             Ok(run) => log(&format!(

@@ -4,7 +4,7 @@
 use super::{Ladder, Rung, RungResult};
 use crate::backend::Precision;
 use crate::error::Result;
-use gpu_host::kernels::gemm::GemmEngine;
+use gpu_host::kernels::gemm::{GemmEngine, WgmmaTile};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::fmt::Write;
@@ -126,8 +126,12 @@ pub fn markdown(ladder: &Ladder, meta: &ReportMeta<'_>) -> String {
             GemmEngine::Auto => "the Hopper wgmma kernels where they apply, mma.sync elsewhere",
             GemmEngine::MmaSync => "mma.sync only (`--gemm-engine mma-sync`)",
             GemmEngine::Wgmma => "wgmma only (`--gemm-engine wgmma`)",
-        }
+        },
     );
+    if o.gemm_engine != GemmEngine::MmaSync && o.wgmma_tile != WgmmaTile::Auto {
+        let tile = if o.wgmma_tile == WgmmaTile::N128 { "128" } else { "256" };
+        let _ = writeln!(s, "- Hopper GEMM tile forced: `--wgmma-tile {tile}`.");
+    }
     let flops = ladder.flops_per_token();
     let _ = writeln!(
         s,

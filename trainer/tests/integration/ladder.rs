@@ -3,7 +3,7 @@
 //! CLI checks its arguments. (The timings are meaningless here; a GPU run measures them.)
 
 use crate::common::{arg, trainer, trainer_ok};
-use gpu_host::kernels::gemm::GemmEngine;
+use gpu_host::kernels::gemm::{GemmEngine, WgmmaTile};
 use ptx_sim::Simulator;
 use trainer::backend::ResolvedDevice;
 use trainer::ladder::{self, LadderOptions, ReportMeta, TorchMode};
@@ -39,6 +39,7 @@ fn options(work_dir: std::path::PathBuf) -> LadderOptions {
         work_dir,
         torch: TorchMode::Off,
         gemm_engine: GemmEngine::Auto,
+        wgmma_tile: WgmmaTile::Auto,
     }
 }
 

@@ -6,7 +6,7 @@
 
 use crate::common::{Files, FixedBatch, arg, metrics, one_step_grads, plain_adamw, tokens};
 use crate::common::{random_params, trainer_ok};
-use gpu_host::kernels::gemm::GemmEngine;
+use gpu_host::kernels::gemm::{GemmEngine, WgmmaTile};
 use ptx_sim::Simulator;
 use trainer::backend::ops::AttentionKind;
 use trainer::backend::{Backend, BackendJob, Compute, Precision, ResolvedDevice};
@@ -104,7 +104,7 @@ fn fp32_gradients_match_the_cpu_tensor_by_tensor() {
 /// module lacks, fails naming why.
 #[test]
 fn gemm_engine_choice_reaches_the_gemms() {
-    let on = |gemm_engine| Compute { precision: Precision::Bf16, gemm_engine };
+    let on = |gemm_engine| Compute { gemm_engine, ..Compute::from(Precision::Bf16) };
     let job = || TrainJob { options: ModelOptions::default(), steps: 1 };
     let bits = |steps: Vec<StepOutput>| -> Vec<(u32, u32)> {
         steps.iter().map(|s| (s.loss.to_bits(), s.grad_norm.to_bits())).collect()
@@ -171,7 +171,7 @@ fn the_hopper_module_trains_like_the_cpu() {
     let hopper = ResolvedDevice::Sim(Simulator::hopper().expect("cargo xtask build-ptx has run"));
     let naive = ModelOptions { attention: AttentionKind::Naive, fuse: true };
     let flash = ModelOptions { attention: AttentionKind::Flash, fuse: true };
-    let on = |precision, gemm_engine| Compute { precision, gemm_engine };
+    let on = |precision, gemm_engine| Compute { gemm_engine, ..Compute::from(precision) };
     let runs = [
         (on(Precision::Tf32, GemmEngine::Auto), naive, 5e-3),
         (on(Precision::Bf16, GemmEngine::Auto), naive, 4e-2),
@@ -208,6 +208,16 @@ fn the_hopper_module_trains_like_the_cpu() {
     let mma_16bit =
         counts.keys().filter(|k| k.starts_with("gemm_bf16") || k.starts_with("gemm_f16"));
     assert_eq!(mma_16bit.count(), 0, "{counts:?}");
+    // `--wgmma-tile 256`: the wide kernels for the forward and dX GEMMs; dW, which has none,
+    // stays on 128 × 128 instead of failing.
+    let dw = "gemm_wgmma_bf16_cr_bf16";
+    let wide = Compute { wgmma_tile: WgmmaTile::N256, ..on(Precision::Bf16, GemmEngine::Auto) };
+    hopper.run(wide, TrainJob { options: naive, steps: 1 }).unwrap();
+    let after = sim.launch_counts();
+    for name in ["gemm_wgmma_n256_bf16_rc_bf16", "gemm_wgmma_n256_bf16_rr_bf16"] {
+        assert!(after.contains_key(name), "{name} never ran: {after:?}");
+    }
+    assert!(after[dw] > counts[dw], "{after:?}");
 }
 
 /// Four steps in one session, or two, then the parameters, moments (and loss scaler) moved to
@@ -320,6 +330,11 @@ fn cli_trains_on_the_simulator() {
         &arg(&files.path("ckpt")),
         "--metrics-jsonl",
         &arg(&metrics_path),
+        // The GEMM flags the GPU bundle passes (no effect on the sm_80 module).
+        "--gemm-engine",
+        "auto",
+        "--wgmma-tile",
+        "256",
     ]);
     assert!(out.contains("PTX simulator") || out.contains("bf16"), "{out}");
     assert!(out.contains("flash attention"), "head size 64 in bf16 defaults to flash: {out}");

@@ -21,7 +21,9 @@
 #
 # $GEMM_ENGINE (auto, mma-sync or wgmma; default auto) is passed to every `trainer` run of the
 # bench, train and ladder stages as --gemm-engine: mma-sync takes the Hopper wgmma GEMMs out of
-# the trainer (to measure it without them, or to go on when they fail on hardware).
+# the trainer (to measure it without them, or to go on when they fail on hardware). Likewise
+# $WGMMA_TILE (auto, 128 or 256; default auto) as --wgmma-tile: 128 keeps the Hopper GEMMs but
+# not their 128 x 256 tiles.
 #
 # Each step runs under its own time limit (seconds; override with e.g. TIMEOUT_BENCH=900):
 # TIMEOUT_INFO, TIMEOUT_TESTS (per test binary), TIMEOUT_SANITIZE (per tool and binary),
@@ -196,6 +198,7 @@ stage_bench() {
                     "$out/logs/bench-trainer-$precision.log" headline_none \
                     "$work/bin/trainer" bench --device cuda --precision "$precision" \
                     --gemm-engine "${GEMM_ENGINE:-auto}" \
+                    --wgmma-tile "${WGMMA_TILE:-auto}" \
                     --model d12 --batch-size 16 --seq-len 1024 --warmup 3 --steps 10
             done
             continue
@@ -247,6 +250,7 @@ stage_train() {
             "$out/logs/train-$precision.log" headline_train \
             "$work/bin/trainer" train --device cuda --precision "$precision" --model d12 \
             --gemm-engine "${GEMM_ENGINE:-auto}" \
+            --wgmma-tile "${WGMMA_TILE:-auto}" \
             --batch-size 16 --seq-len 1024 --steps "${TRAIN_STEPS:-200}" --lr 6e-4 \
             --warmup-steps 20 --val-every 50 --val-batches 5 --data-dir "$data_dir" \
             --metrics-jsonl "$out/train/$precision.jsonl"
@@ -264,6 +268,7 @@ stage_ladder() {
         "$out/logs/ladder.log" headline_ladder \
         "$work/bin/trainer" ladder --device cuda --data "$data_dir/train_000000.bin" \
         --gemm-engine "${GEMM_ENGINE:-auto}" \
+        --wgmma-tile "${WGMMA_TILE:-auto}" \
         --torch-script "$here/bench/ladder_torch.py" ${LADDER_RUNGS:+--rungs "$LADDER_RUNGS"}
     popd >/dev/null || exit 2
 }

@@ -7,7 +7,7 @@
 
 use super::check_len;
 use super::elementwise::FloatElement;
-use super::gemm::{Epilogue, GemmOutput, GemmSpec, GemmTypes, Layout, Precision, gemm};
+use super::gemm::{Epilogue, GemmConfig, GemmOutput, GemmSpec, GemmTypes, Layout, Precision, gemm};
 use crate::device::{Device, LaunchConfig};
 use crate::error::{GpuError, Result};
 use crate::view::{DeviceView, DeviceViewMut};
@@ -446,12 +446,12 @@ struct HeadGemm {
 }
 
 impl HeadGemm {
-    fn spec(&self, shape: AttentionShape, precision: Precision) -> GemmSpec {
+    fn spec(&self, shape: AttentionShape, config: GemmConfig) -> GemmSpec {
         let (m, n, k) = self.mnk;
-        let mut spec = GemmSpec::new(m, n, k, self.layouts.0, self.layouts.1, precision);
+        let mut spec = GemmSpec::new(m, n, k, self.layouts.0, self.layouts.1, config.precision);
         spec.batch = shape.b * shape.nh;
         (spec.stride_a, spec.stride_b, spec.stride_c) = self.strides;
-        spec
+        config.apply(spec)
     }
 }
 
@@ -515,17 +515,18 @@ fn check_scratch(op: &'static str, len: usize, needed: usize, what: &str) -> Res
 
 /// Causal multi-head attention forward, materialised: permute `qkv` into per-head q, k, v;
 /// `S = Q·Kᵀ` into `att` (batched GEMM over B·NH heads); causal softmax of `S·(1/sqrt(hd))` in
-/// place; `Y = P·V`; unpermute `Y` into `out`. The GEMMs run in `precision`. For the backward,
-/// keep `qkv` and `att`.
+/// place; `Y = P·V`; unpermute `Y` into `out`. The GEMMs run as `gemms` says (a
+/// [`Precision`] alone: the default engine and tile). For the backward, keep `qkv` and `att`.
 pub fn attention_forward<D: Device, T: AttentionElement>(
     dev: &D,
     shape: AttentionShape,
-    precision: Precision,
+    gemms: impl Into<GemmConfig>,
     mut args: AttentionForward<'_, T>,
 ) -> Result<()> {
     const OP: &str = "attention_forward";
+    let config = gemms.into();
     shape.validate(OP)?;
-    check_precision::<T>(OP, precision)?;
+    check_precision::<T>(OP, config.precision)?;
     check_len(OP, "qkv", args.qkv.len(), shape.qkv_len(), "b·t·3c")?;
     check_len(OP, "out", args.out.len(), shape.out_len(), "b·t·c")?;
     check_len(OP, "att", args.att.len(), shape.att_len(), "b·nh·t·t")?;
@@ -543,10 +544,10 @@ pub fn attention_forward<D: Device, T: AttentionElement>(
     let none = Epilogue::default;
     let permute = Permute { qkv: args.qkv, q: q.reborrow(), k: k.reborrow(), v: v.reborrow() };
     attention_permute(dev, shape, permute)?;
-    let scores = gemms.scores.spec(shape, precision);
+    let scores = gemms.scores.spec(shape, config);
     gemm(dev, &scores, q.as_view(), k.as_view(), args.att.reborrow(), none())?;
     causal_softmax_forward_in_place(dev, shape.softmax(), args.att.reborrow())?;
-    let values = gemms.values.spec(shape, precision);
+    let values = gemms.values.spec(shape, config);
     gemm(dev, &values, args.att.as_view(), v.as_view(), y.reborrow(), none())?;
     attention_unpermute(dev, shape, y.as_view(), args.out)
 }
@@ -554,17 +555,18 @@ pub fn attention_forward<D: Device, T: AttentionElement>(
 /// Causal multi-head attention backward, materialised, from the forward's `qkv` and `att`:
 /// permute `qkv` again and unpermute `dout` into per-head dY; `dP = dY·Vᵀ` and `dV = Pᵀ·dY`;
 /// the causal softmax backward turns dP into dS, the gradient of the unscaled scores, in
-/// place; `dQ = dS·K`, `dK = dSᵀ·Q`; permute dQ, dK, dV into `dqkv`. The GEMMs run in
-/// `precision`.
+/// place; `dQ = dS·K`, `dK = dSᵀ·Q`; permute dQ, dK, dV into `dqkv`. The GEMMs run as
+/// `gemms` says (a [`Precision`] alone: the default engine and tile).
 pub fn attention_backward<D: Device, T: AttentionElement>(
     dev: &D,
     shape: AttentionShape,
-    precision: Precision,
+    gemms: impl Into<GemmConfig>,
     mut args: AttentionBackward<'_, T>,
 ) -> Result<()> {
     const OP: &str = "attention_backward";
+    let config = gemms.into();
     shape.validate(OP)?;
-    check_precision::<T>(OP, precision)?;
+    check_precision::<T>(OP, config.precision)?;
     check_len(OP, "dout", args.dout.len(), shape.out_len(), "b·t·c")?;
     check_len(OP, "qkv", args.qkv.len(), shape.qkv_len(), "b·t·3c")?;
     check_len(OP, "att", args.att.len(), shape.att_len(), "b·nh·t·t")?;
@@ -588,14 +590,14 @@ pub fn attention_backward<D: Device, T: AttentionElement>(
     let permute = Permute { qkv: args.qkv, q: q.reborrow(), k: k.reborrow(), v: v.reborrow() };
     attention_permute(dev, shape, permute)?;
     attention_unpermute_backward(dev, shape, args.dout, dy.reborrow())?;
-    let dprobs = gemms.dprobs.spec(shape, precision);
+    let dprobs = gemms.dprobs.spec(shape, config);
     gemm(dev, &dprobs, dy.as_view(), v.as_view(), datt.reborrow(), none())?;
-    let dvalues = gemms.dvalues.spec(shape, precision);
+    let dvalues = gemms.dvalues.spec(shape, config);
     gemm(dev, &dvalues, args.att, dy.as_view(), dv.reborrow(), none())?;
     causal_softmax_backward_in_place(dev, shape.softmax(), args.att, datt.reborrow())?;
-    let dqueries = gemms.dqueries.spec(shape, precision);
+    let dqueries = gemms.dqueries.spec(shape, config);
     gemm(dev, &dqueries, datt.as_view(), k.as_view(), dq.reborrow(), none())?;
-    let dkeys = gemms.dkeys.spec(shape, precision);
+    let dkeys = gemms.dkeys.spec(shape, config);
     gemm(dev, &dkeys, datt.as_view(), q.as_view(), dk.reborrow(), none())?;
     let grads = PermuteBackward {
         dq: dq.as_view(),

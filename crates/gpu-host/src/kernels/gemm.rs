@@ -82,6 +82,39 @@ pub enum WgmmaTile {
     N256,
 }
 
+/// How the GEMMs of a model or a composite op run: their precision, engine and Hopper tile
+/// (the trainer's `--precision`, `--gemm-engine`, `--wgmma-tile`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct GemmConfig {
+    /// The arithmetic.
+    pub precision: Precision,
+    /// Which instructions multiply.
+    pub engine: GemmEngine,
+    /// The Hopper kernel's block tile, a preference: see [`GemmConfig::apply`].
+    pub wgmma_tile: WgmmaTile,
+}
+
+impl From<Precision> for GemmConfig {
+    /// `precision` with the default engine and tile (`Auto`).
+    fn from(precision: Precision) -> Self {
+        Self { precision, engine: GemmEngine::Auto, wgmma_tile: WgmmaTile::Auto }
+    }
+}
+
+impl GemmConfig {
+    /// `spec` in this precision, engine and tile, where a 128 × 256 tile asked for a GEMM
+    /// without such an entry (the weight gradients) falls back to 128 × 128 instead of
+    /// failing.
+    pub fn apply(&self, spec: GemmSpec) -> GemmSpec {
+        let spec = GemmSpec { precision: self.precision, engine: self.engine, ..spec };
+        let wgmma_tile = match self.wgmma_tile {
+            WgmmaTile::N256 if !spec.has_wide_wgmma_entry() => WgmmaTile::N128,
+            tile => tile,
+        };
+        GemmSpec { wgmma_tile, ..spec }
+    }
+}
+
 /// Shape, layouts, strides and scalars of one (batched) GEMM: `A` is M×K, `B` is K×N, `C` is
 /// M×N row-major; batch `z` of a matrix starts `z · stride` elements after batch 0.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -1123,6 +1156,22 @@ mod tests {
                 ..desc_a
             };
             assert_eq!(b, MockDevice::encode(&desc_b).bytes);
+        }
+
+        #[test]
+        fn a_gemm_config_prefers_the_wide_tile_where_there_is_one() {
+            let config = GemmConfig {
+                precision: Precision::Fp16,
+                engine: GemmEngine::Wgmma,
+                wgmma_tile: WgmmaTile::N256,
+            };
+            let fwd = config.apply(GemmSpec::linear_forward(64, 64, 64, Precision::Bf16));
+            assert_eq!((fwd.precision, fwd.engine), (Precision::Fp16, GemmEngine::Wgmma));
+            assert_eq!(fwd.wgmma_tile, WgmmaTile::N256);
+            let dw = config.apply(GemmSpec::linear_backward_weight(64, 64, 64, Precision::Fp16));
+            assert_eq!((dw.wgmma_tile, dw.beta), (WgmmaTile::N128, 1.0));
+            let auto = GemmConfig::from(Precision::Bf16).apply(dw);
+            assert_eq!((auto.engine, auto.wgmma_tile), (GemmEngine::Auto, WgmmaTile::Auto));
         }
 
         #[test]
