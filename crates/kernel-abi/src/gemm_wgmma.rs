@@ -3,30 +3,30 @@
 //! (TMA, `cp.async.bulk.tensor`) loads, in a warp-specialised, persistent kernel.
 //!
 //! # Operands
-//! A and B are read through two *tensor maps* (128-byte descriptors of a rank-3 global tensor,
-//! the batch of matrices, and of the box one TMA load copies) that the host encodes
-//! (`cuTensorMapEncodeTiled` on a GPU, the simulator's own encoding on the simulator) and
-//! stores in global memory; the kernel gets their addresses. A tensor map would normally be a `__grid_constant__` kernel parameter, but
-//! rustc cannot mark a parameter that way (LLVM would copy it to local memory, which TMA cannot
-//! read), so it lives in global memory, which the PTX ISA equally allows.
+//! A and B are read through two *tensor maps* (128-byte descriptors of a rank-3 global tensor, the
+//! batch of matrices, and of the box one TMA load copies) that the host encodes
+//! (`cuTensorMapEncodeTiled` on a GPU, the simulator's own encoding on the simulator) and stores in
+//! global memory; the kernel gets their addresses. A tensor map would normally be a
+//! `__grid_constant__` kernel parameter, but rustc cannot mark a parameter that way (LLVM would
+//! copy it to local memory, which TMA cannot read), so it lives in global memory, which the PTX ISA
+//! equally allows.
 //!
 //! # Layouts
-//! Each operand is *K-major* (A row-major M×K, or B column-major: an `nn.Linear` weight
-//! `W (N, K)`) or, for BF16 and FP16, *M/N-major* (A column-major, B row-major), the
-//! transposed operands of the backward GEMMs; wgmma reads TF32 K-major only, so TF32 has the
-//! `rc` entry alone. The tensor map of a K-major operand describes it as rows (M or N) of K
-//! elements, box [`wg::BK_BYTES`] bytes of K × [`wg::BM`] (A) or the tile width (B) rows; that of
-//! an M/N-major operand as rows of K of M (or N) elements, box 64 elements (128 bytes) × `BK`
-//! rows of K, loaded once per 64 rows of the tile (M/N offsets 0, 64, …). Both in the 128-byte
-//! swizzle.
-//! Elements outside the tensor are zero-filled by TMA, so partial tiles need no masking in the
-//! main loop.
+//! Each operand is *K-major* (A row-major M×K, or B column-major: an `nn.Linear` weight `W (N, K)`)
+//! or, for BF16 and FP16, *M/N-major* (A column-major, B row-major), the transposed operands of the
+//! backward GEMMs; wgmma reads TF32 K-major only, so TF32 has the `rc` entry alone. The tensor map
+//! of a K-major operand describes it as rows (M or N) of K elements, box [`wg::BK_BYTES`] bytes of
+//! K × [`wg::BM`] (A) or the tile width (B) rows; that of an M/N-major operand as rows of K of M
+//! (or N) elements, box 64 elements (128 bytes) × `BK` rows of K, loaded once per 64 rows of the
+//! tile (M/N offsets 0, 64, …). Both in the 128-byte swizzle. Elements outside the tensor are
+//! zero-filled by TMA, so partial tiles need no masking in the main loop. Dimension 2 is the batch:
+//! `batch` matrices `stride_a` (`stride_b`) elements apart, 16-byte aligned and not overlapping
+//! (one matrix when `batch` is 1).
 //!
 //! # Tiles
 //! Blocks of 128 × 128 ([`wg::N128`], 4 stages; every entry) or 128 × 256 ([`wg::N256`], 3
 //! stages, wgmma m64n256; the `gemm_wgmma_n256_*` entries, A row-major only); the host picks
-//! one per GEMM and sizes `tiles_n`, the B box and the shared memory for it. Dimension 2 is the batch: `batch` matrices `stride_a` (`stride_b`) elements
-//! apart, 16-byte aligned and not overlapping (one matrix when `batch` is 1).
+//! one per GEMM and sizes `tiles_n`, the B box and the shared memory for it.
 //!
 //! # Everything else
 //! The epilogue (alpha, beta, bias, GELU, GELU backward, output types), split-K (with the

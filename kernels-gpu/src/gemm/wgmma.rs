@@ -23,21 +23,21 @@
 //! fit in 232 without spilling, and the producer, which only walks coordinates, needs few.
 //!
 //! # Work units
-//! The grid is persistent: block `b` takes units `b, b + gridDim.x, … < p.units`; unit `u` is
-//! batch `u / (tiles · split_k)`, K slice `(u / tiles) % split_k` of block tile `raster(u %
-//! tiles)` (`tiles = tiles_m · tiles_n`, [`raster`] bands of `RASTER_GROUP` tile rows), over
-//! k-tiles `[kt0, min(ceil(K / BK), kt0 + k_tiles_per_split))` with `kt0 = slice ·
-//! k_tiles_per_split` and `BK = BK_BYTES / element size`, as in the `mma.sync` kernel. The
-//! tensor maps are rank 3 (dimension 2 the batch), so a unit's loads name its batch. Producer and consumers walk the same units, and the
-//! ring's stage and phase continue from one unit to the next, so the producer loads the next
+//! The grid is persistent: block `b` takes units `b, b + gridDim.x, … < p.units`; unit `u` is batch
+//! `u / (tiles · split_k)`, K slice `(u / tiles) % split_k` of block tile `raster(u % tiles)`
+//! (`tiles = tiles_m · tiles_n`, [`raster`] bands of `RASTER_GROUP` tile rows), over k-tiles `[kt0,
+//! min(ceil(K / BK), kt0 + k_tiles_per_split))` with `kt0 = slice · k_tiles_per_split` and `BK =
+//! BK_BYTES / element size`, as in the `mma.sync` kernel. The tensor maps are rank 3 (dimension 2
+//! the batch), so a unit's loads name its batch. Producer and consumers walk the same units, and
+//! the ring's stage and phase continue from one unit to the next, so the producer loads the next
 //! unit's first stages while the consumers run the epilogue.
 //!
 //! # Barrier protocol
 //! Per stage `s`, in shared memory after the stages: `full[s]` (arrival count 1) and `empty[s]`
-//! (arrival count 8, one per consumer warp); `S` is the tile's stage count. Thread 0 initialises them and fences them into the
-//! asynchronous proxy (`fence.proxy.async`), then the whole block meets at `bar.sync` — the only
-//! block barrier. The `i`-th k-tile the block walks (over all its units) uses stage
-//! `s = i % S` with phase parity `ph = (i / S) & 1`:
+//! (arrival count 8, one per consumer warp); `S` is the tile's stage count. Thread 0 initialises
+//! them and fences them into the asynchronous proxy (`fence.proxy.async`), then the whole block
+//! meets at `bar.sync` — the only block barrier. The `i`-th k-tile the block walks (over all its
+//! units) uses stage `s = i % S` with phase parity `ph = (i / S) & 1`:
 //!
 //! ```text
 //! producer (1 thread)                         consumers (256 threads)
@@ -223,11 +223,12 @@ impl Width for N256 {
     }
 }
 
-/// `wgmma.m64n128k16` with bf16 inputs.
+/// `wgmma.m64nNk16` (N = 128 or 256) with bf16 inputs.
 pub struct Bf16Wg;
-/// `wgmma.m64n128k16` with f16 inputs.
+/// `wgmma.m64nNk16` (N = 128 or 256) with f16 inputs.
 pub struct F16Wg;
-/// `wgmma.m64n128k8` with TF32 inputs (f32 in memory, low mantissa bits ignored).
+/// `wgmma.m64nNk8` (N = 128 or 256) with TF32 inputs (f32 in memory, low mantissa bits
+/// ignored).
 pub struct Tf32Wg;
 
 impl WgmmaOp for Bf16Wg {

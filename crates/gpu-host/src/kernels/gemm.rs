@@ -334,13 +334,13 @@ impl GemmSpec {
     /// The engine [`gemm`] and [`gemm_split_k`] run this spec with on `dev`, for A and B at
     /// device addresses `a_addr` and `b_addr`: `MmaSync` or `Wgmma`, never `Auto`.
     ///
-    /// `Wgmma` applies when `dev` loaded the sm_90a module, the precision is BF16 or FP16
-    /// (any layouts) or TF32 (A row-major and B column-major), `K ≥ 1`, both addresses are
-    /// 16-byte aligned and so are the rows (`lda · size` and `ldb · size` multiples of 16
-    /// bytes) and, with `batch > 1`, the batches of A and B (`stride · size` multiples of 16
-    /// bytes, at least one matrix apart). `Auto` resolves to `Wgmma` when it applies and to `MmaSync` otherwise; an
-    /// explicit `Wgmma` that does not apply is an [`GpuError::InvalidArgument`] (argument
-    /// `engine`) giving the first reason; `MmaSync` stays `MmaSync`.
+    /// `Wgmma` applies when `dev` loaded the sm_90a module, the precision is BF16 or FP16 (any
+    /// layouts) or TF32 (A row-major and B column-major), `K ≥ 1`, both addresses are 16-byte
+    /// aligned and so are the rows (`lda · size` and `ldb · size` multiples of 16 bytes) and, with
+    /// `batch > 1`, the batches of A and B (`stride · size` multiples of 16 bytes, at least one
+    /// matrix apart). `Auto` resolves to `Wgmma` when it applies and to `MmaSync` otherwise; an
+    /// explicit `Wgmma` that does not apply is an [`GpuError::InvalidArgument`] (argument `engine`)
+    /// giving the first reason; `MmaSync` stays `MmaSync`.
     pub fn engine_on<D: Device>(&self, dev: &D, a_addr: u64, b_addr: u64) -> Result<GemmEngine> {
         self.engine_for_arch(dev.ptx_arch(), a_addr, b_addr)
     }
@@ -761,8 +761,8 @@ fn launch<D: Device, I: GemmTypes<O>, O: GemmOutput>(
     };
     if let Some((tile, kernel)) = wgmma {
         // SAFETY: as for the mma.sync launch below (same views, shape and workspace checks);
-        // `engine_on` established the wgmma preconditions (K ≥ 1, batches 16-byte aligned and disjoint, layouts the
-        // precision's wgmma reads, 16-byte aligned operands and rows).
+        // `engine_on` established the wgmma preconditions (K ≥ 1, batches 16-byte aligned and
+        // disjoint, layouts the precision's wgmma reads, 16-byte aligned operands and rows).
         unsafe { gemm_wgmma::launch(dev, spec, (tile, kernel), params) }?;
     } else {
         let (threads, smem) = match spec.precision {
