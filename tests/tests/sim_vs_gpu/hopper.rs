@@ -5,8 +5,8 @@
 //!   rank-3 map's matrices (the Hopper GEMM's batches; one outside the batch) and the full
 //!   box counted as transaction bytes: the shared-memory image, byte for byte;
 //! - `wgmma.mma_async` (bf16, f16, tf32) through descriptors of every swizzle mode and the
-//!   interleaved layout, K-major and M/N-major (`imm-trans`), and with A from registers,
-//!   accumulating into random accumulators: within the rounding of the f32 accumulation,
+//!   interleaved layout, K-major and M/N-major (`imm-trans`), with A from registers, and with
+//!   N = 256 (the Hopper GEMM's wide tile), accumulating into random accumulators: within the rounding of the f32 accumulation,
 //!   relative to `Σ|a·b| + |c|` of each element;
 //! - the mbarrier phase rules (`test_wait.parity` on a fresh barrier, arrival counts, pending
 //!   transaction bytes) and the lane `elect.sync` picks: bit for bit.
@@ -280,16 +280,17 @@ impl Kind {
             Kind::Tf32 => TensorMapElem::F32,
         }
     }
-    fn instruction(self) -> &'static str {
+    /// The m64`n` wgmma of this kind.
+    fn instruction(self, n: usize) -> String {
         match self {
-            Kind::Bf16 => "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16",
-            Kind::F16 => "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16",
-            Kind::Tf32 => "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32",
+            Kind::Bf16 => format!("wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16"),
+            Kind::F16 => format!("wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16"),
+            Kind::Tf32 => format!("wgmma.mma_async.sync.aligned.m64n{n}k8.f32.tf32.tf32"),
         }
     }
 }
 
-/// How an operand tile (64 rows of M or N × 128 bytes of K) lies in shared memory.
+/// How an operand tile (64 rows of M, or N rows, × 128 bytes of K) lies in shared memory.
 #[derive(Clone, Copy)]
 enum Layout {
     /// In registers (A only, bf16/f16).
@@ -305,42 +306,46 @@ const fn mn_major(swizzle: TensorMapSwizzle) -> Layout {
     Layout::Smem { mn_major: true, swizzle }
 }
 
-/// One wgmma test: an m64n64 tile over K = 128 bytes (4 instructions), its entry name.
+/// One wgmma test: an m64`n` tile over K = 128 bytes (4 instructions), its entry name. `n` is
+/// 64, or 256 (the Hopper GEMM's wide tile) with a K-major B.
 struct MmaCase {
     entry: &'static str,
     kind: Kind,
     a: Layout,
     b: Layout,
+    n: usize,
 }
 
 const MMAS: &[MmaCase] = {
     use Kind::*;
     use TensorMapSwizzle::*;
+    const fn case(entry: &'static str, kind: Kind, a: Layout, b: Layout) -> MmaCase {
+        MmaCase { entry, kind, a, b, n: 64 }
+    }
     &[
-        MmaCase { entry: "mma_bf16_k128_k128", kind: Bf16, a: k_major(B128), b: k_major(B128) },
-        MmaCase { entry: "mma_bf16_k64_k64", kind: Bf16, a: k_major(B64), b: k_major(B64) },
-        MmaCase { entry: "mma_bf16_k32_k32", kind: Bf16, a: k_major(B32), b: k_major(B32) },
-        MmaCase { entry: "mma_bf16_kint_kint", kind: Bf16, a: k_major(None), b: k_major(None) },
-        MmaCase { entry: "mma_f16_k128_k128", kind: F16, a: k_major(B128), b: k_major(B128) },
-        MmaCase { entry: "mma_tf32_k128_k128", kind: Tf32, a: k_major(B128), b: k_major(B128) },
-        MmaCase { entry: "mma_tf32_k32_k64", kind: Tf32, a: k_major(B32), b: k_major(B64) },
-        MmaCase { entry: "mma_bf16_mn128_mn128", kind: Bf16, a: mn_major(B128), b: mn_major(B128) },
-        MmaCase { entry: "mma_bf16_mn64_k128", kind: Bf16, a: mn_major(B64), b: k_major(B128) },
-        MmaCase { entry: "mma_f16_k128_mn32", kind: F16, a: k_major(B128), b: mn_major(B32) },
-        MmaCase { entry: "mma_bf16_mnint_mnint", kind: Bf16, a: mn_major(None), b: mn_major(None) },
-        MmaCase {
-            entry: "mma_bf16_reg_mn128",
-            kind: Bf16,
-            a: Layout::Registers,
-            b: mn_major(B128),
-        },
-        MmaCase { entry: "mma_f16_reg_k64", kind: F16, a: Layout::Registers, b: k_major(B64) },
+        case("mma_bf16_k128_k128", Bf16, k_major(B128), k_major(B128)),
+        case("mma_bf16_k64_k64", Bf16, k_major(B64), k_major(B64)),
+        case("mma_bf16_k32_k32", Bf16, k_major(B32), k_major(B32)),
+        case("mma_bf16_kint_kint", Bf16, k_major(None), k_major(None)),
+        case("mma_f16_k128_k128", F16, k_major(B128), k_major(B128)),
+        case("mma_tf32_k128_k128", Tf32, k_major(B128), k_major(B128)),
+        case("mma_tf32_k32_k64", Tf32, k_major(B32), k_major(B64)),
+        case("mma_bf16_mn128_mn128", Bf16, mn_major(B128), mn_major(B128)),
+        case("mma_bf16_mn64_k128", Bf16, mn_major(B64), k_major(B128)),
+        case("mma_f16_k128_mn32", F16, k_major(B128), mn_major(B32)),
+        case("mma_bf16_mnint_mnint", Bf16, mn_major(None), mn_major(None)),
+        case("mma_bf16_reg_mn128", Bf16, Layout::Registers, mn_major(B128)),
+        case("mma_f16_reg_k64", F16, Layout::Registers, k_major(B64)),
+        // The Hopper GEMM's wide tile: N = 256 rows of B.
+        MmaCase { n: 256, ..case("mma_bf16_k128_k128_n256", Bf16, k_major(B128), k_major(B128)) },
+        MmaCase { n: 256, ..case("mma_tf32_k64_k64_n256", Tf32, k_major(B64), k_major(B64)) },
     ]
 };
 
-/// Shared offsets of the A tile (0), the B tile and the mbarrier from the aligned base.
+/// Shared offsets of the A tile (0), the B tile (up to 256 rows) and the mbarrier from the
+/// aligned base.
 const B_TILE: u32 = 8192;
-const MMA_BARRIER: u32 = 16384;
+const MMA_BARRIER: u32 = B_TILE + 256 * 128;
 
 /// Width in bytes of one TMA panel of a layout: the swizzle span, or one 16-byte column of
 /// core matrices.
@@ -348,13 +353,14 @@ fn panel_bytes(swizzle: TensorMapSwizzle) -> u64 {
     swizzle_bytes(swizzle).max(16)
 }
 
-/// The descriptor of k-step `kk` (32 bytes of K) of a tile at shared offset `tile` in
-/// `layout`, as (byte offset from the aligned base, the constant high bits): the PTX ISA's
-/// canonical layouts for panels of `panel_bytes` × 64 rows stored one after another.
-fn descriptor(layout: Layout, tile: u64, kk: u64) -> (u64, u64) {
+/// The descriptor of k-step `kk` (32 bytes of K) of a tile of `rows` rows (M or N; 64 when
+/// M/N-major) at shared offset `tile` in `layout`, as (byte offset from the aligned base, the
+/// constant high bits): the PTX ISA's canonical layouts for panels of `panel_bytes` × `rows`
+/// stored one after another.
+fn descriptor(layout: Layout, tile: u64, kk: u64, rows: u64) -> (u64, u64) {
     let Layout::Smem { mn_major, swizzle } = layout else { unreachable!("registers") };
     let span = swizzle_bytes(swizzle);
-    let panel = 64 * panel_bytes(swizzle);
+    let panel = rows * panel_bytes(swizzle);
     let (start, lbo, sbo) = match (mn_major, span) {
         // K-major: rows of K bytes; 8-row groups `SBO` apart; K panels follow each other.
         (false, 0) => (2 * kk * panel, panel, 128),
@@ -372,37 +378,42 @@ fn descriptor(layout: Layout, tile: u64, kk: u64) -> (u64, u64) {
     (tile + start, ((lbo >> 4) << 16) | ((sbo >> 4) << 32) | (mode << 62))
 }
 
-/// The TMA loads of one operand tile: (shared offset, inner coordinate) per panel.
-fn panels(kind: Kind, layout: Layout, tile: u64) -> Vec<(u64, u64)> {
+/// The TMA loads of one operand tile of `rows` rows: (shared offset, inner coordinate) per
+/// panel.
+fn panels(kind: Kind, layout: Layout, tile: u64, rows: u64) -> Vec<(u64, u64)> {
     let Layout::Smem { swizzle, .. } = layout else { return Vec::new() };
     let width = panel_bytes(swizzle);
-    (0..128 / width).map(|p| (tile + p * 64 * width, p * width / kind.esize() as u64)).collect()
+    (0..128 / width).map(|p| (tile + p * rows * width, p * width / kind.esize() as u64)).collect()
 }
 
 /// `mma_*(out, maps, a, c)`: 128 threads. Thread 0 loads the A tile (map at `maps`) and the
-/// B tile (map at `maps + 128`) by TMA in panels; every thread loads its 32 accumulators from
-/// `c[32·tid ..]` (and, for a register A, its fragments from the row-major A at `a`), then
-/// 4 wgmmas accumulate and the accumulators are stored to `out[32·tid ..]`.
+/// B tile (map at `maps + 128`) by TMA in panels; every thread loads its n/2 accumulators
+/// from `c[n/2·tid ..]` (and, for a register A, its fragments from the row-major A at `a`),
+/// then 4 wgmmas accumulate and the accumulators are stored to `out[n/2·tid ..]`.
 fn mma_entry(case: &MmaCase) -> String {
-    let kind = case.kind;
+    assert!(case.n == 64 || matches!(case.b, Layout::Smem { mn_major: false, .. }));
+    let (kind, n) = (case.kind, case.n as u64);
     let mut loads = String::new();
-    for (map, layout, tile) in [("%rd1", case.a, 0u64), ("%rd4", case.b, B_TILE as u64)] {
-        for (offset, x) in panels(kind, layout, tile) {
+    for (map, layout, tile, rows) in
+        [("%rd1", case.a, 0u64, 64), ("%rd4", case.b, B_TILE as u64, n)]
+    {
+        for (offset, x) in panels(kind, layout, tile, rows) {
             loads += &format!(
                 "\tadd.u32 %r5, %r1, {offset};\n\tmov.u32 %r6, {x};\n\
                  \t{TMA_COPY_2D} [%r5], [{map}, {{%r6, %r4}}], [%r3];\n"
             );
         }
     }
-    // Every tile in shared memory is 64 rows × 128 bytes, whatever its panels.
-    let tx =
-        [case.a, case.b].iter().filter(|l| matches!(l, Layout::Smem { .. })).count() * 64 * 128;
-    let acc: Vec<String> = (0..32).map(|i| format!("%f{i}")).collect();
+    // Every tile in shared memory is its rows × 128 bytes, whatever its panels.
+    let in_smem = |l: &Layout| matches!(l, Layout::Smem { .. }) as u64;
+    let tx = (in_smem(&case.a) * 64 + in_smem(&case.b) * n) * 128;
+    let per_thread = n / 2;
+    let acc: Vec<String> = (0..per_thread).map(|i| format!("%f{i}")).collect();
     let acc = acc.join(", ");
     let c_loads: String =
-        (0..32).map(|i| format!("\tld.global.f32 %f{i}, [%rd6+{}];\n", 4 * i)).collect();
+        (0..per_thread).map(|i| format!("\tld.global.f32 %f{i}, [%rd6+{}];\n", 4 * i)).collect();
     let stores: String =
-        (0..32).map(|i| format!("\tst.global.f32 [%rd6+{}], %f{i};\n", 4 * i)).collect();
+        (0..per_thread).map(|i| format!("\tst.global.f32 [%rd6+{}], %f{i};\n", 4 * i)).collect();
     // A fragments (the mma.m16n8k16 A layout per warp): register i of k-step kk holds row
     // 16w + l/4 + 8(i % 2), elements 16kk + 8(i / 2) + 2(l % 4) + {0, 1}.
     let a_regs = match case.a {
@@ -426,14 +437,14 @@ fn mma_entry(case: &MmaCase) -> String {
     let trans = |l: Layout| matches!(l, Layout::Smem { mn_major: true, .. }) as u32;
     let mut mma = String::new();
     for kk in 0..4u64 {
-        let desc = |reg: &str, layout: Layout, tile: u64| {
-            let (offset, bits) = descriptor(layout, tile, kk);
+        let desc = |reg: &str, layout: Layout, tile: u64, rows: u64| {
+            let (offset, bits) = descriptor(layout, tile, kk, rows);
             format!(
                 "\tcvt.u64.u32 {reg}, %r1;\n\tadd.u64 {reg}, {reg}, {offset};\n\tshr.u64 {reg}, {reg}, 4;\n\
                  \tand.b64 {reg}, {reg}, 16383;\n\tor.b64 {reg}, {reg}, {bits};\n"
             )
         };
-        mma += &desc("%rd10", case.b, B_TILE as u64);
+        mma += &desc("%rd10", case.b, B_TILE as u64, n);
         let tail = match (kind, case.a) {
             (Kind::Tf32, _) => String::new(),
             (_, Layout::Registers) => format!(", {}", trans(case.b)),
@@ -445,16 +456,16 @@ fn mma_entry(case: &MmaCase) -> String {
                 format!("{{%r{r}, %r{}, %r{}, %r{}}}", r + 1, r + 2, r + 3)
             }
             a => {
-                mma += &desc("%rd9", a, 0);
+                mma += &desc("%rd9", a, 0, 64);
                 "%rd9".to_string()
             }
         };
-        mma += &format!("\t{} {{{acc}}}, {a}, %rd10, %p5, 1, 1{tail};\n", kind.instruction());
+        mma += &format!("\t{} {{{acc}}}, {a}, %rd10, %p5, 1, 1{tail};\n", kind.instruction(case.n));
     }
     format!(
         ".visible .entry {entry}(.param .u64 p_out, .param .u64 p_maps, .param .u64 p_a, \
          .param .u64 p_c)\n{{\n\
-         \t.reg .pred %p<8>;\n\t.reg .b32 %r<40>;\n\t.reg .b64 %rd<16>;\n\t.reg .f32 %f<32>;\n\
+         \t.reg .pred %p<8>;\n\t.reg .b32 %r<40>;\n\t.reg .b64 %rd<16>;\n\t.reg .f32 %f<{per_thread}>;\n\
          \tld.param.u64 %rd0, [p_out];\n\tld.param.u64 %rd1, [p_maps];\n\
          \tld.param.u64 %rd2, [p_a];\n\tld.param.u64 %rd3, [p_c];\n\tadd.u64 %rd4, %rd1, 128;\n\
          \tmov.u32 %r0, %tid.x;\n{ALIGN_SMEM}\tadd.u32 %r3, %r1, {MMA_BARRIER};\n\tmov.u32 %r4, 0;\n\
@@ -462,15 +473,16 @@ fn mma_entry(case: &MmaCase) -> String {
          \tmbarrier.init.shared::cta.b64 [%r3], 1;\nINITED:\n\tbar.sync 0;\n\t@%p0 bra WAIT;\n\
          \tmbarrier.arrive.expect_tx.shared::cta.b64 _, [%r3], {tx};\n{loads}\
          WAIT:\n\tmbarrier.try_wait.parity.shared::cta.b64 %p1, [%r3], 0;\n\t@!%p1 bra WAIT;\n\
-         \tmul.wide.u32 %rd5, %r0, 128;\n\tadd.u64 %rd6, %rd3, %rd5;\n{c_loads}{a_regs}\
+         \tmul.wide.u32 %rd5, %r0, {thread_bytes};\n\tadd.u64 %rd6, %rd3, %rd5;\n{c_loads}{a_regs}\
          \tsetp.eq.u32 %p5, %r0, %r0;\n\twgmma.fence.sync.aligned;\n{mma}\
          \twgmma.commit_group.sync.aligned;\n\twgmma.wait_group.sync.aligned 0;\n\
          \tadd.u64 %rd6, %rd0, %rd5;\n{stores}\tret;\n}}\n",
         entry = case.entry,
+        thread_bytes = 4 * per_thread,
     )
 }
 
-/// The inputs of one wgmma case: A (64 × K) and B (64 N × K) as the tensor cores see them
+/// The inputs of one wgmma case: A (64 × K) and B (n × K) as the tensor cores see them
 /// (tf32: the upper 19 bits), the accumulators in thread-register order, and the global
 /// images of A and B (K-major: row-major rows of K; M/N-major: K rows of 64).
 struct MmaInputs {
@@ -481,17 +493,17 @@ struct MmaInputs {
     b_bytes: Vec<u8>,
 }
 
-/// 64 × K random values of `kind` in [-1, 1], as values and as bytes laid out K-major or
+/// `rows` × K random values of `kind` in [-1, 1], as values and as bytes laid out K-major or
 /// (`transposed`) M/N-major.
-fn operand(rng: &mut TestRng, kind: Kind, transposed: bool) -> (Vec<f64>, Vec<u8>) {
+fn operand(rng: &mut TestRng, kind: Kind, transposed: bool, rows: usize) -> (Vec<f64>, Vec<u8>) {
     let k = kind.k_tile();
-    let raw = rng.uniform(64 * k, -1.0, 1.0);
-    let mut values = vec![0f64; 64 * k];
-    let mut bytes = vec![0u8; 64 * k * kind.esize()];
-    for r in 0..64 {
+    let raw = rng.uniform(rows * k, -1.0, 1.0);
+    let mut values = vec![0f64; rows * k];
+    let mut bytes = vec![0u8; rows * k * kind.esize()];
+    for r in 0..rows {
         for c in 0..k {
             let x = raw[r * k + c];
-            let at = if transposed { c * 64 + r } else { r * k + c } * kind.esize();
+            let at = if transposed { c * rows + r } else { r * k + c } * kind.esize();
             let (value, le): (f64, Vec<u8>) = match kind {
                 Kind::Bf16 => {
                     let h = bf16::from_f32(x);
@@ -514,9 +526,9 @@ fn operand(rng: &mut TestRng, kind: Kind, transposed: bool) -> (Vec<f64>, Vec<u8
 
 fn mma_inputs(case: &MmaCase, rng: &mut TestRng) -> MmaInputs {
     let is_mn = |l: Layout| matches!(l, Layout::Smem { mn_major: true, .. });
-    let (a, a_bytes) = operand(rng, case.kind, is_mn(case.a));
-    let (b, b_bytes) = operand(rng, case.kind, is_mn(case.b));
-    let c = rng.uniform(128 * 32, -1.0, 1.0);
+    let (a, a_bytes) = operand(rng, case.kind, is_mn(case.a), 64);
+    let (b, b_bytes) = operand(rng, case.kind, is_mn(case.b), case.n);
+    let c = rng.uniform(128 * case.n / 2, -1.0, 1.0);
     MmaInputs { a, b, c, a_bytes, b_bytes }
 }
 
@@ -528,11 +540,11 @@ fn d_coord(t: usize, i: usize) -> (usize, usize) {
 }
 
 /// The exact product `c + A·Bᵀ` and its scale `|c| + Σ|a·b|`, in thread-register order.
-fn mma_reference(kind: Kind, inputs: &MmaInputs) -> (Vec<f64>, Vec<f64>) {
-    let k = kind.k_tile();
-    (0..128 * 32)
+fn mma_reference(case: &MmaCase, inputs: &MmaInputs) -> (Vec<f64>, Vec<f64>) {
+    let (k, per_thread) = (case.kind.k_tile(), case.n / 2);
+    (0..128 * per_thread)
         .map(|j| {
-            let (row, col) = d_coord(j / 32, j % 32);
+            let (row, col) = d_coord(j / per_thread, j % per_thread);
             let terms = (0..k).map(|x| inputs.a[row * k + x] * inputs.b[col * k + x]);
             let c = inputs.c[j] as f64;
             (c + terms.clone().sum::<f64>(), c.abs() + terms.map(f64::abs).sum::<f64>())
@@ -550,20 +562,21 @@ fn mma_outputs<R: Rig>(rig: &R, seed: u64) -> Vec<(&'static MmaCase, MmaInputs, 
             let (da, db) =
                 (dev.upload(&inputs.a_bytes).unwrap(), dev.upload(&inputs.b_bytes).unwrap());
             let mut maps = Vec::new();
-            for (buf, layout) in [(&da, case.a), (&db, case.b)] {
+            for (buf, layout, rows) in [(&da, case.a, 64), (&db, case.b, case.n as u64)] {
                 let (mn_major, swizzle) = match layout {
                     Layout::Smem { mn_major, swizzle } => (mn_major, swizzle),
                     // An unused map (the kernel loads no A tile): any valid one.
                     Layout::Registers => (false, TensorMapSwizzle::B128),
                 };
                 let esize = case.kind.esize() as u64;
-                let inner = if mn_major { 64 } else { case.kind.k_tile() as u64 };
+                let inner = if mn_major { rows } else { case.kind.k_tile() as u64 };
+                let box_rows = if mn_major { 64 } else { rows as u32 };
                 let desc = TensorMapDesc {
                     global_address: buf.view().addr(),
                     elem: case.kind.elem(),
-                    dims: [inner, 64 * 128 / (inner * esize)],
+                    dims: [inner, rows * 128 / (inner * esize)],
                     row_stride_bytes: inner * esize,
-                    box_dims: [(panel_bytes(swizzle) / esize) as u32, 64],
+                    box_dims: [(panel_bytes(swizzle) / esize) as u32, box_rows],
                     swizzle,
                     layers: None,
                 };
@@ -571,7 +584,7 @@ fn mma_outputs<R: Rig>(rig: &R, seed: u64) -> Vec<(&'static MmaCase, MmaInputs, 
             }
             let dmaps = dev.upload(&maps).unwrap();
             let dc = dev.upload(&inputs.c).unwrap();
-            let out = dev.upload(&vec![f32::NAN; 128 * 32]).unwrap();
+            let out = dev.upload(&vec![f32::NAN; 128 * case.n / 2]).unwrap();
             let params =
                 [out.view().addr(), dmaps.view().addr(), da.view().addr(), dc.view().addr()];
             let config = LaunchConfig {
@@ -710,7 +723,7 @@ fn hopper_instructions_run_on_the_simulator() {
         );
     }
     for (case, inputs, got) in mma_outputs(&rig, seed) {
-        let (want, scale) = mma_reference(case.kind, &inputs);
+        let (want, scale) = mma_reference(case, &inputs);
         let worst = worst_relative(&got, &want, &scale);
         assert!(
             worst <= 5.0 * f64::powi(2.0, -24),
@@ -749,7 +762,7 @@ fn hopper_instructions_agree() {
     for ((case, inputs, g), (_, _, s)) in
         mma_outputs(&on_gpu, seed).iter().zip(mma_outputs(&on_sim, seed))
     {
-        let (_, scale) = mma_reference(case.kind, inputs);
+        let (_, scale) = mma_reference(case, inputs);
         let sim: Vec<f64> = s.iter().map(|v| *v as f64).collect();
         let worst = worst_relative(g, &sim, &scale);
         eprintln!("sim_vs_gpu: {}: largest difference {worst:.2e} of Σ|a·b| + |c|", case.entry);
