@@ -364,8 +364,13 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
             (_, GemmEngine::MmaSync) => " on mma.sync only",
             (_, GemmEngine::Wgmma) => " on wgmma only",
         };
+        let tile = match (self.precision, self.gemm_engine, self.wgmma_tile) {
+            (Precision::Fp32, ..) | (_, GemmEngine::MmaSync, _) | (.., WgmmaTile::Auto) => "",
+            (.., WgmmaTile::N128) => ", 128×128 wgmma tiles",
+            (.., WgmmaTile::N256) => ", 128×256 wgmma tiles where they exist",
+        };
         format!(
-            "{}, {} ({} activations, {matmuls}{engine})",
+            "{}, {} ({} activations, {matmuls}{engine}{tile})",
             self.dev.describe(),
             self.precision.name(),
             <A as DeviceElement>::NAME

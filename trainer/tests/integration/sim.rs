@@ -338,6 +338,7 @@ fn cli_trains_on_the_simulator() {
     ]);
     assert!(out.contains("PTX simulator") || out.contains("bf16"), "{out}");
     assert!(out.contains("flash attention"), "head size 64 in bf16 defaults to flash: {out}");
+    assert!(out.contains("128×256 wgmma tiles"), "the forced tile is reported: {out}");
     let records = metrics(&metrics_path);
     assert_eq!(records.len(), 2);
     assert!(records[1]["train_loss"].as_f64().unwrap().is_finite());
