@@ -200,8 +200,9 @@ pub struct CudaOptions {
 pub struct CudaBackend<'d, D: Device, A: CudaAct> {
     dev: &'d D,
     precision: Precision,
-    gemm_engine: GemmEngine,
-    wgmma_tile: WgmmaTile,
+    /// How every GEMM of the model runs: the precision's GEMM arithmetic, engine and Hopper
+    /// tile (the linear layers' and the materialised attention's alike).
+    gemm: GemmConfig,
     multiprocessors: usize,
     gpu_name: Option<String>,
     scratch: RefCell<Scratch<D, A>>,
@@ -263,8 +264,7 @@ impl<'d, D: Device, A: CudaAct> CudaBackend<'d, D, A> {
         Ok(Self {
             dev,
             precision,
-            gemm_engine,
-            wgmma_tile,
+            gemm: GemmConfig { precision: precision.gemm(), engine: gemm_engine, wgmma_tile },
             multiprocessors: multiprocessors.max(1),
             gpu_name,
             scratch: RefCell::new(scratch),
@@ -273,22 +273,12 @@ impl<'d, D: Device, A: CudaAct> CudaBackend<'d, D, A> {
     }
 
     fn gemm_precision(&self) -> GemmPrecision {
-        self.precision.gemm()
-    }
-
-    /// How every GEMM of the model runs: the precision, engine and Hopper tile of the
-    /// backend (the linear layers' and the materialised attention's alike).
-    fn gemm_config(&self) -> GemmConfig {
-        GemmConfig {
-            precision: self.gemm_precision(),
-            engine: self.gemm_engine,
-            wgmma_tile: self.wgmma_tile,
-        }
+        self.gemm.precision
     }
 
     /// `spec` on the backend's GEMM engine and Hopper tile ([`GemmConfig::apply`]).
     fn on_engine(&self, spec: GemmSpec) -> GemmSpec {
-        self.gemm_config().apply(spec)
+        self.gemm.apply(spec)
     }
 
     /// Runs `f` with `act_len` elements of `A` and `f32_len` of f32 scratch.
@@ -359,12 +349,12 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
             Precision::Bf16 => "bf16 tensor-core matmuls",
             Precision::Fp16 => "fp16 tensor-core matmuls",
         };
-        let engine = match (self.precision, self.gemm_engine) {
+        let engine = match (self.precision, self.gemm.engine) {
             (Precision::Fp32, _) | (_, GemmEngine::Auto) => "",
             (_, GemmEngine::MmaSync) => " on mma.sync only",
             (_, GemmEngine::Wgmma) => " on wgmma only",
         };
-        let tile = match (self.precision, self.gemm_engine, self.wgmma_tile) {
+        let tile = match (self.precision, self.gemm.engine, self.gemm.wgmma_tile) {
             (Precision::Fp32, ..) | (_, GemmEngine::MmaSync, _) | (.., WgmmaTile::Auto) => "",
             (.., WgmmaTile::N128) => ", 128×128 wgmma tiles",
             (.., WgmmaTile::N256) => ", 128×256 wgmma tiles where they exist",
@@ -566,7 +556,6 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
         match saved {
             AttentionSaved::Probs(att) => {
                 let len = attention::attention_forward_scratch_len(shape);
-                let gemms = self.gemm_config();
                 self.with_scratch(len, 0, "attention scratch", |scratch, _| {
                     let args = attention::AttentionForward {
                         qkv: dv(qkv),
@@ -574,7 +563,7 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
                         att: dvm(att),
                         scratch,
                     };
-                    Ok(attention::attention_forward(self.dev, shape, gemms, args)?)
+                    Ok(attention::attention_forward(self.dev, shape, self.gemm, args)?)
                 })
             }
             AttentionSaved::Lse(lse) => {
@@ -590,7 +579,6 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
         match saved {
             AttentionSavedView::Probs(att) => {
                 let len = attention::attention_backward_scratch_len(shape);
-                let gemms = self.gemm_config();
                 self.with_scratch(len, 0, "attention scratch", |scratch, _| {
                     let args = attention::AttentionBackward {
                         dout: dv(dout),
@@ -599,7 +587,7 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
                         dqkv: dvm(dqkv),
                         scratch,
                     };
-                    Ok(attention::attention_backward(self.dev, shape, gemms, args)?)
+                    Ok(attention::attention_backward(self.dev, shape, self.gemm, args)?)
                 })
             }
             AttentionSavedView::Lse(lse) => {

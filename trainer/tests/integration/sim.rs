@@ -116,6 +116,27 @@ fn gemm_engine_choice_reaches_the_gemms() {
     assert!(err.contains("wgmma kernel cannot run") && err.contains("sm_80"), "{err}");
 }
 
+/// Asserts that every step of `got` applied and that its loss and gradient norm are within
+/// `tol` (relative; 10·`tol` for the norm) of `want`'s, the CPU's fp32 run.
+fn assert_trains_like(what: &str, got: &[StepOutput], want: &[StepOutput], tol: f32) {
+    for (step, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(!g.skipped, "{what} step {step}: skipped");
+        assert!(
+            (g.loss - w.loss).abs() <= tol * w.loss,
+            "{what} step {step}: loss {} vs {}",
+            g.loss,
+            w.loss
+        );
+        let norm_tol = 10.0 * tol * w.grad_norm + 1e-6;
+        assert!(
+            (g.grad_norm - w.grad_norm).abs() <= norm_tol,
+            "{what} step {step}: grad norm {} vs {}",
+            g.grad_norm,
+            w.grad_norm
+        );
+    }
+}
+
 /// Every precision and attention path trains: three steps of two micro-batches each, losses
 /// within the precision's tolerance of the CPU's fp32 run.
 #[test]
@@ -138,23 +159,7 @@ fn every_precision_and_attention_trains_like_the_cpu() {
     let device = sim();
     for (precision, options, tol) in runs {
         let got = device.run(precision, TrainJob { options, steps: 3 }).unwrap();
-        for (step, (g, w)) in got.iter().zip(&want).enumerate() {
-            let what = format!("{} {options:?} step {step}", precision.name());
-            assert!(!g.skipped, "{what}: skipped");
-            assert!(
-                (g.loss - w.loss).abs() <= tol * w.loss,
-                "{what}: loss {} vs {}",
-                g.loss,
-                w.loss
-            );
-            let norm_tol = 10.0 * tol * w.grad_norm + 1e-6;
-            assert!(
-                (g.grad_norm - w.grad_norm).abs() <= norm_tol,
-                "{what}: grad norm {} vs {}",
-                g.grad_norm,
-                w.grad_norm
-            );
-        }
+        assert_trains_like(&format!("{} {options:?}", precision.name()), &got, &want, tol);
         assert!(got[2].loss < got[0].loss, "{} {options:?}: the loss falls", precision.name());
     }
 }
@@ -181,22 +186,7 @@ fn the_hopper_module_trains_like_the_cpu() {
     for (compute, options, tol) in runs {
         let what = format!("{} {:?} {options:?}", compute.precision.name(), compute.gemm_engine);
         let got = hopper.run(compute, TrainJob { options, steps: 3 }).unwrap();
-        for (step, (g, w)) in got.iter().zip(&want).enumerate() {
-            assert!(!g.skipped, "{what} step {step}: skipped");
-            assert!(
-                (g.loss - w.loss).abs() <= tol * w.loss,
-                "{what} step {step}: loss {} vs {}",
-                g.loss,
-                w.loss
-            );
-            let norm_tol = 10.0 * tol * w.grad_norm + 1e-6;
-            assert!(
-                (g.grad_norm - w.grad_norm).abs() <= norm_tol,
-                "{what} step {step}: grad norm {} vs {}",
-                g.grad_norm,
-                w.grad_norm
-            );
-        }
+        assert_trains_like(&what, &got, &want, tol);
     }
     // `Auto` ran the Hopper GEMM, in every layout, and no mma.sync GEMM for BF16 / FP16.
     let ResolvedDevice::Sim(sim) = &hopper else { unreachable!("a simulator") };

@@ -801,7 +801,7 @@ fn wgmma_entry<I: GemmTypes<O>, O: GemmOutput>(
         I::wgmma_kernels(spec.precision, tile)
             .and_then(|family| family.get(spec.a_layout, spec.b_layout))
     };
-    let tile = gemm_wgmma::tile_for(spec, sms, entry(wg::N256).is_some())?;
+    let tile = gemm_wgmma::tile_for(spec, sms)?;
     let kernel = entry(tile).ok_or_else(|| {
         invalid(
             "engine",

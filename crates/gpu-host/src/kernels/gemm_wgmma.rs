@@ -109,14 +109,14 @@ pub(super) fn unsupported_reason(
     None
 }
 
-/// The block tile of the wgmma kernel for `spec` on a GPU with `sms` SMs, where `wide_entry`
-/// says whether its precision and layouts have a 128 × 256 entry: `spec.wgmma_tile` when set
-/// (an [`GpuError::InvalidArgument`](crate::GpuError::InvalidArgument) for `N256` without
-/// the entry); under `Auto`, 128 × 256 when there is the entry, K is not split and the wide
-/// tiles still give every SM at least one (`tiles_m · ceil(N / 256) · batch ≥ sms`: each
-/// block then multiplies twice the columns per A tile it loads), else 128 × 128. A
-/// heuristic to check against `cargo xtask bench gemm` on the GPU, which times both.
-pub(super) fn tile_for(spec: &GemmSpec, sms: u32, wide_entry: bool) -> Result<wg::Tile> {
+/// The block tile of the wgmma kernel for `spec` on a GPU with `sms` SMs: `spec.wgmma_tile` when
+/// set (an [`GpuError::InvalidArgument`](crate::GpuError::InvalidArgument) for `N256` without a
+/// 128×256 entry, [`GemmSpec::has_wide_wgmma_entry`]); under `Auto`, 128×256 when there is the
+/// entry, K is not split and the wide tiles still give every SM at least one (`tiles_m · ceil(N /
+/// 256) · batch ≥ sms`: each block then multiplies twice the columns per A tile it loads), else
+/// 128×128. A heuristic to check against `cargo xtask bench gemm` on the GPU, which times both.
+pub(super) fn tile_for(spec: &GemmSpec, sms: u32) -> Result<wg::Tile> {
+    let wide_entry = spec.has_wide_wgmma_entry();
     match spec.wgmma_tile {
         WgmmaTile::N128 => Ok(wg::N128),
         WgmmaTile::N256 if wide_entry => Ok(wg::N256),
