@@ -13,6 +13,9 @@
 //! shapes in their parameters; the host launchers in `gpu-host` check them before launching.
 #![no_std]
 #![feature(abi_ptx, asm_experimental_arch, core_float_math)]
+// `#[inline(always)]` on the Hopper GEMM's closures (a closure ptxas sees as a call serialises
+// the wgmma pipeline).
+#![cfg_attr(target_feature = "sm_90a", feature(stmt_expr_attributes))]
 
 pub mod adamw;
 pub mod arch;

@@ -665,9 +665,11 @@ kernel_tests! {
 /// between them, in the forward layout (A row-major, B column-major: K-major operands) and,
 /// for BF16 and FP16, the other three (M/N-major A or B): the backward GEMMs `dX = dY·W` with
 /// GELU backward (rr), `dW += dYᵀ·X` (cr, beta 1) and cc, and the batched attention product
-/// `P·V` (rr) split over K; and the 128 × 256 tiles (forced) of the A row-major layouts, with
-/// a partial second tile, the fused epilogue and split-K. On a GPU `Auto` already picks the
-/// kernel for these cases on Hopper; the simulator runs the sm_90a module.
+/// `P·V` (rr) split over K; the 128 × 256 tiles (forced) of the A row-major layouts, with a
+/// partial second tile, the fused epilogue and split-K; and the ping-pong kernel (forced) of
+/// the same layouts, with the fused epilogue, split-K and, for 16-bit, GELU backward, with
+/// blocks of one, two and three units. On a GPU `Auto` already picks the kernel for these
+/// cases on Hopper; the simulator runs the sm_90a module.
 fn check_wgmma<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
     dev: &D,
     precision: Precision,
@@ -702,6 +704,20 @@ fn check_wgmma<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
     let mut wide_split = wide(wgmma(Case::new(70, 260, 700, rc, precision)));
     (wide_split.spec.split_k, wide_split.spec.beta) = (3, 0.5);
     run::<D, I, O>(dev, &mut rng, &wide_split);
+    // Ping-pong: on the simulator's 4 SMs, 6 units leave two blocks with a unit for each
+    // consumer and two with one (consumer 1 idle); 9 give block 0 units 0, 4, 8 (consumer 0
+    // waits for its turn once). On a GPU, 9 × 33 tiles give every block 2 or 3 units.
+    let pingpong = |case: Case| Case {
+        spec: GemmSpec { wgmma_tile: WgmmaTile::PingPong, ..case.spec },
+        ..case
+    };
+    let (pm, pn, pk) = if small_sizes(dev) { (m, n, k) } else { (1100, 4100, 136) };
+    let mut pp_fused = pingpong(wgmma(Case::new(pm, pn, pk, rc, precision)));
+    (pp_fused.bias, pp_fused.act, pp_fused.spec.beta) = (true, Act::Gelu { store: true }, 0.5);
+    run::<D, I, O>(dev, &mut rng, &pp_fused);
+    let mut pp_split = pingpong(wgmma(Case::new(70, 260, 700, rc, precision)));
+    pp_split.spec.split_k = 3;
+    run::<D, I, O>(dev, &mut rng, &pp_split);
     if precision == Precision::Tf32 {
         return;
     }
@@ -724,6 +740,9 @@ fn check_wgmma<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
     let mut wide_dx = wide(wgmma(Case::new(150, 300, 100, (r, r), precision)));
     wide_dx.act = Act::DGelu;
     run::<D, I, O>(dev, &mut rng, &wide_dx);
+    let mut pp_dx = pingpong(wgmma(Case::new(150, 300, 100, (r, r), precision)));
+    (pp_dx.act, pp_dx.spec.alpha) = (Act::DGelu, rng.scalar(0.5, 2.0));
+    run::<D, I, O>(dev, &mut rng, &pp_dx);
 }
 
 /// `case` as `batch` batches, each matrix followed by a gap that keeps the next one 16-byte

@@ -150,6 +150,11 @@ pub enum WgmmaTileArg {
     /// 128 × 128 for the rest.
     #[value(name = "256")]
     N256,
+    /// Ping-pong 128 × 128 (each consumer warpgroup multiplies whole tiles, in turns, so one's
+    /// epilogue overlaps the other's wgmmas) wherever there is such a kernel (the forward and
+    /// input-gradient GEMMs), 128 × 128 for the rest.
+    #[value(name = "pingpong")]
+    PingPong,
 }
 
 impl From<WgmmaTileArg> for WgmmaTile {
@@ -158,6 +163,7 @@ impl From<WgmmaTileArg> for WgmmaTile {
             WgmmaTileArg::Auto => WgmmaTile::Auto,
             WgmmaTileArg::N128 => WgmmaTile::N128,
             WgmmaTileArg::N256 => WgmmaTile::N256,
+            WgmmaTileArg::PingPong => WgmmaTile::PingPong,
         }
     }
 }

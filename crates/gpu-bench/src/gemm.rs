@@ -91,8 +91,8 @@ type Variant = (Precision, GemmEngine, WgmmaTile, Mode, &'static str);
 /// The benchmarked variants. The wgmma rows appear on Hopper, for the problems that kernel
 /// takes (BF16/FP16: every layout; TF32: K-major operands, i.e. the forward GEMMs): with the
 /// tile `Auto` picks (what the trainer runs), and for BF16 also each tile forced (128 × 256
-/// only where it has an entry: A row-major), to check that choice.
-const VARIANTS: [Variant; 9] = [
+/// and ping-pong only where they have entries: A row-major), to check that choice.
+const VARIANTS: [Variant; 10] = [
     (Precision::Fp32, GemmEngine::MmaSync, WgmmaTile::Auto, Mode::Fp32, "FP32 SIMT"),
     (Precision::Tf32, GemmEngine::MmaSync, WgmmaTile::Auto, Mode::Tf32, "TF32 mma.sync"),
     (Precision::Tf32, GemmEngine::Wgmma, WgmmaTile::Auto, Mode::Tf32, "TF32 wgmma"),
@@ -100,6 +100,7 @@ const VARIANTS: [Variant; 9] = [
     (Precision::Bf16, GemmEngine::Wgmma, WgmmaTile::Auto, Mode::Bf16, "BF16 wgmma"),
     (Precision::Bf16, GemmEngine::Wgmma, WgmmaTile::N128, Mode::Bf16, "BF16 wgmma 128×128"),
     (Precision::Bf16, GemmEngine::Wgmma, WgmmaTile::N256, Mode::Bf16, "BF16 wgmma 128×256"),
+    (Precision::Bf16, GemmEngine::Wgmma, WgmmaTile::PingPong, Mode::Bf16, "BF16 wgmma ping-pong"),
     (Precision::Fp16, GemmEngine::MmaSync, WgmmaTile::Auto, Mode::Fp16, "FP16 mma.sync"),
     (Precision::Fp16, GemmEngine::Wgmma, WgmmaTile::Auto, Mode::Fp16, "FP16 wgmma"),
 ];
@@ -127,9 +128,10 @@ pub fn run(args: &Args) -> Result<()> {
                 let mut spec = problem.spec;
                 (spec.precision, spec.engine, spec.wgmma_tile) = (*precision, *engine, *wgmma_tile);
                 let spec = spec.with_split_k_for(info.multiprocessors as usize, gpu.ptx_arch());
+                let forced_missing =
+                    *wgmma_tile != WgmmaTile::Auto && !spec.has_wgmma_entry(*wgmma_tile);
                 // Fresh allocations are 256-byte aligned: address 0 stands for them.
-                let wide_missing = *wgmma_tile == WgmmaTile::N256 && !spec.has_wide_wgmma_entry();
-                if spec.engine_on(&gpu, 0, 0).is_ok() && !wide_missing {
+                if spec.engine_on(&gpu, 0, 0).is_ok() && !forced_missing {
                     variants.push((spec, *label));
                 }
             }

@@ -25,8 +25,11 @@
 //!
 //! # Tiles
 //! Blocks of 128 × 128 ([`wg::N128`], 4 stages; every entry) or 128 × 256 ([`wg::N256`], 3
-//! stages, wgmma m64n256; the `gemm_wgmma_n256_*` entries, A row-major only); the host picks
-//! one per GEMM and sizes `tiles_n`, the B box and the shared memory for it.
+//! stages, wgmma m64n256; the `gemm_wgmma_n256_*` entries, A row-major only), both consumer
+//! warpgroups multiplying halves of each tile; or ping-pong ([`wg::PINGPONG`], 128 × 128, 5
+//! stages; the `gemm_wgmma_pp_*` entries, A row-major only), each consumer warpgroup
+//! multiplying whole tiles in turns. The host picks one per GEMM and sizes `tiles_n`, the B
+//! box and the shared memory for it.
 //!
 //! # Everything else
 //! The epilogue (alpha, beta, bias, GELU, GELU backward, output types), split-K (with the
@@ -81,22 +84,28 @@ unsafe impl<I: Copy + 'static, O: Copy + 'static> KernelParams for WgmmaGemmPara
 ///   warpgroup 0: producer. setmaxnreg.dec to PRODUCER_REGS; one elected thread of warp 0
 ///                issues the TMA loads of A and B for each stage, `arrive.expect_tx` on
 ///                full[s]; the other threads of the warpgroup exit.
-///   warpgroups 1, 2: consumers. setmaxnreg.inc to CONSUMER_REGS; consumer g multiplies rows
-///                64g .. 64g + 64 of the block tile with wgmma m64nBNk16 (bf16, f16) or
-///                m64nBNk8 (tf32), BN / 2 f32 accumulators per thread.
+///   warpgroups 1, 2: consumers. setmaxnreg.inc to CONSUMER_REGS; cooperative: consumer g
+///                multiplies rows 64g .. 64g + 64 of every block tile with wgmma m64nBNk16
+///                (bf16, f16) or m64nBNk8 (tf32), BN / 2 f32 accumulators per thread;
+///                ping-pong: consumer g multiplies all 128 rows (two m64 wgmmas per k-step,
+///                BN accumulators per thread) of the block's units g, g + 2, …, starting
+///                its wgmmas when the other has issued its own (turn barriers).
 ///
-/// two tiles: N128 (BN = 128, 4 stages; every entry) and N256 (BN = 256, 3 stages; the
-/// `gemm_wgmma_n256_*` entries, for the A row-major layouts)
+/// three tiles: N128 (BN = 128, 4 stages, cooperative; every entry), N256 (BN = 256, 3
+/// stages, cooperative; the `gemm_wgmma_n256_*` entries, for the A row-major layouts) and
+/// PINGPONG (BN = 128, 5 stages; the `gemm_wgmma_pp_*` entries, A row-major)
 ///
 /// shared memory (1024-byte aligned base):
 ///   stages × [ A tile: BM rows × 128 B | B tile: BN rows × 128 B ]   128-byte swizzle
-///   full[stages], empty[stages]: mbarriers (8 B each)
+///   full[stages], empty[stages] (ping-pong: and turn[2]): mbarriers (8 B each)
 ///   8 consumer warps × EPI_WARP_BYTES of epilogue staging
 ///
 /// ring protocol, stage s = i % stages, phase parity (i / stages) & 1 of the i-th k-tile:
 ///   producer: wait empty[s] (parity ^ 1)  → arrive.expect_tx(full[s], stage bytes) → TMA
 ///   consumer: wait full[s] (parity)       → wgmma × 4 → commit → wait_group 1
 ///             → lane 0 of each consumer warp arrives on empty[previous stage]
+///   (ping-pong: empty[s] counts the 4 warps of the one consumer reading the stage, and a
+///    consumer's ring skips the k-tiles of the other's units)
 /// ```
 pub mod wg {
     /// Block tile rows (two consumer warpgroups of 64 rows).
@@ -121,26 +130,42 @@ pub mod wg {
     /// Bytes of one consumer warp's staging buffer.
     pub const EPI_WARP_BYTES: u32 = 16 * EPI_ROW_WORDS * 4;
 
-    /// A block tile width (the N of one wgmma) and the pipeline depth its shared memory
-    /// allows.
+    /// A block tile (`BM` × `bn`, the N of one wgmma), the pipeline depth its shared memory
+    /// allows, and how the consumers share the tiles.
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
     pub struct Tile {
         /// Block tile columns.
         pub bn: u32,
         /// Pipeline depth.
         pub stages: u32,
+        /// Ping-pong: each consumer warpgroup multiplies whole tiles (every other work unit
+        /// of the block), taking turns at the tensor cores, so one's epilogue overlaps the
+        /// other's wgmmas. Otherwise (cooperative) both multiply halves of every tile.
+        pub pingpong: bool,
     }
 
-    /// 128 × 128 tiles, 4 stages: every entry.
-    pub const N128: Tile = Tile { bn: 128, stages: 4 };
-    /// 128 × 256 tiles, 3 stages (4 would not fit with the epilogue staging): the
-    /// `gemm_wgmma_n256_*` entries.
-    pub const N256: Tile = Tile { bn: 256, stages: 3 };
+    /// 128 × 128 tiles, 4 stages, cooperative: every entry.
+    pub const N128: Tile = Tile { bn: 128, stages: 4, pingpong: false };
+    /// 128 × 256 tiles, 3 stages (4 would not fit with the epilogue staging), cooperative:
+    /// the `gemm_wgmma_n256_*` entries.
+    pub const N256: Tile = Tile { bn: 256, stages: 3, pingpong: false };
+    /// 128 × 128 tiles, 5 stages (the most that fit), ping-pong: the `gemm_wgmma_pp_*`
+    /// entries.
+    pub const PINGPONG: Tile = Tile { bn: 128, stages: 5, pingpong: true };
 
     impl Tile {
-        /// f32 accumulators per consumer thread (a 64 × BN wgmma result over 128 threads).
+        /// f32 accumulators per consumer thread: a BM × BN tile (ping-pong) or half of it
+        /// over the warpgroup's 128 threads.
         pub const fn accumulators(self) -> u32 {
-            self.bn / 2
+            if self.pingpong { self.bn } else { self.bn / 2 }
+        }
+        /// Consumer warps that read each stage: the arrival count of its empty barrier.
+        pub const fn stage_readers(self) -> u32 {
+            if self.pingpong { 4 } else { 4 * CONSUMERS }
+        }
+        /// mbarriers: full and empty per stage, and for ping-pong the two turn barriers.
+        pub const fn barriers(self) -> u32 {
+            2 * self.stages + if self.pingpong { 2 } else { 0 }
         }
         /// Bytes of one B tile of one stage.
         pub const fn b_tile_bytes(self) -> u32 {
@@ -150,13 +175,14 @@ pub mod wg {
         pub const fn stage_bytes(self) -> u32 {
             A_TILE_BYTES + self.b_tile_bytes()
         }
-        /// Offset of the mbarriers (full[0..stages], then empty[0..stages]).
+        /// Offset of the mbarriers (full[0..stages], empty[0..stages], then for ping-pong
+        /// turn[0..2]).
         pub const fn barriers_offset(self) -> u32 {
             self.stages * self.stage_bytes()
         }
-        /// Offset of the staging buffers.
+        /// Offset of the staging buffers (16-byte aligned).
         pub const fn epilogue_offset(self) -> u32 {
-            self.barriers_offset() + 2 * 8 * self.stages
+            (self.barriers_offset() + 8 * self.barriers()).next_multiple_of(16)
         }
         /// Bytes used from the aligned base.
         pub const fn used_bytes(self) -> u32 {
@@ -169,7 +195,11 @@ pub mod wg {
         }
     }
 
-    const _: () = assert!(N128.smem_bytes() <= 227 * 1024 && N256.smem_bytes() <= 227 * 1024);
+    const _: () = assert!(
+        N128.smem_bytes() <= 227 * 1024
+            && N256.smem_bytes() <= 227 * 1024
+            && PINGPONG.smem_bytes() <= 227 * 1024
+    );
     const _: () = assert!(
         PRODUCER_REGS * 128 + CONSUMER_REGS * 128 * CONSUMERS <= 65536,
         "the register split must fit the SM's register file"
@@ -258,6 +288,22 @@ wgmma_family!(/// `gemm_wgmma_n256_f16_{rr,rc}_f32`: as [`WGMMA_N256_F16_F16`], 
 pub const WGMMA_N256_TF32_F32: WgmmaKernels<f32, f32> =
     WgmmaKernels { rr: None, rc: Kernel::new("gemm_wgmma_n256_tf32_rc_f32"), cr: None, cc: None };
 
+wgmma_family!(/// `gemm_wgmma_pp_bf16_{rr,rc}_bf16`: ping-pong 128 × 128 tiles ([`wg::PINGPONG`]),
+    /// wgmma m64n128k16 BF16, bf16 output; A row-major (the forward and `dX` GEMMs).
+    WGMMA_PP_BF16_BF16: Bf16 => Bf16, "gemm_wgmma_pp_bf16", "bf16", a_row_major);
+wgmma_family!(/// `gemm_wgmma_pp_bf16_{rr,rc}_f32`: as [`WGMMA_PP_BF16_BF16`], f32 output.
+    WGMMA_PP_BF16_F32: Bf16 => f32, "gemm_wgmma_pp_bf16", "f32", a_row_major);
+wgmma_family!(/// `gemm_wgmma_pp_f16_{rr,rc}_f16`: ping-pong 128 × 128 tiles, wgmma m64n128k16
+    /// FP16, f16 output; A row-major.
+    WGMMA_PP_F16_F16: F16 => F16, "gemm_wgmma_pp_f16", "f16", a_row_major);
+wgmma_family!(/// `gemm_wgmma_pp_f16_{rr,rc}_f32`: as [`WGMMA_PP_F16_F16`], f32 output.
+    WGMMA_PP_F16_F32: F16 => f32, "gemm_wgmma_pp_f16", "f32", a_row_major);
+
+/// `gemm_wgmma_pp_tf32_rc_f32`: ping-pong 128 × 128 tiles, wgmma m64n128k8 TF32 (as
+/// [`WGMMA_TF32_F32`]).
+pub const WGMMA_PP_TF32_F32: WgmmaKernels<f32, f32> =
+    WgmmaKernels { rr: None, rc: Kernel::new("gemm_wgmma_pp_tf32_rc_f32"), cr: None, cc: None };
+
 /// Every entry of a family.
 const fn family_sigs<I: Copy + 'static, O: Copy + 'static>(
     f: &WgmmaKernels<I, O>,
@@ -274,8 +320,8 @@ const fn sig_of<I: Copy + 'static, O: Copy + 'static>(
     }
 }
 
-/// Number of Hopper GEMM entries: 17 of 128 × 128 tiles, 9 of 128 × 256.
-const ENTRIES: usize = 4 * 4 + 1 + 4 * 2 + 1;
+/// Number of Hopper GEMM entries: 17 of 128 × 128 tiles, 9 of 128 × 256, 9 ping-pong.
+const ENTRIES: usize = 4 * 4 + 1 + 2 * (4 * 2 + 1);
 
 /// Every Hopper GEMM entry (exported by the sm_90a module only).
 pub const KERNELS: &[KernelSig] = &{
@@ -290,6 +336,11 @@ pub const KERNELS: &[KernelSig] = &{
         family_sigs(&WGMMA_N256_F16_F16),
         family_sigs(&WGMMA_N256_F16_F32),
         family_sigs(&WGMMA_N256_TF32_F32),
+        family_sigs(&WGMMA_PP_BF16_BF16),
+        family_sigs(&WGMMA_PP_BF16_F32),
+        family_sigs(&WGMMA_PP_F16_F16),
+        family_sigs(&WGMMA_PP_F16_F32),
+        family_sigs(&WGMMA_PP_TF32_F32),
     ];
     let mut out = [WGMMA_TF32_F32.rc.sig(); ENTRIES];
     let (mut f, mut n) = (0, 0);

@@ -7,7 +7,8 @@
 //! - [`split_reduce`]: the second pass of split-K (sums the K slices, applies the epilogue);
 //! - [`bias_grad`]: the column-sum reduction for bias gradients;
 //! - `wgmma` (sm_90a module only): the Hopper kernel, TMA + `wgmma.mma_async`, warp-specialised
-//!   and persistent (`kernel_abi::gemm_wgmma`), sharing the epilogue.
+//!   and persistent (`kernel_abi::gemm_wgmma`), sharing the epilogue; `wgmma_pingpong` its
+//!   ping-pong schedule (each consumer warpgroup multiplies whole tiles, in turns).
 //!
 //! Every entry point below is one instantiation: variant × A layout × B layout × output type.
 
@@ -21,6 +22,8 @@ pub mod tensor_op;
 pub mod tile_copy;
 #[cfg(target_feature = "sm_90a")]
 pub mod wgmma;
+#[cfg(target_feature = "sm_90a")]
+pub mod wgmma_pingpong;
 
 use crate::entry::entries;
 use kernel_abi::gemm::{BiasGradParams, GemmParams};
@@ -65,12 +68,13 @@ entries! { "gemm";
 #[cfg(target_feature = "sm_90a")]
 mod hopper {
     use super::wgmma::{self, Bf16Wg, F16Wg, K_MAJOR as K, MN_MAJOR as MN, N128, N256, Tf32Wg};
+    use super::wgmma_pingpong as pp;
     use crate::entry::entries;
     use kernel_abi::gemm_wgmma::WgmmaGemmParams;
     use kernel_abi::{Bf16, F16};
 
-    // After the wgmma flavour: the tile width, then the majorness of A and of B (`rr`: A
-    // K-major, B N-major; `cr`: both M/N-major; ...).
+    // After the wgmma flavour: the tile width (cooperative kernels), then the majorness of A
+    // and of B (`rr`: A K-major, B N-major; `cr`: both M/N-major; ...).
     entries! { "gemm_wgmma";
         gemm_wgmma_bf16_rr_bf16(WgmmaGemmParams<Bf16, Bf16>) => wgmma::gemm::<Bf16Wg, N128, K, MN, Bf16>;
         gemm_wgmma_bf16_rc_bf16(WgmmaGemmParams<Bf16, Bf16>) => wgmma::gemm::<Bf16Wg, N128, K, K, Bf16>;
@@ -98,5 +102,14 @@ mod hopper {
         gemm_wgmma_n256_f16_rr_f32(WgmmaGemmParams<F16, f32>) => wgmma::gemm::<F16Wg, N256, K, MN, f32>;
         gemm_wgmma_n256_f16_rc_f32(WgmmaGemmParams<F16, f32>) => wgmma::gemm::<F16Wg, N256, K, K, f32>;
         gemm_wgmma_n256_tf32_rc_f32(WgmmaGemmParams<f32, f32>) => wgmma::gemm::<Tf32Wg, N256, K, K, f32>;
+        gemm_wgmma_pp_bf16_rr_bf16(WgmmaGemmParams<Bf16, Bf16>) => pp::gemm::<Bf16Wg, K, MN, Bf16>;
+        gemm_wgmma_pp_bf16_rc_bf16(WgmmaGemmParams<Bf16, Bf16>) => pp::gemm::<Bf16Wg, K, K, Bf16>;
+        gemm_wgmma_pp_bf16_rr_f32(WgmmaGemmParams<Bf16, f32>) => pp::gemm::<Bf16Wg, K, MN, f32>;
+        gemm_wgmma_pp_bf16_rc_f32(WgmmaGemmParams<Bf16, f32>) => pp::gemm::<Bf16Wg, K, K, f32>;
+        gemm_wgmma_pp_f16_rr_f16(WgmmaGemmParams<F16, F16>) => pp::gemm::<F16Wg, K, MN, F16>;
+        gemm_wgmma_pp_f16_rc_f16(WgmmaGemmParams<F16, F16>) => pp::gemm::<F16Wg, K, K, F16>;
+        gemm_wgmma_pp_f16_rr_f32(WgmmaGemmParams<F16, f32>) => pp::gemm::<F16Wg, K, MN, f32>;
+        gemm_wgmma_pp_f16_rc_f32(WgmmaGemmParams<F16, f32>) => pp::gemm::<F16Wg, K, K, f32>;
+        gemm_wgmma_pp_tf32_rc_f32(WgmmaGemmParams<f32, f32>) => pp::gemm::<Tf32Wg, K, K, f32>;
     }
 }

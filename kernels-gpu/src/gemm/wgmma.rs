@@ -16,6 +16,10 @@
 //!   computes rows `64g .. 64g + 64` of the block tile, BN / 2 f32 accumulators per thread
 //!   (the whole 64 × BN wgmma result), and writes them through the epilogue.
 //!
+//! This is the cooperative schedule (both consumers on every tile). The pieces of the pipeline
+//! ([`run_block`], [`produce`], [`mainloop`], [`drain`], [`write_unit`]) are shared with the
+//! ping-pong schedule of [`super::wgmma_pingpong`], where each consumer takes whole tiles.
+//!
 //! # Register split
 //! The launch bounds (384 threads, one block per SM) make ptxas budget 168 registers per thread
 //! at entry; `setmaxnreg` then moves them between warpgroups: 128 × 40 (producer) + 256 × 232
@@ -83,20 +87,18 @@ use kernel_abi::gemm::{GemmParams, RASTER_GROUP, div, raster, rem};
 use kernel_abi::gemm_wgmma::{TensorMap, WgmmaGemmParams, wg};
 use kernel_abi::{Bf16, F16};
 
-/// Consumer warps: the arrival count of the empty barriers.
-const CONSUMER_WARPS: u32 = 4 * wg::CONSUMERS;
 /// wgmma k-steps per stage.
 const K_STEPS: u32 = wg::BK_BYTES / wg::WGMMA_K_BYTES;
 /// Bytes of one M/N-major swizzle atom column: 64 16-bit elements of M or N (128 bytes) ×
 /// `BK` = 64 rows of K; also 64 K-major rows of 128 bytes.
-const MN_ATOM_BYTES: u32 = 64 * wg::BK_BYTES;
+pub(super) const MN_ATOM_BYTES: u32 = 64 * wg::BK_BYTES;
 
 // The code below is written for this geometry.
 const _: () = assert!(K_STEPS == 4, "the k-steps are unrolled 4 times");
 const _: () = assert!(wg::CONSUMERS == 2 && wg::THREADS == 128 * 3);
 const _: () = assert!(wg::BM == 64 * wg::CONSUMERS && wg::BK_BYTES == 128);
 const _: () = assert!(wg::EPI_WARP_BYTES == 16 * STAGE_ROW_WORDS * 4);
-const _: () = assert!(tile_fits(N128::TILE) && tile_fits(N256::TILE));
+const _: () = assert!(tile_fits(N128::TILE) && tile_fits(N256::TILE) && tile_fits(wg::PINGPONG));
 
 /// Whether `t` has the alignments the kernel relies on: 1024-byte aligned A tiles, B tiles
 /// and stages (the swizzle pattern), 8-byte aligned barriers, 16-byte aligned staging, a
@@ -307,12 +309,17 @@ impl WgmmaOp for Tf32Wg {
 
 /// The shared-memory map of `tile` from the 1024-aligned base.
 #[derive(Clone, Copy)]
-struct Smem {
+pub(super) struct Smem {
     base: u32,
-    tile: wg::Tile,
+    pub(super) tile: wg::Tile,
 }
 
 impl Smem {
+    /// The map of `tile` in this block's dynamic shared memory.
+    #[inline(always)]
+    pub(super) fn new(tile: wg::Tile) -> Self {
+        Self { base: (smem::dynamic_smem_base() + 1023) & !1023, tile }
+    }
     /// The A tile of stage `s` (the B tile follows it).
     #[inline(always)]
     fn a_tile(self, s: u32) -> u32 {
@@ -333,15 +340,21 @@ impl Smem {
     fn empty(self, s: u32) -> u32 {
         self.base + self.tile.barriers_offset() + 8 * (self.tile.stages + s)
     }
+    /// `turn[g]` (ping-pong only): the other consumer has issued the wgmmas of its unit, so
+    /// consumer `g` may issue those of its next one.
+    #[inline(always)]
+    pub(super) fn turn(self, g: u32) -> u32 {
+        self.base + self.tile.barriers_offset() + 8 * (2 * self.tile.stages + g)
+    }
     /// The epilogue staging buffer of consumer warp `w` (0..8).
     #[inline(always)]
-    fn staging(self, w: u32) -> u32 {
+    pub(super) fn staging(self, w: u32) -> u32 {
         self.base + self.tile.epilogue_offset() + w * wg::EPI_WARP_BYTES
     }
 }
 
 /// The position in a ring of `stages` stages: stage and phase parity of the next k-tile.
-struct Ring {
+pub(super) struct Ring {
     stage: u32,
     phase: u32,
     stages: u32,
@@ -349,7 +362,7 @@ struct Ring {
 
 impl Ring {
     #[inline(always)]
-    fn new(stages: u32) -> Self {
+    pub(super) fn new(stages: u32) -> Self {
         Self { stage: 0, phase: 0, stages }
     }
     #[inline(always)]
@@ -360,13 +373,20 @@ impl Ring {
             self.phase ^= 1;
         }
     }
+    /// Moves past `n` k-tiles (that another consumer multiplies).
+    #[inline(always)]
+    pub(super) fn skip(&mut self, n: u32) {
+        let to = self.stage + n;
+        self.stage = rem(to, self.stages);
+        self.phase ^= div(to, self.stages) & 1;
+    }
 }
 
 /// One work unit: a block tile of batch `z` and the k-tiles `[kt0, kt1)` of one K slice.
-struct Unit {
+pub(super) struct Unit {
     z: u32,
-    m0: u32,
-    n0: u32,
+    pub(super) m0: u32,
+    pub(super) n0: u32,
     slice: u32,
     kt0: u32,
     kt1: u32,
@@ -375,7 +395,11 @@ struct Unit {
 impl Unit {
     /// Unit `u` of the launch `p`, whose tiles are `bn` wide and k-tiles `bk` elements.
     #[inline(always)]
-    fn new<I: Copy, O: Copy>(p: &GemmParams<I, O>, u: u32, (bn, bk): (u32, u32)) -> Self {
+    pub(super) fn new<I: Copy, O: Copy>(
+        p: &GemmParams<I, O>,
+        u: u32,
+        (bn, bk): (u32, u32),
+    ) -> Self {
         let tiles = p.tiles_m * p.tiles_n;
         let (z, in_batch) = (div(u, tiles * p.split_k), rem(u, tiles * p.split_k));
         let (slice, tile) = (div(in_batch, tiles), rem(in_batch, tiles));
@@ -384,14 +408,20 @@ impl Unit {
         let kt1 = p.k.div_ceil(bk).min(kt0 + p.k_tiles_per_split);
         Self { z, m0: tile_m * wg::BM, n0: tile_n * bn, slice, kt0, kt1 }
     }
+
+    /// Its k-tiles (none for a K slice past the end of K).
+    #[inline(always)]
+    pub(super) fn k_tiles(&self) -> u32 {
+        self.kt1.saturating_sub(self.kt0)
+    }
 }
 
 /// K elements per k-tile (one stage).
-const fn bk<T: WgmmaOp>() -> u32 {
+pub(super) const fn bk<T: WgmmaOp>() -> u32 {
     wg::BK_BYTES / size_of::<T::In>() as u32
 }
 
-/// The kernel body.
+/// The kernel body of the cooperative tiles ([`N128`], [`N256`]).
 ///
 /// # Safety
 /// Launched by `gpu-host` with `wg::THREADS` threads, a one-dimensional grid of at most
@@ -401,19 +431,50 @@ const fn bk<T: WgmmaOp>() -> u32 {
 pub unsafe fn gemm<T: WgmmaOp, W: Width, const A_MN: bool, const B_MN: bool, O: VecIo<8>>(
     p: WgmmaGemmParams<T::In, O>,
 ) {
-    let tid = thread_idx_x();
-    let warp = tid / 32;
-    let smem = Smem { base: (smem::dynamic_smem_base() + 1023) & !1023, tile: W::TILE };
+    let smem = Smem::new(W::TILE);
+    // SAFETY: the launch contract is `run_block`'s and `produce`'s; `run_block` calls the
+    // consumer closure in all 256 consumer threads.
+    unsafe {
+        run_block(
+            smem,
+            #[inline(always)]
+            || produce::<T, A_MN, B_MN, O>(&p, smem),
+            #[inline(always)]
+            |cwarp| consume::<T, W, A_MN, B_MN, O>(&p, smem, cwarp),
+        );
+    }
+}
+
+/// Runs a block of the kernel for `smem.tile`: thread 0 initialises the barriers (full: 1
+/// arrival, empty: `stage_readers`, turn: the 4 warps of a consumer) and fences them into the
+/// asynchronous proxy; the block meets at its only `bar.sync`; then `setmaxnreg` moves registers
+/// from the producer warpgroup (warps 0–3) to the consumers (warps 4–11), one elected thread
+/// of warp 0 runs `producer`, the rest of the producer warpgroup exits, and every consumer
+/// thread runs `consumer(cwarp)` (`cwarp` 0..8; consumer warpgroup `cwarp / 4`). Each closure
+/// is called inside its branch, after its `setmaxnreg`, so that ptxas sees the two register
+/// budgets apart (a role value branched on after a join makes it ignore `setmaxnreg`).
+///
+/// # Safety
+/// All `wg::THREADS` threads of a block launched with `smem.tile.smem_bytes()` of dynamic
+/// shared memory call it together, at the kernel's start.
+#[inline(always)]
+pub(super) unsafe fn run_block(smem: Smem, producer: impl FnOnce(), consumer: impl FnOnce(u32)) {
+    let tile = smem.tile;
+    let warp = thread_idx_x() / 32;
     // SAFETY: the barriers lie inside the dynamic allocation (`smem_bytes` covers the aligned
     // base plus `used_bytes`); they are initialised before the block barrier and used only
     // after it. The role split is warpgroup-uniform (warps 0–3 / 4–11), as setmaxnreg needs,
     // and `elect.sync` runs in all of warp 0. No thread meets another block barrier, so the
-    // producer threads that return early cannot deadlock anyone.
+    // producer threads that exit early cannot deadlock anyone.
     unsafe {
-        if tid == 0 {
-            for s in 0..W::TILE.stages {
+        if thread_idx_x() == 0 {
+            for s in 0..tile.stages {
                 mbarrier::init(smem.full(s), 1);
-                mbarrier::init(smem.empty(s), CONSUMER_WARPS);
+                mbarrier::init(smem.empty(s), tile.stage_readers());
+            }
+            if tile.pingpong {
+                mbarrier::init(smem.turn(0), 4);
+                mbarrier::init(smem.turn(1), 4);
             }
             tma::fence_proxy_async_shared_cta();
         }
@@ -421,28 +482,30 @@ pub unsafe fn gemm<T: WgmmaOp, W: Width, const A_MN: bool, const B_MN: bool, O: 
         if warp < 4 {
             warpgroup::setmaxnreg_dec::<{ wg::PRODUCER_REGS }>();
             if warp == 0 && sync::elect_sync() {
-                produce::<T, W, A_MN, B_MN, O>(&p, smem);
+                producer();
             }
         } else {
             warpgroup::setmaxnreg_inc::<{ wg::CONSUMER_REGS }>();
-            consume::<T, W, A_MN, B_MN, O>(&p, smem, warp - 4);
+            consumer(warp - 4);
         }
     }
 }
 
-/// The producer: one thread issuing the TMA loads of every k-tile of every unit of the block.
+/// The producer: one thread issuing the TMA loads of every k-tile of every unit of the block,
+/// in unit order, whichever consumer multiplies them.
 ///
 /// # Safety
-/// One thread of the block calls it, after the barriers' initialisation; the tensor maps are
-/// valid.
+/// One thread of the block calls it, after [`run_block`]'s prologue; the tensor maps are valid for
+/// `smem.tile`.
 #[inline(always)]
-unsafe fn produce<T: WgmmaOp, W: Width, const A_MN: bool, const B_MN: bool, O: Copy>(
+pub(super) unsafe fn produce<T: WgmmaOp, const A_MN: bool, const B_MN: bool, O: Copy>(
     p: &WgmmaGemmParams<T::In, O>,
     smem: Smem,
 ) {
-    let (bn, bk) = (W::TILE.bn, bk::<T>());
+    let tile = smem.tile;
+    let (bn, bk) = (tile.bn, bk::<T>());
     let (tmap_a, tmap_b) = (p.tmap_a.as_ptr(), p.tmap_b.as_ptr());
-    let mut ring = Ring::new(W::TILE.stages);
+    let mut ring = Ring::new(tile.stages);
     let mut u = block_idx_x();
     while u < p.units {
         let unit = Unit::new(&p.gemm, u, (bn, bk));
@@ -455,7 +518,7 @@ unsafe fn produce<T: WgmmaOp, W: Width, const A_MN: bool, const B_MN: bool, O: C
             // complete on it. Destinations are 1024-aligned and sized for the boxes.
             unsafe {
                 mbarrier::wait(smem.empty(s), ring.phase ^ 1);
-                mbarrier::arrive_expect_tx(smem.full(s), W::TILE.stage_bytes());
+                mbarrier::arrive_expect_tx(smem.full(s), tile.stage_bytes());
                 let a = (k0, unit.m0, unit.z);
                 load_tile::<A_MN>(smem.a_tile(s), tmap_a, a, wg::BM, smem.full(s));
                 load_tile::<B_MN>(smem.b_tile(s), tmap_b, (k0, unit.n0, unit.z), bn, smem.full(s));
@@ -501,7 +564,7 @@ unsafe fn load_tile<const MN: bool>(
 /// The descriptor of k-step `kk` (32 bytes of K) of the 64 or 128 rows of a tile starting at
 /// `rows` (a 1024-aligned address inside the tile; for M/N-major tiles an 8 KiB atom column).
 #[inline(always)]
-fn k_step_desc<const MN: bool>(rows: u32, kk: u32) -> u64 {
+pub(super) fn k_step_desc<const MN: bool>(rows: u32, kk: u32) -> u64 {
     if MN {
         wgmma::desc_mn_major_sw128(rows + 16 * 128 * kk, MN_ATOM_BYTES)
     } else {
@@ -509,11 +572,77 @@ fn k_step_desc<const MN: bool>(rows: u32, kk: u32) -> u64 {
     }
 }
 
-/// A consumer warp (`cwarp` 0..8 among the consumer warps; consumer warpgroup `cwarp / 4`):
-/// wgmma over every unit of the block, then its 16 rows of each unit through the epilogue.
+/// Issues the wgmmas of `unit`'s k-tiles out of the ring: per k-tile, waits for its stage
+/// (`full`), fences, calls `mma(a_tile, b_tile, kk, scale_d)` for its 4 k-steps (`scale_d`
+/// false for the unit's first, which overwrites the accumulators), commits, waits until only
+/// this k-tile's group is pending and releases the previous k-tile's stage (`empty`, lane 0
+/// of each warp). Returns the last k-tile's stage, still held: [`drain`] releases it.
 ///
 /// # Safety
-/// All 256 consumer threads call it together, after the barriers' initialisation.
+/// The 128 threads of a consumer warpgroup call it together (the wgmma sequence is
+/// warpgroup-uniform), with `ring` at `unit`'s first k-tile; `mma` issues wgmmas reading
+/// only the given tiles. The accumulators `mma` writes are read only after [`drain`].
+#[inline(always)]
+pub(super) unsafe fn mainloop(
+    smem: Smem,
+    ring: &mut Ring,
+    unit: &Unit,
+    lane: u32,
+    mut mma: impl FnMut(u32, u32, u32, bool),
+) -> Option<u32> {
+    let mut held = None;
+    for kt in unit.kt0..unit.kt1 {
+        let s = ring.stage;
+        // SAFETY: full[s] completing phase `phase` means both tiles of this k-tile have landed
+        // (the TMA's complete_tx) and are visible. A stage is released only after the
+        // wait_group that covers the wgmmas reading it: `wait_group 1` after this k-tile's
+        // commit leaves only this k-tile's group pending, so the previous k-tile's stage is
+        // free.
+        unsafe {
+            mbarrier::wait(smem.full(s), ring.phase);
+            wgmma::fence();
+            unroll!(kk in 0..4 => {
+                mma(smem.a_tile(s), smem.b_tile(s), kk as u32, kk > 0 || kt > unit.kt0);
+            });
+            wgmma::commit_group();
+            wgmma::wait_group::<1>();
+            if let Some(previous) = held
+                && lane == 0
+            {
+                mbarrier::arrive(smem.empty(previous));
+            }
+        }
+        held = Some(s);
+        ring.advance();
+    }
+    held
+}
+
+/// Waits for every wgmma of the warpgroup (`wait_group 0`), then releases `held`, the stage
+/// [`mainloop`] kept: the accumulators are final.
+///
+/// # Safety
+/// The consumer warpgroup's 128 threads call it together after [`mainloop`]. The wait runs
+/// even for a unit without k-tiles (it is then immediate), so that on every path to the
+/// epilogue ptxas sees it between the wgmmas and the accumulators' reads.
+#[inline(always)]
+pub(super) unsafe fn drain(smem: Smem, held: Option<u32>, lane: u32) {
+    // SAFETY: after `wait_group 0` no wgmma reads the held stage any more.
+    unsafe {
+        wgmma::wait_group::<0>();
+        if let Some(s) = held
+            && lane == 0
+        {
+            mbarrier::arrive(smem.empty(s));
+        }
+    }
+}
+
+/// A cooperative consumer warp (`cwarp` 0..8 among the consumer warps; consumer warpgroup
+/// `cwarp / 4`): its warpgroup's 64 rows of every unit of the block, through the epilogue.
+///
+/// # Safety
+/// All 256 consumer threads call it together, after [`run_block`]'s prologue.
 #[inline(always)]
 unsafe fn consume<T: WgmmaOp, W: Width, const A_MN: bool, const B_MN: bool, O: VecIo<8>>(
     p: &WgmmaGemmParams<T::In, O>,
@@ -531,62 +660,46 @@ unsafe fn consume<T: WgmmaOp, W: Width, const A_MN: bool, const B_MN: bool, O: V
     while u < p.units {
         let unit = Unit::new(&p.gemm, u, (bn, bk));
         let mut acc = W::ZERO;
-        // The stage of this unit's previous k-tile, released one k-tile late.
-        let mut previous = 0;
-        for kt in unit.kt0..unit.kt1 {
-            let s = ring.stage;
-            let (a, b) = (smem.a_tile(s) + a_rows, smem.b_tile(s));
-            // SAFETY: full[s] completing phase `phase` means both tiles of this k-tile have
-            // landed (the TMA's complete_tx) and are visible. The wgmma sequence is
-            // warpgroup-uniform (every consumer thread walks the same units and k-tiles) and
-            // fenced; the accumulators are read again only after a wait_group covers the
-            // wgmmas writing them. A stage is released (empty) only after the wait_group that
-            // covers the wgmmas reading it: `wait_group 1` after this k-tile's commit leaves
-            // only this k-tile's group pending, so the previous k-tile's stage is free.
-            unsafe {
-                mbarrier::wait(smem.full(s), ring.phase);
-                wgmma::fence();
-                unroll!(kk in 0..4 => {
-                    W::mma::<T, A_MN, B_MN>(
-                        &mut acc,
-                        k_step_desc::<A_MN>(a, kk as u32),
-                        k_step_desc::<B_MN>(b, kk as u32),
-                        kk > 0 || kt > unit.kt0,
-                    );
-                });
-                wgmma::commit_group();
-                wgmma::wait_group::<1>();
-                if kt > unit.kt0 && lane == 0 {
-                    mbarrier::arrive(smem.empty(previous));
-                }
-            }
-            previous = s;
-            ring.advance();
-        }
-        // SAFETY: as above; after `wait_group 0` no wgmma is pending, so the accumulators are
-        // final and the unit's last stage is free. The wait runs even for a unit without
-        // k-tiles (it is then immediate), so that on every path to the epilogue ptxas sees it
-        // between the wgmmas and the accumulators' reads.
-        unsafe {
-            wgmma::wait_group::<0>();
-            if unit.kt1 > unit.kt0 && lane == 0 {
-                mbarrier::arrive(smem.empty(previous));
-            }
-        }
+        let mma = #[inline(always)]
+        |a, b, kk, scale_d| {
+            let (desc_a, desc_b) =
+                (k_step_desc::<A_MN>(a + a_rows, kk), k_step_desc::<B_MN>(b, kk));
+            // SAFETY: `mainloop` calls it as it requires: the wgmma reads this k-tile's stage.
+            unsafe { W::mma::<T, A_MN, B_MN>(&mut acc, desc_a, desc_b, scale_d) };
+        };
+        // SAFETY: every consumer thread walks the same units and k-tiles.
+        let held = unsafe { mainloop(smem, &mut ring, &unit, lane, mma) };
+        // SAFETY: the whole warpgroup, after its mainloop.
+        unsafe { drain(smem, held, lane) };
         let rows = (unit.m0 + 64 * group + 16 * warp_in_group, unit.n0, p.gemm.m);
-        let staging = smem.staging(cwarp);
         // SAFETY: the warp is converged here (the loop above is warp-uniform); the staging
-        // buffer is this warp's own, disjoint from the stages; the unit's batch and slice are
-        // inside the launch (`units` = tiles · split_k · batch).
-        unsafe {
-            if p.gemm.split_k > 1 {
-                let sink = Epilogue::partials(&p.gemm, unit.z, unit.slice);
-                write_acc::<W, _>(&sink, &acc, staging, lane, rows);
-            } else {
-                write_acc::<W, _>(&Epilogue::new(&p.gemm, unit.z), &acc, staging, lane, rows);
-            }
-        }
+        // buffer is this warp's own, disjoint from the stages.
+        unsafe { write_unit::<W, O>(&p.gemm, &unit, &acc, smem.staging(cwarp), lane, rows) };
         u += grid_dim_x();
+    }
+}
+
+/// Writes a consumer warp's accumulators of `unit` through the epilogue ([`Epilogue::new`]) or,
+/// when K is split, as the slice's partial sums ([`Epilogue::partials`]).
+///
+/// # Safety
+/// As [`write_acc`]; `unit` is inside the launch (`units` = tiles · split_k · batch).
+#[inline(always)]
+pub(super) unsafe fn write_unit<W: Width, O: VecIo<8>>(
+    p: &GemmParams<impl Copy, O>,
+    unit: &Unit,
+    acc: &W::Acc,
+    staging: u32,
+    lane: u32,
+    rows: (u32, u32, u32),
+) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        if p.split_k > 1 {
+            write_acc::<W, _>(&Epilogue::partials(p, unit.z, unit.slice), acc, staging, lane, rows);
+        } else {
+            write_acc::<W, _>(&Epilogue::new(p, unit.z), acc, staging, lane, rows);
+        }
     }
 }
 

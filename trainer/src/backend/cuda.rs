@@ -358,6 +358,7 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
             (Precision::Fp32, ..) | (_, GemmEngine::MmaSync, _) | (.., WgmmaTile::Auto) => "",
             (.., WgmmaTile::N128) => ", 128×128 wgmma tiles",
             (.., WgmmaTile::N256) => ", 128×256 wgmma tiles where they exist",
+            (.., WgmmaTile::PingPong) => ", ping-pong wgmma tiles where they exist",
         };
         format!(
             "{}, {} ({} activations, {matmuls}{engine}{tile})",

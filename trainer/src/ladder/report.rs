@@ -129,7 +129,11 @@ pub fn markdown(ladder: &Ladder, meta: &ReportMeta<'_>) -> String {
         },
     );
     if o.gemm_engine != GemmEngine::MmaSync && o.wgmma_tile != WgmmaTile::Auto {
-        let tile = if o.wgmma_tile == WgmmaTile::N128 { "128" } else { "256" };
+        let tile = match o.wgmma_tile {
+            WgmmaTile::Auto | WgmmaTile::N128 => "128",
+            WgmmaTile::N256 => "256",
+            WgmmaTile::PingPong => "pingpong",
+        };
         let _ = writeln!(s, "- Hopper GEMM tile forced: `--wgmma-tile {tile}`.");
     }
     let flops = ladder.flops_per_token();

@@ -167,7 +167,8 @@ fn every_precision_and_attention_trains_like_the_cpu() {
 /// The sm_90a module, as a Hopper GPU loads it: every kernel compiled for sm_90a, and every
 /// 16-bit GEMM of the step on the wgmma kernel (forward, `dX`, `dW`, the naive attention's
 /// batched head GEMMs; the simulator's launch counts show it). TF32 (its backward GEMMs on
-/// `mma.sync`), BF16 and FP16 train like the CPU's fp32 run.
+/// `mma.sync`), BF16 and FP16 train like the CPU's fp32 run, and so does BF16 on the ping-pong
+/// kernels (`--wgmma-tile pingpong`).
 #[test]
 fn the_hopper_module_trains_like_the_cpu() {
     let want = ResolvedDevice::Cpu
@@ -208,6 +209,16 @@ fn the_hopper_module_trains_like_the_cpu() {
         assert!(after.contains_key(name), "{name} never ran: {after:?}");
     }
     assert!(after[dw] > counts[dw], "{after:?}");
+    // `--wgmma-tile pingpong`: the ping-pong kernels likewise, training like the CPU.
+    let pingpong =
+        Compute { wgmma_tile: WgmmaTile::PingPong, ..on(Precision::Bf16, GemmEngine::Auto) };
+    let got = hopper.run(pingpong, TrainJob { options: naive, steps: 3 }).unwrap();
+    assert_trains_like("bf16 ping-pong", &got, &want, 4e-2);
+    let last = sim.launch_counts();
+    for name in ["gemm_wgmma_pp_bf16_rc_bf16", "gemm_wgmma_pp_bf16_rr_bf16"] {
+        assert!(last.contains_key(name), "{name} never ran: {last:?}");
+    }
+    assert!(last[dw] > after[dw], "{last:?}");
 }
 
 /// Four steps in one session, or two, then the parameters, moments (and loss scaler) moved to

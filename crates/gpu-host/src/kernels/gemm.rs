@@ -36,6 +36,7 @@ use kernel_abi::gemm::{
 use kernel_abi::gemm_wgmma::{
     WGMMA_BF16_BF16, WGMMA_BF16_F32, WGMMA_F16_F16, WGMMA_F16_F32, WGMMA_N256_BF16_BF16,
     WGMMA_N256_BF16_F32, WGMMA_N256_F16_F16, WGMMA_N256_F16_F32, WGMMA_N256_TF32_F32,
+    WGMMA_PP_BF16_BF16, WGMMA_PP_BF16_F32, WGMMA_PP_F16_F16, WGMMA_PP_F16_F32, WGMMA_PP_TF32_F32,
     WGMMA_TF32_F32, WgmmaKernel, WgmmaKernels, wg,
 };
 use kernel_abi::{DevicePtr, DevicePtrMut, Kernel};
@@ -80,6 +81,11 @@ pub enum WgmmaTile {
     /// 128 × 256; a GEMM without such an entry is an [`GpuError::InvalidArgument`]
     /// (argument `wgmma_tile`).
     N256,
+    /// Ping-pong 128 × 128: each consumer warpgroup multiplies whole tiles, in turns with the
+    /// other, so one's epilogue overlaps the other's wgmmas (entries for the layouts of
+    /// `N256`; without one, an [`GpuError::InvalidArgument`]). `Auto` never picks it yet: the
+    /// GEMM benchmark times it beside the others, so that a GPU run can decide where it wins.
+    PingPong,
 }
 
 /// How the GEMMs of a model or a composite op run: their precision, engine and Hopper tile
@@ -102,13 +108,13 @@ impl From<Precision> for GemmConfig {
 }
 
 impl GemmConfig {
-    /// `spec` in this precision, engine and tile, where a 128 × 256 tile asked for a GEMM
-    /// without such an entry (the weight gradients) falls back to 128 × 128 instead of
-    /// failing.
+    /// `spec` in this precision, engine and tile, where a 128 × 256 or ping-pong tile asked
+    /// for a GEMM without such an entry (the weight gradients) falls back to 128 × 128 instead
+    /// of failing.
     pub fn apply(&self, spec: GemmSpec) -> GemmSpec {
         let spec = GemmSpec { precision: self.precision, engine: self.engine, ..spec };
         let wgmma_tile = match self.wgmma_tile {
-            WgmmaTile::N256 if !spec.has_wide_wgmma_entry() => WgmmaTile::N128,
+            tile if !spec.has_wgmma_entry(tile) => WgmmaTile::N128,
             tile => tile,
         };
         GemmSpec { wgmma_tile, ..spec }
@@ -383,17 +389,30 @@ impl GemmSpec {
         self
     }
 
-    /// Whether the Hopper kernel has a 128 × 256 entry ([`WgmmaTile::N256`]) for this
-    /// precision and these layouts: A row-major for BF16 and FP16 (the forward and `dX`
-    /// GEMMs), A row-major and B column-major for TF32.
-    pub fn has_wide_wgmma_entry(&self) -> bool {
+    /// Whether the Hopper kernel has an entry of `tile` for this precision and these layouts
+    /// (`Auto` stands for 128 × 128): 128 × 128 for BF16 and FP16 in every layout and TF32
+    /// with A row-major and B column-major; 128 × 256 and ping-pong for A row-major (the
+    /// forward and `dX` GEMMs) in BF16 and FP16, and TF32's one layout.
+    pub fn has_wgmma_entry(&self, tile: WgmmaTile) -> bool {
         let (a, b) = (self.a_layout, self.b_layout);
+        let tile = match tile {
+            WgmmaTile::Auto | WgmmaTile::N128 => wg::N128,
+            WgmmaTile::N256 => wg::N256,
+            WgmmaTile::PingPong => wg::PINGPONG,
+        };
+        fn has<I: Copy + 'static, O: Copy + 'static>(
+            family: Option<WgmmaKernels<I, O>>,
+            (a, b): (Layout, Layout),
+        ) -> bool {
+            family.is_some_and(|family| family.get(a, b).is_some())
+        }
         // Every output type has the same entries: the f32-output families stand for them.
-        match self.precision {
+        let p = self.precision;
+        match p {
             Precision::Fp32 => false,
-            Precision::Tf32 => WGMMA_N256_TF32_F32.get(a, b).is_some(),
-            Precision::Bf16 => WGMMA_N256_BF16_F32.get(a, b).is_some(),
-            Precision::Fp16 => WGMMA_N256_F16_F32.get(a, b).is_some(),
+            Precision::Tf32 => has(<f32 as GemmTypes<f32>>::wgmma_kernels(p, tile), (a, b)),
+            Precision::Bf16 => has(<bf16 as GemmTypes<f32>>::wgmma_kernels(p, tile), (a, b)),
+            Precision::Fp16 => has(<f16 as GemmTypes<f32>>::wgmma_kernels(p, tile), (a, b)),
         }
     }
 
@@ -477,11 +496,13 @@ pub trait GemmTypes<O: GemmOutput>: DeviceElement {
     ) -> Option<WgmmaKernels<Self::Abi, O::Abi>>;
 }
 
-/// The wgmma family of `tile`: `narrow` for `wg::N128`, `wide` for `wg::N256`.
-fn by_tile<K>(tile: wg::Tile, narrow: K, wide: K) -> Option<K> {
+/// The wgmma family of `tile`: `narrow` for `wg::N128`, `wide` for `wg::N256`, `pingpong`
+/// for `wg::PINGPONG`.
+fn by_tile<K>(tile: wg::Tile, narrow: K, wide: K, pingpong: K) -> Option<K> {
     match tile {
         t if t == wg::N128 => Some(narrow),
         t if t == wg::N256 => Some(wide),
+        t if t == wg::PINGPONG => Some(pingpong),
         _ => None,
     }
 }
@@ -496,7 +517,8 @@ impl GemmTypes<f32> for f32 {
         }
     }
     fn wgmma_kernels(precision: Precision, tile: wg::Tile) -> Option<WgmmaKernels<f32, f32>> {
-        by_tile(tile, WGMMA_TF32_F32, WGMMA_N256_TF32_F32).filter(|_| precision == Precision::Tf32)
+        by_tile(tile, WGMMA_TF32_F32, WGMMA_N256_TF32_F32, WGMMA_PP_TF32_F32)
+            .filter(|_| precision == Precision::Tf32)
     }
 }
 
@@ -536,9 +558,11 @@ macro_rules! half_gemm_types {
 }
 
 half_gemm_types!(bf16, Bf16, BF16_BF16, BF16_F32,
-    [WGMMA_BF16_BF16 WGMMA_N256_BF16_BF16], [WGMMA_BF16_F32 WGMMA_N256_BF16_F32]);
+    [WGMMA_BF16_BF16 WGMMA_N256_BF16_BF16 WGMMA_PP_BF16_BF16],
+    [WGMMA_BF16_F32 WGMMA_N256_BF16_F32 WGMMA_PP_BF16_F32]);
 half_gemm_types!(f16, Fp16, F16_F16, F16_F32,
-    [WGMMA_F16_F16 WGMMA_N256_F16_F16], [WGMMA_F16_F32 WGMMA_N256_F16_F32]);
+    [WGMMA_F16_F16 WGMMA_N256_F16_F16 WGMMA_PP_F16_F16],
+    [WGMMA_F16_F32 WGMMA_N256_F16_F32 WGMMA_PP_F16_F32]);
 
 const OP: &str = "gemm";
 
@@ -1159,7 +1183,7 @@ mod tests {
         }
 
         #[test]
-        fn a_gemm_config_prefers_the_wide_tile_where_there_is_one() {
+        fn a_gemm_config_prefers_its_tile_where_there_is_one() {
             let config = GemmConfig {
                 precision: Precision::Fp16,
                 engine: GemmEngine::Wgmma,
@@ -1172,6 +1196,10 @@ mod tests {
             assert_eq!((dw.wgmma_tile, dw.beta), (WgmmaTile::N128, 1.0));
             let auto = GemmConfig::from(Precision::Bf16).apply(dw);
             assert_eq!((auto.engine, auto.wgmma_tile), (GemmEngine::Auto, WgmmaTile::Auto));
+            let pingpong = GemmConfig { wgmma_tile: WgmmaTile::PingPong, ..config };
+            let dx = GemmSpec::linear_backward_input(64, 64, 64, Precision::Fp16);
+            assert_eq!(pingpong.apply(dx).wgmma_tile, WgmmaTile::PingPong);
+            assert_eq!(pingpong.apply(dw).wgmma_tile, WgmmaTile::N128);
         }
 
         #[test]
@@ -1183,13 +1211,20 @@ mod tests {
             };
             let (r, c) = (Layout::RowMajor, Layout::ColMajor);
             for p in [Precision::Bf16, Precision::Fp16] {
-                let wide = [(r, r), (r, c), (c, r), (c, c)]
-                    .map(|(a, b)| spec(a, b, p).has_wide_wgmma_entry());
-                assert_eq!(wide, [true, true, false, false], "{p:?}");
+                for tile in [WgmmaTile::N256, WgmmaTile::PingPong] {
+                    let has = [(r, r), (r, c), (c, r), (c, c)]
+                        .map(|(a, b)| spec(a, b, p).has_wgmma_entry(tile));
+                    assert_eq!(has, [true, true, false, false], "{p:?} {tile:?}");
+                }
+                for tile in [WgmmaTile::Auto, WgmmaTile::N128] {
+                    assert!(spec(c, r, p).has_wgmma_entry(tile), "{p:?} {tile:?}");
+                }
             }
-            assert!(spec(r, c, Precision::Tf32).has_wide_wgmma_entry());
-            assert!(!spec(r, r, Precision::Tf32).has_wide_wgmma_entry());
-            assert!(!spec(r, c, Precision::Fp32).has_wide_wgmma_entry());
+            for tile in [WgmmaTile::N128, WgmmaTile::N256, WgmmaTile::PingPong] {
+                assert!(spec(r, c, Precision::Tf32).has_wgmma_entry(tile));
+                assert!(!spec(r, r, Precision::Tf32).has_wgmma_entry(tile));
+                assert!(!spec(r, c, Precision::Fp32).has_wgmma_entry(tile));
+            }
         }
 
         #[test]
@@ -1227,6 +1262,13 @@ mod tests {
             assert_eq!(name(wide).unwrap(), "gemm_wgmma_n256_bf16_rc_bf16");
             let err = name(GemmSpec { wgmma_tile: WgmmaTile::N256, ..dw }).unwrap_err();
             assert!(matches!(&err, GpuError::InvalidArgument { arg: "wgmma_tile", .. }), "{err}");
+            // Ping-pong: only forced, on the entries of the A row-major layouts.
+            let pingpong = GemmSpec { wgmma_tile: WgmmaTile::PingPong, ..fwd(512) };
+            assert_eq!(name(pingpong).unwrap(), "gemm_wgmma_pp_bf16_rc_bf16");
+            let pingpong_dx = GemmSpec { wgmma_tile: WgmmaTile::PingPong, ..dx };
+            assert_eq!(name(pingpong_dx).unwrap(), "gemm_wgmma_pp_bf16_rr_bf16");
+            let err = name(GemmSpec { wgmma_tile: WgmmaTile::PingPong, ..dw }).unwrap_err();
+            assert!(err.to_string().contains("ping-pong"), "{err}");
         }
 
         #[test]

@@ -110,30 +110,37 @@ pub(super) fn unsupported_reason(
 }
 
 /// The block tile of the wgmma kernel for `spec` on a GPU with `sms` SMs: `spec.wgmma_tile` when
-/// set (an [`GpuError::InvalidArgument`](crate::GpuError::InvalidArgument) for `N256` without a
-/// 128×256 entry, [`GemmSpec::has_wide_wgmma_entry`]); under `Auto`, 128×256 when there is the
-/// entry, K is not split and the wide tiles still give every SM at least one (`tiles_m · ceil(N /
-/// 256) · batch ≥ sms`: each block then multiplies twice the columns per A tile it loads), else
-/// 128×128. A heuristic to check against `cargo xtask bench gemm` on the GPU, which times both.
+/// set (an [`GpuError::InvalidArgument`](crate::GpuError::InvalidArgument) for `N256` or
+/// `PingPong` without such an entry, [`GemmSpec::has_wgmma_entry`]); under `Auto`, 128×256 when
+/// there is the entry, K is not split and the wide tiles still give every SM at least one
+/// (`tiles_m · ceil(N / 256) · batch ≥ sms`: each block then multiplies twice the columns per A
+/// tile it loads), else 128×128. A heuristic to check against `cargo xtask bench gemm` on the
+/// GPU, which times every tile.
 pub(super) fn tile_for(spec: &GemmSpec, sms: u32) -> Result<wg::Tile> {
-    let wide_entry = spec.has_wide_wgmma_entry();
-    match spec.wgmma_tile {
-        WgmmaTile::N128 => Ok(wg::N128),
-        WgmmaTile::N256 if wide_entry => Ok(wg::N256),
-        WgmmaTile::N256 => Err(invalid(
+    let missing = |what: &str| {
+        invalid(
             "wgmma_tile",
             format!(
-                "{:?} has no 128 × 256 wgmma entry for A {:?}, B {:?} (only A row-major, and \
-                 TF32 with B column-major)",
+                "{:?} has no {what} wgmma entry for A {:?}, B {:?} (only A row-major, and TF32 \
+                 with B column-major)",
                 spec.precision, spec.a_layout, spec.b_layout
             ),
-        )),
+        )
+    };
+    let has = |tile| spec.has_wgmma_entry(tile);
+    match spec.wgmma_tile {
+        WgmmaTile::N128 => Ok(wg::N128),
+        WgmmaTile::N256 if has(WgmmaTile::N256) => Ok(wg::N256),
+        WgmmaTile::N256 => Err(missing("128 × 256")),
+        WgmmaTile::PingPong if has(WgmmaTile::PingPong) => Ok(wg::PINGPONG),
+        WgmmaTile::PingPong => Err(missing("ping-pong")),
         WgmmaTile::Auto => {
             let wide_tiles =
                 spec.m.div_ceil(wg::BM as usize) * spec.n.div_ceil(wg::N256.bn as usize);
             let unsplit = spec.split_plan_for(GemmEngine::Wgmma).0 == 1;
             let fills = wide_tiles.saturating_mul(spec.batch) >= sms as usize;
-            Ok(if wide_entry && unsplit && fills { wg::N256 } else { wg::N128 })
+            let wide = has(WgmmaTile::N256) && unsplit && fills;
+            Ok(if wide { wg::N256 } else { wg::N128 })
         }
     }
 }
