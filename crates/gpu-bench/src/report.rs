@@ -1,6 +1,6 @@
 //! The benchmark report: rows, the markdown table, and small formatting helpers.
 
-use gpu_host::kernels::gemm::{GemmSpec, Layout};
+use gpu_host::kernels::gemm::{GemmSpec, Layout, Precision};
 use std::fmt::Write;
 
 /// Facts about the run, printed above the tables.
@@ -115,7 +115,8 @@ fn variants(rows: &[Row]) -> Vec<&str> {
     variants
 }
 
-/// One variant's speed relative to cuBLAS over the GPT-2 problems (4096³ excluded).
+/// One variant's speed relative to cuBLAS over the GPT-2 problems (the `square …` ones
+/// excluded).
 struct Summary<'a> {
     variant: &'a str,
     geomean: f64,
@@ -130,7 +131,7 @@ fn summaries(rows: &[Row]) -> Vec<Summary<'_>> {
         .filter_map(|variant| {
             let pct: Vec<f64> = rows
                 .iter()
-                .filter(|r| r.variant == variant && r.problem != "square")
+                .filter(|r| r.variant == variant && !r.problem.starts_with("square"))
                 .map(Row::percent)
                 .collect();
             let (min, max) =
@@ -138,6 +139,68 @@ fn summaries(rows: &[Row]) -> Vec<Summary<'_>> {
             (!pct.is_empty()).then(|| Summary { variant, geomean: geomean(&pct), min, max })
         })
         .collect()
+}
+
+/// `FP32`, `TF32`, `BF16`, `FP16`.
+fn precision_name(precision: Precision) -> &'static str {
+    match precision {
+        Precision::Fp32 => "FP32",
+        Precision::Tf32 => "TF32",
+        Precision::Bf16 => "BF16",
+        Precision::Fp16 => "FP16",
+    }
+}
+
+/// For each precision timed in more than one variant (on Hopper: `mma.sync`, wgmma with the
+/// tile `Auto` picks and each tile forced), a table of every problem's % of cuBLAS in each
+/// variant and the fastest variant: what the engine and tile heuristics are checked against.
+fn side_by_side(rows: &[Row]) -> String {
+    let mut s = String::new();
+    let mut precisions = Vec::new();
+    for r in rows {
+        if !precisions.contains(&r.spec.precision) {
+            precisions.push(r.spec.precision);
+        }
+    }
+    for precision in precisions {
+        let of_precision: Vec<&Row> =
+            rows.iter().filter(|r| r.spec.precision == precision).collect();
+        let mut variants: Vec<&str> = Vec::new();
+        let mut problems: Vec<(&str, String)> = Vec::new();
+        for r in &of_precision {
+            if !variants.contains(&r.variant.as_str()) {
+                variants.push(&r.variant);
+            }
+            let problem = (r.problem.as_str(), layouts(&r.spec));
+            if !problems.contains(&problem) {
+                problems.push(problem);
+            }
+        }
+        if variants.len() < 2 {
+            continue;
+        }
+        let _ = writeln!(s, "\n## {} side by side (% of cuBLAS)\n", precision_name(precision));
+        let _ = writeln!(s, "| problem | layout | {} | fastest |", variants.join(" | "));
+        let _ = writeln!(s, "|---|---|{}---|", "---:|".repeat(variants.len()));
+        for (problem, layout) in &problems {
+            let of_problem = |variant: &str| {
+                of_precision.iter().find(|r| {
+                    r.problem == *problem && layouts(&r.spec) == *layout && r.variant == variant
+                })
+            };
+            let cells: Vec<String> = variants
+                .iter()
+                .map(|v| of_problem(v).map_or("–".into(), |r| format!("{:.1}", r.percent())))
+                .collect();
+            let fastest = variants
+                .iter()
+                .filter_map(|v| of_problem(v))
+                .max_by(|a, b| a.ours.total_cmp(&b.ours))
+                .map_or("–", |r| r.variant.as_str());
+            let _ = writeln!(s, "| {problem} | {layout} | {} | {fastest} |", cells.join(" | "));
+        }
+    }
+    s
 }
 
 /// One line for the GPU bundle's summary: each variant's geo-mean % of cuBLAS.
@@ -180,6 +243,7 @@ pub fn markdown(meta: &Meta, rows: &[Row]) -> String {
         let Summary { variant, geomean, min, max } = summary;
         let _ = writeln!(s, "| {variant} | {geomean:.1} | {min:.1} | {max:.1} |");
     }
+    s.push_str(&side_by_side(rows));
     for variant in variants(rows) {
         let _ = writeln!(s, "\n## {variant}\n");
         let _ = writeln!(
@@ -211,7 +275,6 @@ pub fn markdown(meta: &Meta, rows: &[Row]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpu_host::kernels::gemm::Precision;
 
     #[test]
     fn medians() {
@@ -232,10 +295,16 @@ mod tests {
             best: ("cublasLt", 500.0),
             rel_diff: 1e-3,
         };
+        let tf32 = |problem, variant, ours| Row {
+            spec: GemmSpec { precision: Precision::Tf32, ..spec },
+            ..row(problem, variant, ours)
+        };
         let rows = [
             row("attproj fwd", "BF16 mma.sync", 400.0),
             row("square", "BF16 mma.sync", 100.0),
-            row("attproj fwd", "TF32 mma.sync", 250.0),
+            row("square 8192 K-major", "BF16 mma.sync", 100.0),
+            row("attproj fwd", "BF16 wgmma", 450.0),
+            tf32("attproj fwd", "TF32 mma.sync", 250.0),
         ];
         let meta = Meta {
             device: "H100".into(),
@@ -251,9 +320,12 @@ mod tests {
         assert!(md.contains("| attproj fwd | 16384×768×768 | rc | 400.0 | 400.0 (cublasGemmEx) | 500.0 | 80.0 | 1.0e-3 |"), "{md}");
         assert!(md.contains("## TF32 mma.sync"));
         assert!(md.contains("commit: `abc1234`"));
+        // BF16 ran in two variants: side by side; TF32 in one: no such table.
+        assert!(md.contains("## BF16 side by side (% of cuBLAS)\n\n| problem | layout | BF16 mma.sync | BF16 wgmma | fastest |\n|---|---|---:|---:|---|\n| attproj fwd | rc | 80.0 | 90.0 | BF16 wgmma |\n| square | rc | 20.0 | – | BF16 mma.sync |\n| square 8192 K-major | rc | 20.0 | – | BF16 mma.sync |\n"), "{md}");
+        assert!(!md.contains("TF32 side by side"), "{md}");
         assert_eq!(
             headline(&rows),
-            "geo-mean of cuBLAS on GPT-2 shapes: BF16 mma.sync 80%, TF32 mma.sync 50%"
+            "geo-mean of cuBLAS on GPT-2 shapes: BF16 mma.sync 80%, BF16 wgmma 90%, TF32 mma.sync 50%"
         );
     }
 }
