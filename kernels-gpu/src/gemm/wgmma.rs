@@ -233,53 +233,38 @@ pub struct F16Wg;
 /// ignored).
 pub struct Tf32Wg;
 
-impl WgmmaOp for Bf16Wg {
-    type In = Bf16;
-    #[inline(always)]
-    unsafe fn mma_n128<const A_MN: bool, const B_MN: bool>(
-        acc: &mut [f32; 64],
-        desc_a: u64,
-        desc_b: u64,
-        scale_d: bool,
-    ) {
-        // SAFETY: forwarded contract.
-        unsafe { wgmma::mma_m64n128k16_bf16::<A_MN, B_MN>(acc, desc_a, desc_b, scale_d) }
-    }
-    #[inline(always)]
-    unsafe fn mma_n256<const A_MN: bool, const B_MN: bool>(
-        acc: &mut [f32; 128],
-        desc_a: u64,
-        desc_b: u64,
-        scale_d: bool,
-    ) {
-        // SAFETY: forwarded contract.
-        unsafe { wgmma::mma_m64n256k16_bf16::<A_MN, B_MN>(acc, desc_a, desc_b, scale_d) }
-    }
+/// The [`WgmmaOp`] of a 16-bit input type: `wgmma.m64nNk16` through the `arch::wgmma` wrappers
+/// `$n128` and `$n256`.
+macro_rules! wgmma_op_16bit {
+    ($op:ty, $in:ty, $n128:ident, $n256:ident) => {
+        impl WgmmaOp for $op {
+            type In = $in;
+            #[inline(always)]
+            unsafe fn mma_n128<const A_MN: bool, const B_MN: bool>(
+                acc: &mut [f32; 64],
+                desc_a: u64,
+                desc_b: u64,
+                scale_d: bool,
+            ) {
+                // SAFETY: forwarded contract.
+                unsafe { wgmma::$n128::<A_MN, B_MN>(acc, desc_a, desc_b, scale_d) }
+            }
+            #[inline(always)]
+            unsafe fn mma_n256<const A_MN: bool, const B_MN: bool>(
+                acc: &mut [f32; 128],
+                desc_a: u64,
+                desc_b: u64,
+                scale_d: bool,
+            ) {
+                // SAFETY: forwarded contract.
+                unsafe { wgmma::$n256::<A_MN, B_MN>(acc, desc_a, desc_b, scale_d) }
+            }
+        }
+    };
 }
 
-impl WgmmaOp for F16Wg {
-    type In = F16;
-    #[inline(always)]
-    unsafe fn mma_n128<const A_MN: bool, const B_MN: bool>(
-        acc: &mut [f32; 64],
-        desc_a: u64,
-        desc_b: u64,
-        scale_d: bool,
-    ) {
-        // SAFETY: forwarded contract.
-        unsafe { wgmma::mma_m64n128k16_f16::<A_MN, B_MN>(acc, desc_a, desc_b, scale_d) }
-    }
-    #[inline(always)]
-    unsafe fn mma_n256<const A_MN: bool, const B_MN: bool>(
-        acc: &mut [f32; 128],
-        desc_a: u64,
-        desc_b: u64,
-        scale_d: bool,
-    ) {
-        // SAFETY: forwarded contract.
-        unsafe { wgmma::mma_m64n256k16_f16::<A_MN, B_MN>(acc, desc_a, desc_b, scale_d) }
-    }
-}
+wgmma_op_16bit!(Bf16Wg, Bf16, mma_m64n128k16_bf16, mma_m64n256k16_bf16);
+wgmma_op_16bit!(F16Wg, F16, mma_m64n128k16_f16, mma_m64n256k16_f16);
 
 impl WgmmaOp for Tf32Wg {
     type In = f32;
