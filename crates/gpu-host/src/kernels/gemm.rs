@@ -88,6 +88,18 @@ pub enum WgmmaTile {
     PingPong,
 }
 
+impl WgmmaTile {
+    /// The kernel geometry of this tile (`Auto` stands for 128 × 128, the tile every entry
+    /// has; `gemm_wgmma::tile_for` decides what it runs).
+    pub(super) fn geometry(self) -> wg::Tile {
+        match self {
+            WgmmaTile::Auto | WgmmaTile::N128 => wg::N128,
+            WgmmaTile::N256 => wg::N256,
+            WgmmaTile::PingPong => wg::PINGPONG,
+        }
+    }
+}
+
 /// How the GEMMs of a model or a composite op run: their precision, engine and Hopper tile
 /// (the trainer's `--precision`, `--gemm-engine`, `--wgmma-tile`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -114,7 +126,9 @@ impl GemmConfig {
     pub fn apply(&self, spec: GemmSpec) -> GemmSpec {
         let spec = GemmSpec { precision: self.precision, engine: self.engine, ..spec };
         let wgmma_tile = match self.wgmma_tile {
-            tile if !spec.has_wgmma_entry(tile) => WgmmaTile::N128,
+            tile @ (WgmmaTile::N256 | WgmmaTile::PingPong) if !spec.has_wgmma_entry(tile) => {
+                WgmmaTile::N128
+            }
             tile => tile,
         };
         GemmSpec { wgmma_tile, ..spec }
@@ -395,11 +409,7 @@ impl GemmSpec {
     /// forward and `dX` GEMMs) in BF16 and FP16, and TF32's one layout.
     pub fn has_wgmma_entry(&self, tile: WgmmaTile) -> bool {
         let (a, b) = (self.a_layout, self.b_layout);
-        let tile = match tile {
-            WgmmaTile::Auto | WgmmaTile::N128 => wg::N128,
-            WgmmaTile::N256 => wg::N256,
-            WgmmaTile::PingPong => wg::PINGPONG,
-        };
+        let tile = tile.geometry();
         fn has<I: Copy + 'static, O: Copy + 'static>(
             family: Option<WgmmaKernels<I, O>>,
             (a, b): (Layout, Layout),
@@ -1200,6 +1210,12 @@ mod tests {
             let dx = GemmSpec::linear_backward_input(64, 64, 64, Precision::Fp16);
             assert_eq!(pingpong.apply(dx).wgmma_tile, WgmmaTile::PingPong);
             assert_eq!(pingpong.apply(dw).wgmma_tile, WgmmaTile::N128);
+            // Only a forced tile falls back: `Auto` stays itself even where wgmma has no entry.
+            let tf32_dx = GemmSpec::linear_backward_input(64, 64, 64, Precision::Tf32);
+            assert_eq!(
+                GemmConfig::from(Precision::Tf32).apply(tf32_dx).wgmma_tile,
+                WgmmaTile::Auto
+            );
         }
 
         #[test]

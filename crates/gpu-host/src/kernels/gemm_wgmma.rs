@@ -127,19 +127,19 @@ pub(super) fn tile_for(spec: &GemmSpec, sms: u32) -> Result<wg::Tile> {
             ),
         )
     };
-    let has = |tile| spec.has_wgmma_entry(tile);
     match spec.wgmma_tile {
         WgmmaTile::N128 => Ok(wg::N128),
-        WgmmaTile::N256 if has(WgmmaTile::N256) => Ok(wg::N256),
+        forced @ (WgmmaTile::N256 | WgmmaTile::PingPong) if spec.has_wgmma_entry(forced) => {
+            Ok(forced.geometry())
+        }
         WgmmaTile::N256 => Err(missing("128 × 256")),
-        WgmmaTile::PingPong if has(WgmmaTile::PingPong) => Ok(wg::PINGPONG),
         WgmmaTile::PingPong => Err(missing("ping-pong")),
         WgmmaTile::Auto => {
             let wide_tiles =
                 spec.m.div_ceil(wg::BM as usize) * spec.n.div_ceil(wg::N256.bn as usize);
             let unsplit = spec.split_plan_for(GemmEngine::Wgmma).0 == 1;
             let fills = wide_tiles.saturating_mul(spec.batch) >= sms as usize;
-            let wide = has(WgmmaTile::N256) && unsplit && fills;
+            let wide = spec.has_wgmma_entry(WgmmaTile::N256) && unsplit && fills;
             Ok(if wide { wg::N256 } else { wg::N128 })
         }
     }
