@@ -254,41 +254,4 @@ fn report(dir: &Path, files: &[PathBuf]) -> Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// On a machine without `nvidia-smi`, run.sh exits 2 with one line on stderr and nothing
-    /// on stdout, before touching anything.
-    #[test]
-    fn run_sh_without_a_gpu_exits_2_with_one_line() {
-        let dir = std::env::temp_dir().join(format!("gpu-bundle-test-{}", std::process::id()));
-        fs::create_dir_all(&dir).unwrap();
-        let script = dir.join("run.sh");
-        write_executable(&script, RUN_SH.as_bytes()).unwrap();
-        let empty_path = dir.join("no-bin");
-        fs::create_dir_all(&empty_path).unwrap();
-        let bash = ["/bin/bash", "/usr/bin/bash"].into_iter().find(|p| Path::new(p).exists());
-        let out = Command::new(bash.expect("bash"))
-            .arg(&script)
-            .arg("--out")
-            .arg(dir.join("results"))
-            .env("PATH", &empty_path)
-            .output()
-            .unwrap();
-        fs::remove_dir_all(&dir).unwrap();
-        assert_eq!(out.status.code(), Some(2), "{out:?}");
-        assert!(out.stdout.is_empty(), "{out:?}");
-        let stderr = String::from_utf8(out.stderr).unwrap();
-        assert_eq!(stderr.lines().count(), 1, "{stderr}");
-        assert!(stderr.starts_with("run.sh: no NVIDIA GPU here"), "{stderr}");
-    }
-
-    /// Unknown stages are refused with exit 2 (before the GPU check).
-    #[test]
-    fn run_sh_rejects_unknown_stages() {
-        let out = Command::new("bash").arg("-c").arg(RUN_SH).arg("run.sh").arg("tset").output();
-        let out = out.unwrap();
-        assert_eq!(out.status.code(), Some(2), "{out:?}");
-        assert!(String::from_utf8_lossy(&out.stderr).contains("unknown argument 'tset'"));
-    }
-}
+mod run_sh_tests;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU bundle's runner (written by `cargo xtask gpu-bundle`; docs/GPU.md).
 #
-#   run.sh [STAGE...] [--out DIR] [--archive FILE]
+#   run.sh [STAGE...] [--out DIR] [--archive FILE.tar.gz] [--budget SECONDS]
 #
 # Stages, run in this order (all of them when none is named):
 #   info      nvidia-smi and the driver's device attributes (gpu-bench info)
@@ -28,9 +28,19 @@
 # Each step runs under its own time limit (seconds; override with e.g. TIMEOUT_BENCH=900):
 # TIMEOUT_INFO, TIMEOUT_TESTS (per test binary), TIMEOUT_SANITIZE (per tool and binary),
 # TIMEOUT_BENCH (per benchmark), TIMEOUT_TRAIN (per precision), TIMEOUT_LADDER. Logs go to
-# DIR/logs, reports to DIR/bench, and DIR/summary.md gets one row per step. --archive packs
-# DIR into a .tar.gz (for a machine that can only hand back a few files). Exit status: 0 when
-# every step passed, 1 when one failed, 2 when there is no GPU here or the arguments are wrong.
+# DIR/logs, reports to DIR/bench, and DIR/summary.md gets one row per step.
+#
+# --archive packs DIR into a .tar.gz (for a machine that can only hand back a few files) and
+# copies summary.md beside it as FILE.summary.md. Both are refreshed before and after every
+# step, atomically, so a run killed from outside still leaves the results of every step that
+# finished, and its summary names the step that was running.
+# --budget (or $RUN_BUDGET) is the whole run's wall-clock limit in seconds, counted from the
+# start: each step's limit shrinks to what is left (less 20 s for the step's kill grace and
+# the last archive), and steps that find no time left are listed as not run. Give it about a
+# minute less than the limit that will kill the run from outside.
+#
+# Exit status: 0 when every step passed, 1 when one failed, 2 when there is no GPU here or the
+# arguments are wrong, 3 when nothing failed but the budget stopped or skipped a step.
 set -uo pipefail
 
 case $0 in
@@ -41,6 +51,7 @@ here=$(cd "$here" && pwd)
 all_stages=(info tests sanitize bench train ladder)
 out=./gpu-results
 archive=""
+budget=${RUN_BUDGET:-}
 stages=()
 
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; }
@@ -49,12 +60,19 @@ while (($#)); do
     case "$1" in
         --out) out=${2:?--out needs a folder}; shift 2 ;;
         --archive) archive=${2:?--archive needs a file name}; shift 2 ;;
+        --budget) budget=${2:?--budget needs seconds}; shift 2 ;;
         -h|--help) usage; exit 0 ;;
         info|tests|sanitize|bench|train|ladder) stages+=("$1"); shift ;;
         *) echo "run.sh: unknown argument '$1' (stages: ${all_stages[*]}; see --help)" >&2; exit 2 ;;
     esac
 done
 ((${#stages[@]})) || stages=("${all_stages[@]}")
+if [[ -n $budget && ! $budget =~ ^[0-9]+$ ]]; then
+    echo "run.sh: --budget wants whole seconds, not '$budget'" >&2
+    exit 2
+fi
+# Stages change directory; the archive's path must not.
+[[ -z $archive || $archive == /* ]] || archive=$PWD/$archive
 
 if ! command -v nvidia-smi >/dev/null 2>&1; then
     echo "run.sh: no NVIDIA GPU here (nvidia-smi is not installed); nothing was run" >&2
@@ -90,40 +108,106 @@ export GPU_BUNDLE_COMMIT=$(sed -n 's/^commit: //p' "$here/MANIFEST.txt")
 export GPU_BENCH_SCRIPTS=$here/bench
 export RUST_LIB_BACKTRACE=${RUST_LIB_BACKTRACE:-0} # errors in one line; panics keep RUST_BACKTRACE
 
-failed=0
+failed=0     # a step failed
+incomplete=0 # the budget stopped or skipped a step
 rows=()
+running=""   # the summary row of the step in flight, while one is
+started=$(date -u '+%Y-%m-%d %H:%M UTC')
+gpu=$(nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader 2>/dev/null | head -n 1)
+
+# Seconds a timed-out step gets between SIGTERM and SIGKILL, and seconds of a budget kept for
+# the last summary and archive.
+kill_grace=10
+budget_reserve=10
+
+write_summary() {
+    {
+        echo "# GPU bundle run"
+        echo
+        echo "- GPU: $gpu (name, driver, compute capability)"
+        echo "- Started: $started; stages: ${stages[*]}${budget:+; budget ${budget} s}"
+        echo "- Bundle: $(tr '\n' ' ' <"$here/MANIFEST.txt" | sed 's/files:.*//')"
+        echo "- Sanitizer runs use the tests' small sizes (KERNEL_TESTS_SMALL=1); logs are in logs/."
+        echo
+        echo "| stage | step | result | seconds | headline |"
+        echo "|---|---|---|---:|---|"
+        ((${#rows[@]} == 0)) || printf '%s\n' "${rows[@]}"
+        [[ -z $running ]] || echo "$running"
+    } >"$out/summary.md.partial" && mv -f "$out/summary.md.partial" "$out/summary.md"
+}
+
+# Writes the summary and, with --archive, packs DIR (into a temporary file renamed over the
+# archive, so a kill mid-way leaves the previous archive whole) with the summary beside it.
+publish() {
+    write_summary || return 1
+    [[ -n $archive ]] || return 0
+    local stem=${archive%.tar.gz}
+    stem=${stem%.tgz}
+    tar -czf "$archive.partial" -C "$(dirname "$out")" "$(basename "$out")" &&
+        mv -f "$archive.partial" "$archive" &&
+        cp "$out/summary.md" "$stem.summary.md.partial" &&
+        mv -f "$stem.summary.md.partial" "$stem.summary.md"
+}
+
+record() {
+    rows+=("$1")
+    publish || echo "run.sh: could not write the summary or the archive" >&2
+}
 
 # step STAGE NAME TIMEOUT LOG HEADLINE_FN COMMAND...: runs COMMAND with its output in LOG under
-# a time limit, then records a summary row whose headline HEADLINE_FN extracts from LOG.
+# a time limit (cut to what is left of the budget), then records a summary row whose headline
+# HEADLINE_FN extracts from LOG.
 step() {
     local stage=$1 name=$2 limit=$3 log=$4 headline_fn=$5
     shift 5
-    local start=$SECONDS status result headline
+    local start=$SECONDS status result headline cut=""
+    if [[ -n $budget ]]; then
+        local left=$((budget - SECONDS - kill_grace - budget_reserve))
+        if ((left < 5)); then
+            echo "== $stage: $name: not run (the budget of ${budget} s is spent)"
+            incomplete=1
+            record "| $stage | $name | not run (budget spent) | 0 | |"
+            return
+        fi
+        ((limit <= left)) || { limit=$left; cut=1; }
+    fi
+    running="| $stage | $name | running when the run was stopped | | logs/$(basename "$log") |"
+    publish || echo "run.sh: could not write the summary or the archive" >&2
     echo "== $stage: $name (limit ${limit}s)"
-    timeout --kill-after=15 "$limit" "$@" >"$log" 2>&1
+    timeout --kill-after=$kill_grace "$limit" "$@" >"$log" 2>&1
     status=$?
+    running=""
     headline=$("$headline_fn" "$log" "$status")
     # A step that says nothing useful is summarised by its error, else its last line.
     [[ -n ${headline//[[:space:]]/} ]] || headline=$(grep -m1 '^Error: ' "$log" | cut -c1-200)
     [[ -n ${headline//[[:space:]]/} ]] || headline=$(grep -v '^[[:space:]]*$' "$log" | tail -n 1 | cut -c1-200)
     case $status in
         0) result=pass ;;
-        124|137) result="FAIL (timed out after ${limit}s)" ;;
+        124|137) result="FAIL (timed out after ${limit}s)"
+            [[ -z $cut ]] || result="stopped by the budget after ${limit}s" ;;
         *) result="FAIL (exit $status)" ;;
     esac
     if [[ $result == pass ]] && grep -q 'skipped: no GPU' "$log"; then
         result="FAIL (tests skipped: the GPU was not usable)"
     fi
-    [[ $result == pass ]] || failed=1
+    case $result in
+        pass) ;;
+        stopped*) incomplete=1 ;;
+        *) failed=1 ;;
+    esac
     echo "   $result, $((SECONDS - start)) s: $headline"
-    rows+=("| $stage | $name | $result | $((SECONDS - start)) | ${headline//|/\\|} |")
+    record "| $stage | $name | $result | $((SECONDS - start)) | ${headline//|/\\|} |"
 }
 
 # Headline extractors: (log, exit status) -> one line.
 headline_line() { sed -n 's/^headline: //p' "$1" | tail -n 1; }
+# Test counts from the harness's `test result:` lines; for a binary stopped before it printed
+# one, from its `test NAME ... ok|FAILED` lines.
 headline_tests() {
-    awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
-         END { printf "%d passed, %d failed", p, f }' "$1"
+    awk '/^test result:/ { done = 1; for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+         /^test .* \.\.\. ok$/ { so_far_p++ }
+         /^test .* \.\.\. FAILED$/ { so_far_f++ }
+         END { if (done) printf "%d passed, %d failed", p, f; else printf "%d passed, %d failed before it stopped", so_far_p, so_far_f }' "$1"
     grep -m1 -o 'kernel tests on .*' "$1" | sed 's/^/; /'
 }
 headline_sim_vs_gpu() {
@@ -172,8 +256,8 @@ stage_sanitize() {
     local sanitizer tool bin
     sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
     if [[ -z $sanitizer ]]; then
-        rows+=("| sanitize | compute-sanitizer | FAIL (not found on PATH or in /usr/local/cuda/bin) | 0 | |")
         failed=1
+        record "| sanitize | compute-sanitizer | FAIL (not found on PATH or in /usr/local/cuda/bin) | 0 | |"
         return
     fi
     for tool in memcheck racecheck synccheck initcheck; do
@@ -273,27 +357,13 @@ stage_ladder() {
     popd >/dev/null || exit 2
 }
 
-started=$(date -u '+%Y-%m-%d %H:%M UTC')
 for stage in "${all_stages[@]}"; do
     [[ " ${stages[*]} " == *" $stage "* ]] && "stage_$stage"
 done
 
-{
-    echo "# GPU bundle run"
-    echo
-    echo "- GPU: $(nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader 2>/dev/null | head -n 1) (name, driver, compute capability)"
-    echo "- Started: $started; stages: ${stages[*]}"
-    echo "- Bundle: $(tr '\n' ' ' <"$here/MANIFEST.txt" | sed 's/files:.*//')"
-    echo "- Sanitizer runs use the tests' small sizes (KERNEL_TESTS_SMALL=1); logs are in logs/."
-    echo
-    echo "| stage | step | result | seconds | headline |"
-    echo "|---|---|---|---:|---|"
-    printf '%s\n' "${rows[@]}"
-} >"$out/summary.md"
-
-if [[ -n $archive ]]; then
-    tar -czf "$archive" -C "$(dirname "$out")" "$(basename "$out")" || failed=1
-fi
+publish || failed=1
 echo
 cat "$out/summary.md"
-exit "$failed"
+((failed == 0)) || exit 1
+((incomplete == 0)) || exit 3
+exit 0

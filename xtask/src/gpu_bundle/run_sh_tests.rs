@@ -1,0 +1,223 @@
+//! `run.sh` on a machine without a GPU, and against a fake one: shell scripts standing in for
+//! the bundle's binaries and an `nvidia-smi` that lists one GPU. What these pin is the runner's
+//! bookkeeping (summary rows, exit status, the budget, the archive a kill leaves behind), which
+//! a GPU session depends on and cannot afford to debug on device time.
+
+use super::{RUN_SH, write_executable};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+/// On a machine without `nvidia-smi`, run.sh exits 2 with one line on stderr and nothing on
+/// stdout, before touching anything.
+#[test]
+fn run_sh_without_a_gpu_exits_2_with_one_line() {
+    let scratch = Scratch::new("no-gpu");
+    let script = scratch.0.join("run.sh");
+    write_executable(&script, RUN_SH.as_bytes()).unwrap();
+    let empty_path = scratch.0.join("no-bin");
+    fs::create_dir_all(&empty_path).unwrap();
+    let bash = ["/bin/bash", "/usr/bin/bash"].into_iter().find(|p| Path::new(p).exists());
+    let out = Command::new(bash.expect("bash"))
+        .arg(&script)
+        .arg("--out")
+        .arg(scratch.0.join("results"))
+        .env("PATH", &empty_path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(out.stdout.is_empty(), "{out:?}");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("run.sh: no NVIDIA GPU here"), "{stderr}");
+}
+
+/// Unknown stages and a budget that is not whole seconds are refused with exit 2 (before the
+/// GPU check).
+#[test]
+fn run_sh_rejects_unknown_stages_and_bad_budgets() {
+    let run = |args: &[&str]| {
+        Command::new("bash").arg("-c").arg(RUN_SH).arg("run.sh").args(args).output().unwrap()
+    };
+    let out = run(&["tset"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown argument 'tset'"));
+    let out = run(&["tests", "--budget", "9m"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--budget wants whole seconds, not '9m'")
+    );
+}
+
+/// A failing test binary fails its row and the run (exit 1); the others still run and pass.
+#[test]
+fn run_sh_reports_a_failing_test_binary_and_goes_on() {
+    let fake = FakeBundle::new("failing");
+    let out = fake.run(&["tests", "--out", "r"], &[("TESTS", "bad gemm")]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let summary = fake.read("r/summary.md");
+    assert!(summary.contains("| tests | bad gpu:: | FAIL (exit 101) |"), "{summary}");
+    assert!(summary.contains("1 passed, 1 failed"), "{summary}");
+    assert!(summary.contains("| tests | gemm gpu:: | pass |"), "{summary}");
+    assert!(summary.contains("2 passed, 0 failed; kernel tests on Fake GPU"), "{summary}");
+}
+
+/// With `--budget`, a step that would outlast the budget is stopped when it is spent, the
+/// steps after it are listed as not run, the run ends inside the budget with exit 3, and the
+/// archive and the summary beside it hold every row.
+#[test]
+fn run_sh_keeps_to_its_budget() {
+    let fake = FakeBundle::new("budget");
+    let started = Instant::now();
+    let args = ["info", "tests", "bench", "--budget", "30", "--out", "r", "--archive", "r.tar.gz"];
+    let out = fake.run(&args, &[("TESTS", "gemm slow"), ("BENCHMARKS", "trainer")]);
+    let seconds = started.elapsed().as_secs_f64();
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert!(seconds < 30.0, "the run took {seconds:.1} s, over its budget of 30 s");
+    let summary = fake.read("r/summary.md");
+    assert!(summary.contains("budget 30 s"), "{summary}");
+    assert!(summary.contains("| info | gpu-bench info | pass |"), "{summary}");
+    assert!(summary.contains("| tests | gemm gpu:: | pass |"), "{summary}");
+    assert!(summary.contains("| tests | slow gpu:: | stopped by the budget after"), "{summary}");
+    assert!(summary.contains("1 passed, 0 failed before it stopped"), "{summary}");
+    assert!(summary.contains("| bench | trainer fp32 | not run (budget spent) |"), "{summary}");
+    assert!(!summary.contains("running when the run was stopped"), "{summary}");
+    assert_eq!(fake.read("r.summary.md"), summary);
+    let listing = fake.archive_listing("r.tar.gz");
+    for file in
+        ["r/summary.md", "r/logs/info.log", "r/logs/tests-gemm.log", "r/logs/tests-slow.log"]
+    {
+        assert!(listing.lines().any(|l| l == file), "{file} missing from the archive:\n{listing}");
+    }
+}
+
+/// A run killed from outside (as the device tool kills a call at its limit) leaves a whole
+/// archive with every finished step, and a summary that names the step it was running.
+#[test]
+fn run_sh_killed_mid_step_leaves_its_results() {
+    use std::os::unix::process::CommandExt;
+    let fake = FakeBundle::new("killed");
+    let mut run =
+        fake.command(&["tests", "--out", "r", "--archive", "r.tar.gz"], &[("TESTS", "gemm slow")]);
+    let mut child =
+        run.process_group(0).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let in_flight = "| tests | slow gpu:: | running when the run was stopped |";
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !fs::read_to_string(fake.path("r.summary.md")).is_ok_and(|s| s.contains(in_flight)) {
+        assert!(Instant::now() < deadline, "run.sh never reported the slow step as running");
+        sleep(Duration::from_millis(50));
+    }
+    let group = format!("-{}", child.id());
+    let killed = Command::new("kill").args(["-KILL", "--", &group]).status().unwrap();
+    assert!(killed.success());
+    child.wait().unwrap();
+    let summary = fake.read("r.summary.md");
+    assert!(summary.contains("| tests | gemm gpu:: | pass |"), "{summary}");
+    assert!(summary.contains(in_flight), "{summary}");
+    let listing = fake.archive_listing("r.tar.gz");
+    assert!(listing.lines().any(|l| l == "r/logs/tests-gemm.log"), "{listing}");
+}
+
+/// A folder under the system's temporary directory, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(test: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("run-sh-{test}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A bundle whose binaries are shell scripts, beside a `fakebin/nvidia-smi` listing one GPU.
+///
+/// Test binaries: `gemm` passes 2 tests, `bad` fails 1 of 2, `slow` passes 1 test, then sleeps for ten minutes.
+/// `gpu-bench` answers `info` and lists no benchmarks.
+struct FakeBundle {
+    scratch: Scratch,
+}
+
+impl FakeBundle {
+    fn new(test: &str) -> Self {
+        let fake = FakeBundle { scratch: Scratch::new(test) };
+        fake.script(
+            "fakebin/nvidia-smi",
+            "case $1 in -L) echo 'GPU 0: Fake GPU (UUID: GPU-0)' ;; *) echo 'Fake GPU, 0.0, 9.0' ;; esac",
+        );
+        fs::create_dir_all(fake.path("bundle")).unwrap();
+        fs::write(fake.path("bundle/MANIFEST.txt"), "commit: fake\nfiles:\n").unwrap();
+        write_executable(&fake.path("bundle/run.sh"), RUN_SH.as_bytes()).unwrap();
+        fake.packed("bin/gpu-bench", "case $1 in info) echo 'headline: Fake GPU, 1 SM' ;; esac");
+        fake.packed(
+            "tests/gemm",
+            "echo 'kernel tests on Fake GPU'; echo 'test result: ok. 2 passed; 0 failed; 0 ignored'",
+        );
+        fake.packed(
+            "tests/bad",
+            "echo 'test result: FAILED. 1 passed; 1 failed; 0 ignored'; exit 101",
+        );
+        fake.packed("tests/slow", "echo 'test gpu::fast ... ok'; exec sleep 600");
+        fake
+    }
+
+    fn path(&self, relative: &str) -> PathBuf {
+        self.scratch.0.join(relative)
+    }
+
+    fn read(&self, relative: &str) -> String {
+        fs::read_to_string(self.path(relative)).unwrap_or_else(|e| panic!("{relative}: {e}"))
+    }
+
+    fn script(&self, relative: &str, body: &str) {
+        let path = self.path(relative);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        write_executable(&path, format!("#!/bin/sh\n{body}\n").as_bytes()).unwrap();
+    }
+
+    /// A script under `bundle/`, xz-compressed as the bundle's binaries are.
+    fn packed(&self, relative: &str, body: &str) {
+        let relative = format!("bundle/{relative}");
+        self.script(&relative, body);
+        let status = Command::new("xz").arg("-f").arg(self.path(&relative)).status().unwrap();
+        assert!(status.success(), "xz {relative}");
+    }
+
+    /// `run.sh ARGS` from the scratch folder, the fake `nvidia-smi` first on PATH.
+    fn command(&self, args: &[&str], env: &[(&str, &str)]) -> Command {
+        let path = std::env::var("PATH").unwrap_or_default();
+        let mut command = Command::new("bash");
+        command
+            .arg(self.path("bundle/run.sh"))
+            .args(args)
+            .current_dir(&self.scratch.0)
+            .env("PATH", format!("{}:{path}", self.path("fakebin").display()))
+            .env_remove("TESTS")
+            .env_remove("BENCHMARKS")
+            .env_remove("RUN_BUDGET")
+            .envs(env.iter().copied());
+        command
+    }
+
+    fn run(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        self.command(args, env).output().unwrap()
+    }
+
+    fn archive_listing(&self, relative: &str) -> String {
+        let out = Command::new("tar").arg("-tzf").arg(self.path(relative)).output().unwrap();
+        assert!(out.status.success(), "tar -tzf {relative}: {}", text(&out));
+        String::from_utf8(out.stdout).unwrap()
+    }
+}
+
+fn text(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
