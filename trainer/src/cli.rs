@@ -169,14 +169,15 @@ impl From<WgmmaTileArg> for WgmmaTile {
 }
 
 /// Where and how the kernels run: shared by `train`, `sample` and `bench`.
-#[derive(Args, Debug, Clone, Copy)]
+#[derive(Args, Debug, Clone)]
 pub struct KernelArgs {
     /// Backend to run on.
     #[arg(long, value_enum, default_value_t = Device::Auto)]
     pub device: Device,
-    /// Arithmetic [default: bf16 on a GPU (and the simulator), fp32 on the CPU].
-    #[arg(long, value_enum)]
-    pub precision: Option<PrecisionArg>,
+    /// Arithmetic [default: bf16 on a GPU (and the simulator), fp32 on the CPU]. `trainer
+    /// bench` takes a comma-separated list (fp32,tf32,bf16,fp16) and times each.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub precision: Vec<PrecisionArg>,
     /// Attention kernel [default: flash where it applies (bf16/fp16, head size 64), else
     /// naive].
     #[arg(long, value_enum)]
@@ -472,7 +473,12 @@ pub struct BenchArgs {
     /// Padded vocabulary size (default: 50304; 50257 times the unpadded vocabulary).
     #[arg(long, value_name = "VP")]
     pub padded_vocab: Option<usize>,
-    /// Device, precision, attention and fusion.
+    /// Also write the timings as a markdown report (device, date, commit, method; per model
+    /// and precision ms/step, tokens/s, MFU), rewritten after each configuration [default
+    /// PATH: bench/trainer-<gpu>.md].
+    #[arg(long, value_name = "PATH", num_args = 0..=1)]
+    pub report: Option<Option<PathBuf>>,
+    /// Device, precision(s), attention and fusion.
     #[command(flatten)]
     pub kernels: KernelArgs,
 }

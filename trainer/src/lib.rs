@@ -8,7 +8,8 @@
 //! - [`data`]: llm.c token shards, the batch loader, the GPT-2 tokenizer, bundled data.
 //! - [`checkpoint`]: llm.c model checkpoints and the optimizer-state file.
 //! - [`io`], [`rng`], [`error`]: atomic file writes, seeded random streams, the error type.
-//! - [`train`], [`sample`], [`mod@bench`], [`ladder`]: the commands of the `trainer` binary.
+//! - [`train`], [`sample`], [`mod@bench`], [`ladder`]: the commands of the `trainer` binary;
+//!   [`report`]: what their markdown reports share.
 
 pub mod backend;
 pub mod bench;
@@ -21,6 +22,7 @@ pub mod loss_scale;
 pub mod mfu;
 pub mod model;
 pub mod optim;
+pub mod report;
 pub mod rng;
 pub mod sample;
 pub mod train;

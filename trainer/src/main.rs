@@ -11,12 +11,12 @@ use cli::{
 use std::process::ExitCode;
 use trainer::backend::ops::AttentionKind;
 use trainer::backend::{Backend, BackendJob, Compute, DeviceChoice, Precision, ResolvedDevice};
+use trainer::bench::{BenchOutcome, BenchRow, BenchRun};
 use trainer::checkpoint::{ModelDtype, read_model, resolve_model_file, write_model};
 use trainer::data::{
     DataGlobs, ShardingOptions, Tokenizer, ensure_shakespeare, is_prepared, prepare_shakespeare,
     write_shards,
 };
-use trainer::mfu;
 use trainer::model::{Gpt2, Gpt2Config, ModelOptions, ModelSize, padded_vocab};
 use trainer::optim::AdamWConfig;
 use trainer::sample::{SampleOptions, generate};
@@ -62,17 +62,80 @@ fn fresh_config(args: &TrainArgs) -> Gpt2Config {
     config
 }
 
-/// The device `args` selects, opened, and the precision and GEMM engine to run with there.
-fn resolve_device(args: &KernelArgs) -> Result<(ResolvedDevice, Compute)> {
+/// The device `args` selects, opened, and per `--precision` value (the device's fastest when
+/// none is given) the precision and GEMM kernels to run with there.
+fn resolve_computes(args: &KernelArgs) -> Result<(ResolvedDevice, Vec<Compute>)> {
     let device = DeviceChoice::from(args.device).resolve()?;
     let fastest = if device.is_cpu() { Precision::Fp32 } else { Precision::Bf16 };
-    let precision = args.precision.map_or(fastest, Precision::from);
-    let compute = Compute {
-        precision,
-        gemm_engine: args.gemm_engine.into(),
-        wgmma_tile: args.wgmma_tile.into(),
+    let precisions: Vec<Precision> = if args.precision.is_empty() {
+        vec![fastest]
+    } else {
+        args.precision.iter().map(|&p| Precision::from(p)).collect()
     };
-    Ok((device, compute))
+    let computes = precisions
+        .into_iter()
+        .map(|precision| Compute {
+            precision,
+            gemm_engine: args.gemm_engine.into(),
+            wgmma_tile: args.wgmma_tile.into(),
+        })
+        .collect();
+    Ok((device, computes))
+}
+
+/// [`resolve_computes`] for the commands that run in one precision.
+fn resolve_device(args: &KernelArgs) -> Result<(ResolvedDevice, Compute)> {
+    if args.precision.len() > 1 {
+        anyhow::bail!(
+            "--precision takes one value here (a list, such as fp32,bf16, is for `trainer bench`)"
+        );
+    }
+    let (device, computes) = resolve_computes(args)?;
+    Ok((device, computes[0]))
+}
+
+/// The name reports are filed under: the GPU's slug, or `sim` / `cpu`.
+fn device_slug(device: &ResolvedDevice) -> String {
+    match device {
+        ResolvedDevice::Cuda(gpu) => gpu_host::provenance::device_slug(&gpu.info().name),
+        ResolvedDevice::Sim(_) => "sim".into(),
+        ResolvedDevice::Cpu => "cpu".into(),
+    }
+}
+
+/// The date, commit and command a report records.
+struct Provenance {
+    date: String,
+    commit: String,
+    command: String,
+}
+
+impl Provenance {
+    fn now() -> Self {
+        use gpu_host::provenance;
+        Provenance {
+            date: provenance::utc_date(std::time::SystemTime::now()),
+            commit: provenance::source_commit().unwrap_or_else(|| "unknown".into()),
+            command: format!("trainer {}", std::env::args().skip(1).collect::<Vec<_>>().join(" ")),
+        }
+    }
+
+    fn meta(&self) -> trainer::report::ReportMeta<'_> {
+        trainer::report::ReportMeta {
+            date: &self.date,
+            commit: &self.commit,
+            command: &self.command,
+        }
+    }
+}
+
+/// Writes `text` to `path` atomically, creating its folder.
+fn write_report(path: &std::path::Path, text: &str) -> Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    trainer::io::write_atomic(path, |w| std::io::Write::write_all(w, text.as_bytes()))?;
+    Ok(())
 }
 
 /// The model options `args` select for a model of `config` in `precision`.
@@ -239,63 +302,99 @@ fn prepare_data(args: PrepareDataArgs) -> Result<()> {
     Ok(())
 }
 
-/// `trainer bench` of one model on whichever backend was chosen: the result and the
-/// backend's description.
+/// `trainer bench` of one model in one precision on whichever backend was chosen.
 struct BenchJob<'a> {
     config: &'a Gpt2Config,
     options: ModelOptions,
-    run: trainer::bench::BenchRun,
+    run: BenchRun,
 }
 
 impl BackendJob for BenchJob<'_> {
-    type Output = (trainer::bench::BenchResult, String);
-    fn run<B: Backend>(self, backend: &B) -> trainer::Result<Self::Output> {
+    type Output = BenchOutcome;
+    fn run<B: Backend>(self, backend: &B) -> trainer::Result<BenchOutcome> {
         let result = trainer::bench::bench(backend, self.config, self.options, self.run)?;
-        let peak = backend.gpu_name().and_then(|name| mfu::peak(name, backend.precision()));
-        let flops = mfu::flops_per_token(self.config, self.run.t) * result.tokens_per_sec;
-        let described = match peak {
-            Some(p) => format!(
-                "{}, MFU {:.1}% of the {} peak",
-                backend.describe(),
-                100.0 * flops / p.flops,
-                p.gpu
-            ),
-            None => backend.describe(),
-        };
-        Ok((result, described))
+        Ok(BenchOutcome {
+            backend: backend.describe(),
+            gpu: backend.gpu_name().map(Into::into),
+            result,
+        })
     }
 }
 
+/// Times every model in every precision asked for. A configuration that fails (out of memory,
+/// say) is logged and reported, the others still run, and the command fails at the end.
 fn bench(args: BenchArgs) -> Result<()> {
-    let (device, compute) = resolve_device(&args.kernels)?;
+    let (device, computes) = resolve_computes(&args.kernels)?;
+    let report = args.report.as_ref().map(|path| {
+        path.clone().unwrap_or_else(|| format!("bench/trainer-{}.md", device_slug(&device)).into())
+    });
+    let provenance = Provenance::now();
+    let run =
+        BenchRun { b: args.batch_size, t: args.seq_len, warmup: args.warmup, steps: args.steps };
+    let mut rows = Vec::new();
     for model in &args.model {
         let mut config = Gpt2Config::from_size(ModelSize::from(*model));
         if let Some(vp) = args.padded_vocab {
             config.padded_vocab_size = vp;
         }
-        let options = model_options(&args.kernels, &config, compute.precision);
-        let run = trainer::bench::BenchRun {
-            b: args.batch_size,
-            t: args.seq_len,
-            warmup: args.warmup,
-            steps: args.steps,
-        };
-        let (result, backend) = device.run(compute, BenchJob { config: &config, options, run })?;
-        log(&format!(
-            "{:<4} {} B={} T={} on {backend}, {} attention{}: {:.1} ms/step, {:.0} tokens/s (median of {} steps after {} warm-up)",
-            format!("{model:?}").to_lowercase(),
-            config.describe(),
-            args.batch_size,
-            args.seq_len,
-            options.attention.name(),
-            if options.fuse { "" } else { ", unfused" },
-            result.median_ms,
-            result.tokens_per_sec,
-            args.steps,
-            args.warmup
-        ));
+        for &compute in &computes {
+            let options = model_options(&args.kernels, &config, compute.precision);
+            let job = BenchJob { config: &config, options, run };
+            let row = BenchRow {
+                model: format!("{model:?}").to_lowercase(),
+                config,
+                precision: compute.precision,
+                attention: options.attention.name(),
+                fused: options.fuse,
+                run,
+                outcome: device.run(compute, job).map_err(|e| e.to_string()),
+            };
+            log(&bench_line(&row));
+            rows.push(row);
+            if let Some(path) = &report {
+                write_report(path, &trainer::bench::markdown(&rows, &provenance.meta()))?;
+            }
+        }
+    }
+    let summaries: Vec<String> = rows.iter().map(BenchRow::summary).collect();
+    log(&format!("headline: B={} T={}: {}", run.b, run.t, summaries.join("; ")));
+    if let Some(path) = &report {
+        log(&format!("report: {}", path.display()));
+    }
+    let failed = rows.iter().filter(|r| r.outcome.is_err()).count();
+    if failed > 0 {
+        anyhow::bail!("{failed} of {} configurations failed (see above)", rows.len());
     }
     Ok(())
+}
+
+/// One configuration's log line: what ran where, and its timing or error.
+fn bench_line(row: &BenchRow) -> String {
+    let what = format!(
+        "{:<4} {} B={} T={}, {} attention{}",
+        row.model,
+        row.config.describe(),
+        row.run.b,
+        row.run.t,
+        row.attention,
+        if row.fused { "" } else { ", unfused" },
+    );
+    match &row.outcome {
+        Ok(o) => format!(
+            "{what} on {}{}: {:.1} ms/step, {:.0} tokens/s (median of {} steps after {} warm-up)",
+            o.backend,
+            row.peak().zip(row.mfu()).map_or(String::new(), |(p, m)| format!(
+                ", MFU {:.1}% of the {} peak",
+                100.0 * m,
+                p.gpu
+            )),
+            o.result.median_ms,
+            o.result.tokens_per_sec,
+            row.run.steps,
+            row.run.warmup
+        ),
+        Err(e) => format!("{what}, {}: failed: {e}", row.precision.name()),
+    }
 }
 
 /// The ladder's model: a named GPT-2 size, or the tiny toy-vocabulary model.
@@ -384,12 +483,11 @@ fn ladder_options(args: &LadderArgs, gpu: bool) -> Result<trainer::ladder::Ladde
 }
 
 /// Writes the ladder's report (`--out`, else `bench/ladder-<device>[-<rungs>].md`) and chart.
-fn write_ladder_report(args: &LadderArgs, ladder: &trainer::ladder::Ladder) -> Result<()> {
-    use gpu_host::provenance;
-    let slug = match &ladder.gpu {
-        Some(name) => provenance::device_slug(name),
-        None => format!("{:?}", args.device).to_lowercase(),
-    };
+fn write_ladder_report(
+    args: &LadderArgs,
+    slug: &str,
+    ladder: &trainer::ladder::Ladder,
+) -> Result<()> {
     // A part of the ladder gets its own report, named after its rungs.
     let part = if ladder.rungs.len() == trainer::ladder::RUNGS.len() {
         String::new()
@@ -397,15 +495,7 @@ fn write_ladder_report(args: &LadderArgs, ladder: &trainer::ladder::Ladder) -> R
         ladder.rungs.iter().map(|r| format!("-{}", r.rung.id)).collect()
     };
     let out = args.out.clone().unwrap_or_else(|| format!("bench/ladder-{slug}{part}.md").into());
-    let date = provenance::utc_date(std::time::SystemTime::now());
-    let commit = provenance::source_commit().unwrap_or_else(|| "unknown".into());
-    let command = format!("trainer {}", std::env::args().skip(1).collect::<Vec<_>>().join(" "));
-    let meta = trainer::ladder::ReportMeta { date: &date, commit: &commit, command: &command };
-    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
-    let text = trainer::ladder::markdown(ladder, &meta);
-    trainer::io::write_atomic(&out, |w| std::io::Write::write_all(w, text.as_bytes()))?;
+    write_report(&out, &trainer::ladder::markdown(ladder, &Provenance::now().meta()))?;
     let png = out.with_extension("png");
     trainer::ladder::chart(ladder, &png)?;
     log(&format!("report: {} (chart: {})", out.display(), png.display()));
@@ -418,7 +508,7 @@ fn ladder(args: &LadderArgs) -> Result<()> {
     let result = trainer::ladder::run(&device, &options, &mut |l| log(l));
     trainer::ladder::remove_work_dir(&options.work_dir);
     let ladder = result?;
-    write_ladder_report(args, &ladder)?;
+    write_ladder_report(args, &device_slug(&device), &ladder)?;
     let failed: Vec<String> = ladder
         .rungs
         .iter()

@@ -5,10 +5,11 @@ use crate::backend::Precision;
 use crate::model::Gpt2Config;
 
 /// Training FLOPs per token of a model at sequence length `t`: 6 per parameter (forward 2,
-/// backward 4) plus the attention's `6·L·C·T` (score and value matmuls, forward and
+/// backward 4; the parameters counted with the unpadded vocabulary, since padding is not
+/// useful work) plus the attention's `6·L·C·T` (score and value matmuls, forward and
 /// backward, causal half counted as in llm.c and nanoGPT: `12·L·C·T / 2`).
 pub fn flops_per_token(config: &Gpt2Config, t: usize) -> f64 {
-    let params = config.num_params();
+    let params = config.unpadded().num_params();
     let (l, c) = (config.num_layers as f64, config.channels as f64);
     6.0 * params as f64 + 6.0 * l * c * t as f64
 }
@@ -56,8 +57,9 @@ mod tests {
     fn gpt2_small_flops_and_peaks() {
         let config = Gpt2Config::from_size(ModelSize::D12);
         let f = flops_per_token(&config, 1024);
-        // 6 × 124.5M + 6 × 12 × 768 × 1024 ≈ 803.6M FLOPs per token.
-        assert!((f / 1e6 - 803.6).abs() < 1.0, "{f}");
+        // 6 × 124,439,808 + 6 × 12 × 768 × 1024 = 803,261,952 FLOPs per token, padded or not.
+        assert_eq!(f, 803_261_952.0);
+        assert_eq!(flops_per_token(&config.unpadded(), 1024), f);
         let h100 = peak("NVIDIA H100 80GB HBM3", Precision::Bf16).unwrap();
         assert_eq!((h100.gpu, h100.flops), ("H100 SXM", 989.4e12));
         assert_eq!(peak("NVIDIA H100 PCIe", Precision::Tf32).unwrap().gpu, "H100 PCIe");

@@ -12,7 +12,7 @@ mod report;
 mod rungs;
 mod torch;
 
-pub use report::{ReportMeta, chart, loss_tolerance, markdown};
+pub use report::{chart, loss_tolerance, markdown};
 pub use rungs::{RUNGS, Rung, rung};
 pub use torch::{TorchMode, TorchRun};
 
@@ -104,7 +104,7 @@ impl Ladder {
     /// Model FLOPs per token (6·N + 6·L·C·T, N counted with the unpadded vocabulary: padding
     /// is not useful work).
     pub fn flops_per_token(&self) -> f64 {
-        mfu::flops_per_token(&self.options.config.unpadded(), self.options.t)
+        mfu::flops_per_token(&self.options.config, self.options.t)
     }
 
     /// MFU of `tokens_per_sec` in `rung`'s precision on this GPU, if its peak is known.

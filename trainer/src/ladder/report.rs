@@ -4,6 +4,7 @@
 use super::{Ladder, Rung, RungResult};
 use crate::backend::Precision;
 use crate::error::Result;
+use crate::report::{ReportMeta, thousands};
 use gpu_host::kernels::gemm::{GemmEngine, WgmmaTile};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -20,33 +21,10 @@ pub fn loss_tolerance(precision: Precision) -> f32 {
     }
 }
 
-/// Facts the report records besides the ladder itself.
-pub struct ReportMeta<'a> {
-    /// UTC date.
-    pub date: &'a str,
-    /// Source commit.
-    pub commit: &'a str,
-    /// The command that produced it.
-    pub command: &'a str,
-}
-
 fn tokens_per_sec(result: &RungResult) -> (Option<f64>, Option<f64>) {
     let ours = result.ours.as_ref().ok().map(|r| r.steps.timing.tokens_per_sec);
     let torch = result.torch.as_ref().and_then(|t| t.as_ref().ok()).map(|t| t.tokens_per_sec);
     (ours, torch)
-}
-
-fn thousands(x: f64) -> String {
-    let n = x.round() as u64;
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 fn ratio(a: Option<f64>, b: Option<f64>) -> String {

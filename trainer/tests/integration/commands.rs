@@ -1,4 +1,4 @@
-//! The other commands: help, shard, sample, convert.
+//! The other commands: help, shard, sample, convert, bench.
 
 use crate::common::{Files, arg, tiny, trainer, trainer_ok};
 use trainer::checkpoint::{ModelDtype, read_model};
@@ -153,4 +153,50 @@ fn fresh_model_dimensions_come_from_model_and_overrides() {
     ]);
     assert!(out.contains("L1 NH2 C64 maxT32 V50257 (Vp 50304)"), "{out}");
     assert!(out.contains("fresh GPT-2 initialisation (seed 1337)"), "{out}");
+}
+
+/// `trainer bench --precision fp32,bf16 --report` on the CPU: fp32 is timed, bf16 (which the
+/// CPU backend cannot run) becomes a failed row without stopping the run, the report holds
+/// both, and the command fails at the end naming how many failed.
+#[test]
+fn bench_times_each_precision_and_reports_failures() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("bench/trainer.md");
+    let args = [
+        "bench",
+        "--device",
+        "cpu",
+        "--model",
+        "d2",
+        "--batch-size",
+        "1",
+        "--seq-len",
+        "8",
+        "--warmup",
+        "0",
+        "--steps",
+        "1",
+        "--precision",
+        "fp32,bf16",
+        "--report",
+        &arg(&report),
+    ];
+    let out = trainer(&args);
+    let (stdout, stderr) =
+        (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success() && stderr.contains("1 of 2 configurations failed"), "{stderr}");
+    assert!(stdout.contains("headline: B=1 T=8: d2 fp32: "), "{stdout}");
+    assert!(stdout.contains("d2 bf16: failed: the CPU backend computes in fp32 only"), "{stdout}");
+    let md = std::fs::read_to_string(&report).unwrap();
+    assert!(md.contains("Not a GPU: the timings below are meaningless"), "{md}");
+    assert!(md.contains("| d2 | fp32 | naive | yes | 1 | 8 | 0 + 1 |"), "{md}");
+    assert!(md.contains("| d2 | bf16 | flash | yes | 1 | 8 | 0 + 1 | – |"), "{md}");
+}
+
+/// A list of precisions is for `trainer bench` only.
+#[test]
+fn train_takes_one_precision() {
+    let out = trainer(&["train", "--device", "cpu", "--precision", "fp32,bf16", "--steps", "1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("--precision takes one value here"), "{err}");
 }

@@ -6,9 +6,10 @@ use crate::common::{arg, trainer, trainer_ok};
 use gpu_host::kernels::gemm::{GemmEngine, WgmmaTile};
 use ptx_sim::Simulator;
 use trainer::backend::ResolvedDevice;
-use trainer::ladder::{self, LadderOptions, ReportMeta, TorchMode};
+use trainer::ladder::{self, LadderOptions, TorchMode};
 use trainer::model::Gpt2Config;
 use trainer::optim::AdamWConfig;
+use trainer::report::ReportMeta;
 
 fn options(work_dir: std::path::PathBuf) -> LadderOptions {
     LadderOptions {

@@ -10,7 +10,8 @@
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck and initcheck over the kernel
 #             tests, at their small sizes (KERNEL_TESTS_SMALL=1: the tools are slow)
 #   bench     every benchmark `gpu-bench list` names, each writing its markdown report, then
-#             `trainer bench` of GPT-2 124M in fp32, tf32, bf16 and fp16 (or those in
+#             `trainer bench` of GPT-2 124M in fp32, tf32, bf16 and fp16 ($BENCH_PRECISIONS,
+#             e.g. "bf16,fp16"), writing bench/trainer-<gpu>.md (or the benchmarks in
 #             $BENCHMARKS, e.g. BENCHMARKS="kernels attention trainer")
 #   train     first 3 steps of GPT-2 124M (B=4, T=128) on the CPU backend and on the GPU in
 #             fp32, losses compared; then 124M trained on the bundled Shakespeare in each
@@ -269,29 +270,26 @@ stage_sanitize() {
     done
 }
 
-headline_none() { :; }
-
 stage_bench() {
-    local name precision
+    local name
     for name in ${BENCHMARKS:-$("$bench_bin" list) trainer}; do
-        if [[ $name == trainer ]]; then
-            # Full GPT-2 124M training steps (B=16, T=1024) in every precision, each with the
-            # backend's fastest defaults for it (flash attention for bf16/fp16).
-            for precision in fp32 tf32 bf16 fp16; do
-                step bench "trainer $precision" "${TIMEOUT_BENCH:-540}" \
-                    "$out/logs/bench-trainer-$precision.log" headline_none \
-                    "$work/bin/trainer" bench --device cuda --precision "$precision" \
-                    --gemm-engine "${GEMM_ENGINE:-auto}" \
-                    --wgmma-tile "${WGMMA_TILE:-auto}" \
-                    --model d12 --batch-size 16 --seq-len 1024 --warmup 3 --steps 10
-            done
-            continue
-        fi
         # From $out, each benchmark writes its report to bench/<name>-<gpu>.md, the path the
         # report has in the repository.
         pushd "$out" >/dev/null || exit 2
-        step bench "$name" "${TIMEOUT_BENCH:-540}" "$out/logs/bench-$name.log" headline_line \
-            "$bench_bin" "$name"
+        if [[ $name == trainer ]]; then
+            # Full GPT-2 124M training steps (B=16, T=1024) in each precision, each with the
+            # backend's fastest defaults for it (flash attention for bf16/fp16); the report,
+            # rewritten after each precision, is bench/trainer-<gpu>.md.
+            step bench "trainer ${BENCH_PRECISIONS:-fp32,tf32,bf16,fp16}" "${TIMEOUT_BENCH:-540}" \
+                "$out/logs/bench-trainer.log" headline_line \
+                "$work/bin/trainer" bench --device cuda --precision "${BENCH_PRECISIONS:-fp32,tf32,bf16,fp16}" \
+                --gemm-engine "${GEMM_ENGINE:-auto}" \
+                --wgmma-tile "${WGMMA_TILE:-auto}" \
+                --model d12 --batch-size 16 --seq-len 1024 --warmup 3 --steps 10 --report
+        else
+            step bench "$name" "${TIMEOUT_BENCH:-540}" "$out/logs/bench-$name.log" headline_line \
+                "$bench_bin" "$name"
+        fi
         popd >/dev/null || exit 2
     done
 }

@@ -64,6 +64,30 @@ fn run_sh_reports_a_failing_test_binary_and_goes_on() {
     assert!(summary.contains("2 passed, 0 failed; kernel tests on Fake GPU"), "{summary}");
 }
 
+/// The bench stage runs every benchmark `gpu-bench list` names, then the trainer in four
+/// precisions with its report, all from the results folder so the reports land in its
+/// `bench/`; `$BENCH_PRECISIONS` and the engine variables reach the trainer.
+#[test]
+fn run_sh_bench_runs_every_benchmark_and_the_trainer() {
+    let fake = FakeBundle::new("bench");
+    let out = fake.run(&["bench", "--out", "r"], &[("GEMM_ENGINE", "mma-sync")]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let summary = fake.read("r/summary.md");
+    assert!(summary.contains("| bench | gemm | pass | 0 | gemm ok |"), "{summary}");
+    let trainer = "| bench | trainer fp32,tf32,bf16,fp16 | pass | 0 | bench --device cuda \
+                   --precision fp32,tf32,bf16,fp16 --gemm-engine mma-sync --wgmma-tile auto \
+                   --model d12 --batch-size 16 --seq-len 1024 --warmup 3 --steps 10 --report |";
+    assert!(summary.contains(trainer), "{summary}");
+    assert_eq!(fake.read("r/bench/gemm-fake.md"), "# GEMM\n");
+    assert_eq!(fake.read("r/bench/trainer-fake.md"), "# trainer\n");
+    let out = fake
+        .run(&["bench", "--out", "s"], &[("BENCHMARKS", "trainer"), ("BENCH_PRECISIONS", "bf16")]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let summary = fake.read("s/summary.md");
+    assert!(summary.contains("| bench | trainer bf16 | pass |"), "{summary}");
+    assert!(!summary.contains("| bench | gemm |"), "{summary}");
+}
+
 /// With `--budget`, a step that would outlast the budget is stopped when it is spent, the
 /// steps after it are listed as not run, the run ends inside the budget with exit 3, and the
 /// archive and the summary beside it hold every row.
@@ -82,7 +106,10 @@ fn run_sh_keeps_to_its_budget() {
     assert!(summary.contains("| tests | gemm gpu:: | pass |"), "{summary}");
     assert!(summary.contains("| tests | slow gpu:: | stopped by the budget after"), "{summary}");
     assert!(summary.contains("1 passed, 0 failed before it stopped"), "{summary}");
-    assert!(summary.contains("| bench | trainer fp32 | not run (budget spent) |"), "{summary}");
+    assert!(
+        summary.contains("| bench | trainer fp32,tf32,bf16,fp16 | not run (budget spent) |"),
+        "{summary}"
+    );
     assert!(!summary.contains("running when the run was stopped"), "{summary}");
     assert_eq!(fake.read("r.summary.md"), summary);
     let listing = fake.archive_listing("r.tar.gz");
@@ -141,7 +168,8 @@ impl Drop for Scratch {
 /// A bundle whose binaries are shell scripts, beside a `fakebin/nvidia-smi` listing one GPU.
 ///
 /// Test binaries: `gemm` passes 2 tests, `bad` fails 1 of 2, `slow` passes 1 test, then sleeps for ten minutes.
-/// `gpu-bench` answers `info` and lists no benchmarks.
+/// `gpu-bench` answers `info` and runs one benchmark, `gemm`; `trainer` prints its arguments as
+/// its headline. Both write their reports under `bench/` of the folder they run in.
 struct FakeBundle {
     scratch: Scratch,
 }
@@ -156,7 +184,15 @@ impl FakeBundle {
         fs::create_dir_all(fake.path("bundle")).unwrap();
         fs::write(fake.path("bundle/MANIFEST.txt"), "commit: fake\nfiles:\n").unwrap();
         write_executable(&fake.path("bundle/run.sh"), RUN_SH.as_bytes()).unwrap();
-        fake.packed("bin/gpu-bench", "case $1 in info) echo 'headline: Fake GPU, 1 SM' ;; esac");
+        fake.packed(
+            "bin/gpu-bench",
+            "case $1 in info) echo 'headline: Fake GPU, 1 SM' ;; list) echo gemm ;; \
+             gemm) mkdir -p bench && echo '# GEMM' >bench/gemm-fake.md && echo 'headline: gemm ok' ;; esac",
+        );
+        fake.packed(
+            "bin/trainer",
+            "mkdir -p bench && echo '# trainer' >bench/trainer-fake.md; echo \"headline: $*\"",
+        );
         fake.packed(
             "tests/gemm",
             "echo 'kernel tests on Fake GPU'; echo 'test result: ok. 2 passed; 0 failed; 0 ignored'",
@@ -203,6 +239,9 @@ impl FakeBundle {
             .env_remove("TESTS")
             .env_remove("BENCHMARKS")
             .env_remove("RUN_BUDGET")
+            .env_remove("BENCH_PRECISIONS")
+            .env_remove("GEMM_ENGINE")
+            .env_remove("WGMMA_TILE")
             .envs(env.iter().copied());
         command
     }

@@ -1,4 +1,8 @@
-//! `trainer bench`: time full training steps on synthetic tokens.
+//! `trainer bench`: time full training steps on synthetic tokens, and report them.
+
+mod report;
+
+pub use report::{BenchOutcome, BenchRow, markdown};
 
 use crate::backend::Backend;
 use crate::error::Result;

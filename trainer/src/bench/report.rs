@@ -1,0 +1,244 @@
+//! `trainer bench --report`: the timings as a markdown report, one row per model and
+//! precision, with the device, date, commit and method.
+
+use super::{BenchResult, BenchRun};
+use crate::backend::Precision;
+use crate::mfu::{self, Peak};
+use crate::model::Gpt2Config;
+use crate::report::{ReportMeta, thousands};
+use std::fmt::Write;
+
+/// One configuration `trainer bench` timed (or tried to).
+#[derive(Clone, Debug)]
+pub struct BenchRow {
+    /// The `--model` name (`d12`).
+    pub model: String,
+    /// Its dimensions.
+    pub config: Gpt2Config,
+    /// The precision it ran in.
+    pub precision: Precision,
+    /// The attention kernel's CLI name.
+    pub attention: &'static str,
+    /// GELU and the residual adds fused.
+    pub fused: bool,
+    /// Batch shape and step counts.
+    pub run: BenchRun,
+    /// The timings, or why there are none.
+    pub outcome: std::result::Result<BenchOutcome, String>,
+}
+
+/// What a configuration that ran measured, and where.
+#[derive(Clone, Debug)]
+pub struct BenchOutcome {
+    /// The backend's one-line description (device, precision, kernels).
+    pub backend: String,
+    /// The GPU's name as the driver reports it, on a GPU.
+    pub gpu: Option<String>,
+    /// The timings.
+    pub result: BenchResult,
+}
+
+impl BenchRow {
+    /// Model FLOPs per token: 6·N + 6·L·C·T, N counted with the unpadded vocabulary (padding
+    /// is not useful work).
+    pub fn flops_per_token(&self) -> f64 {
+        mfu::flops_per_token(&self.config, self.run.t)
+    }
+
+    /// The GPU's dense peak in this row's precision, when it ran on a GPU in the table.
+    pub fn peak(&self) -> Option<Peak> {
+        let gpu = self.outcome.as_ref().ok()?.gpu.as_deref()?;
+        mfu::peak(gpu, self.precision)
+    }
+
+    /// Model FLOPs utilisation (a fraction), when the peak is known.
+    pub fn mfu(&self) -> Option<f64> {
+        let tokens_per_sec = self.outcome.as_ref().ok()?.result.tokens_per_sec;
+        Some(self.flops_per_token() * tokens_per_sec / self.peak()?.flops)
+    }
+
+    /// `d12 bf16: 412,345 tokens/s (MFU 41.2%)`, or why it failed.
+    pub fn summary(&self) -> String {
+        let what = format!("{} {}", self.model, self.precision.name());
+        match (&self.outcome, self.mfu()) {
+            (Ok(o), Some(m)) => format!(
+                "{what}: {} tokens/s (MFU {:.1}%)",
+                thousands(o.result.tokens_per_sec),
+                100.0 * m
+            ),
+            (Ok(o), None) => format!("{what}: {} tokens/s", thousands(o.result.tokens_per_sec)),
+            (Err(e), _) => format!("{what}: failed: {e}"),
+        }
+    }
+}
+
+/// The report in markdown.
+pub fn markdown(rows: &[BenchRow], meta: &ReportMeta<'_>) -> String {
+    let gpu = rows.iter().find_map(|r| r.outcome.as_ref().ok()?.gpu.clone());
+    let backend = rows.iter().find_map(|r| Some(r.outcome.as_ref().ok()?.backend.clone()));
+    let mut s = format!(
+        "# GPT-2 training throughput: {}\n\n- Date (UTC): {}; commit: `{}`\n",
+        gpu.as_deref().or(backend.as_deref()).unwrap_or("no configuration ran"),
+        meta.date,
+        meta.commit
+    );
+    if gpu.is_none() {
+        s += "- **Not a GPU: the timings below are meaningless.** This run checks that every \
+              configuration trains.\n";
+    }
+    let _ = writeln!(
+        s,
+        "- Method: `{}`. Each row builds a fresh model (GPT-2 initialisation, seed 0) and runs \
+         warm-up steps, then timed training steps (forward, backward, gradient norm and clip, \
+         AdamW) on uniformly random tokens, one micro-batch per step; a step is timed on the \
+         wall clock from its first launch to a synchronisation after it; tokens/s = B·T / \
+         the median timed step.",
+        meta.command
+    );
+    let mut models: Vec<&BenchRow> = Vec::new();
+    for row in rows {
+        if !models.iter().any(|m| m.model == row.model && m.run.t == row.run.t) {
+            models.push(row);
+        }
+    }
+    let flops: Vec<String> = models
+        .iter()
+        .map(|r| {
+            let c = &r.config;
+            format!(
+                "{} at T = {}: 6 × {} + 6 × {} × {} × {} = {:.1}M",
+                r.model,
+                r.run.t,
+                c.unpadded().num_params(),
+                c.num_layers,
+                c.channels,
+                r.run.t,
+                r.flops_per_token() / 1e6
+            )
+        })
+        .collect();
+    let _ = writeln!(
+        s,
+        "- MFU = model FLOPs per token × tokens/s / the GPU's dense peak in the row's precision \
+         (`trainer::mfu`'s table). FLOPs per token = 6·N + 6·L·C·T, N counted with the \
+         unpadded vocabulary (padding is not useful work), the causal attention as half of \
+         12·L·C·T as llm.c and nanoGPT count it: {}.",
+        flops.join("; ")
+    );
+    s += "\n| model | precision | attention | fused | B | T | steps (warm-up + timed) | \
+          ms/step (median) | min–max ms | tokens/s | MFU | backend |\n\
+          |---|---|---|---|---:|---:|---|---:|---:|---:|---:|---|\n";
+    for r in rows {
+        let run = &r.run;
+        let (ms, spread, tokens, backend) = match &r.outcome {
+            Ok(o) => {
+                let t = &o.result;
+                let min = t.step_ms.iter().copied().fold(f64::INFINITY, f64::min);
+                let max = t.step_ms.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                (
+                    format!("{:.1}", t.median_ms),
+                    format!("{min:.1}–{max:.1}"),
+                    thousands(t.tokens_per_sec),
+                    o.backend.replace('|', "\\|"),
+                )
+            }
+            Err(e) => {
+                let failed = format!("failed: {}", e.replace('|', "\\|"));
+                ("–".into(), "–".into(), "–".into(), failed)
+            }
+        };
+        let mfu = r.mfu().map_or("–".into(), |m| format!("{:.1}%", 100.0 * m));
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} + {} | {ms} | {spread} | {tokens} | {mfu} | {backend} |",
+            r.model,
+            r.precision.name(),
+            r.attention,
+            if r.fused { "yes" } else { "no" },
+            run.b,
+            run.t,
+            run.warmup,
+            run.steps,
+        );
+    }
+    let peaks: Vec<String> = rows
+        .iter()
+        .filter_map(|r| r.peak().map(|p| (r.precision, p)))
+        .map(|(precision, p)| format!("{} {:.1} TFLOP/s", precision.name(), p.flops / 1e12))
+        .fold(Vec::new(), |mut seen, p| {
+            if !seen.contains(&p) {
+                seen.push(p);
+            }
+            seen
+        });
+    if let Some(peak) = rows.iter().find_map(BenchRow::peak) {
+        let _ = writeln!(s, "\nPeaks used ({}, dense): {}.", peak.gpu, peaks.join(", "));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ModelSize;
+
+    fn row(precision: Precision, outcome: std::result::Result<BenchOutcome, String>) -> BenchRow {
+        BenchRow {
+            model: "d12".into(),
+            config: Gpt2Config::from_size(ModelSize::D12),
+            precision,
+            attention: "flash",
+            fused: true,
+            run: BenchRun { b: 16, t: 1024, warmup: 3, steps: 10 },
+            outcome,
+        }
+    }
+
+    fn ran(tokens_per_sec: f64, gpu: Option<&str>) -> BenchOutcome {
+        let median_ms = 16384.0 / tokens_per_sec * 1e3;
+        BenchOutcome {
+            backend: "Some GPU | bf16".into(),
+            gpu: gpu.map(Into::into),
+            result: BenchResult {
+                step_ms: vec![median_ms, median_ms * 1.1, median_ms * 0.9],
+                median_ms,
+                tokens_per_sec,
+            },
+        }
+    }
+
+    /// On an H100: MFU from the unpadded FLOP count and the bf16 peak, failures kept as rows,
+    /// the peaks named, pipes in cells escaped.
+    #[test]
+    fn the_report_states_mfu_and_failures() {
+        let h100 = Some("NVIDIA H100 80GB HBM3");
+        let rows = [
+            row(Precision::Bf16, Ok(ran(400_000.0, h100))),
+            row(Precision::Fp16, Err("out of | memory".into())),
+        ];
+        let meta = ReportMeta { date: "2026-11-25", commit: "abc", command: "trainer bench" };
+        let md = markdown(&rows, &meta);
+        let mfu = 400_000.0 * rows[0].flops_per_token() / 989.4e12;
+        assert!((rows[0].mfu().unwrap() - mfu).abs() < 1e-12);
+        assert!(md.starts_with("# GPT-2 training throughput: NVIDIA H100 80GB HBM3\n"), "{md}");
+        assert!(!md.contains("meaningless"), "{md}");
+        let want = format!("| 400,000 | {:.1}% | Some GPU \\| bf16 |", 100.0 * mfu);
+        assert!(md.contains(&want), "{md}");
+        assert!(md.contains("| d12 | fp16 | flash | yes | 16 | 1024 | 3 + 10 | – | – | – | – | failed: out of \\| memory |"), "{md}");
+        assert!(md.contains("Peaks used (H100 SXM, dense): bf16 989.4 TFLOP/s."), "{md}");
+        assert!(md.contains("d12 at T = 1024: 6 × 124439808 + 6 × 12 × 768 × 1024"), "{md}");
+        assert_eq!(rows[1].summary(), "d12 fp16: failed: out of | memory");
+    }
+
+    /// Off a GPU the report says its timings mean nothing, and states no MFU.
+    #[test]
+    fn off_a_gpu_the_report_says_so() {
+        let rows = [row(Precision::Fp32, Ok(ran(1000.0, None)))];
+        let meta = ReportMeta { date: "2026-11-25", commit: "abc", command: "trainer bench" };
+        let md = markdown(&rows, &meta);
+        assert!(md.contains("Not a GPU: the timings below are meaningless"), "{md}");
+        assert!(md.contains("| 1,000 | – |"), "{md}");
+        assert!(!md.contains("Peaks used"), "{md}");
+        assert_eq!(rows[0].summary(), "d12 fp32: 1,000 tokens/s");
+    }
+}
