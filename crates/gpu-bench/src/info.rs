@@ -7,7 +7,9 @@ use gpu_host::{Device, Gpu};
 
 /// Prints one `key: value` line per fact, then a `headline:` line for the bundle's summary.
 pub fn run() -> Result<()> {
+    let opened = std::time::Instant::now();
     let gpu = Gpu::new().map_err(|e| anyhow::anyhow!("gpu-bench info needs a CUDA GPU: {e}"))?;
+    let open_seconds = opened.elapsed().as_secs_f64();
     let info = gpu.info();
     let ctx = gpu.context();
     let attribute = |a: Attr| ctx.attribute(a).with_context(|| format!("reading {a:?}"));
@@ -22,6 +24,13 @@ pub fn run() -> Result<()> {
         ("name", info.name.clone()),
         ("compute capability", format!("{major}.{minor}")),
         ("PTX module", info.ptx_arch.name().to_string()),
+        (
+            "context and module load",
+            format!(
+                "{open_seconds:.1} s (the driver JIT-compiles the PTX on a first load, then \
+                 reuses its compute cache)"
+            ),
+        ),
         ("multiprocessors", info.multiprocessors.to_string()),
         ("memory", format!("{:.1} GiB", info.total_memory as f64 / (1u64 << 30) as f64)),
         ("L2 cache", format!("{l2_mib:.1} MiB")),

@@ -108,6 +108,10 @@ bench_bin=$work/bin/gpu-bench
 export GPU_BUNDLE_COMMIT=$(sed -n 's/^commit: //p' "$here/MANIFEST.txt")
 export GPU_BENCH_SCRIPTS=$here/bench
 export RUST_LIB_BACKTRACE=${RUST_LIB_BACKTRACE:-0} # errors in one line; panics keep RUST_BACKTRACE
+# Every test, benchmark and trainer process loads the same PTX module, which the driver
+# JIT-compiles once (tens of seconds for sm_90a) and then takes from its compute cache: make
+# sure the cache is large enough to keep it.
+export CUDA_CACHE_MAXSIZE=${CUDA_CACHE_MAXSIZE:-4294967296}
 
 failed=0     # a step failed
 incomplete=0 # the budget stopped or skipped a step
