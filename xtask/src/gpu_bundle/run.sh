@@ -5,8 +5,8 @@
 #
 # Stages, run in this order (all of them when none is named):
 #   info      nvidia-smi and the driver's device attributes (gpu-bench info)
-#   tests     every `gpu::` kernel test at full size (or the binaries in $TESTS, e.g.
-#             TESTS="gemm flash"), then sim_vs_gpu (simulator vs hardware)
+#   tests     every `gpu::` kernel test at full size, then sim_vs_gpu (simulator vs
+#             hardware); or the binaries named in $TESTS, e.g. TESTS="gemm flash sim_vs_gpu"
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck and initcheck over the kernel
 #             tests, at their small sizes (KERNEL_TESTS_SMALL=1: the tools are slow)
 #   bench     every benchmark `gpu-bench list` names, each writing its markdown report, then
@@ -218,7 +218,8 @@ headline_tests() {
 headline_sim_vs_gpu() {
     awk '/largest difference [0-9]+ ulp/ { for (i = 1; i <= NF; i++) if ($i == "ulp") u = ($(i-1) > u ? $(i-1) : u) }
          /largest relative difference/ { v = $NF + 0; r = (v > r ? v : r) }
-         END { printf "largest mma/kernel difference %d ulp, largest .approx relative difference %.3g", u, r }' "$1"
+         /largest difference [0-9.e+-]+ of/ { for (i = 1; i < NF; i++) if ($i == "difference") { v = $(i+1) + 0; w = (v > w ? v : w) } }
+         END { printf "largest mma/kernel difference %d ulp, largest .approx relative difference %.3g, largest wgmma difference %.3g of sum|a*b|+|c|", u, r, w }' "$1"
     headline_tests "$1" | sed 's/^/; /'
 }
 headline_sanitizer() {
@@ -251,7 +252,7 @@ stage_tests() {
         step tests "$(basename "$bin") gpu::" "${TIMEOUT_TESTS:-420}" "$out/logs/tests-$(basename "$bin").log" \
             headline_tests "$bin" gpu::
     done
-    if [[ -x $work/tests/sim_vs_gpu ]]; then
+    if [[ -x $work/tests/sim_vs_gpu && ( -z ${TESTS:-} || " $TESTS " == *" sim_vs_gpu "* ) ]]; then
         step tests sim_vs_gpu "${TIMEOUT_TESTS:-420}" "$out/logs/tests-sim_vs_gpu.log" \
             headline_sim_vs_gpu "$work/tests/sim_vs_gpu" --nocapture --test-threads=1
     fi

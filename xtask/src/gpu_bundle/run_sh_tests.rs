@@ -55,13 +55,17 @@ fn run_sh_rejects_unknown_stages_and_bad_budgets() {
 #[test]
 fn run_sh_reports_a_failing_test_binary_and_goes_on() {
     let fake = FakeBundle::new("failing");
-    let out = fake.run(&["tests", "--out", "r"], &[("TESTS", "bad gemm")]);
+    let out = fake.run(&["tests", "--out", "r"], &[("TESTS", "bad gemm sim_vs_gpu")]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let summary = fake.read("r/summary.md");
     assert!(summary.contains("| tests | bad gpu:: | FAIL (exit 101) |"), "{summary}");
     assert!(summary.contains("1 passed, 1 failed"), "{summary}");
     assert!(summary.contains("| tests | gemm gpu:: | pass |"), "{summary}");
     assert!(summary.contains("2 passed, 0 failed; kernel tests on Fake GPU"), "{summary}");
+    let sim_vs_gpu = "| tests | sim_vs_gpu | pass | 0 | largest mma/kernel difference 2 ulp, \
+                      largest .approx relative difference 1.25e-07, largest wgmma difference \
+                      1.5e-07 of sum\\|a*b\\|+\\|c\\|; 3 passed, 0 failed |";
+    assert!(summary.contains(sim_vs_gpu), "{summary}");
 }
 
 /// The bench stage runs every benchmark `gpu-bench list` names, then the trainer in four
@@ -111,6 +115,7 @@ fn run_sh_keeps_to_its_budget() {
         "{summary}"
     );
     assert!(!summary.contains("running when the run was stopped"), "{summary}");
+    assert!(!summary.contains("sim_vs_gpu"), "$TESTS did not name it: {summary}");
     assert_eq!(fake.read("r.summary.md"), summary);
     let listing = fake.archive_listing("r.tar.gz");
     for file in
@@ -167,7 +172,8 @@ impl Drop for Scratch {
 
 /// A bundle whose binaries are shell scripts, beside a `fakebin/nvidia-smi` listing one GPU.
 ///
-/// Test binaries: `gemm` passes 2 tests, `bad` fails 1 of 2, `slow` passes 1 test, then sleeps for ten minutes.
+/// Test binaries: `gemm` passes 2 tests, `bad` fails 1 of 2, `slow` passes 1 test, then sleeps
+/// for ten minutes; `sim_vs_gpu` prints its largest differences as the real one does.
 /// `gpu-bench` answers `info` and runs one benchmark, `gemm`; `trainer` prints its arguments as
 /// its headline. Both write their reports under `bench/` of the folder they run in.
 struct FakeBundle {
@@ -200,6 +206,15 @@ impl FakeBundle {
         fake.packed(
             "tests/bad",
             "echo 'test result: FAILED. 1 passed; 1 failed; 0 ignored'; exit 101",
+        );
+        fake.packed(
+            "tests/sim_vs_gpu",
+            "echo 'sim_vs_gpu: mma_bf16: largest difference 2 ulp' >&2; \
+             echo 'sim_vs_gpu: mma_tf32: largest difference 0 ulp' >&2; \
+             echo 'sim_vs_gpu: `ex2.approx.f32`: largest relative difference 1.250e-7' >&2; \
+             echo 'sim_vs_gpu: wgmma_bf16: largest difference 3.00e-08 of Σ|a·b| + |c|' >&2; \
+             echo 'sim_vs_gpu: wgmma_tf32: largest difference 1.50e-07 of Σ|a·b| + |c|' >&2; \
+             echo 'test result: ok. 3 passed; 0 failed; 0 ignored'",
         );
         fake.packed("tests/slow", "echo 'test gpu::fast ... ok'; exec sleep 600");
         fake
