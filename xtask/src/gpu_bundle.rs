@@ -254,4 +254,4 @@ fn report(dir: &Path, files: &[PathBuf]) -> Result<()> {
 }
 
 #[cfg(test)]
-mod run_sh_tests;
+pub(crate) mod run_sh_tests;

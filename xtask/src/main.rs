@@ -6,6 +6,7 @@ mod check_ptx;
 mod cmd;
 mod data;
 mod gpu_bundle;
+mod gpu_results;
 mod ladder;
 mod test;
 mod train;
@@ -53,6 +54,18 @@ enum Command {
     GpuBundle {
         /// Output folder (default: target/gpu-bundle).
         dir: Option<std::path::PathBuf>,
+    },
+    /// Bring a GPU session's results home: copy the reports in `run.sh --archive` archives (or
+    /// unpacked results folders) into bench/ and write bench/gpu-validation.md from their
+    /// summaries and logs (docs/GPU.md).
+    GpuResults {
+        /// The archives (.tar.gz) or results folders, oldest first: for a step that ran more
+        /// than once, the latest run that finished it counts.
+        #[arg(required = true)]
+        runs: Vec<std::path::PathBuf>,
+        /// Where the reports and gpu-validation.md go (default: bench/ of the repository).
+        #[arg(long, value_name = "DIR")]
+        bench_dir: Option<std::path::PathBuf>,
     },
     /// The speed ladder (fp32 → tf32 → bf16 → fused → flash → padded vocab, fp16 beside
     /// bf16), ours against PyTorch rung by rung on GPT-2 124M; writes bench/ladder-<gpu>.md and
@@ -110,6 +123,7 @@ fn main() -> Result<()> {
         Command::Train { args } => train::run(&args),
         Command::Data { args } => data::run(&args),
         Command::GpuBundle { dir } => gpu_bundle::run(dir),
+        Command::GpuResults { runs, bench_dir } => gpu_results::run(&runs, bench_dir),
         Command::Ladder { args } => ladder::run(&args),
         Command::Bench { which: BenchTarget::Gemm { args } } => bench::gpu("gemm", &args),
         Command::Bench { which: BenchTarget::Kernels { args } } => bench::gpu("kernels", &args),

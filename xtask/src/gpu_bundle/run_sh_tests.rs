@@ -172,16 +172,16 @@ impl Drop for Scratch {
 
 /// A bundle whose binaries are shell scripts, beside a `fakebin/nvidia-smi` listing one GPU.
 ///
-/// Test binaries: `gemm` passes 2 tests, `bad` fails 1 of 2, `slow` passes 1 test, then sleeps
+/// Test binaries: `gemm` passes 2 tests, `bad` fails 1 of 2 (unless `$FIXED` is set), `slow` passes 1 test, then sleeps
 /// for ten minutes; `sim_vs_gpu` prints its largest differences as the real one does.
 /// `gpu-bench` answers `info` and runs one benchmark, `gemm`; `trainer` prints its arguments as
 /// its headline. Both write their reports under `bench/` of the folder they run in.
-struct FakeBundle {
+pub(crate) struct FakeBundle {
     scratch: Scratch,
 }
 
 impl FakeBundle {
-    fn new(test: &str) -> Self {
+    pub(crate) fn new(test: &str) -> Self {
         let fake = FakeBundle { scratch: Scratch::new(test) };
         fake.script(
             "fakebin/nvidia-smi",
@@ -205,7 +205,8 @@ impl FakeBundle {
         );
         fake.packed(
             "tests/bad",
-            "echo 'test result: FAILED. 1 passed; 1 failed; 0 ignored'; exit 101",
+            "[ -n \"$FIXED\" ] && { echo 'test result: ok. 2 passed; 0 failed; 0 ignored'; exit 0; }; \
+             echo 'test result: FAILED. 1 passed; 1 failed; 0 ignored'; exit 101",
         );
         fake.packed(
             "tests/sim_vs_gpu",
@@ -220,11 +221,11 @@ impl FakeBundle {
         fake
     }
 
-    fn path(&self, relative: &str) -> PathBuf {
+    pub(crate) fn path(&self, relative: &str) -> PathBuf {
         self.scratch.0.join(relative)
     }
 
-    fn read(&self, relative: &str) -> String {
+    pub(crate) fn read(&self, relative: &str) -> String {
         fs::read_to_string(self.path(relative)).unwrap_or_else(|e| panic!("{relative}: {e}"))
     }
 
@@ -254,6 +255,7 @@ impl FakeBundle {
             .env_remove("TESTS")
             .env_remove("BENCHMARKS")
             .env_remove("RUN_BUDGET")
+            .env_remove("FIXED")
             .env_remove("BENCH_PRECISIONS")
             .env_remove("GEMM_ENGINE")
             .env_remove("WGMMA_TILE")
@@ -261,7 +263,7 @@ impl FakeBundle {
         command
     }
 
-    fn run(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+    pub(crate) fn run(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         self.command(args, env).output().unwrap()
     }
 
@@ -272,6 +274,6 @@ impl FakeBundle {
     }
 }
 
-fn text(out: &Output) -> String {
+pub(crate) fn text(out: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }

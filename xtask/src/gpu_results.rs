@@ -1,0 +1,402 @@
+//! `cargo xtask gpu-results RUN...`: brings a GPU session's results home (docs/GPU.md).
+//!
+//! Each RUN is an archive written by `run.sh --archive` (or a results folder, unpacked). Every
+//! report under the runs' `bench/` is copied into the repository's `bench/`, and
+//! `bench/gpu-validation.md` is written from the runs' summaries and logs: the GPU and bundle
+//! of each run, every step's result (a later run's row replaces an earlier one's for the same
+//! step, so a stage rerun after a fix supersedes the failure), sim_vs_gpu's largest
+//! differences, the sanitizer's tally, and the reports imported.
+
+use crate::cmd::{self, workspace_root};
+use anyhow::{Context, Result, bail};
+use std::fmt::Write;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The stages of `run.sh`, in the order it runs them.
+const STAGES: [&str; 6] = ["info", "tests", "sanitize", "bench", "train", "ladder"];
+
+/// Imports `runs` (oldest first): copies their reports into `bench_dir` (default: the
+/// repository's `bench/`) and writes `bench_dir/gpu-validation.md`.
+pub fn run(runs: &[PathBuf], bench_dir: Option<PathBuf>) -> Result<()> {
+    let bench_dir = bench_dir.unwrap_or_else(|| workspace_root().join("bench"));
+    let scratch = std::env::temp_dir().join(format!("gpu-results-{}", std::process::id()));
+    let result = import(runs, &bench_dir, &scratch);
+    let _ = fs::remove_dir_all(&scratch);
+    let (validation, reports) = result?;
+    println!("gpu-results: wrote {}", validation.display());
+    for report in reports {
+        println!("gpu-results: imported {}", report.display());
+    }
+    println!("gpu-results: read them through, then commit them (docs/GPU.md)");
+    Ok(())
+}
+
+fn import(runs: &[PathBuf], bench_dir: &Path, scratch: &Path) -> Result<(PathBuf, Vec<PathBuf>)> {
+    let mut parsed = Vec::new();
+    for (i, path) in runs.iter().enumerate() {
+        let folder = results_folder(path, &scratch.join(i.to_string()))?;
+        parsed.push(Run::read(path, &folder)?);
+    }
+    let mut imported = Vec::new();
+    for run in &parsed {
+        imported.extend(copy_reports(&run.folder.join("bench"), bench_dir)?);
+    }
+    imported.sort();
+    imported.dedup();
+    let date = today()?;
+    let text = validation_markdown(&parsed, &imported, &date);
+    let validation = bench_dir.join("gpu-validation.md");
+    cmd::write_atomic(&validation, text.as_bytes())?;
+    Ok((validation, imported))
+}
+
+/// The results folder of `path`: itself when it is a folder holding `summary.md`, else the
+/// folder its archive unpacks to under `into`.
+fn results_folder(path: &Path, into: &Path) -> Result<PathBuf> {
+    if path.is_dir() {
+        if path.join("summary.md").is_file() {
+            return Ok(path.to_path_buf());
+        }
+        bail!("{} is a folder without summary.md: not a run.sh results folder", path.display());
+    }
+    if !path.is_file() {
+        bail!("{}: no such archive or folder", path.display());
+    }
+    fs::create_dir_all(into).with_context(|| format!("creating {}", into.display()))?;
+    cmd::output(Command::new("tar").arg("-xzf").arg(path).arg("-C").arg(into))
+        .with_context(|| format!("unpacking {}", path.display()))?;
+    let mut found = Vec::new();
+    for entry in fs::read_dir(into)? {
+        let dir = entry?.path();
+        if dir.join("summary.md").is_file() {
+            found.push(dir);
+        }
+    }
+    match found.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => bail!("{} holds no */summary.md: not a `run.sh --archive` archive", path.display()),
+        _ => bail!("{} holds several results folders; unpack it and name each", path.display()),
+    }
+}
+
+/// One run of `run.sh`, from its summary.
+struct Run {
+    /// The archive or folder it was read from (as named on the command line).
+    name: String,
+    /// Its unpacked results folder.
+    folder: PathBuf,
+    /// `name, driver, compute capability` as nvidia-smi gave them.
+    gpu: String,
+    /// When it started, and the stages (and budget) it was given.
+    started: String,
+    /// The bundle's manifest line (commit, dirty, built).
+    bundle: String,
+    rows: Vec<Row>,
+}
+
+/// One row of a summary's table, cells as written (markdown, `|` escaped).
+#[derive(Clone, Debug, PartialEq)]
+struct Row {
+    stage: String,
+    step: String,
+    result: String,
+    seconds: String,
+    headline: String,
+}
+
+impl Row {
+    fn passed(&self) -> bool {
+        self.result == "pass"
+    }
+
+    fn failed(&self) -> bool {
+        self.result.starts_with("FAIL")
+    }
+}
+
+impl Run {
+    fn read(path: &Path, folder: &Path) -> Result<Self> {
+        let summary_path = folder.join("summary.md");
+        let summary = fs::read_to_string(&summary_path)
+            .with_context(|| format!("reading {}", summary_path.display()))?;
+        let field = |prefix: &str| {
+            summary.lines().find_map(|l| l.strip_prefix(prefix)).map(str::trim).unwrap_or_default()
+        };
+        let gpu = field("- GPU: ").trim_end_matches("(name, driver, compute capability)").trim();
+        let mut rows = Vec::new();
+        let mut in_table = false;
+        for line in summary.lines() {
+            if line.starts_with("| stage | step |") {
+                in_table = true;
+            } else if in_table && line.starts_with("| ") {
+                let cells = split_row(line);
+                let [stage, step, result, seconds, headline] = cells.as_slice() else {
+                    bail!("{}: a table row without 5 cells: {line}", summary_path.display());
+                };
+                rows.push(Row {
+                    stage: stage.clone(),
+                    step: step.clone(),
+                    result: result.clone(),
+                    seconds: seconds.clone(),
+                    headline: headline.clone(),
+                });
+            }
+        }
+        if !in_table {
+            bail!("{} has no step table: not written by run.sh", summary_path.display());
+        }
+        Ok(Run {
+            name: path
+                .file_name()
+                .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into()),
+            folder: folder.to_path_buf(),
+            gpu: gpu.to_string(),
+            started: field("- Started: ").to_string(),
+            bundle: field("- Bundle: ").to_string(),
+            rows,
+        })
+    }
+}
+
+/// The cells of a markdown table row, trimmed; `\|` stays inside its cell.
+fn split_row(line: &str) -> Vec<String> {
+    let inner = line.trim().trim_start_matches('|');
+    let inner = inner.strip_suffix('|').unwrap_or(inner);
+    let mut cells = vec![String::new()];
+    let mut chars = inner.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.peek() == Some(&'|') => {
+                cells.last_mut().unwrap().push_str("\\|");
+                chars.next();
+            }
+            '|' => cells.push(String::new()),
+            c => cells.last_mut().unwrap().push(c),
+        }
+    }
+    cells.iter().map(|c| c.trim().to_string()).collect()
+}
+
+/// Every step of every run, later runs replacing earlier rows of the same step, except that a
+/// step a later run did not finish (budget, interruption) keeps an earlier finished result.
+/// Each row comes with the number (from 1) of the run it is from.
+fn merged_rows(runs: &[Run]) -> Vec<(Row, usize)> {
+    let mut merged: Vec<(Row, usize)> = Vec::new();
+    for (i, run) in runs.iter().enumerate() {
+        for row in &run.rows {
+            let finished = row.passed() || row.failed();
+            match merged.iter_mut().find(|(r, _)| r.stage == row.stage && r.step == row.step) {
+                Some(slot) if finished || !(slot.0.passed() || slot.0.failed()) => {
+                    *slot = (row.clone(), i + 1);
+                }
+                Some(_) => {}
+                None => merged.push((row.clone(), i + 1)),
+            }
+        }
+    }
+    merged.sort_by_key(|(r, _)| STAGES.iter().position(|s| *s == r.stage).unwrap_or(STAGES.len()));
+    merged
+}
+
+/// sim_vs_gpu's `largest ...` lines from the latest run that ran it.
+fn sim_vs_gpu_lines(runs: &[Run]) -> Option<(usize, Vec<String>)> {
+    runs.iter().enumerate().rev().find_map(|(i, run)| {
+        let log = fs::read_to_string(run.folder.join("logs/tests-sim_vs_gpu.log")).ok()?;
+        let lines: Vec<String> = log
+            .lines()
+            .filter(|l| l.starts_with("sim_vs_gpu:") && l.contains("largest"))
+            .map(str::to_string)
+            .collect();
+        Some((i + 1, lines))
+    })
+}
+
+fn validation_markdown(runs: &[Run], reports: &[PathBuf], date: &str) -> String {
+    let mut gpus: Vec<&str> = runs.iter().map(|r| r.gpu.as_str()).collect();
+    gpus.dedup();
+    let rows = merged_rows(runs);
+    let count = |f: &dyn Fn(&Row) -> bool| rows.iter().filter(|(r, _)| f(r)).count();
+    let (passed, failed) = (count(&Row::passed), count(&Row::failed));
+    let unfinished = rows.len() - passed - failed;
+    let mut s = format!(
+        "# GPU validation: {}\n\n\
+         - GPU (name, driver, compute capability): {}\n\
+         - Imported {date} by `cargo xtask gpu-results` from {} run(s) of the GPU bundle's \
+         `run.sh` (docs/GPU.md), listed below; each step's row is from the latest run that \
+         finished it.\n\
+         - **{passed} steps passed, {failed} failed, {unfinished} not finished** (stopped or \
+         not run for the budget, or interrupted).\n\n\
+         | run | from | started (UTC); stages | bundle |\n|---:|---|---|---|\n",
+        gpus.join(" / "),
+        gpus.join(" / "),
+        runs.len()
+    );
+    for (i, run) in runs.iter().enumerate() {
+        let _ = writeln!(s, "| {} | `{}` | {} | {} |", i + 1, run.name, run.started, run.bundle);
+    }
+    s += "\n## Steps\n\n| stage | step | result | seconds | headline | run |\n\
+          |---|---|---|---:|---|---:|\n";
+    for (r, run) in &rows {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {run} |",
+            r.stage, r.step, r.result, r.seconds, r.headline
+        );
+    }
+    s += "\n## sim_vs_gpu: largest differences, simulator against hardware\n\n";
+    match sim_vs_gpu_lines(runs) {
+        Some((run, lines)) if !lines.is_empty() => {
+            let _ = writeln!(s, "From run {run} (`logs/tests-sim_vs_gpu.log`):\n\n```text");
+            for line in lines {
+                s += &line;
+                s.push('\n');
+            }
+            s += "```\n";
+        }
+        Some((run, _)) => {
+            let _ = writeln!(s, "Run {run} ran sim_vs_gpu, but its log reports no differences.");
+        }
+        None => s += "sim_vs_gpu did not run.\n",
+    }
+    let sanitize: Vec<&Row> =
+        rows.iter().map(|(r, _)| r).filter(|r| r.stage == "sanitize").collect();
+    s += "\n## compute-sanitizer\n\n";
+    if sanitize.is_empty() {
+        s += "The sanitizer stage did not run.\n";
+    } else {
+        let clean = sanitize
+            .iter()
+            .filter(|r| r.passed() && r.headline.contains("ERROR SUMMARY: 0 errors"))
+            .count();
+        let failed = sanitize.iter().filter(|r| r.failed()).count();
+        let _ = writeln!(
+            s,
+            "{} tool × test-binary steps at the tests' small sizes (rows above): {clean} passed \
+             with `ERROR SUMMARY: 0 errors`, {failed} failed, {} not finished.",
+            sanitize.len(),
+            sanitize.len() - clean - failed
+        );
+    }
+    s += "\n## Reports imported\n\n";
+    if reports.is_empty() {
+        s += "None: no run wrote a report under `bench/`.\n";
+    }
+    for report in reports {
+        let name = report.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
+        let _ = writeln!(s, "- [`bench/{name}`]({name})");
+    }
+    s
+}
+
+/// Copies the files of `from` (a run's `bench/`, if it has one) into `to`; returns the copies.
+fn copy_reports(from: &Path, to: &Path) -> Result<Vec<PathBuf>> {
+    let mut copied = Vec::new();
+    let Ok(entries) = fs::read_dir(from) else { return Ok(copied) };
+    for entry in entries {
+        let source = entry?.path();
+        let Some(name) = source.file_name().filter(|_| source.is_file()) else { continue };
+        let target = to.join(name);
+        let bytes = fs::read(&source).with_context(|| format!("reading {}", source.display()))?;
+        cmd::write_atomic(&target, &bytes)?;
+        copied.push(target);
+    }
+    Ok(copied)
+}
+
+/// Today's date (UTC), `YYYY-MM-DD`.
+fn today() -> Result<String> {
+    Ok(cmd::output(Command::new("date").args(["-u", "+%Y-%m-%d"]))?.trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpu_bundle::run_sh_tests::{FakeBundle, text};
+
+    fn row(stage: &str, step: &str, result: &str) -> Row {
+        let cell = String::from;
+        Row {
+            stage: cell(stage),
+            step: cell(step),
+            result: cell(result),
+            seconds: cell("1"),
+            headline: String::new(),
+        }
+    }
+
+    /// A later run's finished row replaces an earlier one; an unfinished one does not replace
+    /// a finished one; rows come out in stage order.
+    #[test]
+    fn later_finished_rows_win() {
+        let run = |rows: Vec<Row>| Run {
+            name: "x".into(),
+            folder: PathBuf::new(),
+            gpu: String::new(),
+            started: String::new(),
+            bundle: String::new(),
+            rows,
+        };
+        let runs = [
+            run(vec![
+                row("tests", "a gpu::", "FAIL (exit 101)"),
+                row("tests", "b gpu::", "pass"),
+                row("bench", "gemm", "not run (budget spent)"),
+            ]),
+            run(vec![
+                row("info", "gpu-bench info", "pass"),
+                row("tests", "a gpu::", "pass"),
+                row("tests", "b gpu::", "stopped by the budget after 9s"),
+                row("bench", "gemm", "pass"),
+            ]),
+        ];
+        let merged: Vec<(String, String, usize)> =
+            merged_rows(&runs).into_iter().map(|(r, run)| (r.step, r.result, run)).collect();
+        let want = [
+            ("gpu-bench info", "pass", 2),
+            ("a gpu::", "pass", 2),
+            ("b gpu::", "pass", 1),
+            ("gemm", "pass", 2),
+        ];
+        let want: Vec<(String, String, usize)> =
+            want.iter().map(|&(s, r, n)| (s.into(), r.into(), n)).collect();
+        assert_eq!(merged, want);
+    }
+
+    #[test]
+    fn escaped_pipes_stay_in_their_cell() {
+        let cells = split_row(r"| tests | sim_vs_gpu | pass | 3 | of sum\|a*b\| ok |");
+        assert_eq!(cells, ["tests", "sim_vs_gpu", "pass", "3", r"of sum\|a*b\| ok"]);
+    }
+
+    /// Two archives from the fake bundle (the second reruns a failed test binary after a
+    /// "fix"): the reports land in bench/, and gpu-validation.md lists both runs, takes the
+    /// rerun's result, quotes sim_vs_gpu's lines and tallies the outcome.
+    #[test]
+    fn two_runs_make_one_validation_report() {
+        let fake = FakeBundle::new("gpu-results");
+        let first = ["info", "tests", "--out", "r1", "--archive", "one.tar.gz"];
+        let out = fake.run(&first, &[("TESTS", "bad gemm sim_vs_gpu")]);
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+        let second = ["tests", "bench", "--out", "r2", "--archive", "two.tar.gz"];
+        let out = fake.run(&second, &[("TESTS", "bad"), ("FIXED", "1"), ("BENCHMARKS", "gemm")]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        let bench = fake.path("repo-bench");
+        let runs = [fake.path("one.tar.gz"), fake.path("two.tar.gz")];
+        let (validation, reports) = import(&runs, &bench, &fake.path("scratch")).unwrap();
+        assert_eq!(reports, [bench.join("gemm-fake.md")]);
+        let md = fs::read_to_string(validation).unwrap();
+        assert!(md.starts_with("# GPU validation: Fake GPU, 0.0, 9.0\n"), "{md}");
+        assert!(md.contains("| 1 | `one.tar.gz` | "), "{md}");
+        assert!(md.contains("| 2 | `two.tar.gz` | "), "{md}");
+        assert!(md.contains("**5 steps passed, 0 failed, 0 not finished**"), "{md}");
+        assert!(md.contains("| tests | bad gpu:: | pass | 0 | 2 passed, 0 failed | 2 |"), "{md}");
+        assert!(md.contains("| tests | gemm gpu:: | pass | 0 |"), "{md}");
+        assert!(md.contains("sim_vs_gpu: wgmma_tf32: largest difference 1.50e-07"), "{md}");
+        assert!(md.contains("The sanitizer stage did not run."), "{md}");
+        assert!(md.contains("- [`bench/gemm-fake.md`](gemm-fake.md)"), "{md}");
+        let err = import(&[fake.path("r1/logs")], &bench, &fake.path("scratch")).unwrap_err();
+        assert!(err.to_string().contains("without summary.md"), "{err}");
+    }
+}
