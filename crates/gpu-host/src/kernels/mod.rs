@@ -13,7 +13,6 @@ pub mod encoder;
 pub mod flash;
 pub mod gelu;
 pub mod gemm;
-mod gemm_wgmma;
 pub mod layernorm;
 pub mod norm;
 pub mod probe;

@@ -1,7 +1,7 @@
-//! The Hopper path of [`super::gemm`]: when it applies, the operands' tensor maps, and the
-//! launch of a `gemm_wgmma_*` entry (see `kernel_abi::gemm_wgmma`).
+//! The Hopper path of [`gemm`](fn@super::gemm): when it applies, the operands' tensor maps, and
+//! the launch of a `gemm_wgmma_*` entry (see `kernel_abi::gemm_wgmma`).
 
-use super::gemm::{GemmEngine, GemmSpec, Layout, Precision, WgmmaTile, invalid, to_u32};
+use super::{GemmEngine, GemmSpec, Layout, Precision, WgmmaTile, invalid, to_u32};
 use crate::device::{Device, LaunchConfig};
 use crate::error::Result;
 use crate::ptx::PtxArch;
@@ -193,7 +193,7 @@ fn operand_maps(
 /// · split_k · batch` work units.
 ///
 /// # Safety
-/// `params` must be valid for `kernel` as the checks of `super::gemm::launch` establish
+/// `params` must be valid for `kernel` as the checks of `super::launch` establish
 /// (views covering A, B, C, the bias, the pre-activation and the workspace), and `spec` one
 /// that [`unsupported_reason`] accepts for `dev` and the operand addresses; `kernel` an entry
 /// of `tile`.

@@ -1,0 +1,412 @@
+//! What one GEMM is: shape, layouts, strides, scalars, precision, engine and tile, and the
+//! choices that follow from them (split plans, engine, Hopper entry).
+
+use super::{GemmTypes, Layout, invalid, wgmma};
+use crate::device::Device;
+use crate::error::Result;
+use crate::ptx::PtxArch;
+use half::{bf16, f16};
+use kernel_abi::gemm::{simt, tc};
+use kernel_abi::gemm_wgmma::{WgmmaKernels, wg};
+
+/// The matmul precision of a training mode (the project's speed ladder).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Precision {
+    /// f32 inputs, FP32 FMA on the SIMT cores.
+    Fp32,
+    /// f32 inputs rounded to TF32 (nearest, ties away), tensor cores, f32 accumulation.
+    Tf32,
+    /// bf16 inputs, tensor cores, f32 accumulation.
+    Bf16,
+    /// f16 inputs, tensor cores, f32 accumulation.
+    Fp16,
+}
+
+/// Which tensor-core instructions multiply (see the module docs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum GemmEngine {
+    /// The Hopper kernel where it applies (see [`GemmSpec::engine_on`]), else `mma.sync`.
+    #[default]
+    Auto,
+    /// The `mma.sync` kernels (the sm_80 family; the SIMT kernel for FP32).
+    MmaSync,
+    /// The Hopper `wgmma` kernel; a GEMM it cannot run is an
+    /// [`GpuError::InvalidArgument`](crate::GpuError::InvalidArgument) (argument `engine`) saying
+    /// why.
+    Wgmma,
+}
+
+/// The block tile of the Hopper kernel ([`GemmSpec::wgmma_tile`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum WgmmaTile {
+    /// 128 × 256 where there is such an entry (A row-major: the forward and `dX` GEMMs),
+    /// nothing is split over K and its tiles still give every SM at least one; else 128 × 128.
+    #[default]
+    Auto,
+    /// 128 × 128 (every entry).
+    N128,
+    /// 128 × 256; a GEMM without such an entry is an
+    /// [`GpuError::InvalidArgument`](crate::GpuError::InvalidArgument) (argument `wgmma_tile`).
+    N256,
+    /// Ping-pong 128 × 128: each consumer warpgroup multiplies whole tiles, in turns with the
+    /// other, so one's epilogue overlaps the other's wgmmas (entries for the layouts of `N256`;
+    /// without one, an [`GpuError::InvalidArgument`](crate::GpuError::InvalidArgument)). `Auto`
+    /// never picks it yet: the GEMM benchmark times it beside the others, so that a GPU run can
+    /// decide where it wins.
+    PingPong,
+}
+
+impl WgmmaTile {
+    /// The kernel geometry of this tile (`Auto` stands for 128 × 128, the tile every entry
+    /// has; `wgmma::tile_for` decides what it runs).
+    pub(super) fn geometry(self) -> wg::Tile {
+        match self {
+            WgmmaTile::Auto | WgmmaTile::N128 => wg::N128,
+            WgmmaTile::N256 => wg::N256,
+            WgmmaTile::PingPong => wg::PINGPONG,
+        }
+    }
+}
+
+/// How the GEMMs of a model or a composite op run: their precision, engine and Hopper tile
+/// (the trainer's `--precision`, `--gemm-engine`, `--wgmma-tile`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct GemmConfig {
+    /// The arithmetic.
+    pub precision: Precision,
+    /// Which instructions multiply.
+    pub engine: GemmEngine,
+    /// The Hopper kernel's block tile, a preference: see [`GemmConfig::apply`].
+    pub wgmma_tile: WgmmaTile,
+}
+
+impl From<Precision> for GemmConfig {
+    /// `precision` with the default engine and tile (`Auto`).
+    fn from(precision: Precision) -> Self {
+        Self { precision, engine: GemmEngine::Auto, wgmma_tile: WgmmaTile::Auto }
+    }
+}
+
+impl GemmConfig {
+    /// `spec` in this precision, engine and tile, where a 128 × 256 or ping-pong tile asked
+    /// for a GEMM without such an entry (the weight gradients) falls back to 128 × 128 instead
+    /// of failing.
+    pub fn apply(&self, spec: GemmSpec) -> GemmSpec {
+        let spec = GemmSpec { precision: self.precision, engine: self.engine, ..spec };
+        let wgmma_tile = match self.wgmma_tile {
+            tile @ (WgmmaTile::N256 | WgmmaTile::PingPong) if !spec.has_wgmma_entry(tile) => {
+                WgmmaTile::N128
+            }
+            tile => tile,
+        };
+        GemmSpec { wgmma_tile, ..spec }
+    }
+}
+
+/// Shape, layouts, strides and scalars of one (batched) GEMM: `A` is M×K, `B` is K×N, `C` is
+/// M×N row-major; batch `z` of a matrix starts `z · stride` elements after batch 0.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GemmSpec {
+    /// Rows of A and C.
+    pub m: usize,
+    /// Columns of B and C.
+    pub n: usize,
+    /// Columns of A, rows of B.
+    pub k: usize,
+    /// Number of products (1..=65535).
+    pub batch: usize,
+    /// Storage of A.
+    pub a_layout: Layout,
+    /// Storage of B.
+    pub b_layout: Layout,
+    /// Leading dimension of A (≥ K row-major, ≥ M column-major).
+    pub lda: usize,
+    /// Leading dimension of B (≥ N row-major, ≥ K column-major).
+    pub ldb: usize,
+    /// Leading dimension of C and of the pre-activation (≥ N).
+    pub ldc: usize,
+    /// Batch stride of A (0 broadcasts A).
+    pub stride_a: usize,
+    /// Batch stride of B (0 broadcasts B).
+    pub stride_b: usize,
+    /// Batch stride of C and of the pre-activation (batches must not overlap).
+    pub stride_c: usize,
+    /// Scale of the product.
+    pub alpha: f32,
+    /// Scale of the previous C (0: C is write-only and may hold anything).
+    pub beta: f32,
+    /// Which variant multiplies.
+    pub precision: Precision,
+    /// Split K into this many slices (1: no split-K; see [`gemm_split_k`](super::gemm_split_k)).
+    pub split_k: usize,
+    /// Which instructions multiply ([`GemmEngine::Auto`] unless set).
+    pub engine: GemmEngine,
+    /// The Hopper kernel's block tile, when it runs ([`WgmmaTile::Auto`] unless set).
+    pub wgmma_tile: WgmmaTile,
+}
+
+impl GemmSpec {
+    /// A single dense GEMM: leading dimensions equal to the stored row lengths, batch 1,
+    /// `alpha = 1`, `beta = 0`.
+    pub fn new(
+        m: usize,
+        n: usize,
+        k: usize,
+        a_layout: Layout,
+        b_layout: Layout,
+        precision: Precision,
+    ) -> Self {
+        let lda = if a_layout == Layout::RowMajor { k } else { m };
+        let ldb = if b_layout == Layout::RowMajor { n } else { k };
+        Self {
+            m,
+            n,
+            k,
+            batch: 1,
+            a_layout,
+            b_layout,
+            lda,
+            ldb,
+            ldc: n,
+            stride_a: 0,
+            stride_b: 0,
+            stride_c: 0,
+            alpha: 1.0,
+            beta: 0.0,
+            precision,
+            split_k: 1,
+            engine: GemmEngine::Auto,
+            wgmma_tile: WgmmaTile::Auto,
+        }
+    }
+
+    /// `nn.Linear` forward `Y (M×N) = X (M×K) · Wᵀ`, with `W` stored (N, K).
+    pub fn linear_forward(m: usize, n: usize, k: usize, precision: Precision) -> Self {
+        Self::new(m, n, k, Layout::RowMajor, Layout::ColMajor, precision)
+    }
+
+    /// `nn.Linear` input gradient `dX (M×K) = dY (M×N) · W (N×K)`: returns the spec of a GEMM
+    /// with M = rows, N = in-features, K = out-features.
+    pub fn linear_backward_input(
+        rows: usize,
+        in_features: usize,
+        out_features: usize,
+        precision: Precision,
+    ) -> Self {
+        Self::new(rows, in_features, out_features, Layout::RowMajor, Layout::RowMajor, precision)
+    }
+
+    /// `nn.Linear` weight gradient `dW (out×in) += dYᵀ · X` over `rows` rows: M = out-features,
+    /// N = in-features, K = rows, A = dY read column-major, `beta = 1` (accumulate).
+    pub fn linear_backward_weight(
+        rows: usize,
+        in_features: usize,
+        out_features: usize,
+        precision: Precision,
+    ) -> Self {
+        let mut spec = Self::new(
+            out_features,
+            in_features,
+            rows,
+            Layout::ColMajor,
+            Layout::RowMajor,
+            precision,
+        );
+        spec.beta = 1.0;
+        spec
+    }
+
+    /// Multiply-adds × 2 of the whole batch.
+    pub fn flops(&self) -> f64 {
+        2.0 * self.m as f64 * self.n as f64 * self.k as f64 * self.batch as f64
+    }
+
+    /// Elements A must have (0 when nothing is read).
+    pub fn a_len(&self) -> usize {
+        let (rows, cols) = match self.a_layout {
+            Layout::RowMajor => (self.m, self.k),
+            Layout::ColMajor => (self.k, self.m),
+        };
+        extent(self.batch, self.stride_a, rows, cols, self.lda)
+    }
+
+    /// Elements B must have (0 when nothing is read).
+    pub fn b_len(&self) -> usize {
+        let (rows, cols) = match self.b_layout {
+            Layout::RowMajor => (self.k, self.n),
+            Layout::ColMajor => (self.n, self.k),
+        };
+        extent(self.batch, self.stride_b, rows, cols, self.ldb)
+    }
+
+    /// Elements C (and the pre-activation) must have.
+    pub fn c_len(&self) -> usize {
+        extent(self.batch, self.stride_c, self.m, self.n, self.ldc)
+    }
+
+    /// [`GemmSpec::block_k_for`] the engine this spec names ([`GemmEngine::Auto`]: the
+    /// `mma.sync` / SIMT kernel's).
+    pub fn block_k(&self) -> usize {
+        self.block_k_for(self.engine)
+    }
+
+    /// K per pipeline step of the variant on `engine`: `mma.sync` / SIMT (also for `Auto`):
+    /// 8 FP32, 16 TF32, 32 BF16/FP16; `wgmma`: one 128-byte swizzle row, 32 TF32 (and FP32,
+    /// which it does not run), 64 BF16/FP16.
+    pub fn block_k_for(&self, engine: GemmEngine) -> usize {
+        let bytes = match engine {
+            GemmEngine::Wgmma => wg::BK_BYTES,
+            GemmEngine::Auto | GemmEngine::MmaSync => tc::BK_BYTES,
+        };
+        match self.precision {
+            Precision::Fp32 if engine != GemmEngine::Wgmma => simt::BK as usize,
+            Precision::Fp32 | Precision::Tf32 => (bytes / 4) as usize,
+            Precision::Bf16 | Precision::Fp16 => (bytes / 2) as usize,
+        }
+    }
+
+    /// [`GemmSpec::split_plan_for`] the engine this spec names ([`GemmEngine::Auto`]: the
+    /// `mma.sync` / SIMT kernel's, which may differ from what `Auto` launches on a Hopper
+    /// runtime; see [`GemmSpec::engine_on`]).
+    pub fn split_plan(&self) -> (usize, usize) {
+        self.split_plan_for(self.engine)
+    }
+
+    /// (slices, K steps per slice) launched for `split_k` on `engine` (steps of
+    /// [`GemmSpec::block_k_for`] that engine): every slice gets the same whole number of K
+    /// steps except the last, and none is empty.
+    pub fn split_plan_for(&self, engine: GemmEngine) -> (usize, usize) {
+        let steps = self.k.div_ceil(self.block_k_for(engine));
+        if self.split_k <= 1 || steps <= 1 {
+            return (1, steps);
+        }
+        let per_slice = steps.div_ceil(self.split_k);
+        (steps.div_ceil(per_slice), per_slice)
+    }
+
+    /// f32 elements of split-K workspace [`gemm_split_k`](super::gemm_split_k) needs (0 without
+    /// split-K): the most any engine this spec may run on needs (under [`GemmEngine::Auto`], both,
+    /// since the choice depends on the runtime and the operands).
+    pub fn workspace_len(&self) -> usize {
+        self.candidate_engines().iter().map(|&e| self.workspace_len_for(e)).max().unwrap_or(0)
+    }
+
+    /// The workspace of [`GemmSpec::split_plan_for`] `engine`.
+    pub(super) fn workspace_len_for(&self, engine: GemmEngine) -> usize {
+        match self.split_plan_for(engine) {
+            (1, _) => 0,
+            (slices, _) => {
+                [slices, self.m, self.n].iter().fold(self.batch, |a, &b| a.saturating_mul(b))
+            }
+        }
+    }
+
+    /// The most K slices any engine this spec may run on launches.
+    pub(super) fn max_slices(&self) -> usize {
+        self.candidate_engines().iter().map(|&e| self.split_plan_for(e).0).max().unwrap_or(1)
+    }
+
+    /// The engines [`GemmSpec::engine_on`] may resolve this spec to, whatever the runtime and
+    /// operand addresses (resolved engines only: `MmaSync`, `Wgmma`).
+    fn candidate_engines(&self) -> &'static [GemmEngine] {
+        match self.engine {
+            GemmEngine::MmaSync => &[GemmEngine::MmaSync],
+            GemmEngine::Wgmma => &[GemmEngine::Wgmma],
+            GemmEngine::Auto if wgmma::shape_reason(self).is_none() => {
+                &[GemmEngine::MmaSync, GemmEngine::Wgmma]
+            }
+            GemmEngine::Auto => &[GemmEngine::MmaSync],
+        }
+    }
+
+    /// The engine [`gemm`](fn@super::gemm) and [`gemm_split_k`](super::gemm_split_k) run this spec
+    /// with on `dev`, for A and B at device addresses `a_addr` and `b_addr`: `MmaSync` or `Wgmma`,
+    /// never `Auto`.
+    ///
+    /// `Wgmma` applies when `dev` loaded the sm_90a module, the precision is BF16 or FP16 (any
+    /// layouts) or TF32 (A row-major and B column-major), `K ≥ 1`, both addresses are 16-byte
+    /// aligned and so are the rows (`lda · size` and `ldb · size` multiples of 16 bytes) and, with
+    /// `batch > 1`, the batches of A and B (`stride · size` multiples of 16 bytes, at least one
+    /// matrix apart). `Auto` resolves to `Wgmma` when it applies and to `MmaSync` otherwise; an
+    /// explicit `Wgmma` that does not apply is an
+    /// [`GpuError::InvalidArgument`](crate::GpuError::InvalidArgument) (argument `engine`) giving
+    /// the first reason; `MmaSync` stays `MmaSync`.
+    pub fn engine_on<D: Device>(&self, dev: &D, a_addr: u64, b_addr: u64) -> Result<GemmEngine> {
+        self.engine_for_arch(dev.ptx_arch(), a_addr, b_addr)
+    }
+
+    /// [`GemmSpec::engine_on`] a runtime that loaded the `arch` module.
+    fn engine_for_arch(&self, arch: PtxArch, a_addr: u64, b_addr: u64) -> Result<GemmEngine> {
+        let why_not = wgmma::unsupported_reason(arch, self, a_addr, b_addr);
+        match (self.engine, why_not) {
+            (GemmEngine::MmaSync, _) | (GemmEngine::Auto, Some(_)) => Ok(GemmEngine::MmaSync),
+            (GemmEngine::Auto | GemmEngine::Wgmma, None) => Ok(GemmEngine::Wgmma),
+            (GemmEngine::Wgmma, Some(reason)) => {
+                Err(invalid("engine", format!("the wgmma kernel cannot run this GEMM: {reason}")))
+            }
+        }
+    }
+
+    /// Picks `split_k` for a GPU with `multiprocessors` SMs whose runtime loaded the `arch`
+    /// module, for the engine this spec will most likely run on there (what
+    /// [`GemmSpec::engine_on`] resolves to for aligned operands): when the output tiles fill
+    /// less than half of the blocks the GPU runs at once (2 per SM for `mma.sync` / SIMT, 1 per
+    /// SM for the persistent wgmma kernel), split K so that the slices fill about one wave,
+    /// keeping at least 8 K steps (of that engine) per slice and at most 16 slices. A
+    /// heuristic, not a tuner: it targets the GPT-2 weight gradients (768×768 output,
+    /// K = B·T).
+    pub fn with_split_k_for(mut self, multiprocessors: usize, arch: PtxArch) -> Self {
+        let engine = self.likely_engine(arch);
+        let (bm, bn, per_sm) = match (engine, self.precision) {
+            (GemmEngine::Wgmma, _) => (wg::BM, wg::N128.bn, 1),
+            (_, Precision::Fp32) => (simt::BM, simt::BN, 2),
+            _ => (tc::BM, tc::BN, 2),
+        };
+        let tiles = self.m.div_ceil(bm as usize) * self.n.div_ceil(bn as usize) * self.batch;
+        let resident = per_sm * multiprocessors;
+        let steps = self.k.div_ceil(self.block_k_for(engine));
+        self.split_k = if tiles == 0 || 2 * tiles > resident {
+            1
+        } else {
+            (resident / tiles).min(steps / 8).clamp(1, 16)
+        };
+        self
+    }
+
+    /// Whether the Hopper kernel has an entry of `tile` for this precision and these layouts
+    /// (`Auto` stands for 128 × 128): 128 × 128 for BF16 and FP16 in every layout and TF32
+    /// with A row-major and B column-major; 128 × 256 and ping-pong for A row-major (the
+    /// forward and `dX` GEMMs) in BF16 and FP16, and TF32's one layout.
+    pub fn has_wgmma_entry(&self, tile: WgmmaTile) -> bool {
+        let (a, b) = (self.a_layout, self.b_layout);
+        let tile = tile.geometry();
+        fn has<I: Copy + 'static, O: Copy + 'static>(
+            family: Option<WgmmaKernels<I, O>>,
+            (a, b): (Layout, Layout),
+        ) -> bool {
+            family.is_some_and(|family| family.get(a, b).is_some())
+        }
+        // Every output type has the same entries: the f32-output families stand for them.
+        let p = self.precision;
+        match p {
+            Precision::Fp32 => false,
+            Precision::Tf32 => has(<f32 as GemmTypes<f32>>::wgmma_kernels(p, tile), (a, b)),
+            Precision::Bf16 => has(<bf16 as GemmTypes<f32>>::wgmma_kernels(p, tile), (a, b)),
+            Precision::Fp16 => has(<f16 as GemmTypes<f32>>::wgmma_kernels(p, tile), (a, b)),
+        }
+    }
+
+    /// The engine [`GemmSpec::engine_on`] resolves to on a runtime with the `arch` module for
+    /// aligned operands (a forced engine that cannot run stays itself; the launch reports it).
+    fn likely_engine(&self, arch: PtxArch) -> GemmEngine {
+        self.engine_for_arch(arch, 0, 0).unwrap_or(self.engine)
+    }
+}
+
+/// Elements spanned by `batch` matrices of `rows` stored rows of `cols` elements `ld` apart.
+fn extent(batch: usize, stride: usize, rows: usize, cols: usize, ld: usize) -> usize {
+    if batch == 0 || rows == 0 || cols == 0 {
+        return 0;
+    }
+    (batch - 1) * stride + (rows - 1) * ld + cols
+}

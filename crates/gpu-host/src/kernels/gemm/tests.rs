@@ -1,0 +1,445 @@
+//! Unit tests of the GEMM launchers: spec arithmetic, validation, split plans, engine and
+//! tile choice, tensor maps.
+
+use super::launch::validate;
+use super::*;
+use crate::device::Device;
+use crate::error::GpuError;
+use crate::ptx::PtxArch;
+use crate::tensor_map::{TensorMapDesc, TensorMapElem, TensorMapLayers, TensorMapSwizzle};
+use half::{bf16, f16};
+use kernel_abi::gemm::{GemmParams, tc};
+
+#[test]
+fn extents_follow_layout_ld_and_batch() {
+    let mut s = GemmSpec::new(3, 5, 7, Layout::ColMajor, Layout::RowMajor, Precision::Bf16);
+    assert_eq!((s.a_len(), s.b_len(), s.c_len()), (21, 35, 15));
+    s.lda = 4;
+    s.batch = 2;
+    s.stride_a = 100;
+    s.stride_c = 15;
+    assert_eq!(s.a_len(), 100 + 6 * 4 + 3);
+    assert_eq!(s.c_len(), 30);
+    s.k = 0;
+    assert_eq!(s.a_len(), 0);
+}
+
+#[test]
+fn linear_helpers_pick_gpt2_layouts() {
+    let f = GemmSpec::linear_forward(16384, 2304, 768, Precision::Bf16);
+    assert_eq!((f.a_layout, f.b_layout, f.ldb), (Layout::RowMajor, Layout::ColMajor, 768));
+    let dx = GemmSpec::linear_backward_input(16384, 768, 2304, Precision::Bf16);
+    assert_eq!((dx.m, dx.n, dx.k, dx.ldb), (16384, 768, 2304, 768));
+    let dw = GemmSpec::linear_backward_weight(16384, 768, 2304, Precision::Bf16);
+    assert_eq!((dw.m, dw.n, dw.k, dw.lda, dw.beta), (2304, 768, 16384, 2304, 1.0));
+    assert_eq!(f.flops(), 2.0 * 16384.0 * 2304.0 * 768.0);
+}
+
+#[test]
+fn validation_names_the_argument() {
+    let mut s = GemmSpec::new(4, 4, 4, Layout::RowMajor, Layout::RowMajor, Precision::Fp32);
+    s.lda = 3;
+    assert!(matches!(validate(&s), Err(GpuError::InvalidArgument { arg: "lda", .. })));
+    s.lda = 4;
+    s.batch = 2;
+    s.stride_c = 10;
+    assert!(matches!(validate(&s), Err(GpuError::InvalidArgument { arg: "stride_c", .. })));
+    s.stride_c = 16;
+    assert!(validate(&s).is_ok());
+    s.batch = 70_000;
+    assert!(matches!(validate(&s), Err(GpuError::InvalidArgument { arg: "batch", .. })));
+}
+
+#[test]
+fn split_plans_have_no_empty_slices() {
+    let mut s = GemmSpec::new(100, 100, 300, Layout::RowMajor, Layout::RowMajor, Precision::Bf16);
+    assert_eq!(s.block_k(), 32);
+    for (split, plan) in [(1, (1, 10)), (3, (3, 4)), (4, (4, 3)), (64, (10, 1))] {
+        s.split_k = split;
+        assert_eq!(s.split_plan(), plan, "split_k = {split}");
+    }
+    assert_eq!(s.workspace_len(), 10 * 100 * 100);
+    s.k = 0;
+    assert_eq!((s.split_plan(), s.workspace_len()), ((1, 0), 0));
+}
+
+#[test]
+fn split_heuristic_targets_small_outputs_with_long_k() {
+    let dw = |out, inp| GemmSpec::linear_backward_weight(16384, inp, out, Precision::Bf16);
+    let a100 = |s: GemmSpec| s.with_split_k_for(108, PtxArch::Sm80).split_k;
+    let h100 = |s: GemmSpec| s.with_split_k_for(132, PtxArch::Sm90a).split_k;
+    // mma.sync, 2 blocks per SM: 216 resident blocks over 36, 108 and 144 tiles.
+    assert_eq!((a100(dw(768, 768)), a100(dw(2304, 768)), a100(dw(3072, 768))), (6, 2, 1));
+    // wgmma, 1 persistent block per SM: 132 over 36 tiles; 108 already fill most SMs.
+    assert_eq!((h100(dw(768, 768)), h100(dw(2304, 768))), (3, 1));
+    let forced_mma = GemmSpec { engine: GemmEngine::MmaSync, ..dw(768, 768) };
+    assert_eq!(h100(forced_mma), 7);
+    let fwd = GemmSpec::linear_forward(16384, 768, 768, Precision::Bf16);
+    assert_eq!((a100(fwd), h100(fwd)), (1, 1));
+    let short = GemmSpec::new(128, 128, 64, Layout::RowMajor, Layout::RowMajor, Precision::Fp32);
+    assert_eq!(a100(short), 1);
+}
+
+#[test]
+fn precisions_map_to_families() {
+    assert_eq!(
+        <f32 as GemmTypes<f32>>::kernels(Precision::Tf32).unwrap().rc.name(),
+        "gemm_tf32_rc_f32"
+    );
+    assert!(<f32 as GemmTypes<f32>>::kernels(Precision::Bf16).is_none());
+    assert_eq!(
+        <bf16 as GemmTypes<f32>>::kernels(Precision::Bf16).unwrap().cr.name(),
+        "gemm_bf16_cr_f32"
+    );
+    assert!(<f16 as GemmTypes<f16>>::kernels(Precision::Bf16).is_none());
+}
+
+#[test]
+fn block_k_and_split_plan_follow_the_engine() {
+    let mut s = GemmSpec::linear_forward(128, 128, 320, Precision::Bf16);
+    assert_eq!(s.block_k_for(GemmEngine::MmaSync), 32);
+    assert_eq!(s.block_k_for(GemmEngine::Wgmma), 64);
+    assert_eq!(s.block_k(), 32, "Auto plans with the mma.sync tile");
+    s.precision = Precision::Tf32;
+    assert_eq!((s.block_k_for(GemmEngine::MmaSync), s.block_k_for(GemmEngine::Wgmma)), (16, 32));
+    s.precision = Precision::Bf16;
+    s.split_k = 4;
+    // 10 mma.sync steps → 4 slices of 3; 5 wgmma steps → 3 slices of 2.
+    assert_eq!(s.split_plan_for(GemmEngine::MmaSync), (4, 3));
+    assert_eq!(s.split_plan_for(GemmEngine::Wgmma), (3, 2));
+    assert_eq!(s.workspace_len(), 4 * 128 * 128, "Auto: the larger of the two");
+    let forced = GemmSpec { engine: GemmEngine::Wgmma, ..s };
+    assert_eq!((forced.split_plan(), forced.workspace_len()), ((3, 2), 3 * 128 * 128));
+    let fp32 = GemmSpec { precision: Precision::Fp32, ..s };
+    assert_eq!(fp32.workspace_len(), fp32.workspace_len_for(GemmEngine::MmaSync));
+}
+
+mod engines {
+    use super::*;
+    use crate::device::DeviceBuffer;
+    use crate::mock::{Launched, MockDevice};
+    use kernel_abi::gemm_wgmma::{TensorMap, WgmmaGemmParams, wg};
+    use kernel_abi::{Bf16, F16};
+
+    /// Runs `gemm_split_k` of `spec` (bf16 → bf16) on `dev` with operands `offset`
+    /// elements into their buffers; returns the launches.
+    fn run_bf16(
+        dev: &MockDevice,
+        spec: &GemmSpec,
+        offset: usize,
+        workspace: usize,
+    ) -> Result<Vec<Launched>> {
+        let a = dev.alloc::<bf16>(spec.a_len() + offset)?;
+        let b = dev.alloc::<bf16>(spec.b_len() + offset)?;
+        let mut c = dev.alloc::<bf16>(spec.c_len())?;
+        let mut w = dev.alloc::<f32>(workspace)?;
+        let (a, b) = (a.view().slice(offset..a.len())?, b.view().slice(offset..b.len())?);
+        gemm_split_k(dev, spec, a, b, c.view_mut(), Epilogue::default(), w.view_mut())?;
+        Ok(dev.take_launches())
+    }
+
+    #[test]
+    fn auto_on_sm_80_runs_mma_sync() {
+        let dev = MockDevice::new(PtxArch::Sm80, 132);
+        let spec = GemmSpec::linear_forward(300, 200, 72, Precision::Bf16);
+        assert_eq!(spec.engine_on(&dev, 0, 0).unwrap(), GemmEngine::MmaSync);
+        let launches = run_bf16(&dev, &spec, 0, 0).unwrap();
+        assert_eq!(launches.len(), 1);
+        assert_eq!(launches[0].name, "gemm_bf16_rc_bf16");
+        assert_eq!(launches[0].config.grid, (3 * 2, 1, 1));
+        assert_eq!(launches[0].config.block, (tc::THREADS, 1, 1));
+    }
+
+    #[test]
+    fn wgmma_forced_on_sm_80_names_the_reason() {
+        let dev = MockDevice::new(PtxArch::Sm80, 132);
+        let spec = GemmSpec {
+            engine: GemmEngine::Wgmma,
+            ..GemmSpec::linear_forward(300, 200, 72, Precision::Bf16)
+        };
+        let err = run_bf16(&dev, &spec, 0, 0).unwrap_err();
+        assert!(
+            matches!(&err, GpuError::InvalidArgument { op: "gemm", arg: "engine", .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("sm_80") && err.to_string().contains("sm_90a"));
+        assert!(dev.take_launches().is_empty());
+    }
+
+    #[test]
+    fn auto_on_sm_90a_runs_wgmma_with_tensor_maps() {
+        let dev = MockDevice::new(PtxArch::Sm90a, 4);
+        let spec = GemmSpec { lda: 80, ..GemmSpec::linear_forward(300, 200, 72, Precision::Bf16) };
+        let launches = run_bf16(&dev, &spec, 0, 0).unwrap();
+        assert_eq!(launches.len(), 1);
+        let l = &launches[0];
+        assert_eq!(l.name, "gemm_wgmma_bf16_rc_bf16");
+        // 3 × 2 tiles, 1 slice = 6 units on min(6, 4 SMs) blocks.
+        assert_eq!(l.config.grid, (4, 1, 1));
+        assert_eq!(l.config.block, (wg::THREADS, 1, 1));
+        assert_eq!(l.config.shared_mem_bytes, wg::N128.smem_bytes());
+        let p = l.params::<WgmmaGemmParams<Bf16, Bf16>>();
+        assert_eq!(p.units, 6);
+        assert_eq!((p.gemm.tiles_m, p.gemm.tiles_n, p.gemm.split_k), (3, 2, 1));
+        assert_eq!((p.gemm.k_tiles_per_split, p.gemm.lda, p.gemm.ldb), (2, 80, 72));
+        assert_eq!(p.tmap_b.addr(), p.tmap_a.addr() + 128);
+        assert!(p.tmap_a.is_aligned_to(64));
+        let desc_a = TensorMapDesc {
+            global_address: p.gemm.a.addr(),
+            elem: TensorMapElem::Bf16,
+            dims: [72, 300],
+            row_stride_bytes: 160,
+            box_dims: [64, 128],
+            swizzle: TensorMapSwizzle::B128,
+            layers: Some(TensorMapLayers { count: 1, stride_bytes: 300 * 160 }),
+        };
+        let desc_b = TensorMapDesc {
+            global_address: p.gemm.b.addr(),
+            dims: [72, 200],
+            row_stride_bytes: 144,
+            layers: Some(TensorMapLayers { count: 1, stride_bytes: 200 * 144 }),
+            ..desc_a
+        };
+        let uploaded = dev.read(p.tmap_a.addr(), 2 * size_of::<TensorMap>());
+        assert_eq!(uploaded[..128], MockDevice::encode(&desc_a).bytes);
+        assert_eq!(uploaded[128..], MockDevice::encode(&desc_b).bytes);
+        // Many units: still one block per SM; 8 × 4 tiles of 128 × 256 fill the 4 SMs.
+        let big = GemmSpec::linear_forward(1024, 1024, 64, Precision::Bf16);
+        let launches = run_bf16(&dev, &big, 0, 0).unwrap();
+        let l = &launches[0];
+        assert_eq!((l.name, l.config.grid), ("gemm_wgmma_n256_bf16_rc_bf16", (4, 1, 1)));
+        assert_eq!(l.config.shared_mem_bytes, wg::N256.smem_bytes());
+        let p = l.params::<WgmmaGemmParams<Bf16, Bf16>>();
+        assert_eq!((p.units, p.gemm.tiles_n), (32, 4));
+        let b = dev.read(p.tmap_b.addr(), size_of::<TensorMap>());
+        let desc_b = TensorMapDesc {
+            global_address: p.gemm.b.addr(),
+            dims: [64, 1024],
+            row_stride_bytes: 128,
+            box_dims: [64, 256],
+            layers: Some(TensorMapLayers { count: 1, stride_bytes: 1024 * 128 }),
+            ..desc_a
+        };
+        assert_eq!(b, MockDevice::encode(&desc_b).bytes);
+    }
+
+    #[test]
+    fn a_gemm_config_prefers_its_tile_where_there_is_one() {
+        let config = GemmConfig {
+            precision: Precision::Fp16,
+            engine: GemmEngine::Wgmma,
+            wgmma_tile: WgmmaTile::N256,
+        };
+        let fwd = config.apply(GemmSpec::linear_forward(64, 64, 64, Precision::Bf16));
+        assert_eq!((fwd.precision, fwd.engine), (Precision::Fp16, GemmEngine::Wgmma));
+        assert_eq!(fwd.wgmma_tile, WgmmaTile::N256);
+        let dw = config.apply(GemmSpec::linear_backward_weight(64, 64, 64, Precision::Fp16));
+        assert_eq!((dw.wgmma_tile, dw.beta), (WgmmaTile::N128, 1.0));
+        let auto = GemmConfig::from(Precision::Bf16).apply(dw);
+        assert_eq!((auto.engine, auto.wgmma_tile), (GemmEngine::Auto, WgmmaTile::Auto));
+        let pingpong = GemmConfig { wgmma_tile: WgmmaTile::PingPong, ..config };
+        let dx = GemmSpec::linear_backward_input(64, 64, 64, Precision::Fp16);
+        assert_eq!(pingpong.apply(dx).wgmma_tile, WgmmaTile::PingPong);
+        assert_eq!(pingpong.apply(dw).wgmma_tile, WgmmaTile::N128);
+        // Only a forced tile falls back: `Auto` stays itself even where wgmma has no entry.
+        let tf32_dx = GemmSpec::linear_backward_input(64, 64, 64, Precision::Tf32);
+        assert_eq!(GemmConfig::from(Precision::Tf32).apply(tf32_dx).wgmma_tile, WgmmaTile::Auto);
+    }
+
+    #[test]
+    fn wide_entries_are_those_of_a_row_major() {
+        let spec = |a_layout, b_layout, precision| GemmSpec {
+            a_layout,
+            b_layout,
+            ..GemmSpec::linear_forward(64, 64, 64, precision)
+        };
+        let (r, c) = (Layout::RowMajor, Layout::ColMajor);
+        for p in [Precision::Bf16, Precision::Fp16] {
+            for tile in [WgmmaTile::N256, WgmmaTile::PingPong] {
+                let has = [(r, r), (r, c), (c, r), (c, c)]
+                    .map(|(a, b)| spec(a, b, p).has_wgmma_entry(tile));
+                assert_eq!(has, [true, true, false, false], "{p:?} {tile:?}");
+            }
+            for tile in [WgmmaTile::Auto, WgmmaTile::N128] {
+                assert!(spec(c, r, p).has_wgmma_entry(tile), "{p:?} {tile:?}");
+            }
+        }
+        for tile in [WgmmaTile::N128, WgmmaTile::N256, WgmmaTile::PingPong] {
+            assert!(spec(r, c, Precision::Tf32).has_wgmma_entry(tile));
+            assert!(!spec(r, r, Precision::Tf32).has_wgmma_entry(tile));
+            assert!(!spec(r, c, Precision::Fp32).has_wgmma_entry(tile));
+        }
+    }
+
+    #[test]
+    fn the_wide_tile_needs_its_entry_whole_sms_and_no_split() {
+        let dev = MockDevice::new(PtxArch::Sm90a, 16);
+        let name = |spec: GemmSpec| run_bf16(&dev, &spec, 0, 1 << 20).map(|l| l[0].name);
+        // 8 × 2 wide tiles fill 16 SMs; 8 × 1 do not.
+        let fwd = |n| GemmSpec::linear_forward(1024, n, 64, Precision::Bf16);
+        assert_eq!(name(fwd(512)).unwrap(), "gemm_wgmma_n256_bf16_rc_bf16");
+        assert_eq!(name(fwd(256)).unwrap(), "gemm_wgmma_bf16_rc_bf16");
+        // So do 2 batches of 8 × 1.
+        let batched = GemmSpec {
+            batch: 2,
+            stride_a: 1024 * 64,
+            stride_b: 256 * 64,
+            stride_c: 1024 * 256,
+            ..fwd(256)
+        };
+        assert_eq!(name(batched).unwrap(), "gemm_wgmma_n256_bf16_rc_bf16");
+        // dX (rr) has the wide entry; dW (cr) does not.
+        let dx = GemmSpec::linear_backward_input(1024, 512, 512, Precision::Bf16);
+        assert_eq!(name(dx).unwrap(), "gemm_wgmma_n256_bf16_rr_bf16");
+        let dw = GemmSpec::linear_backward_weight(1024, 512, 4096, Precision::Bf16);
+        assert_eq!(name(dw).unwrap(), "gemm_wgmma_bf16_cr_bf16");
+        // Split over K: narrow.
+        let split =
+            GemmSpec { split_k: 2, ..GemmSpec::linear_forward(1024, 512, 1024, Precision::Bf16) };
+        assert_eq!(name(split).unwrap(), "gemm_wgmma_bf16_rc_bf16");
+        // Forced.
+        let narrow = GemmSpec { wgmma_tile: WgmmaTile::N128, ..fwd(512) };
+        assert_eq!(name(narrow).unwrap(), "gemm_wgmma_bf16_rc_bf16");
+        let wide = GemmSpec { wgmma_tile: WgmmaTile::N256, ..fwd(64) };
+        assert_eq!(name(wide).unwrap(), "gemm_wgmma_n256_bf16_rc_bf16");
+        let err = name(GemmSpec { wgmma_tile: WgmmaTile::N256, ..dw }).unwrap_err();
+        assert!(matches!(&err, GpuError::InvalidArgument { arg: "wgmma_tile", .. }), "{err}");
+        // Ping-pong: only forced, on the entries of the A row-major layouts.
+        let pingpong = GemmSpec { wgmma_tile: WgmmaTile::PingPong, ..fwd(512) };
+        assert_eq!(name(pingpong).unwrap(), "gemm_wgmma_pp_bf16_rc_bf16");
+        let pingpong_dx = GemmSpec { wgmma_tile: WgmmaTile::PingPong, ..dx };
+        assert_eq!(name(pingpong_dx).unwrap(), "gemm_wgmma_pp_bf16_rr_bf16");
+        let err = name(GemmSpec { wgmma_tile: WgmmaTile::PingPong, ..dw }).unwrap_err();
+        assert!(err.to_string().contains("ping-pong"), "{err}");
+    }
+
+    #[test]
+    fn wgmma_uploads_the_tensor_maps_of_a_gemm_once() {
+        let dev = MockDevice::new(PtxArch::Sm90a, 4);
+        let spec = GemmSpec::linear_forward(300, 200, 72, Precision::Bf16);
+        let a = dev.alloc::<bf16>(spec.a_len()).unwrap();
+        let b = dev.alloc::<bf16>(spec.b_len()).unwrap();
+        let mut c = dev.alloc::<bf16>(spec.c_len()).unwrap();
+        let mut run = |spec: &GemmSpec| {
+            gemm(&dev, spec, a.view(), b.view(), c.view_mut(), Epilogue::default()).unwrap();
+            let launch = &dev.take_launches()[0];
+            launch.params::<WgmmaGemmParams<Bf16, Bf16>>().tmap_a.addr()
+        };
+        let first = run(&spec);
+        let allocations = dev.allocations();
+        // The next training step: same buffers and shapes, nothing uploaded.
+        assert_eq!(run(&spec), first);
+        assert_eq!(dev.allocations(), allocations);
+        // Another shape over the same buffers: its own maps.
+        let other = GemmSpec::linear_forward(300, 100, 72, Precision::Bf16);
+        assert_ne!(run(&other), first);
+        assert_eq!(dev.allocations(), allocations + 1);
+        assert_eq!(run(&spec), first);
+    }
+
+    #[test]
+    fn auto_on_sm_90a_falls_back_where_wgmma_does_not_apply() {
+        let dev = MockDevice::new(PtxArch::Sm90a, 132);
+        let fwd = GemmSpec::linear_forward(64, 64, 64, Precision::Bf16);
+        let batched = GemmSpec { batch: 2, stride_a: 4096, stride_b: 4096, stride_c: 4096, ..fwd };
+        let cases = [
+            (
+                "gemm_wgmma_bf16_rr_bf16",
+                GemmSpec::linear_backward_input(64, 64, 64, Precision::Bf16),
+            ),
+            (
+                "gemm_wgmma_bf16_cr_bf16",
+                GemmSpec::linear_backward_weight(64, 64, 64, Precision::Bf16),
+            ),
+            ("gemm_wgmma_bf16_rc_bf16", batched),
+            // Batches of A overlapping by a row.
+            ("gemm_bf16_rc_bf16", GemmSpec { stride_a: 4032, ..batched }),
+            ("gemm_bf16_rc_bf16", GemmSpec { lda: 65, ..fwd }),
+            ("gemm_bf16_rc_bf16", GemmSpec { k: 0, ..fwd }),
+        ];
+        for (want, spec) in cases {
+            let launches = run_bf16(&dev, &spec, 0, 0).unwrap();
+            assert_eq!(launches[0].name, want, "{spec:?}");
+        }
+        // One work unit per tile, slice and batch.
+        let launches = run_bf16(&dev, &batched, 0, 0).unwrap();
+        assert_eq!(launches[0].params::<WgmmaGemmParams<Bf16, Bf16>>().units, 2);
+        // A view starting one element into its buffer: not 16-byte aligned.
+        assert_eq!(run_bf16(&dev, &fwd, 1, 0).unwrap()[0].name, "gemm_bf16_rc_bf16");
+        assert_eq!(run_bf16(&dev, &fwd, 8, 0).unwrap()[0].name, "gemm_wgmma_bf16_rc_bf16");
+        let forced = GemmSpec { engine: GemmEngine::Wgmma, ..fwd };
+        let err = run_bf16(&dev, &forced, 1, 0).unwrap_err().to_string();
+        assert!(err.contains("`engine`") && err.contains("not 16-byte aligned"), "{err}");
+        let mma = GemmSpec { engine: GemmEngine::MmaSync, ..fwd };
+        assert_eq!(run_bf16(&dev, &mma, 0, 0).unwrap()[0].name, "gemm_bf16_rc_bf16");
+    }
+
+    #[test]
+    fn fp32_and_the_other_types_pick_their_entries() {
+        let dev = MockDevice::new(PtxArch::Sm90a, 132);
+        let a = dev.alloc::<f32>(64 * 64).unwrap();
+        let mut c = dev.alloc::<f32>(64 * 64).unwrap();
+        for (precision, want) in
+            [(Precision::Fp32, "gemm_simt_rc_f32"), (Precision::Tf32, "gemm_wgmma_tf32_rc_f32")]
+        {
+            let spec = GemmSpec::linear_forward(64, 64, 64, precision);
+            let e = Epilogue::default();
+            gemm(&dev, &spec, a.view(), a.view(), c.view_mut(), e).unwrap();
+            assert_eq!(dev.take_launches()[0].name, want);
+        }
+        let forced = GemmSpec {
+            engine: GemmEngine::Wgmma,
+            ..GemmSpec::linear_forward(64, 64, 64, Precision::Fp32)
+        };
+        let err =
+            gemm(&dev, &forced, a.view(), a.view(), c.view_mut(), Epilogue::default()).unwrap_err();
+        assert!(err.to_string().contains("FP32"), "{err}");
+        let h = dev.alloc::<f16>(64 * 64).unwrap();
+        let spec = GemmSpec::linear_forward(64, 64, 64, Precision::Fp16);
+        gemm(&dev, &spec, h.view(), h.view(), c.view_mut(), Epilogue::default()).unwrap();
+        let launches = dev.take_launches();
+        assert_eq!(launches[0].name, "gemm_wgmma_f16_rc_f32");
+        let _: &WgmmaGemmParams<F16, f32> = launches[0].params();
+    }
+
+    #[test]
+    fn split_k_uses_the_plan_of_the_engine_that_runs() {
+        let dev = MockDevice::new(PtxArch::Sm90a, 132);
+        let mut spec = GemmSpec::linear_forward(128, 256, 320, Precision::Bf16);
+        spec.split_k = 4;
+        let launches = run_bf16(&dev, &spec, 0, spec.workspace_len()).unwrap();
+        assert_eq!(launches.len(), 2);
+        let p = launches[0].params::<WgmmaGemmParams<Bf16, Bf16>>();
+        // 5 k tiles of 64 → 3 slices of 2 tiles; 1 × 2 output tiles.
+        assert_eq!((p.gemm.split_k, p.gemm.k_tiles_per_split, p.units), (3, 2, 6));
+        assert!(!p.gemm.workspace.is_null());
+        assert_eq!(launches[1].name, "gemm_split_reduce_bf16");
+        let reduce = launches[1].params::<GemmParams<f32, Bf16>>();
+        assert_eq!((reduce.split_k, reduce.workspace.addr()), (3, p.gemm.workspace.addr()));
+        // Auto asks for the larger (mma.sync) workspace; forced wgmma for its own.
+        let wgmma_ws = 3 * 128 * 256;
+        let err = run_bf16(&dev, &spec, 0, wgmma_ws).unwrap_err();
+        assert!(err.to_string().contains("`workspace`"), "{err}");
+        let forced = GemmSpec { engine: GemmEngine::Wgmma, ..spec };
+        assert_eq!(run_bf16(&dev, &forced, 0, wgmma_ws).unwrap().len(), 2);
+        // On sm_80 the same spec runs 4 mma.sync slices.
+        let sm80 = MockDevice::new(PtxArch::Sm80, 132);
+        let launches = run_bf16(&sm80, &spec, 0, spec.workspace_len()).unwrap();
+        assert_eq!(launches[0].config.grid, (2, 4, 1));
+    }
+
+    #[test]
+    fn gemm_rejects_a_split_on_any_candidate_engine() {
+        let dev = MockDevice::new(PtxArch::Sm90a, 132);
+        let a = dev.alloc::<bf16>(64 * 64).unwrap();
+        let mut c = dev.alloc::<bf16>(64 * 64).unwrap();
+        // K = 64: 2 mma.sync steps (splits), 1 wgmma step (does not).
+        let spec = GemmSpec { split_k: 2, ..GemmSpec::linear_forward(64, 64, 64, Precision::Bf16) };
+        let err =
+            gemm(&dev, &spec, a.view(), a.view(), c.view_mut(), Epilogue::default()).unwrap_err();
+        assert!(matches!(err, GpuError::InvalidArgument { arg: "split_k", .. }), "{err}");
+        let forced = GemmSpec { engine: GemmEngine::Wgmma, ..spec };
+        gemm(&dev, &forced, a.view(), a.view(), c.view_mut(), Epilogue::default()).unwrap();
+        assert_eq!(dev.take_launches().len(), 1);
+    }
+}

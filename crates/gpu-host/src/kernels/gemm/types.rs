@@ -1,0 +1,151 @@
+//! The element types the GEMM variants take and produce, their kernel entries, and the
+//! epilogue.
+
+use super::Precision;
+use crate::element::DeviceElement;
+use crate::view::{DeviceView, DeviceViewMut};
+use half::{bf16, f16};
+use kernel_abi::Kernel;
+use kernel_abi::gemm::{
+    BF16_BF16, BF16_F32, F16_F16, F16_F32, GemmKernels, GemmParams, SIMT_F32, SPLIT_REDUCE_BF16,
+    SPLIT_REDUCE_F16, SPLIT_REDUCE_F32, TF32_F32,
+};
+use kernel_abi::gemm_wgmma::{
+    WGMMA_BF16_BF16, WGMMA_BF16_F32, WGMMA_F16_F16, WGMMA_F16_F32, WGMMA_N256_BF16_BF16,
+    WGMMA_N256_BF16_F32, WGMMA_N256_F16_F16, WGMMA_N256_F16_F32, WGMMA_N256_TF32_F32,
+    WGMMA_PP_BF16_BF16, WGMMA_PP_BF16_F32, WGMMA_PP_F16_F16, WGMMA_PP_F16_F32, WGMMA_PP_TF32_F32,
+    WGMMA_TF32_F32, WgmmaKernels, wg,
+};
+
+/// The activation of the epilogue, with its pre-activation matrix (same `ldc` and
+/// `stride_c` as C, output element type).
+#[derive(Debug)]
+pub enum Activation<'a, O> {
+    /// `C = v`.
+    None,
+    /// `C = gelu(v)` (tanh approximation), storing `v` to `pre_act` when given.
+    Gelu {
+        /// Receives the pre-activation, for the backward pass.
+        pre_act: Option<DeviceViewMut<'a, O>>,
+    },
+    /// `C = v · gelu'(pre_act)`: the GELU backward fused into `dX = dY · W`.
+    DGelu {
+        /// The forward pre-activation.
+        pre_act: DeviceView<'a, O>,
+    },
+}
+
+/// Everything after the product: `v = alpha·A·B + beta·C + bias`, then the activation.
+#[derive(Debug)]
+pub struct Epilogue<'a, O> {
+    /// Added to every row (length ≥ N), or none.
+    pub bias: Option<DeviceView<'a, O>>,
+    /// Applied to `v`.
+    pub activation: Activation<'a, O>,
+}
+
+impl<O> Default for Epilogue<'_, O> {
+    /// No bias, no activation.
+    fn default() -> Self {
+        Self { bias: None, activation: Activation::None }
+    }
+}
+
+/// Output element types: f32, bf16, f16.
+pub trait GemmOutput: DeviceElement {
+    /// The split-K reduction into this type.
+    const SPLIT_REDUCE: Kernel<GemmParams<f32, Self::Abi>>;
+}
+
+impl GemmOutput for f32 {
+    const SPLIT_REDUCE: Kernel<GemmParams<f32, f32>> = SPLIT_REDUCE_F32;
+}
+impl GemmOutput for bf16 {
+    const SPLIT_REDUCE: Kernel<GemmParams<f32, kernel_abi::Bf16>> = SPLIT_REDUCE_BF16;
+}
+impl GemmOutput for f16 {
+    const SPLIT_REDUCE: Kernel<GemmParams<f32, kernel_abi::F16>> = SPLIT_REDUCE_F16;
+}
+
+/// Input element types and the output types their variants produce: `f32 → f32` (FP32 and
+/// TF32), `bf16 → bf16 | f32`, `f16 → f16 | f32`.
+pub trait GemmTypes<O: GemmOutput>: DeviceElement {
+    /// The precision modes that take this input type.
+    const PRECISIONS: &'static [Precision];
+    /// The entry points of `precision`, if it takes these types.
+    fn kernels(precision: Precision) -> Option<GemmKernels<Self::Abi, O::Abi>>;
+    /// The Hopper (`wgmma`) entries of `precision` with block tiles `tile` (`wg::N128` or
+    /// `wg::N256`), if it takes these types.
+    fn wgmma_kernels(
+        precision: Precision,
+        tile: wg::Tile,
+    ) -> Option<WgmmaKernels<Self::Abi, O::Abi>>;
+}
+
+/// The wgmma family of `tile`: `narrow` for `wg::N128`, `wide` for `wg::N256`, `pingpong`
+/// for `wg::PINGPONG`.
+fn by_tile<K>(tile: wg::Tile, narrow: K, wide: K, pingpong: K) -> Option<K> {
+    match tile {
+        t if t == wg::N128 => Some(narrow),
+        t if t == wg::N256 => Some(wide),
+        t if t == wg::PINGPONG => Some(pingpong),
+        _ => None,
+    }
+}
+
+impl GemmTypes<f32> for f32 {
+    const PRECISIONS: &'static [Precision] = &[Precision::Fp32, Precision::Tf32];
+    fn kernels(precision: Precision) -> Option<GemmKernels<f32, f32>> {
+        match precision {
+            Precision::Fp32 => Some(SIMT_F32),
+            Precision::Tf32 => Some(TF32_F32),
+            _ => None,
+        }
+    }
+    fn wgmma_kernels(precision: Precision, tile: wg::Tile) -> Option<WgmmaKernels<f32, f32>> {
+        by_tile(tile, WGMMA_TF32_F32, WGMMA_N256_TF32_F32, WGMMA_PP_TF32_F32)
+            .filter(|_| precision == Precision::Tf32)
+    }
+}
+
+macro_rules! half_gemm_types {
+    ($in:ty, $precision:ident, $same:ident, $wide:ident, [$($wg_same:ident)*], [$($wg_wide:ident)*]) => {
+        impl GemmTypes<$in> for $in {
+            const PRECISIONS: &'static [Precision] = &[Precision::$precision];
+            fn kernels(
+                precision: Precision,
+            ) -> Option<GemmKernels<<$in as DeviceElement>::Abi, <$in as DeviceElement>::Abi>> {
+                (precision == Precision::$precision).then_some($same)
+            }
+            fn wgmma_kernels(
+                precision: Precision,
+                tile: wg::Tile,
+            ) -> Option<WgmmaKernels<<$in as DeviceElement>::Abi, <$in as DeviceElement>::Abi>>
+            {
+                by_tile(tile, $($wg_same),*).filter(|_| precision == Precision::$precision)
+            }
+        }
+
+        impl GemmTypes<f32> for $in {
+            const PRECISIONS: &'static [Precision] = &[Precision::$precision];
+            fn kernels(
+                precision: Precision,
+            ) -> Option<GemmKernels<<$in as DeviceElement>::Abi, f32>> {
+                (precision == Precision::$precision).then_some($wide)
+            }
+            fn wgmma_kernels(
+                precision: Precision,
+                tile: wg::Tile,
+            ) -> Option<WgmmaKernels<<$in as DeviceElement>::Abi, f32>> {
+                by_tile(tile, $($wg_wide),*).filter(|_| precision == Precision::$precision)
+            }
+        }
+    };
+}
+
+half_gemm_types!(bf16, Bf16, BF16_BF16, BF16_F32,
+    [WGMMA_BF16_BF16 WGMMA_N256_BF16_BF16 WGMMA_PP_BF16_BF16],
+    [WGMMA_BF16_F32 WGMMA_N256_BF16_F32 WGMMA_PP_BF16_F32]);
+half_gemm_types!(f16, Fp16, F16_F16, F16_F32,
+    [WGMMA_F16_F16 WGMMA_N256_F16_F16 WGMMA_PP_F16_F16],
+    [WGMMA_F16_F32 WGMMA_N256_F16_F32 WGMMA_PP_F16_F32]);
