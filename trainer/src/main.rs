@@ -324,13 +324,23 @@ impl BackendJob for BenchJob<'_> {
 /// Times every model in every precision asked for. A configuration that fails (out of memory,
 /// say) is logged and reported, the others still run, and the command fails at the end.
 fn bench(args: BenchArgs) -> Result<()> {
+    let run =
+        BenchRun { b: args.batch_size, t: args.seq_len, warmup: args.warmup, steps: args.steps };
+    if run.b == 0 || run.t == 0 || run.steps == 0 {
+        anyhow::bail!("--batch-size, --seq-len and --steps must be positive");
+    }
+    for model in &args.model {
+        let max_t = Gpt2Config::from_size(ModelSize::from(*model)).max_seq_len;
+        if run.t > max_t {
+            let name = format!("{model:?}").to_lowercase();
+            anyhow::bail!("--seq-len {} exceeds {name}'s maximum sequence length {max_t}", run.t);
+        }
+    }
     let (device, computes) = resolve_computes(&args.kernels)?;
     let report = args.report.as_ref().map(|path| {
         path.clone().unwrap_or_else(|| format!("bench/trainer-{}.md", device_slug(&device)).into())
     });
     let provenance = Provenance::now();
-    let run =
-        BenchRun { b: args.batch_size, t: args.seq_len, warmup: args.warmup, steps: args.steps };
     let mut rows = Vec::new();
     for model in &args.model {
         let mut config = Gpt2Config::from_size(ModelSize::from(*model));

@@ -2,7 +2,7 @@
 
 use crate::backend::ops::{AdamWArgs, AdamWHyper, WorkingRounding};
 use crate::backend::{ArenaTensor, Backend, Buf, View, ViewMut};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::model::{Gpt2, ParamKind, ParamLayout};
 
 /// Shape of the learning rate over the run (after the warm-up).
@@ -30,7 +30,28 @@ pub struct LrConfig {
     pub total_steps: u64,
 }
 
+/// Fails unless `lr` is a usable peak learning rate: finite and not negative.
+pub fn check_lr(lr: f32) -> Result<()> {
+    if !(lr.is_finite() && lr >= 0.0) {
+        return Err(Error::invalid(format!("--lr {lr} must be finite and not negative")));
+    }
+    Ok(())
+}
+
 impl LrConfig {
+    /// Fails, naming the option, unless the peak is finite and not negative and the floor
+    /// fraction is in [0, 1].
+    pub fn validate(&self) -> Result<()> {
+        check_lr(self.lr)?;
+        if !(0.0..=1.0).contains(&self.min_lr_frac) {
+            return Err(Error::invalid(format!(
+                "--min-lr-frac {} must be in [0, 1]",
+                self.min_lr_frac
+            )));
+        }
+        Ok(())
+    }
+
     /// The learning rate of step `step` (0-based).
     pub fn at(&self, step: u64) -> f32 {
         let peak = f64::from(self.lr);
@@ -72,6 +93,34 @@ pub struct AdamWConfig {
 }
 
 impl AdamWConfig {
+    /// Fails, naming the option, unless the betas are in [0, 1), eps is positive, and the
+    /// weight decay and gradient clip are not negative (all finite).
+    pub fn validate(&self) -> Result<()> {
+        let checks = [
+            ("--beta1", self.beta1, (0.0..1.0).contains(&self.beta1), "in [0, 1)"),
+            ("--beta2", self.beta2, (0.0..1.0).contains(&self.beta2), "in [0, 1)"),
+            ("--eps", self.eps, self.eps.is_finite() && self.eps > 0.0, "positive and finite"),
+            (
+                "--weight-decay",
+                self.weight_decay,
+                self.weight_decay.is_finite() && self.weight_decay >= 0.0,
+                "finite and not negative",
+            ),
+            (
+                "--grad-clip",
+                self.grad_clip,
+                self.grad_clip.is_finite() && self.grad_clip >= 0.0,
+                "finite and not negative (0 disables clipping)",
+            ),
+        ];
+        match checks.into_iter().find(|&(.., ok, _)| !ok) {
+            Some((option, value, _, rule)) => {
+                Err(Error::invalid(format!("{option} {value} must be {rule}")))
+            }
+            None => Ok(()),
+        }
+    }
+
     /// The factor applied to every gradient for a gradient norm of `norm`.
     pub fn clip_scale(&self, norm: f32) -> f32 {
         if self.grad_clip > 0.0 && norm > self.grad_clip { self.grad_clip / norm } else { 1.0 }

@@ -130,6 +130,8 @@ pub fn run(
     if options.rungs.is_empty() || options.steps == 0 || b == 0 || t == 0 {
         return Err(Error::invalid("the ladder needs rungs, timed steps, B > 0 and T > 0"));
     }
+    crate::optim::check_lr(options.lr)?;
+    options.adamw.validate()?;
     std::fs::create_dir_all(&options.work_dir).map_err(|e| Error::io(&options.work_dir, e))?;
     let params = gpt2_init(&config, options.seed);
     let checkpoint = options.work_dir.join("ladder-init.bin");

@@ -280,6 +280,15 @@ impl Summary<'_> {
 /// Runs training on `backend` as `opts` says, printing a summary and progress.
 pub fn run<B: Backend>(backend: &B, opts: &TrainOptions) -> Result<TrainReport> {
     let accum = grad_accum_steps(opts)?;
+    let lr = LrConfig {
+        lr: opts.lr,
+        min_lr_frac: opts.min_lr_frac,
+        schedule: opts.lr_schedule,
+        warmup_steps: opts.warmup_steps,
+        total_steps: opts.steps,
+    };
+    lr.validate()?;
+    opts.adamw.validate()?;
     let (b, t) = (opts.batch_size, opts.seq_len);
     let start = load_start(opts)?;
     let config = start.config;
@@ -330,13 +339,6 @@ pub fn run<B: Backend>(backend: &B, opts: &TrainOptions) -> Result<TrainReport> 
             session.set_scaler(LossScaler::resumed(config, scale, clean_steps));
         }
     }
-    let lr = LrConfig {
-        lr: opts.lr,
-        min_lr_frac: opts.min_lr_frac,
-        schedule: opts.lr_schedule,
-        warmup_steps: opts.warmup_steps,
-        total_steps: opts.steps,
-    };
     let val_batches = val_data.as_ref().map_or(0, |v| {
         opts.val_batches.min(usize::try_from(v.batches_per_epoch()).unwrap_or(usize::MAX))
     });

@@ -200,3 +200,39 @@ fn train_takes_one_precision() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("--precision takes one value here"), "{err}");
 }
+
+/// Hyperparameters outside their domain are refused before anything runs, naming the option.
+#[test]
+fn train_rejects_hyperparameters_out_of_range() {
+    let cases = [
+        ("--lr=-1", "--lr -1 must be finite and not negative"),
+        ("--lr=nan", "--lr NaN must be finite and not negative"),
+        ("--min-lr-frac=1.5", "--min-lr-frac 1.5 must be in [0, 1]"),
+        ("--beta1=1", "--beta1 1 must be in [0, 1)"),
+        ("--beta2=-0.1", "--beta2 -0.1 must be in [0, 1)"),
+        ("--eps=0", "--eps 0 must be positive and finite"),
+        ("--weight-decay=inf", "--weight-decay inf must be finite and not negative"),
+        ("--grad-clip=-1", "--grad-clip -1 must be finite and not negative"),
+    ];
+    for (flag, message) in cases {
+        let out = trainer(&["train", "--device", "cpu", "--model", "d2", "--steps", "1", flag]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(message), "{flag}: {err}");
+    }
+}
+
+/// `trainer bench` checks its shape before opening a device or timing anything.
+#[test]
+fn bench_rejects_empty_or_too_long_runs() {
+    let base = ["bench", "--device", "cpu", "--model", "d2", "--batch-size", "1"];
+    for (extra, message) in [
+        (["--steps", "0"], "--batch-size, --seq-len and --steps must be positive"),
+        (["--seq-len", "0"], "--batch-size, --seq-len and --steps must be positive"),
+        (["--seq-len", "2048"], "--seq-len 2048 exceeds d2's maximum sequence length 1024"),
+    ] {
+        let args: Vec<&str> = base.iter().chain(&extra).copied().collect();
+        let out = trainer(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(message), "{extra:?}: {err}");
+    }
+}
