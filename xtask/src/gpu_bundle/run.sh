@@ -29,7 +29,8 @@
 # Each step runs under its own time limit (seconds; override with e.g. TIMEOUT_BENCH=900):
 # TIMEOUT_INFO, TIMEOUT_TESTS (per test binary), TIMEOUT_SANITIZE (per tool and binary),
 # TIMEOUT_BENCH (per benchmark), TIMEOUT_TRAIN (per precision), TIMEOUT_LADDER. Logs go to
-# DIR/logs, reports to DIR/bench, and DIR/summary.md gets one row per step.
+# DIR/logs (a log over 2 MiB keeps its first and last MiB), reports to DIR/bench, and
+# DIR/summary.md gets one row per step.
 #
 # --archive packs DIR into a .tar.gz (for a machine that can only hand back a few files) and
 # copies summary.md beside it as FILE.summary.md. Both are refreshed before and after every
@@ -124,6 +125,20 @@ gpu=$(nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,nohead
 # the last summary and archive.
 kill_grace=10
 budget_reserve=10
+# A log longer than this (a sanitizer reporting every hazard, say) keeps only its first and
+# last half of it, so that the archive stays within what a call can hand back (16 MiB a file).
+log_limit=$((2 << 20))
+
+trim_log() {
+    local size
+    size=$(wc -c <"$1")
+    ((size > log_limit)) || return 0
+    {
+        head -c $((log_limit / 2)) "$1"
+        printf '\n[... run.sh cut %d bytes from the middle of this log ...]\n' $((size - log_limit))
+        tail -c $((log_limit / 2)) "$1"
+    } >"$1.trimmed" && mv -f "$1.trimmed" "$1"
+}
 
 write_summary() {
     {
@@ -183,6 +198,7 @@ step() {
     status=$?
     running=""
     headline=$("$headline_fn" "$log" "$status")
+    trim_log "$log"
     # A step that says nothing useful is summarised by its error, else its last line.
     [[ -n ${headline//[[:space:]]/} ]] || headline=$(grep -m1 '^Error: ' "$log" | cut -c1-200)
     [[ -n ${headline//[[:space:]]/} ]] || headline=$(grep -v '^[[:space:]]*$' "$log" | tail -n 1 | cut -c1-200)

@@ -51,6 +51,27 @@ fn run_sh_rejects_unknown_stages_and_bad_budgets() {
     );
 }
 
+/// A log over 2 MiB keeps its first and last MiB (the archive must stay small enough to come
+/// back), and its headline is read before the cut.
+#[test]
+fn run_sh_trims_long_logs() {
+    let fake = FakeBundle::new("chatty");
+    let out = fake.run(&["tests", "--out", "r"], &[("TESTS", "chatty")]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let summary = fake.read("r/summary.md");
+    assert!(summary.contains("| tests | chatty gpu:: | pass |"), "{summary}");
+    assert!(summary.contains("| 1 passed, 0 failed |"), "{summary}");
+    let log = fs::read(fake.path("r/logs/tests-chatty.log")).unwrap();
+    assert!(log.len() < (2 << 20) + 200, "{} bytes", log.len());
+    let log = String::from_utf8_lossy(&log);
+    let printed = 4_999_980 + "\ntest result: ok. 1 passed; 0 failed; 0 ignored\n".len();
+    let cut =
+        format!("[... run.sh cut {} bytes from the middle of this log ...]", printed - (2 << 20));
+    assert!(log.contains(&cut), "no line {cut}");
+    assert!(log.starts_with("a hazard reported at length\n"));
+    assert!(log.ends_with("test result: ok. 1 passed; 0 failed; 0 ignored\n"));
+}
+
 /// A failing test binary fails its row and the run (exit 1); the others still run and pass.
 #[test]
 fn run_sh_reports_a_failing_test_binary_and_goes_on() {
@@ -172,7 +193,8 @@ impl Drop for Scratch {
 
 /// A bundle whose binaries are shell scripts, beside a `fakebin/nvidia-smi` listing one GPU.
 ///
-/// Test binaries: `gemm` passes 2 tests, `bad` fails 1 of 2 (unless `$FIXED` is set), `slow` passes 1 test, then sleeps
+/// Test binaries: `gemm` passes 2 tests, `bad` fails 1 of 2 (unless `$FIXED` is set), `chatty` prints 5 MB
+/// before passing, `slow` passes 1 test, then sleeps
 /// for ten minutes; `sim_vs_gpu` prints its largest differences as the real one does.
 /// `gpu-bench` answers `info` and runs one benchmark, `gemm`; `trainer` prints its arguments as
 /// its headline. Both write their reports under `bench/` of the folder they run in.
@@ -216,6 +238,11 @@ impl FakeBundle {
              echo 'sim_vs_gpu: wgmma_bf16: largest difference 3.00e-08 of Σ|a·b| + |c|' >&2; \
              echo 'sim_vs_gpu: wgmma_tf32: largest difference 1.50e-07 of Σ|a·b| + |c|' >&2; \
              echo 'test result: ok. 3 passed; 0 failed; 0 ignored'",
+        );
+        fake.packed(
+            "tests/chatty",
+            "yes 'a hazard reported at length' | head -c 4999980; echo; \
+             echo 'test result: ok. 1 passed; 0 failed; 0 ignored'",
         );
         fake.packed("tests/slow", "echo 'test gpu::fast ... ok'; exec sleep 600");
         fake
