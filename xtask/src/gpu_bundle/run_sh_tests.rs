@@ -162,8 +162,8 @@ fn run_sh_killed_mid_step_leaves_its_results() {
         assert!(Instant::now() < deadline, "run.sh never reported the slow step as running");
         sleep(Duration::from_millis(50));
     }
-    let group = format!("-{}", child.id());
-    let killed = Command::new("kill").args(["-KILL", "--", &group]).status().unwrap();
+    let kill = format!("kill -KILL -- -{}", child.id());
+    let killed = Command::new("bash").args(["-c", &kill]).status().unwrap();
     assert!(killed.success());
     child.wait().unwrap();
     let summary = fake.read("r.summary.md");
@@ -262,12 +262,17 @@ impl FakeBundle {
         write_executable(&path, format!("#!/bin/sh\n{body}\n").as_bytes()).unwrap();
     }
 
-    /// A script under `bundle/`, xz-compressed as the bundle's binaries are.
+    /// A script under `bundle/`, xz-compressed as the bundle's binaries are (by python3's
+    /// lzma, so that the tests need no `xz`).
     fn packed(&self, relative: &str, body: &str) {
         let relative = format!("bundle/{relative}");
         self.script(&relative, body);
-        let status = Command::new("xz").arg("-f").arg(self.path(&relative)).status().unwrap();
-        assert!(status.success(), "xz {relative}");
+        let script = self.path(&relative);
+        let compress = "import lzma, sys; data = open(sys.argv[1], 'rb').read(); \
+                        open(sys.argv[1] + '.xz', 'wb').write(lzma.compress(data))";
+        let status = Command::new("python3").args(["-c", compress]).arg(&script).status().unwrap();
+        assert!(status.success(), "compressing {relative}");
+        fs::remove_file(script).unwrap();
     }
 
     /// `run.sh ARGS` from the scratch folder, the fake `nvidia-smi` first on PATH.
