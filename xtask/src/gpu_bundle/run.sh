@@ -14,9 +14,10 @@
 #             e.g. "bf16,fp16"), writing bench/trainer-<gpu>.md (or the benchmarks in
 #             $BENCHMARKS, e.g. BENCHMARKS="kernels attention trainer")
 #   train     first 3 steps of GPT-2 124M (B=4, T=128) on the CPU backend and on the GPU in
-#             fp32, losses compared; then 124M trained on the bundled Shakespeare in each
-#             precision ($TRAIN_PRECISIONS, default "fp32 tf32 bf16 fp16") for $TRAIN_STEPS
-#             steps (default 200), B=16, T=1024; metrics in DIR/train/<precision>.jsonl
+#             fp32, losses compared; then in each precision ($TRAIN_PRECISIONS, default
+#             "fp32 tf32 bf16 fp16"): a resumed 124M run against an uninterrupted one (bit for
+#             bit), and 124M trained on the bundled Shakespeare for $TRAIN_STEPS steps (default
+#             200), B=16, T=1024; metrics in DIR/train/<precision>.jsonl
 #   ladder    the speed ladder against PyTorch (`trainer ladder`), writing
 #             bench/ladder-<gpu>.md and its chart; $LADDER_RUNGS (e.g. "fp32,tf32") runs a part
 #
@@ -340,15 +341,53 @@ sys.exit(0 if len(cpu) == len(gpu) == 3 and diff <= 2e-3 else 1)
 PY
 }
 
+# GPT-2 124M for 4 steps (B=4, T=128) with a checkpoint after step 2, then again from a copy of
+# that checkpoint: the metrics (timings aside) and the final model and optimizer state must be
+# identical, bit for bit (resume is bit-exact on the same device, docs/TRAINER.md). The
+# checkpoints (1.5 GB each) stay out of the results folder.
+resume_bit_exact() {
+    local precision=$1 ckpt=$work/resume-$1 metrics=$out/train/resume-$1
+    local args=(train --device cuda --precision "$precision" --batch-size 4 --seq-len 128
+        --steps 4 --val-every 0 --data-dir "$data_dir"
+        --gemm-engine "${GEMM_ENGINE:-auto}" --wgmma-tile "${WGMMA_TILE:-auto}")
+    rm -rf "$ckpt" "$metrics" && mkdir -p "$ckpt/full" "$ckpt/resumed" "$metrics" || return 1
+    "$work/bin/trainer" "${args[@]}" --model d12 --checkpoint-dir "$ckpt/full" \
+        --checkpoint-every 2 --metrics-jsonl "$metrics/full.jsonl" || return 1
+    cp "$ckpt/full/model_00000002.bin" "$ckpt/full/state_00000002.bin" "$ckpt/resumed/" &&
+        head -n 2 "$metrics/full.jsonl" >"$metrics/resumed.jsonl" || return 1
+    "$work/bin/trainer" "${args[@]}" --resume "$ckpt/resumed" \
+        --metrics-jsonl "$metrics/resumed.jsonl" || return 1
+    local file same=yes
+    for file in model_00000004.bin state_00000004.bin; do
+        cmp -s "$ckpt/full/$file" "$ckpt/resumed/$file" || { same=no; echo "$file differs"; }
+    done
+    rm -rf "$ckpt"
+    python3 - "$metrics/full.jsonl" "$metrics/resumed.jsonl" "$same" <<'PY'
+import json, sys
+def records(path):
+    return [{k: v for k, v in json.loads(l).items() if k not in ("step_ms", "tokens_per_sec", "mfu")}
+            for l in open(path)]
+full, resumed, same = records(sys.argv[1]), records(sys.argv[2]), sys.argv[3] == "yes"
+ok = same and len(full) == 4 and full == resumed
+losses = [r["train_loss"] for r in full]
+print(f"headline: {'bit-exact' if ok else 'NOT bit-exact'}: losses {losses}, final model and "
+      f"optimizer state {'identical' if same else 'different'}")
+sys.exit(0 if ok else 1)
+PY
+}
+
 stage_train() {
     local precision
     mkdir -p "$out/train"
-    # `timeout` runs programs, not functions: the comparison runs in a child bash.
-    export -f cpu_vs_cuda
+    # `timeout` runs programs, not functions: the checks run in a child bash.
+    export -f cpu_vs_cuda resume_bit_exact
     export work out data_dir
     step train "first steps, CPU vs GPU fp32" "${TIMEOUT_TRAIN:-420}" "$out/logs/train-cpu-vs-cuda.log" \
         headline_line bash -c cpu_vs_cuda
     for precision in ${TRAIN_PRECISIONS:-fp32 tf32 bf16 fp16}; do
+        step train "resume bit-exact $precision" "${TIMEOUT_TRAIN:-420}" \
+            "$out/logs/train-resume-$precision.log" headline_line \
+            bash -c 'resume_bit_exact "$0"' "$precision"
         step train "trainer train $precision" "${TIMEOUT_TRAIN:-420}" \
             "$out/logs/train-$precision.log" headline_train \
             "$work/bin/trainer" train --device cuda --precision "$precision" --model d12 \

@@ -210,6 +210,7 @@ impl FakeBundle {
             "case $1 in -L) echo 'GPU 0: Fake GPU (UUID: GPU-0)' ;; *) echo 'Fake GPU, 0.0, 9.0' ;; esac",
         );
         fs::create_dir_all(fake.path("bundle")).unwrap();
+        fs::create_dir_all(fake.path("tmp")).unwrap();
         fs::write(fake.path("bundle/MANIFEST.txt"), "commit: fake\nfiles:\n").unwrap();
         write_executable(&fake.path("bundle/run.sh"), RUN_SH.as_bytes()).unwrap();
         fake.packed(
@@ -283,6 +284,8 @@ impl FakeBundle {
             .arg(self.path("bundle/run.sh"))
             .args(args)
             .current_dir(&self.scratch.0)
+            // run.sh's work folder, which a killed run cannot remove, goes with the scratch.
+            .env("TMPDIR", self.path("tmp"))
             .env("PATH", format!("{}:{path}", self.path("fakebin").display()))
             .env_remove("TESTS")
             .env_remove("BENCHMARKS")
