@@ -515,10 +515,18 @@ fn write_ladder_report(
 fn ladder(args: &LadderArgs) -> Result<()> {
     let device = DeviceChoice::from(args.device).resolve()?;
     let options = ladder_options(args, matches!(device, ResolvedDevice::Cuda(_)))?;
-    let result = trainer::ladder::run(&device, &options, &mut |l| log(l));
+    let slug = device_slug(&device);
+    // The report is rewritten after each of our rungs, so a ladder stopped part-way (a time
+    // limit, a crash in PyTorch's side) still leaves what it measured.
+    let mut partial = |ladder: &trainer::ladder::Ladder| {
+        if let Err(e) = write_ladder_report(args, &slug, ladder) {
+            log(&format!("could not write the report so far: {e:#}"));
+        }
+    };
+    let result = trainer::ladder::run(&device, &options, &mut |l| log(l), &mut partial);
     trainer::ladder::remove_work_dir(&options.work_dir);
     let ladder = result?;
-    write_ladder_report(args, &device_slug(&device), &ladder)?;
+    write_ladder_report(args, &slug, &ladder)?;
     let failed: Vec<String> = ladder
         .rungs
         .iter()

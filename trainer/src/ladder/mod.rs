@@ -119,11 +119,18 @@ impl Ladder {
     }
 }
 
-/// Runs the ladder on `device`; `log` receives a line per rung (and PyTorch's progress).
+/// What a report written before PyTorch's side ran says about it.
+const TORCH_PENDING: &str = "PyTorch's side had not run when this report was written (the \
+                             ladder was stopped, or is still running)";
+
+/// Runs the ladder on `device`; `log` receives a line per rung (and PyTorch's progress),
+/// `partial` the ladder so far after each of our rungs (to write a report that survives the
+/// run being stopped).
 pub fn run(
     device: &ResolvedDevice,
     options: &LadderOptions,
     log: &mut dyn FnMut(&str),
+    partial: &mut dyn FnMut(&Ladder),
 ) -> Result<Ladder> {
     let LadderOptions { config, b, t, .. } = *options;
     config.validate()?;
@@ -151,7 +158,7 @@ pub fn run(
         gpu,
         device: described,
         rungs: Vec::new(),
-        torch_note: None,
+        torch_note: Some(TORCH_PENDING.into()),
     };
     for &rung in &options.rungs {
         let (config, params) =
@@ -178,11 +185,13 @@ pub fn run(
             Err(e) => log(&format!("ours  {:6} failed: {e}", rung.id)),
         }
         ladder.rungs.push(RungResult { rung, ours, torch: None });
+        partial(&ladder);
     }
     let torch_device = if ladder.gpu.is_some() { "cuda" } else { "cpu" };
     let inputs = torch::Inputs { checkpoint: &checkpoint, shard: &shard, device: torch_device };
     match torch::run(&options.torch, options, &inputs, log)? {
         Ok(runs) => {
+            ladder.torch_note = None;
             for result in &mut ladder.rungs {
                 result.torch =
                     runs.iter().find(|(id, _)| id == result.rung.id).map(|(_, r)| r.clone());

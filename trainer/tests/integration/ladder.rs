@@ -49,7 +49,16 @@ fn every_rung_trains_the_same_model_on_the_simulator() {
     let dir = tempfile::tempdir().unwrap();
     let device = ResolvedDevice::Sim(Simulator::new().expect("cargo xtask build-ptx has run"));
     let options = options(dir.path().join("work"));
-    let ladder = ladder::run(&device, &options, &mut |_| ()).unwrap();
+    let meta = ReportMeta { date: "2026-01-01", commit: "abc", command: "trainer ladder" };
+    // After each of our rungs, the ladder so far (whose report says PyTorch has not run yet).
+    let mut partials = Vec::new();
+    let mut partial = |l: &ladder::Ladder| {
+        let pending = ladder::markdown(l, &meta).contains("PyTorch's side had not run");
+        partials.push((l.rungs.len(), pending));
+    };
+    let ladder = ladder::run(&device, &options, &mut |_| (), &mut partial).unwrap();
+    let every_rung: Vec<(usize, bool)> = (1..=ladder::RUNGS.len()).map(|n| (n, true)).collect();
+    assert_eq!(partials, every_rung);
     assert_eq!(ladder.rungs.len(), ladder::RUNGS.len());
     assert!(ladder.gpu.is_none());
     let fp32 = ladder.result("fp32").unwrap().ours.as_ref().unwrap().steps.losses.clone();
@@ -72,7 +81,6 @@ fn every_rung_trains_the_same_model_on_the_simulator() {
     let tf32 = &ladder.result("tf32").unwrap().ours.as_ref().unwrap().steps.losses;
     assert!((tf32[0] - fp32[0]).abs() < 1e-3);
 
-    let meta = ReportMeta { date: "2026-01-01", commit: "abc", command: "trainer ladder" };
     let text = ladder::markdown(&ladder, &meta);
     assert!(text.contains("timings below are meaningless"), "{text}");
     assert!(text.contains("No PyTorch side: PyTorch was not run (--torch off)"), "{text}");
