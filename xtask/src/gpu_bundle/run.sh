@@ -266,11 +266,11 @@ stage_info() {
 stage_tests() {
     local bin
     for bin in $(kernel_test_bins); do
-        step tests "$(basename "$bin") gpu::" "${TIMEOUT_TESTS:-420}" "$out/logs/tests-$(basename "$bin").log" \
+        step tests "$(basename "$bin") gpu::" "${TIMEOUT_TESTS:-300}" "$out/logs/tests-$(basename "$bin").log" \
             headline_tests "$bin" gpu::
     done
     if [[ -x $work/tests/sim_vs_gpu && ( -z ${TESTS:-} || " $TESTS " == *" sim_vs_gpu "* ) ]]; then
-        step tests sim_vs_gpu "${TIMEOUT_TESTS:-420}" "$out/logs/tests-sim_vs_gpu.log" \
+        step tests sim_vs_gpu "${TIMEOUT_TESTS:-300}" "$out/logs/tests-sim_vs_gpu.log" \
             headline_sim_vs_gpu "$work/tests/sim_vs_gpu" --nocapture --test-threads=1
     fi
 }
