@@ -1,0 +1,113 @@
+//! `trainer bench`: timed training steps per model and precision, and their report.
+
+use super::{Provenance, device_slug, log, model_options, resolve_computes, write_report};
+use crate::cli::BenchArgs;
+use anyhow::Result;
+use trainer::backend::{Backend, BackendJob};
+use trainer::bench::{BenchOutcome, BenchRow, BenchRun};
+use trainer::model::{Gpt2Config, ModelOptions, ModelSize};
+
+/// `trainer bench` of one model in one precision on whichever backend was chosen.
+struct BenchJob<'a> {
+    config: &'a Gpt2Config,
+    options: ModelOptions,
+    run: BenchRun,
+}
+
+impl BackendJob for BenchJob<'_> {
+    type Output = BenchOutcome;
+    fn run<B: Backend>(self, backend: &B) -> trainer::Result<BenchOutcome> {
+        let result = trainer::bench::bench(backend, self.config, self.options, self.run)?;
+        Ok(BenchOutcome {
+            backend: backend.describe(),
+            gpu: backend.gpu_name().map(Into::into),
+            result,
+        })
+    }
+}
+
+/// Times every model in every precision asked for. A configuration that fails (out of memory,
+/// say) is logged and reported, the others still run, and the command fails at the end.
+pub fn bench(args: BenchArgs) -> Result<()> {
+    let run =
+        BenchRun { b: args.batch_size, t: args.seq_len, warmup: args.warmup, steps: args.steps };
+    if run.b == 0 || run.t == 0 || run.steps == 0 {
+        anyhow::bail!("--batch-size, --seq-len and --steps must be positive");
+    }
+    for model in &args.model {
+        let max_t = Gpt2Config::from_size(ModelSize::from(*model)).max_seq_len;
+        if run.t > max_t {
+            let name = format!("{model:?}").to_lowercase();
+            anyhow::bail!("--seq-len {} exceeds {name}'s maximum sequence length {max_t}", run.t);
+        }
+    }
+    let (device, computes) = resolve_computes(&args.kernels)?;
+    let report = args.report.as_ref().map(|path| {
+        path.clone().unwrap_or_else(|| format!("bench/trainer-{}.md", device_slug(&device)).into())
+    });
+    let provenance = Provenance::now();
+    let mut rows = Vec::new();
+    for model in &args.model {
+        let mut config = Gpt2Config::from_size(ModelSize::from(*model));
+        if let Some(vp) = args.padded_vocab {
+            config.padded_vocab_size = vp;
+        }
+        for &compute in &computes {
+            let options = model_options(&args.kernels, &config, compute.precision);
+            let job = BenchJob { config: &config, options, run };
+            let row = BenchRow {
+                model: format!("{model:?}").to_lowercase(),
+                config,
+                precision: compute.precision,
+                attention: options.attention.name(),
+                fused: options.fuse,
+                run,
+                outcome: device.run(compute, job).map_err(|e| e.to_string()),
+            };
+            log(&bench_line(&row));
+            rows.push(row);
+            if let Some(path) = &report {
+                write_report(path, &trainer::bench::markdown(&rows, &provenance.meta()))?;
+            }
+        }
+    }
+    let summaries: Vec<String> = rows.iter().map(BenchRow::summary).collect();
+    log(&format!("headline: B={} T={}: {}", run.b, run.t, summaries.join("; ")));
+    if let Some(path) = &report {
+        log(&format!("report: {}", path.display()));
+    }
+    let failed = rows.iter().filter(|r| r.outcome.is_err()).count();
+    if failed > 0 {
+        anyhow::bail!("{failed} of {} configurations failed (see above)", rows.len());
+    }
+    Ok(())
+}
+
+/// One configuration's log line: what ran where, and its timing or error.
+fn bench_line(row: &BenchRow) -> String {
+    let what = format!(
+        "{:<4} {} B={} T={}, {} attention{}",
+        row.model,
+        row.config.describe(),
+        row.run.b,
+        row.run.t,
+        row.attention,
+        if row.fused { "" } else { ", unfused" },
+    );
+    match &row.outcome {
+        Ok(o) => format!(
+            "{what} on {}{}: {:.1} ms/step, {:.0} tokens/s (median of {} steps after {} warm-up)",
+            o.backend,
+            row.peak().zip(row.mfu()).map_or(String::new(), |(p, m)| format!(
+                ", MFU {:.1}% of the {} peak",
+                100.0 * m,
+                p.gpu
+            )),
+            o.result.median_ms,
+            o.result.tokens_per_sec,
+            row.run.steps,
+            row.run.warmup
+        ),
+        Err(e) => format!("{what}, {}: failed: {e}", row.precision.name()),
+    }
+}

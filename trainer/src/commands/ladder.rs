@@ -1,0 +1,140 @@
+//! `trainer ladder`: the speed ladder against PyTorch, and its report.
+
+use super::{Provenance, device_slug, log, write_report};
+use crate::cli::{LadderArgs, LadderModelArg, TorchArg};
+use anyhow::{Context, Result};
+use trainer::backend::{DeviceChoice, ResolvedDevice};
+use trainer::data::ensure_shakespeare;
+use trainer::model::{Gpt2Config, ModelSize};
+use trainer::optim::AdamWConfig;
+
+/// The ladder's model: a named GPT-2 size, or the tiny toy-vocabulary model.
+fn ladder_config(model: LadderModelArg) -> Gpt2Config {
+    let size = match model {
+        LadderModelArg::D2 => ModelSize::D2,
+        LadderModelArg::D4 => ModelSize::D4,
+        LadderModelArg::D6 => ModelSize::D6,
+        LadderModelArg::D12 => ModelSize::D12,
+        LadderModelArg::Tiny => {
+            return Gpt2Config {
+                max_seq_len: 64,
+                vocab_size: 96,
+                padded_vocab_size: 128,
+                num_layers: 2,
+                num_heads: 2,
+                channels: 128,
+            };
+        }
+    };
+    Gpt2Config::from_size(size)
+}
+
+/// The ladder's options from the command line, for a GPU (`gpu`) or not.
+fn ladder_options(args: &LadderArgs, gpu: bool) -> Result<trainer::ladder::LadderOptions> {
+    use trainer::ladder::{self, LadderOptions, TorchMode};
+    let pick = |value: Option<usize>, on_gpu: usize, elsewhere: usize| {
+        value.unwrap_or(if gpu { on_gpu } else { elsewhere })
+    };
+    let model = args.model.unwrap_or(if gpu { LadderModelArg::D12 } else { LadderModelArg::Tiny });
+    let rungs = if args.rungs.is_empty() {
+        ladder::RUNGS.iter().collect()
+    } else {
+        args.rungs
+            .iter()
+            .map(|id| {
+                ladder::rung(id).with_context(|| {
+                    let known: Vec<&str> = ladder::RUNGS.iter().map(|r| r.id).collect();
+                    format!("--rungs: unknown rung '{id}' (the rungs: {})", known.join(", "))
+                })
+            })
+            .collect::<Result<Vec<_>>>()?
+    };
+    let data = match (&args.data, model) {
+        (Some(path), _) => Some(path.clone()),
+        (None, LadderModelArg::Tiny) => None,
+        (None, _) => {
+            ensure_shakespeare(&args.data_dir, None, &mut |l| log(l))
+                .context("preparing the bundled Shakespeare data")?;
+            Some(args.data_dir.join("train_000000.bin"))
+        }
+    };
+    let script = args.torch_script.clone().unwrap_or_else(|| {
+        std::env::var_os("GPU_BENCH_SCRIPTS")
+            .map_or_else(|| "bench".into(), std::path::PathBuf::from)
+            .join("ladder_torch.py")
+    });
+    let torch = match args.torch {
+        TorchArg::Auto => TorchMode::Auto(script),
+        TorchArg::On => TorchMode::Required(script),
+        TorchArg::Off => TorchMode::Off,
+    };
+    Ok(LadderOptions {
+        config: ladder_config(model),
+        b: pick(args.batch_size, 16, 2),
+        t: pick(args.seq_len, 1024, 16),
+        warmup: pick(args.warmup, 3, 1),
+        steps: pick(args.steps, 10, 1),
+        lr: args.lr,
+        adamw: AdamWConfig {
+            beta1: 0.9,
+            beta2: 0.95,
+            eps: 1e-8,
+            weight_decay: args.weight_decay,
+            decay_all: false,
+            grad_clip: 1.0,
+        },
+        rungs,
+        seed: args.seed,
+        data,
+        work_dir: ladder::default_work_dir(),
+        torch,
+        gemm_engine: args.gemm_engine.into(),
+        wgmma_tile: args.wgmma_tile.into(),
+    })
+}
+
+/// Writes the ladder's report (`--out`, else `bench/ladder-<device>[-<rungs>].md`) and chart.
+fn write_ladder_report(
+    args: &LadderArgs,
+    slug: &str,
+    ladder: &trainer::ladder::Ladder,
+) -> Result<()> {
+    // A part of the ladder gets its own report, named after its rungs.
+    let part = if ladder.rungs.len() == trainer::ladder::RUNGS.len() {
+        String::new()
+    } else {
+        ladder.rungs.iter().map(|r| format!("-{}", r.rung.id)).collect()
+    };
+    let out = args.out.clone().unwrap_or_else(|| format!("bench/ladder-{slug}{part}.md").into());
+    write_report(&out, &trainer::ladder::markdown(ladder, &Provenance::now().meta()))?;
+    let png = out.with_extension("png");
+    trainer::ladder::chart(ladder, &png)?;
+    log(&format!("report: {} (chart: {})", out.display(), png.display()));
+    Ok(())
+}
+
+pub fn ladder(args: &LadderArgs) -> Result<()> {
+    let device = DeviceChoice::from(args.device).resolve()?;
+    let options = ladder_options(args, matches!(device, ResolvedDevice::Cuda(_)))?;
+    let slug = device_slug(&device);
+    // The report is rewritten after each of our rungs, so a ladder stopped part-way (a time
+    // limit, a crash in PyTorch's side) still leaves what it measured.
+    let mut partial = |ladder: &trainer::ladder::Ladder| {
+        if let Err(e) = write_ladder_report(args, &slug, ladder) {
+            log(&format!("could not write the report so far: {e:#}"));
+        }
+    };
+    let result = trainer::ladder::run(&device, &options, &mut |l| log(l), &mut partial);
+    trainer::ladder::remove_work_dir(&options.work_dir);
+    let ladder = result?;
+    write_ladder_report(args, &slug, &ladder)?;
+    let failed: Vec<String> = ladder
+        .rungs
+        .iter()
+        .filter_map(|r| r.ours.as_ref().err().map(|e| format!("{}: {e}", r.rung.id)))
+        .collect();
+    if !failed.is_empty() {
+        anyhow::bail!("{} of our rungs failed: {}", failed.len(), failed.join("; "));
+    }
+    Ok(())
+}

@@ -1,0 +1,106 @@
+//! The subcommands of `trainer`, one module each, and what they share: the device and
+//! precisions chosen on the command line, report provenance and writing.
+
+mod bench;
+mod data;
+mod ladder;
+mod sample;
+mod train;
+
+pub(crate) use bench::bench;
+pub(crate) use data::{convert, prepare_data, shard};
+pub(crate) use ladder::ladder;
+pub(crate) use sample::sample;
+pub(crate) use train::train;
+
+use crate::cli::KernelArgs;
+use anyhow::{Context, Result};
+use trainer::backend::ops::AttentionKind;
+use trainer::backend::{Compute, DeviceChoice, Precision, ResolvedDevice};
+use trainer::model::{Gpt2Config, ModelOptions};
+
+fn log(line: &str) {
+    println!("{line}");
+}
+
+/// The device `args` selects, opened, and per `--precision` value (the device's fastest when
+/// none is given) the precision and GEMM kernels to run with there.
+fn resolve_computes(args: &KernelArgs) -> Result<(ResolvedDevice, Vec<Compute>)> {
+    let device = DeviceChoice::from(args.device).resolve()?;
+    let fastest = if device.is_cpu() { Precision::Fp32 } else { Precision::Bf16 };
+    let precisions: Vec<Precision> = if args.precision.is_empty() {
+        vec![fastest]
+    } else {
+        args.precision.iter().map(|&p| Precision::from(p)).collect()
+    };
+    let computes = precisions
+        .into_iter()
+        .map(|precision| Compute {
+            precision,
+            gemm_engine: args.gemm_engine.into(),
+            wgmma_tile: args.wgmma_tile.into(),
+        })
+        .collect();
+    Ok((device, computes))
+}
+
+/// [`resolve_computes`] for the commands that run in one precision.
+fn resolve_device(args: &KernelArgs) -> Result<(ResolvedDevice, Compute)> {
+    if args.precision.len() > 1 {
+        anyhow::bail!(
+            "--precision takes one value here (a list, such as fp32,bf16, is for `trainer bench`)"
+        );
+    }
+    let (device, computes) = resolve_computes(args)?;
+    Ok((device, computes[0]))
+}
+
+/// The name reports are filed under: the GPU's slug, or `sim` / `cpu`.
+fn device_slug(device: &ResolvedDevice) -> String {
+    match device {
+        ResolvedDevice::Cuda(gpu) => gpu_host::provenance::device_slug(&gpu.info().name),
+        ResolvedDevice::Sim(_) => "sim".into(),
+        ResolvedDevice::Cpu => "cpu".into(),
+    }
+}
+
+/// The date, commit and command a report records.
+struct Provenance {
+    date: String,
+    commit: String,
+    command: String,
+}
+
+impl Provenance {
+    fn now() -> Self {
+        use gpu_host::provenance;
+        Provenance {
+            date: provenance::utc_date(std::time::SystemTime::now()),
+            commit: provenance::source_commit().unwrap_or_else(|| "unknown".into()),
+            command: format!("trainer {}", std::env::args().skip(1).collect::<Vec<_>>().join(" ")),
+        }
+    }
+
+    fn meta(&self) -> trainer::report::ReportMeta<'_> {
+        trainer::report::ReportMeta {
+            date: &self.date,
+            commit: &self.commit,
+            command: &self.command,
+        }
+    }
+}
+
+/// Writes `text` to `path` atomically, creating its folder.
+fn write_report(path: &std::path::Path, text: &str) -> Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    trainer::io::write_atomic(path, |w| std::io::Write::write_all(w, text.as_bytes()))?;
+    Ok(())
+}
+
+/// The model options `args` select for a model of `config` in `precision`.
+fn model_options(args: &KernelArgs, config: &Gpt2Config, precision: Precision) -> ModelOptions {
+    let attention = args.attention.map(AttentionKind::from);
+    ModelOptions::resolve(attention, !args.no_fuse, precision, config)
+}
