@@ -196,7 +196,10 @@ fn bench_times_each_precision_and_reports_failures() {
 /// A list of precisions is for `trainer bench` only.
 #[test]
 fn train_takes_one_precision() {
-    let out = trainer(&["train", "--device", "cpu", "--precision", "fp32,bf16", "--steps", "1"]);
+    let files = Files::new(&tiny(), 3, 400, 100);
+    let (train, ckpt) = (arg(&files.train), arg(&files.ckpt));
+    let args = ["train", "--device", "cpu", "--init", &ckpt, "--train-data", &train];
+    let out = trainer(&[&args[..], &["--precision", "fp32,bf16"]].concat());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("--precision takes one value here"), "{err}");
 }
@@ -214,8 +217,11 @@ fn train_rejects_hyperparameters_out_of_range() {
         ("--weight-decay=inf", "--weight-decay inf must be finite and not negative"),
         ("--grad-clip=-1", "--grad-clip -1 must be finite and not negative"),
     ];
+    let files = Files::new(&tiny(), 3, 400, 100);
+    let (train, ckpt) = (arg(&files.train), arg(&files.ckpt));
     for (flag, message) in cases {
-        let out = trainer(&["train", "--device", "cpu", "--model", "d2", "--steps", "1", flag]);
+        let args = ["train", "--device", "cpu", "--init", &ckpt, "--train-data", &train, flag];
+        let out = trainer(&args);
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success() && err.contains(message), "{flag}: {err}");
     }

@@ -106,7 +106,10 @@ fn cli_writes_the_report_and_rejects_bad_arguments() {
     let bad = trainer(&["ladder", "--device", "sim", "--rungs", "fp32,fp64"]);
     let err = String::from_utf8_lossy(&bad.stderr);
     assert!(!bad.status.success() && err.contains("unknown rung 'fp64'"), "{err}");
+    // PyTorch's side required but missing: the ladder fails, and the report written after our
+    // rung is what it leaves.
     let missing = dir.path().join("none.py");
+    let partial = dir.path().join("bench/partial.md");
     let bad = trainer(&[
         "ladder",
         "--device",
@@ -117,7 +120,11 @@ fn cli_writes_the_report_and_rejects_bad_arguments() {
         "on",
         "--torch-script",
         &arg(&missing),
+        "--out",
+        &arg(&partial),
     ]);
     let err = String::from_utf8_lossy(&bad.stderr);
     assert!(!bad.status.success() && err.contains("--torch on"), "{err}");
+    let report = std::fs::read_to_string(&partial).unwrap();
+    assert!(report.contains("| vocab |") && report.contains("PyTorch's side had not run"));
 }
