@@ -7,7 +7,8 @@
 //! large window folds the two near-identical PTX modules every binary embeds, about 20× in
 //! all, against 5× for gzip), the bundled Shakespeare shards (`data/shakespeare`, prepared here
 //! first if needed: the GPU machine has no network), plus `run.sh` and a `MANIFEST.txt`
-//! (commit, date, files).
+//! (commit, date, files). It then rehearses the bundle here with a fake `nvidia-smi`
+//! ([`rehearse`]): every step must fail only for want of a GPU driver.
 //! Test binaries and benchmarks are discovered, never listed: a new `tests/tests/*.rs` file or
 //! `gpu-bench` subcommand joins the next bundle by itself.
 
@@ -18,6 +19,8 @@ use anyhow::{Context, Result, bail};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+mod rehearse;
 
 /// The runner, copied into every bundle.
 const RUN_SH: &str = include_str!("gpu_bundle/run.sh");
@@ -83,7 +86,8 @@ pub fn run(dir: Option<PathBuf>) -> Result<()> {
     files.push(run_sh);
     let manifest = manifest(&dir, &files)?;
     cmd::write_atomic(&dir.join("MANIFEST.txt"), manifest.as_bytes())?;
-    report(&dir, &files)
+    report(&dir, &files)?;
+    rehearse::run(&dir)
 }
 
 /// Runs `cargo <args> --message-format=json-render-diagnostics` and returns the executables it
