@@ -452,24 +452,25 @@ pub struct PrepareDataArgs {
     pub force: bool,
 }
 
-/// Options of `trainer bench`.
+/// Options of `trainer bench`. Defaults differ on a GPU (GPT-2 124M at B=16, T=1024, the
+/// shape the speed ladder and llm.c quote) and elsewhere (small shapes that finish on a CPU).
 #[derive(Args, Debug)]
 pub struct BenchArgs {
-    /// Model sizes to time.
-    #[arg(long, value_enum, num_args = 1.., default_values_t = [ModelArg::D2, ModelArg::D12])]
+    /// Model sizes to time [default: d12 on a GPU; d2 d12 elsewhere].
+    #[arg(long, value_enum, num_args = 1..)]
     pub model: Vec<ModelArg>,
-    /// Micro-batch size B.
-    #[arg(long, value_name = "B", default_value_t = 4)]
-    pub batch_size: usize,
-    /// Sequence length T.
-    #[arg(long, value_name = "T", default_value_t = 64)]
-    pub seq_len: usize,
-    /// Untimed steps first.
-    #[arg(long, value_name = "N", default_value_t = 2)]
-    pub warmup: usize,
-    /// Timed steps (the median is reported).
-    #[arg(long, value_name = "N", default_value_t = 7)]
-    pub steps: usize,
+    /// Micro-batch size B [default: 16 on a GPU, 4 elsewhere].
+    #[arg(long, value_name = "B")]
+    pub batch_size: Option<usize>,
+    /// Sequence length T [default: 1024 on a GPU, 64 elsewhere].
+    #[arg(long, value_name = "T")]
+    pub seq_len: Option<usize>,
+    /// Untimed steps first [default: 3 on a GPU, 2 elsewhere].
+    #[arg(long, value_name = "N")]
+    pub warmup: Option<usize>,
+    /// Timed steps, the median is reported [default: 10 on a GPU, 7 elsewhere].
+    #[arg(long, value_name = "N")]
+    pub steps: Option<usize>,
     /// Padded vocabulary size (default: 50304; 50257 times the unpadded vocabulary).
     #[arg(long, value_name = "VP")]
     pub padded_vocab: Option<usize>,

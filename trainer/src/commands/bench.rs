@@ -1,9 +1,9 @@
 //! `trainer bench`: timed training steps per model and precision, and their report.
 
 use super::{Provenance, device_slug, log, model_options, resolve_computes, write_report};
-use crate::cli::BenchArgs;
+use crate::cli::{BenchArgs, ModelArg};
 use anyhow::Result;
-use trainer::backend::{Backend, BackendJob};
+use trainer::backend::{Backend, BackendJob, ResolvedDevice};
 use trainer::bench::{BenchOutcome, BenchRow, BenchRun};
 use trainer::model::{Gpt2Config, ModelOptions, ModelSize};
 
@@ -29,25 +29,38 @@ impl BackendJob for BenchJob<'_> {
 /// Times every model in every precision asked for. A configuration that fails (out of memory,
 /// say) is logged and reported, the others still run, and the command fails at the end.
 pub fn bench(args: BenchArgs) -> Result<()> {
-    let run =
-        BenchRun { b: args.batch_size, t: args.seq_len, warmup: args.warmup, steps: args.steps };
-    if run.b == 0 || run.t == 0 || run.steps == 0 {
+    if [args.batch_size, args.seq_len, args.steps].contains(&Some(0)) {
         anyhow::bail!("--batch-size, --seq-len and --steps must be positive");
     }
-    for model in &args.model {
+    let (device, computes) = resolve_computes(&args.kernels)?;
+    let gpu = matches!(device, ResolvedDevice::Cuda(_));
+    let pick = |value: Option<usize>, on_gpu: usize, elsewhere: usize| {
+        value.unwrap_or(if gpu { on_gpu } else { elsewhere })
+    };
+    let run = BenchRun {
+        b: pick(args.batch_size, 16, 4),
+        t: pick(args.seq_len, 1024, 64),
+        warmup: pick(args.warmup, 3, 2),
+        steps: pick(args.steps, 10, 7),
+    };
+    let models = match (args.model.is_empty(), gpu) {
+        (false, _) => args.model.clone(),
+        (true, true) => vec![ModelArg::D12],
+        (true, false) => vec![ModelArg::D2, ModelArg::D12],
+    };
+    for model in &models {
         let max_t = Gpt2Config::from_size(ModelSize::from(*model)).max_seq_len;
         if run.t > max_t {
             let name = format!("{model:?}").to_lowercase();
             anyhow::bail!("--seq-len {} exceeds {name}'s maximum sequence length {max_t}", run.t);
         }
     }
-    let (device, computes) = resolve_computes(&args.kernels)?;
     let report = args.report.as_ref().map(|path| {
         path.clone().unwrap_or_else(|| format!("bench/trainer-{}.md", device_slug(&device)).into())
     });
     let provenance = Provenance::now();
     let mut rows = Vec::new();
-    for model in &args.model {
+    for model in &models {
         let mut config = Gpt2Config::from_size(ModelSize::from(*model));
         if let Some(vp) = args.padded_vocab {
             config.padded_vocab_size = vp;

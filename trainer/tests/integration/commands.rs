@@ -242,3 +242,11 @@ fn bench_rejects_empty_or_too_long_runs() {
         assert!(!out.status.success() && err.contains(message), "{extra:?}: {err}");
     }
 }
+
+/// Off a GPU, `trainer bench` defaults to small shapes: B=4, T=64, 2 warm-up and 7 timed steps.
+#[test]
+fn bench_defaults_off_a_gpu_are_small() {
+    let stdout = trainer_ok(&["bench", "--device", "cpu", "--model", "d2"]);
+    assert!(stdout.contains("B=4 T=64") && stdout.contains("median of 7 steps after 2 warm-up"));
+    assert!(stdout.contains("headline: B=4 T=64: d2 fp32: "), "{stdout}");
+}
