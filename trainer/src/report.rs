@@ -1,4 +1,5 @@
-//! What the markdown reports of `trainer bench` and `trainer ladder` share.
+//! What the markdown reports of `trainer bench` and `trainer ladder` share, and the digit
+//! grouping of every count the trainer prints.
 
 /// Facts a report records besides its figures.
 pub struct ReportMeta<'a> {
@@ -10,9 +11,8 @@ pub struct ReportMeta<'a> {
     pub command: &'a str,
 }
 
-/// `x` rounded to an integer, with thousands separators: `171,234`.
-pub fn thousands(x: f64) -> String {
-    let n = x.round() as u64;
+/// `n` with thousands separators: `1409401` → `1,409,401`.
+pub fn group_digits(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
@@ -24,6 +24,11 @@ pub fn thousands(x: f64) -> String {
     out
 }
 
+/// `x` rounded to an integer, with thousands separators: `171,234`.
+pub fn thousands(x: f64) -> String {
+    group_digits(x.round() as u64)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -31,5 +36,7 @@ mod tests {
         assert_eq!(super::thousands(171_234.4), "171,234");
         assert_eq!(super::thousands(999.5), "1,000");
         assert_eq!(super::thousands(12.0), "12");
+        assert_eq!(super::group_digits(1_409_401), "1,409,401");
+        assert_eq!(super::group_digits(0), "0");
     }
 }

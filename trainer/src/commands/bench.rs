@@ -1,6 +1,8 @@
 //! `trainer bench`: timed training steps per model and precision, and their report.
 
-use super::{Provenance, device_slug, log, model_options, resolve_computes, write_report};
+use super::{
+    Provenance, device_default, device_slug, log, model_options, resolve_computes, write_report,
+};
 use crate::cli::{BenchArgs, ModelArg};
 use anyhow::Result;
 use trainer::backend::{Backend, BackendJob, ResolvedDevice};
@@ -34,14 +36,11 @@ pub fn bench(args: BenchArgs) -> Result<()> {
     }
     let (device, computes) = resolve_computes(&args.kernels)?;
     let gpu = matches!(device, ResolvedDevice::Cuda(_));
-    let pick = |value: Option<usize>, on_gpu: usize, elsewhere: usize| {
-        value.unwrap_or(if gpu { on_gpu } else { elsewhere })
-    };
     let run = BenchRun {
-        b: pick(args.batch_size, 16, 4),
-        t: pick(args.seq_len, 1024, 64),
-        warmup: pick(args.warmup, 3, 2),
-        steps: pick(args.steps, 10, 7),
+        b: device_default(args.batch_size, gpu, 16, 4),
+        t: device_default(args.seq_len, gpu, 1024, 64),
+        warmup: device_default(args.warmup, gpu, 3, 2),
+        steps: device_default(args.steps, gpu, 10, 7),
     };
     let models = match (args.model.is_empty(), gpu) {
         (false, _) => args.model.clone(),

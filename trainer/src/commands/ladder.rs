@@ -1,6 +1,6 @@
 //! `trainer ladder`: the speed ladder against PyTorch, and its report.
 
-use super::{Provenance, device_slug, log, write_report};
+use super::{Provenance, device_default, device_slug, log, write_report};
 use crate::cli::{LadderArgs, LadderModelArg, TorchArg};
 use anyhow::{Context, Result};
 use trainer::backend::{DeviceChoice, ResolvedDevice};
@@ -32,10 +32,7 @@ fn ladder_config(model: LadderModelArg) -> Gpt2Config {
 /// The ladder's options from the command line, for a GPU (`gpu`) or not.
 fn ladder_options(args: &LadderArgs, gpu: bool) -> Result<trainer::ladder::LadderOptions> {
     use trainer::ladder::{self, LadderOptions, TorchMode};
-    let pick = |value: Option<usize>, on_gpu: usize, elsewhere: usize| {
-        value.unwrap_or(if gpu { on_gpu } else { elsewhere })
-    };
-    let model = args.model.unwrap_or(if gpu { LadderModelArg::D12 } else { LadderModelArg::Tiny });
+    let model = device_default(args.model, gpu, LadderModelArg::D12, LadderModelArg::Tiny);
     let rungs = if args.rungs.is_empty() {
         ladder::RUNGS.iter().collect()
     } else {
@@ -70,10 +67,10 @@ fn ladder_options(args: &LadderArgs, gpu: bool) -> Result<trainer::ladder::Ladde
     };
     Ok(LadderOptions {
         config: ladder_config(model),
-        b: pick(args.batch_size, 16, 2),
-        t: pick(args.seq_len, 1024, 16),
-        warmup: pick(args.warmup, 3, 1),
-        steps: pick(args.steps, 10, 1),
+        b: device_default(args.batch_size, gpu, 16, 2),
+        t: device_default(args.seq_len, gpu, 1024, 16),
+        warmup: device_default(args.warmup, gpu, 3, 1),
+        steps: device_default(args.steps, gpu, 10, 1),
         lr: args.lr,
         adamw: AdamWConfig {
             beta1: 0.9,

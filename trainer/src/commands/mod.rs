@@ -23,6 +23,12 @@ fn log(line: &str) {
     println!("{line}");
 }
 
+/// `value` when given, else the default for a run on a GPU (`on_gpu`) or anywhere else
+/// (`elsewhere`): `trainer bench` and `trainer ladder` size their runs by where they run.
+fn device_default<T>(value: Option<T>, gpu: bool, on_gpu: T, elsewhere: T) -> T {
+    value.unwrap_or(if gpu { on_gpu } else { elsewhere })
+}
+
 /// The device `args` selects, opened, and per `--precision` value (the device's fastest when
 /// none is given) the precision and GEMM kernels to run with there.
 fn resolve_computes(args: &KernelArgs) -> Result<(ResolvedDevice, Vec<Compute>)> {

@@ -16,6 +16,7 @@ use crate::loss_scale::{LossScaleConfig, LossScaler};
 use crate::mfu;
 use crate::model::{Gpt2, Gpt2Config, ModelOptions, Params, gpt2_init};
 use crate::optim::{AdamWConfig, LrConfig, LrSchedule};
+use crate::report::group_digits;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -179,18 +180,6 @@ fn grad_accum_steps(opts: &TrainOptions) -> Result<usize> {
         return Err(Error::invalid("--val-batches must be positive"));
     }
     Ok(total / (b * t))
-}
-
-fn group_digits(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, ch) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    out
 }
 
 fn describe_data(loader: &DataLoader, pattern: &str) -> String {
