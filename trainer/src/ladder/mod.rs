@@ -117,6 +117,38 @@ impl Ladder {
     pub fn result(&self, id: &str) -> Option<&RungResult> {
         self.rungs.iter().find(|r| r.rung.id == id)
     }
+
+    /// How closely our losses follow PyTorch's in `result`, when both sides ran it.
+    ///
+    /// The tolerance is [`loss_tolerance`] of the rung's precision, plus, on a padded-vocab
+    /// rung, ln(Vp/V): there PyTorch's softmax (nanoGPT's) also covers the padded logits and
+    /// ours (llm.c's) does not, which puts PyTorch's first loss that much higher (the padded
+    /// rows of wte start at zero; training pushes their logits down, so the gap shrinks).
+    pub fn torch_agreement(&self, result: &RungResult) -> Option<LossAgreement> {
+        let ours = &result.ours.as_ref().ok()?.steps.losses;
+        let torch = &result.torch.as_ref()?.as_ref().ok()?.losses;
+        let max_diff = ours.iter().zip(torch).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+        let c = &self.options.config;
+        let padding_gap = if result.rung.padded_vocab {
+            (c.padded_vocab_size as f32 / c.vocab_size as f32).ln()
+        } else {
+            0.0
+        };
+        let tolerance = loss_tolerance(result.rung.precision) + padding_gap;
+        let agrees = ours.len() == torch.len() && max_diff <= tolerance;
+        Some(LossAgreement { max_diff, tolerance, agrees })
+    }
+}
+
+/// Our losses against PyTorch's on one rung (see [`Ladder::torch_agreement`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LossAgreement {
+    /// The largest |ours − PyTorch| over the steps.
+    pub max_diff: f32,
+    /// The largest that still counts as the same training.
+    pub tolerance: f32,
+    /// Both sides ran the same number of steps and `max_diff <= tolerance`.
+    pub agrees: bool,
 }
 
 /// What a report written before PyTorch's side ran says about it.

@@ -44,11 +44,20 @@ fn options(work_dir: std::path::PathBuf) -> LadderOptions {
     }
 }
 
+/// The PyTorch side the ladder runs (and the GPU bundle carries).
+fn torch_script() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/ladder_torch.py")
+}
+
+/// Every rung on the simulator, and, where `python3` can import torch (CI installs it), the
+/// same rungs in PyTorch on the CPU through `bench/ladder_torch.py`: an independent GPT-2 whose
+/// losses ours must follow in every rung.
 #[test]
-fn every_rung_trains_the_same_model_on_the_simulator() {
+fn every_rung_trains_the_same_model_on_the_simulator_and_in_pytorch() {
     let dir = tempfile::tempdir().unwrap();
     let device = ResolvedDevice::Sim(Simulator::new().expect("cargo xtask build-ptx has run"));
-    let options = options(dir.path().join("work"));
+    let mut options = options(dir.path().join("work"));
+    options.torch = TorchMode::Auto(torch_script());
     let meta = ReportMeta { date: "2026-01-01", commit: "abc", command: "trainer ladder" };
     // After each of our rungs, the ladder so far (whose report says PyTorch has not run yet).
     let mut partials = Vec::new();
@@ -83,7 +92,25 @@ fn every_rung_trains_the_same_model_on_the_simulator() {
 
     let text = ladder::markdown(&ladder, &meta);
     assert!(text.contains("timings below are meaningless"), "{text}");
-    assert!(text.contains("No PyTorch side: PyTorch was not run (--torch off)"), "{text}");
+    match &ladder.torch_note {
+        Some(note) => {
+            eprintln!("PyTorch's side not checked: {note}");
+            assert!(note.contains("PyTorch is not importable"), "{note}");
+            assert!(text.contains(&format!("No PyTorch side: {note}")), "{text}");
+        }
+        None => {
+            for result in &ladder.rungs {
+                let agreement = ladder.torch_agreement(result);
+                let agreement =
+                    agreement.unwrap_or_else(|| panic!("{}: {result:?}", result.rung.id));
+                assert!(agreement.agrees, "{}: {agreement:?}\n{text}", result.rung.id);
+            }
+            // fp32 on both sides: the same arithmetic up to summation order.
+            let fp32 = ladder.torch_agreement(ladder.result("fp32").unwrap()).unwrap();
+            assert!(fp32.max_diff < 1e-4, "{fp32:?}");
+            assert!(!text.contains("**no**"), "{text}");
+        }
+    }
     for rung in &ladder::RUNGS {
         assert!(text.contains(&format!("\n| {} | {} |", rung.id, rung.change)), "{}", rung.id);
     }
