@@ -94,6 +94,8 @@ pub struct Ladder {
     pub gpu: Option<String>,
     /// The device, in words.
     pub device: String,
+    /// Our side ran the project's kernels (on a GPU or the simulator), not the CPU backend.
+    pub kernels: bool,
     /// One entry per rung, in order.
     pub rungs: Vec<RungResult>,
     /// Why there is no PyTorch side, when there is none.
@@ -189,6 +191,7 @@ pub fn run(
         options: options.clone(),
         gpu,
         device: described,
+        kernels: !matches!(device, ResolvedDevice::Cpu),
         rungs: Vec::new(),
         torch_note: Some(TORCH_PENDING.into()),
     };

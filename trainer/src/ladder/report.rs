@@ -91,18 +91,24 @@ pub fn markdown(ladder: &Ladder, meta: &ReportMeta<'_>) -> String {
          i); a step is timed on the wall clock from its first launch to a synchronisation \
          after its loss is read back; tokens/s = B·T / median timed step. PyTorch runs in the \
          same process tree right after ours, with the same checkpoint, batches and optimizer, \
-         timed the same way (`torch.cuda.synchronize()` around each step). Our tensor-core \
-         GEMMs: {}.",
+         timed the same way (`torch.cuda.synchronize()` around each step).{}",
         meta.command,
         o.warmup,
         o.steps,
-        match o.gemm_engine {
-            GemmEngine::Auto => "the Hopper wgmma kernels where they apply, mma.sync elsewhere",
-            GemmEngine::MmaSync => "mma.sync only (`--gemm-engine mma-sync`)",
-            GemmEngine::Wgmma => "wgmma only (`--gemm-engine wgmma`)",
+        match (ladder.kernels, o.gemm_engine) {
+            (false, _) => " Our side is the CPU backend (cpu-ref, fp32): no GPU kernel ran.",
+            (true, GemmEngine::Auto) => {
+                " Our tensor-core GEMMs: the Hopper wgmma kernels where they apply, mma.sync \
+                 elsewhere."
+            }
+            (true, GemmEngine::MmaSync) => {
+                " Our tensor-core GEMMs: mma.sync only (`--gemm-engine mma-sync`)."
+            }
+            (true, GemmEngine::Wgmma) =>
+                " Our tensor-core GEMMs: wgmma only (`--gemm-engine wgmma`).",
         },
     );
-    if o.gemm_engine != GemmEngine::MmaSync && o.wgmma_tile != WgmmaTile::Auto {
+    if ladder.kernels && o.gemm_engine != GemmEngine::MmaSync && o.wgmma_tile != WgmmaTile::Auto {
         let tile = match o.wgmma_tile {
             WgmmaTile::Auto | WgmmaTile::N128 => "128",
             WgmmaTile::N256 => "256",
