@@ -2,10 +2,12 @@
 //! compute the same losses up to their precision, the report and chart are written, and the
 //! CLI checks its arguments. (The timings are meaningless here; a GPU run measures them.)
 
-use crate::common::{arg, trainer, trainer_ok};
+use crate::common::{Files, arg, tiny, trainer, trainer_ok};
 use gpu_host::kernels::gemm::{GemmEngine, WgmmaTile};
 use ptx_sim::Simulator;
+use std::path::Path;
 use trainer::backend::ResolvedDevice;
+use trainer::data::write_shard;
 use trainer::ladder::{self, LadderOptions, TorchMode};
 use trainer::model::Gpt2Config;
 use trainer::optim::AdamWConfig;
@@ -154,4 +156,70 @@ fn cli_writes_the_report_and_rejects_bad_arguments() {
     assert!(!bad.status.success() && err.contains("--torch on"), "{err}");
     let report = std::fs::read_to_string(&partial).unwrap();
     assert!(report.contains("| vocab |") && report.contains("PyTorch's side had not run"));
+}
+
+/// Whether `python3` imports torch; says so on stderr when it does not.
+fn torch_importable() -> bool {
+    let ok = std::process::Command::new("python3")
+        .args(["-c", "import torch"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("PyTorch's side not checked: python3 does not import torch");
+    }
+    ok
+}
+
+/// `bench/ladder_torch.py` refuses bad arguments and files with exit code 2 and a message
+/// naming the problem, before any rung runs (so the GPU run's log says what was wrong).
+#[test]
+fn pytorch_script_names_bad_input() {
+    if !torch_importable() {
+        return;
+    }
+    let files = Files::new(&tiny(), 5, 200, 10);
+    let bytes = std::fs::read(&files.ckpt).unwrap();
+    let truncated = files.path("truncated.bin");
+    std::fs::write(&truncated, &bytes[..bytes.len() - 4]).unwrap();
+    let not_llmc = files.path("not-llmc.bin");
+    std::fs::write(&not_llmc, [&[0u8; 4][..], &bytes[4..]].concat()).unwrap();
+    let out_of_vocab = files.path("out-of-vocab.bin");
+    write_shard(&out_of_vocab, &[1, 2, 300, 4, 5, 6, 7, 8, 9, 10, 11]).unwrap();
+
+    let run = |checkpoint: &Path, data: &Path, extra: &[&str]| {
+        let out = std::process::Command::new("python3")
+            .arg(torch_script())
+            .args(["--checkpoint", &arg(checkpoint), "--data", &arg(data), "--device", "cpu"])
+            .args(["--b", "1", "--warmup", "0", "--steps", "1"])
+            .args(extra)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{extra:?}: no rung may run");
+        stderr
+    };
+    let fine = ["--t", "4", "--rungs", "fp32"];
+    let cases: [(&Path, &Path, &[&str], &str); 6] = [
+        (&truncated, &files.train, &fine, "truncated checkpoint"),
+        (&not_llmc, &files.train, &fine, "not an llm.c checkpoint (magic 0"),
+        (
+            &files.ckpt,
+            &out_of_vocab,
+            &fine,
+            "token 300 is outside the checkpoint's vocabulary of 300",
+        ),
+        (
+            &files.ckpt,
+            &files.train,
+            &["--t", "65", "--rungs", "fp32"],
+            "exceeds the checkpoint's maximum sequence length 64",
+        ),
+        (&files.ckpt, &files.train, &["--t", "4", "--rungs", "fp32,fp64"], "unknown rung 'fp64'"),
+        (&files.ckpt, &files.ckpt, &fine, "not an llm.c token shard"),
+    ];
+    for (checkpoint, data, extra, expected) in cases {
+        let stderr = run(checkpoint, data, extra);
+        assert!(stderr.contains(expected), "{extra:?}: expected {expected:?} in {stderr}");
+    }
 }
