@@ -55,6 +55,10 @@ pub enum Device {
     /// The CUDA backend on the PTX simulator: every kernel interpreted with bounds, race and
     /// alignment checks. Very slow; for tiny models and debugging.
     Sim,
+    /// The CUDA backend on the PTX simulator of the sm_90a module, as an H100/H200 loads it:
+    /// the Hopper GEMMs (TMA, mbarriers, wgmma) run where `--gemm-engine` picks them, with the
+    /// simulator's checks of their barriers and proxies. Slower still; for tiny models.
+    SimHopper,
     /// CUDA when a usable GPU and driver are present, else the CPU.
     Auto,
 }
@@ -65,6 +69,7 @@ impl From<Device> for DeviceChoice {
             Device::Cpu => DeviceChoice::Cpu,
             Device::Cuda => DeviceChoice::Cuda,
             Device::Sim => DeviceChoice::Sim,
+            Device::SimHopper => DeviceChoice::SimHopper,
             Device::Auto => DeviceChoice::Auto,
         }
     }
@@ -515,7 +520,8 @@ pub enum TorchArg {
 /// check that every rung trains, on the tiny model).
 #[derive(Args, Debug)]
 pub struct LadderArgs {
-    /// Backend: cuda for the real ladder; sim (or cpu, fp32 rung only) to check the machinery.
+    /// Backend: cuda for the real ladder; sim or sim-hopper (or cpu, fp32 rung only) to check
+    /// the machinery.
     #[arg(long, value_enum, default_value_t = Device::Auto)]
     pub device: Device,
     /// Tensor-core GEMM kernels of our rungs.

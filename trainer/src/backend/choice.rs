@@ -3,7 +3,7 @@
 use super::{Backend, CpuBackend, CudaAct, CudaBackend, CudaOptions};
 use crate::error::{Error, Result};
 use gpu_host::kernels::gemm::{GemmEngine, WgmmaTile};
-use gpu_host::{Device, Gpu, GpuError};
+use gpu_host::{Device, Gpu, GpuError, PtxArch};
 use half::{bf16, f16};
 use ptx_sim::Simulator;
 
@@ -25,6 +25,8 @@ pub enum DeviceChoice {
     Cuda,
     /// The CUDA backend on the PTX simulator (slow, every check on; tiny models).
     Sim,
+    /// The CUDA backend on the simulator of the sm_90a module (the Hopper kernels).
+    SimHopper,
     /// CUDA when a usable GPU and driver are present, else the CPU.
     Auto,
 }
@@ -35,7 +37,7 @@ pub enum ResolvedDevice {
     Cpu,
     /// The CUDA backend on this GPU.
     Cuda(Gpu),
-    /// The CUDA backend on the simulator.
+    /// The CUDA backend on the simulator (of the sm_80 module, or of the sm_90a one).
     Sim(Simulator),
 }
 
@@ -63,6 +65,11 @@ impl ResolvedDevice {
     /// Whether this is the CPU.
     pub fn is_cpu(&self) -> bool {
         matches!(self, Self::Cpu)
+    }
+
+    /// Whether this is the simulator of the sm_90a module (`--device sim-hopper`).
+    pub fn is_hopper_sim(&self) -> bool {
+        matches!(self, Self::Sim(sim) if sim.ptx_arch() == PtxArch::Sm90a)
     }
 
     /// Builds the backend of this device for `compute` (a [`Precision`] alone: the default
@@ -116,6 +123,11 @@ impl DeviceChoice {
             }),
             Self::Sim => Simulator::new().map(ResolvedDevice::Sim).map_err(|e| {
                 Error::invalid(format!("--device sim: {e}; run `cargo xtask build-ptx` first"))
+            }),
+            Self::SimHopper => Simulator::hopper().map(ResolvedDevice::Sim).map_err(|e| {
+                Error::invalid(format!(
+                    "--device sim-hopper: {e}; run `cargo xtask build-ptx` first"
+                ))
             }),
             Self::Auto => match Gpu::new() {
                 Ok(gpu) => Ok(ResolvedDevice::Cuda(gpu)),

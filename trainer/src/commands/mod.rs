@@ -65,6 +65,7 @@ fn resolve_device(args: &KernelArgs) -> Result<(ResolvedDevice, Compute)> {
 fn device_slug(device: &ResolvedDevice) -> String {
     match device {
         ResolvedDevice::Cuda(gpu) => gpu_host::provenance::device_slug(&gpu.info().name),
+        ResolvedDevice::Sim(_) if device.is_hopper_sim() => "sim-hopper".into(),
         ResolvedDevice::Sim(_) => "sim".into(),
         ResolvedDevice::Cpu => "cpu".into(),
     }

@@ -184,6 +184,9 @@ pub fn run(
     let mut data = DataLoader::open(&pattern, "--data", b, t, config.vocab_size, None)?;
     let (gpu, described) = match device {
         ResolvedDevice::Cuda(gpu) => (Some(gpu.info().name.clone()), gpu.info().name.clone()),
+        ResolvedDevice::Sim(_) if device.is_hopper_sim() => {
+            (None, "the PTX simulator of the sm_90a module (timings meaningless)".into())
+        }
         ResolvedDevice::Sim(_) => (None, "the PTX simulator (timings meaningless)".into()),
         ResolvedDevice::Cpu => (None, "the CPU backend".into()),
     };

@@ -51,9 +51,51 @@ fn torch_script() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/ladder_torch.py")
 }
 
-/// Every rung on the simulator, and, where `python3` can import torch (CI installs it), the
-/// same rungs in PyTorch on the CPU through `bench/ladder_torch.py`: an independent GPT-2 whose
-/// losses ours must follow in every rung.
+/// Every rung's losses against the same ladder's fp32 rung, within the rung's tolerance.
+fn assert_rungs_train_alike(ladder: &ladder::Ladder) {
+    assert_eq!(ladder.rungs.len(), ladder::RUNGS.len());
+    let fp32 = ladder.result("fp32").unwrap().ours.as_ref().unwrap().steps.losses.clone();
+    assert_eq!(fp32.len(), 2);
+    assert!((fp32[0] - (96f32).ln()).abs() < 0.1, "initial loss {} is not near ln V", fp32[0]);
+    for result in &ladder.rungs {
+        let run = &result.ours.as_ref().unwrap_or_else(|e| panic!("{}: {e}", result.rung.id)).steps;
+        assert_eq!(run.timing.step_ms.len(), 1);
+        assert!(run.timing.tokens_per_sec > 0.0);
+        let tolerance = ladder::loss_tolerance(result.rung.precision);
+        for (step, (&ours, &reference)) in run.losses.iter().zip(&fp32).enumerate() {
+            assert!(
+                (ours - reference).abs() <= tolerance,
+                "{} on {} step {step}: loss {ours} vs fp32 {reference} (tolerance {tolerance})",
+                result.rung.id,
+                ladder.device
+            );
+        }
+    }
+    // tf32 differs from fp32 only in the matmul inputs' rounding: close, not equal.
+    let tf32 = &ladder.result("tf32").unwrap().ours.as_ref().unwrap().steps.losses;
+    assert!((tf32[0] - fp32[0]).abs() < 1e-3);
+}
+
+/// Every rung's losses against PyTorch's, within the rung's tolerance (fp32 within 1e-4).
+fn assert_agrees_with_torch(ladder: &ladder::Ladder, report: &str) {
+    for result in &ladder.rungs {
+        let agreement = ladder.torch_agreement(result);
+        let agreement = agreement.unwrap_or_else(|| panic!("{}: {result:?}", result.rung.id));
+        assert!(
+            agreement.agrees,
+            "{} on {}: {agreement:?}\n{report}",
+            result.rung.id, ladder.device
+        );
+    }
+    // fp32 on both sides: the same arithmetic up to summation order.
+    let fp32 = ladder.torch_agreement(ladder.result("fp32").unwrap()).unwrap();
+    assert!(fp32.max_diff < 1e-4, "{} {fp32:?}", ladder.device);
+}
+
+/// Every rung on the simulator, of the sm_80 module and of the sm_90a one (the kernels an
+/// H100 runs: the Hopper GEMMs where `Auto` picks them), and, where `python3` can import torch
+/// (CI installs it), the same rungs in PyTorch on the CPU through `bench/ladder_torch.py`: an
+/// independent GPT-2 whose losses ours must follow in every rung.
 #[test]
 fn every_rung_trains_the_same_model_on_the_simulator_and_in_pytorch() {
     let dir = tempfile::tempdir().unwrap();
@@ -70,27 +112,8 @@ fn every_rung_trains_the_same_model_on_the_simulator_and_in_pytorch() {
     let ladder = ladder::run(&device, &options, &mut |_| (), &mut partial).unwrap();
     let every_rung: Vec<(usize, bool)> = (1..=ladder::RUNGS.len()).map(|n| (n, true)).collect();
     assert_eq!(partials, every_rung);
-    assert_eq!(ladder.rungs.len(), ladder::RUNGS.len());
     assert!(ladder.gpu.is_none());
-    let fp32 = ladder.result("fp32").unwrap().ours.as_ref().unwrap().steps.losses.clone();
-    assert_eq!(fp32.len(), 2);
-    assert!((fp32[0] - (96f32).ln()).abs() < 0.1, "initial loss {} is not near ln V", fp32[0]);
-    for result in &ladder.rungs {
-        let run = &result.ours.as_ref().unwrap_or_else(|e| panic!("{}: {e}", result.rung.id)).steps;
-        assert_eq!(run.timing.step_ms.len(), 1);
-        assert!(run.timing.tokens_per_sec > 0.0);
-        let tolerance = ladder::loss_tolerance(result.rung.precision);
-        for (step, (&ours, &reference)) in run.losses.iter().zip(&fp32).enumerate() {
-            assert!(
-                (ours - reference).abs() <= tolerance,
-                "{} step {step}: loss {ours} vs fp32 {reference} (tolerance {tolerance})",
-                result.rung.id
-            );
-        }
-    }
-    // tf32 differs from fp32 only in the matmul inputs' rounding: close, not equal.
-    let tf32 = &ladder.result("tf32").unwrap().ours.as_ref().unwrap().steps.losses;
-    assert!((tf32[0] - fp32[0]).abs() < 1e-3);
+    assert_rungs_train_alike(&ladder);
 
     let text = ladder::markdown(&ladder, &meta);
     assert!(text.contains("timings below are meaningless"), "{text}");
@@ -101,15 +124,7 @@ fn every_rung_trains_the_same_model_on_the_simulator_and_in_pytorch() {
             assert!(text.contains(&format!("No PyTorch side: {note}")), "{text}");
         }
         None => {
-            for result in &ladder.rungs {
-                let agreement = ladder.torch_agreement(result);
-                let agreement =
-                    agreement.unwrap_or_else(|| panic!("{}: {result:?}", result.rung.id));
-                assert!(agreement.agrees, "{}: {agreement:?}\n{text}", result.rung.id);
-            }
-            // fp32 on both sides: the same arithmetic up to summation order.
-            let fp32 = ladder.torch_agreement(ladder.result("fp32").unwrap()).unwrap();
-            assert!(fp32.max_diff < 1e-4, "{fp32:?}");
+            assert_agrees_with_torch(&ladder, &text);
             assert!(!text.contains("**no**"), "{text}");
         }
     }
@@ -119,17 +134,31 @@ fn every_rung_trains_the_same_model_on_the_simulator_and_in_pytorch() {
     let png = dir.path().join("ladder.png");
     ladder::chart(&ladder, &png).unwrap();
     assert!(std::fs::read(&png).unwrap().starts_with(b"\x89PNG"));
+
+    // The Hopper module, against the PyTorch run above (same checkpoint, batches, optimizer).
+    let hopper = ResolvedDevice::Sim(Simulator::hopper().expect("cargo xtask build-ptx has run"));
+    options.torch = TorchMode::Off;
+    let mut on_hopper = ladder::run(&hopper, &options, &mut |_| (), &mut |_| ()).unwrap();
+    assert!(on_hopper.device.contains("sm_90a"), "{}", on_hopper.device);
+    assert_rungs_train_alike(&on_hopper);
+    if ladder.torch_note.is_none() {
+        for (ours, theirs) in on_hopper.rungs.iter_mut().zip(&ladder.rungs) {
+            ours.torch = theirs.torch.clone();
+        }
+        assert_agrees_with_torch(&on_hopper, "");
+    }
 }
 
 #[test]
 fn cli_writes_the_report_and_rejects_bad_arguments() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("bench/ladder.md");
-    let args = ["ladder", "--device", "sim", "--rungs", "vocab", "--torch", "off"];
+    let args = ["ladder", "--device", "sim-hopper", "--rungs", "vocab", "--torch", "off"];
     let stdout = trainer_ok(&[&args[..], &["--out", &arg(&out)]].concat());
     assert!(stdout.contains("ours  vocab"), "{stdout}");
     let report = std::fs::read_to_string(&out).unwrap();
     assert!(report.contains("| vocab |") && !report.contains("| fp32 |"), "{report}");
+    assert!(report.contains("the PTX simulator of the sm_90a module"), "{report}");
     assert!(out.with_extension("png").is_file());
 
     let bad = trainer(&["ladder", "--device", "sim", "--rungs", "fp32,fp64"]);
