@@ -210,6 +210,13 @@ pub enum ModelArg {
     D6,
     /// L12 NH12 C768: 124.5M parameters (GPT-2 small).
     D12,
+    /// L24 NH16 C1024: 354.9M parameters (GPT-2 medium).
+    D24,
+    /// L36 NH20 C1280: 774.1M parameters (GPT-2 large).
+    D36,
+    /// L48 NH25 C1600: 1,557.7M parameters (GPT-2 XL; about 25 GB of f32 weights, gradients
+    /// and AdamW moments before any activation).
+    D48,
 }
 
 impl From<ModelArg> for ModelSize {
@@ -219,6 +226,9 @@ impl From<ModelArg> for ModelSize {
             ModelArg::D4 => ModelSize::D4,
             ModelArg::D6 => ModelSize::D6,
             ModelArg::D12 => ModelSize::D12,
+            ModelArg::D24 => ModelSize::D24,
+            ModelArg::D36 => ModelSize::D36,
+            ModelArg::D48 => ModelSize::D48,
         }
     }
 }

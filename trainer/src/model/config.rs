@@ -26,8 +26,10 @@ pub struct Gpt2Config {
     pub channels: usize,
 }
 
-/// The named model sizes of `--model`: depth L, L heads of 64 channels (C = 64 L), GPT-2's
-/// vocabulary (V = 50,257, Vp = 50,304) and context (maxT = 1,024). d12 is GPT-2 small (124M).
+/// The named model sizes of `--model`: depth L, heads of 64 channels, GPT-2's vocabulary
+/// (V = 50,257, Vp = 50,304) and context (maxT = 1,024). Up to d12 (GPT-2 small, 124M) there
+/// are L heads (C = 64 L); d24, d36 and d48 are GPT-2 medium, large and XL, with llm.c's
+/// shapes of those names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ModelSize {
     /// L = 2, NH = 2, C = 128: 6.97M parameters (6.57M of them in the embeddings).
@@ -38,17 +40,27 @@ pub enum ModelSize {
     D6,
     /// L = 12, NH = 12, C = 768: 124.5M parameters (GPT-2 small).
     D12,
+    /// L = 24, NH = 16, C = 1024: 354.9M parameters (GPT-2 medium).
+    D24,
+    /// L = 36, NH = 20, C = 1280: 774.1M parameters (GPT-2 large).
+    D36,
+    /// L = 48, NH = 25, C = 1600: 1,557.7M parameters (GPT-2 XL).
+    D48,
 }
 
 impl ModelSize {
-    /// Number of transformer blocks.
-    pub fn depth(self) -> usize {
-        match self {
-            Self::D2 => 2,
-            Self::D4 => 4,
-            Self::D6 => 6,
-            Self::D12 => 12,
-        }
+    /// Number of transformer blocks (L), attention heads (NH) and channels (C = 64 NH).
+    pub fn shape(self) -> (usize, usize, usize) {
+        let (layers, heads) = match self {
+            Self::D2 => (2, 2),
+            Self::D4 => (4, 4),
+            Self::D6 => (6, 6),
+            Self::D12 => (12, 12),
+            Self::D24 => (24, 16),
+            Self::D36 => (36, 20),
+            Self::D48 => (48, 25),
+        };
+        (layers, heads, 64 * heads)
     }
 }
 
@@ -72,8 +84,8 @@ impl Gpt2Config {
 
     /// The dimensions of a named size.
     pub fn from_size(size: ModelSize) -> Self {
-        let depth = size.depth();
-        Self::gpt2_shape(depth, depth, 64 * depth)
+        let (layers, heads, channels) = size.shape();
+        Self::gpt2_shape(layers, heads, channels)
     }
 
     /// Checks the dimensions describe a model this trainer can build.
@@ -152,6 +164,10 @@ mod tests {
         assert_eq!(params(ModelSize::D2), 6_966_784);
         assert_eq!(params(ModelSize::D4), 16_299_520);
         assert_eq!(params(ModelSize::D6), 30_357_504);
+        // llm.c's counts for GPT-2 medium, large and XL (Vp 50,304).
+        assert_eq!(params(ModelSize::D24), 354_871_296);
+        assert_eq!(params(ModelSize::D36), 774_090_240);
+        assert_eq!(params(ModelSize::D48), 1_557_686_400);
     }
 
     #[test]
