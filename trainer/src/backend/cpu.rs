@@ -4,6 +4,7 @@
 //! with and reproduces llm.c's CPU trainer. Fused ops run as their unfused sequence, with the
 //! same arithmetic.
 
+use super::memory::{host_available, host_shortfall, human_size};
 use super::ops::{
     AdamWArgs, AdamWHyper, AttentionBackward, AttentionForward, AttentionSaved, AttentionSavedView,
     Classifier, Dims, LayerNormBackward, LayerNormForward, Linear, MatmulBackward, MatmulForward,
@@ -29,11 +30,16 @@ pub struct CpuTokens {
 }
 
 fn zeros<T: Clone + Default>(len: usize, what: &str) -> Result<Vec<T>> {
+    let bytes = len.saturating_mul(size_of::<T>());
+    if let Some(message) = host_shortfall(what, bytes, host_available()) {
+        return Err(Error::Backend(message));
+    }
     let mut buf = Vec::new();
     buf.try_reserve_exact(len).map_err(|_| {
         Error::Backend(format!(
-            "out of memory allocating {what}: {len} elements ({:.2} GiB); lower --batch-size",
-            (len * size_of::<T>()) as f64 / (1u64 << 30) as f64
+            "out of host memory allocating {what}: {} requested; use a smaller --model or \
+             --batch-size, or a GPU",
+            human_size(bytes)
         ))
     })?;
     buf.resize(len, T::default());

@@ -5,6 +5,7 @@
 //! weights, gradients, AdamW moments, layernorm statistics and losses are f32. Matmul weight
 //! and bias gradients are accumulated in f32 straight from the 16-bit operands.
 
+use super::memory::human_size;
 use super::ops::{
     AdamWArgs, AdamWHyper, AttentionBackward, AttentionForward, AttentionSaved, AttentionSavedView,
     Classifier, Dims, LayerNormBackward, LayerNormForward, Linear, MatmulBackward, MatmulForward,
@@ -219,16 +220,6 @@ fn alloc_error(what: &str, err: GpuError) -> Error {
             human_size(total)
         )),
         other => Error::Backend(format!("allocating {what}: {other}")),
-    }
-}
-
-/// `3.42 GiB` from 1 GiB up, else `12.5 MiB`.
-fn human_size(bytes: usize) -> String {
-    let bytes = bytes as f64;
-    if bytes >= (1u64 << 30) as f64 {
-        format!("{:.2} GiB", bytes / (1u64 << 30) as f64)
-    } else {
-        format!("{:.1} MiB", bytes / (1u64 << 20) as f64)
     }
 }
 

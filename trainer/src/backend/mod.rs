@@ -15,6 +15,7 @@
 mod choice;
 mod cpu;
 mod cuda;
+mod memory;
 pub mod ops;
 mod view;
 

@@ -1,0 +1,69 @@
+//! Sizes in words, and the host memory the CPU backend may still take.
+//!
+//! Linux overcommits: a `Vec` of 25 GiB is granted on a 24 GiB machine, and the process is
+//! killed when the zeros are written. The CPU backend therefore compares each allocation with
+//! `MemAvailable` first, so that a model too large for the host is an error naming the buffer.
+
+/// `3.42 GiB` from 1 GiB up, else `12.5 MiB`.
+pub(super) fn human_size(bytes: usize) -> String {
+    let bytes = bytes as f64;
+    if bytes >= (1u64 << 30) as f64 {
+        format!("{:.2} GiB", bytes / (1u64 << 30) as f64)
+    } else {
+        format!("{:.1} MiB", bytes / (1u64 << 20) as f64)
+    }
+}
+
+/// The host memory available to new allocations (`MemAvailable` of `/proc/meminfo`), or
+/// `None` where the kernel does not say.
+pub(super) fn host_available() -> Option<usize> {
+    parse_mem_available(&std::fs::read_to_string("/proc/meminfo").ok()?)
+}
+
+/// `MemAvailable` of a `/proc/meminfo` text, in bytes.
+fn parse_mem_available(meminfo: &str) -> Option<usize> {
+    let line = meminfo.lines().find_map(|l| l.strip_prefix("MemAvailable:"))?;
+    let kib: usize = line.trim().strip_suffix("kB")?.trim().parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+/// Why `bytes` for `what` cannot be allocated on a host with `available` bytes free, if so.
+pub(super) fn host_shortfall(what: &str, bytes: usize, available: Option<usize>) -> Option<String> {
+    let available = available?;
+    (bytes > available).then(|| {
+        format!(
+            "out of host memory allocating {what}: {} requested, {} available; use a smaller \
+             --model or --batch-size, or a GPU",
+            human_size(bytes),
+            human_size(available)
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_mem_available() {
+        let meminfo = "MemTotal:       24608420 kB\nMemFree:         1200000 kB\n\
+                       MemAvailable:   20000000 kB\nBuffers:          10000 kB\n";
+        assert_eq!(parse_mem_available(meminfo), Some(20_000_000 * 1024));
+        assert_eq!(parse_mem_available("MemTotal: 1 kB\n"), None);
+        assert_eq!(parse_mem_available("MemAvailable: lots\n"), None);
+    }
+
+    #[test]
+    fn names_the_buffer_that_does_not_fit() {
+        let gib = 1usize << 30;
+        assert_eq!(host_shortfall("params", gib, Some(2 * gib)), None);
+        assert_eq!(host_shortfall("params", 3 * gib, None), None);
+        let message = host_shortfall("AdamW m", 6 * gib, Some(5 * gib)).unwrap();
+        assert_eq!(
+            message,
+            "out of host memory allocating AdamW m: 6.00 GiB requested, 5.00 GiB available; use \
+             a smaller --model or --batch-size, or a GPU"
+        );
+        assert_eq!(human_size(3 << 19), "1.5 MiB");
+    }
+}
