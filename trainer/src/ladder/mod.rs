@@ -129,7 +129,7 @@ impl Ladder {
     pub fn torch_agreement(&self, result: &RungResult) -> Option<LossAgreement> {
         let ours = &result.ours.as_ref().ok()?.steps.losses;
         let torch = &result.torch.as_ref()?.as_ref().ok()?.losses;
-        let max_diff = ours.iter().zip(torch).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+        let max_diff = max_loss_diff(ours, torch);
         let c = &self.options.config;
         let padding_gap = if result.rung.padded_vocab {
             (c.padded_vocab_size as f32 / c.vocab_size as f32).ln()
@@ -137,9 +137,16 @@ impl Ladder {
             0.0
         };
         let tolerance = loss_tolerance(result.rung.precision) + padding_gap;
-        let agrees = ours.len() == torch.len() && max_diff <= tolerance;
+        let agrees = ours.len() == torch.len() && max_diff <= tolerance; // false for NaN
         Some(LossAgreement { max_diff, tolerance, agrees })
     }
+}
+
+/// The largest |a − b| over the steps both ran; NaN when either side's loss is not finite in
+/// a way that leaves no difference (NaN, or infinities on both sides), so that it never agrees.
+fn max_loss_diff(a: &[f32], b: &[f32]) -> f32 {
+    let diffs = a.iter().zip(b).map(|(x, y)| (x - y).abs());
+    diffs.fold(0.0, |m: f32, d| if m.is_nan() || d.is_nan() { f32::NAN } else { m.max(d) })
 }
 
 /// Our losses against PyTorch's on one rung (see [`Ladder::torch_agreement`]).
@@ -305,4 +312,18 @@ pub fn remove_work_dir(dir: &Path) {
         let _ = std::fs::remove_file(dir.join(name));
     }
     let _ = std::fs::remove_dir(dir);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::max_loss_diff;
+
+    #[test]
+    fn a_non_finite_loss_never_agrees() {
+        assert_eq!(max_loss_diff(&[1.0, 2.0], &[1.5, 1.0]), 1.0);
+        assert!(max_loss_diff(&[1.0, f32::NAN, 2.0], &[1.0, 1.0, 2.0]).is_nan());
+        assert!(max_loss_diff(&[f32::INFINITY], &[f32::INFINITY]).is_nan());
+        assert_eq!(max_loss_diff(&[f32::INFINITY], &[1.0]), f32::INFINITY);
+        assert!(max_loss_diff(&[f32::NAN], &[1.0]).partial_cmp(&1e9).is_none());
+    }
 }
