@@ -11,8 +11,9 @@
 #             tests, at their small sizes (KERNEL_TESTS_SMALL=1: the tools are slow)
 #   bench     every benchmark `gpu-bench list` names, each writing its markdown report, then
 #             `trainer bench` of GPT-2 124M in fp32, tf32, bf16 and fp16 ($BENCH_PRECISIONS,
-#             e.g. "bf16,fp16"), writing bench/trainer-<gpu>.md (or the benchmarks in
-#             $BENCHMARKS, e.g. BENCHMARKS="kernels attention trainer")
+#             e.g. "bf16,fp16"; $BENCH_MODELS, e.g. "d12 d24", adds sizes), writing
+#             bench/trainer-<gpu>.md (or the benchmarks in $BENCHMARKS, e.g.
+#             BENCHMARKS="kernels attention trainer")
 #   train     first 3 steps of GPT-2 124M (B=4, T=128) on the CPU backend and on the GPU in
 #             fp32, losses compared; then in each precision ($TRAIN_PRECISIONS, default
 #             "fp32 tf32 bf16 fp16"): a resumed 124M run against an uninterrupted one (bit for
@@ -307,7 +308,8 @@ stage_bench() {
                 "$work/bin/trainer" bench --device cuda --precision "${BENCH_PRECISIONS:-fp32,tf32,bf16,fp16}" \
                 --gemm-engine "${GEMM_ENGINE:-auto}" \
                 --wgmma-tile "${WGMMA_TILE:-auto}" \
-                --model d12 --batch-size 16 --seq-len 1024 --warmup 3 --steps 10 --report
+                --model ${BENCH_MODELS:-d12} --batch-size 16 --seq-len 1024 --warmup 3 --steps 10 \
+                --report
         else
             step bench "$name" "${TIMEOUT_BENCH:-540}" "$out/logs/bench-$name.log" headline_line \
                 "$bench_bin" "$name"

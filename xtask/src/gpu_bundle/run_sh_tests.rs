@@ -91,7 +91,7 @@ fn run_sh_reports_a_failing_test_binary_and_goes_on() {
 
 /// The bench stage runs every benchmark `gpu-bench list` names, then the trainer in four
 /// precisions with its report, all from the results folder so the reports land in its
-/// `bench/`; `$BENCH_PRECISIONS` and the engine variables reach the trainer.
+/// `bench/`; `$BENCH_PRECISIONS`, `$BENCH_MODELS` and the engine variables reach the trainer.
 #[test]
 fn run_sh_bench_runs_every_benchmark_and_the_trainer() {
     let fake = FakeBundle::new("bench");
@@ -106,11 +106,13 @@ fn run_sh_bench_runs_every_benchmark_and_the_trainer() {
     assert!(has_row(&summary, &step, &[trainer]), "{summary}");
     assert_eq!(fake.read("r/bench/gemm-fake.md"), "# GEMM\n");
     assert_eq!(fake.read("r/bench/trainer-fake.md"), "# trainer\n");
-    let out = fake
-        .run(&["bench", "--out", "s"], &[("BENCHMARKS", "trainer"), ("BENCH_PRECISIONS", "bf16")]);
+    let variables =
+        [("BENCHMARKS", "trainer"), ("BENCH_PRECISIONS", "bf16"), ("BENCH_MODELS", "d12 d24")];
+    let out = fake.run(&["bench", "--out", "s"], &variables);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let summary = fake.read("s/summary.md");
     assert!(summary.contains("| bench | trainer bf16 | pass |"), "{summary}");
+    assert!(summary.contains("--model d12 d24 --batch-size 16"), "{summary}");
     assert!(!summary.contains("| bench | gemm |"), "{summary}");
 }
 
