@@ -153,6 +153,13 @@ impl Simulator {
         self.launches.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
+    /// How many device allocations this simulator has made, freed ones included (a
+    /// `cuMemAlloc` count): tests use it to see that a training step allocates nothing once
+    /// the first one has run.
+    pub fn allocation_count(&self) -> u64 {
+        self.heap.allocation_count()
+    }
+
     /// Launches `kernel` with raw parameter bytes (for hand-written PTX whose parameters have
     /// no `kernel-abi` struct). Safe: every access the kernel makes is checked.
     pub fn launch_bytes(

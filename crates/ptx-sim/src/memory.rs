@@ -111,6 +111,11 @@ impl Heap {
         alloc
     }
 
+    /// How many allocations this heap has made (freed ones included).
+    pub fn allocation_count(&self) -> u64 {
+        self.next_id.load(Ordering::Relaxed) - 1
+    }
+
     /// Bytes held by the live allocations (guards excluded).
     pub fn live_bytes(&self) -> u64 {
         let live = self.live.read().unwrap_or_else(PoisonError::into_inner);

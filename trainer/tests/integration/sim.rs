@@ -365,3 +365,52 @@ fn out_of_memory_names_the_buffer_and_advises_a_smaller_batch() {
     assert!(err.contains("out of GPU memory allocating the "), "{err}");
     assert!(err.contains("MiB free of 4.0 MiB") && err.contains("lower --batch-size"), "{err}");
 }
+
+/// Trains three steps and records the simulator's allocation count after each.
+struct AllocationsPerStep<'s> {
+    sim: &'s Simulator,
+    options: ModelOptions,
+}
+
+impl BackendJob for AllocationsPerStep<'_> {
+    type Output = Vec<u64>;
+    fn run<Bk: Backend>(self, backend: &Bk) -> trainer::Result<Vec<u64>> {
+        let model = Gpt2::new(backend, config(), &params(), self.options)?;
+        let shape = BatchShape { b: B, t: T, grad_accum_steps: 2 };
+        let mut session = Session::new(backend, model, plain_adamw(), shape)?;
+        let mut data = batch(8);
+        let mut counts = Vec::new();
+        for t in 1..=3 {
+            session.train_step(&mut data, 1e-3, t)?;
+            counts.push(self.sim.allocation_count());
+        }
+        Ok(counts)
+    }
+}
+
+/// Once the first step has run, a training step allocates no device memory (no `cuMemAlloc`
+/// in the steady state): on both modules, in every precision, both attention paths.
+#[test]
+fn training_steps_allocate_nothing_after_the_first() {
+    let naive = ModelOptions { attention: AttentionKind::Naive, fuse: true };
+    let flash = ModelOptions { attention: AttentionKind::Flash, fuse: true };
+    let unfused = ModelOptions { fuse: false, ..naive };
+    let runs = [
+        (Simulator::new(), Precision::Fp32, unfused),
+        (Simulator::new(), Precision::Tf32, naive),
+        (Simulator::hopper(), Precision::Bf16, flash),
+        (Simulator::hopper(), Precision::Fp16, naive),
+    ];
+    for (sim, precision, options) in runs {
+        let device = ResolvedDevice::Sim(sim.expect("cargo xtask build-ptx has run"));
+        let ResolvedDevice::Sim(sim) = &device else { unreachable!("a simulator") };
+        let counts = device.run(precision, AllocationsPerStep { sim, options }).unwrap();
+        assert!(counts[0] > 0, "the model's arenas and activations are counted");
+        assert_eq!(
+            counts[0],
+            counts[2],
+            "{} {options:?}: allocations after steps 1..=3: {counts:?}",
+            precision.name()
+        );
+    }
+}
