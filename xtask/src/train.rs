@@ -46,8 +46,8 @@ const GPU_DEFAULTS: &[&str] = &[
     "runs/shakespeare-d12/metrics.jsonl",
 ];
 
-/// The CPU run: d2 (L2 NH2 C128, 7M parameters) on B=8 × T=64 for 1000 steps: about 80 s on
-/// 2 idle CPU cores (val loss 10.8 -> 5.9). Later options override these (the trainer's flags
+/// The CPU run: d2 (L2 NH2 C128, 7M parameters) on B=8 × T=64 for 1000 steps: 80 to 150 s on
+/// 2 idle CPU cores, depending on the CPU (val loss 10.8 -> 5.9). Later options override these (the trainer's flags
 /// take the last occurrence).
 const DEFAULTS: &[&str] = &[
     "--device",
