@@ -53,6 +53,16 @@ impl BackendJob for GradJob {
 }
 
 /// `steps` optimizer steps from [`params`] on a fixed batch: each step's output.
+/// The test model from [`params`] in a session of B × T with two micro-batches per step.
+fn two_micro_batch_session<Bk: Backend>(
+    backend: &Bk,
+    options: ModelOptions,
+) -> trainer::Result<Session<'_, Bk>> {
+    let model = Gpt2::new(backend, config(), &params(), options)?;
+    let shape = BatchShape { b: B, t: T, grad_accum_steps: 2 };
+    Session::new(backend, model, plain_adamw(), shape)
+}
+
 struct TrainJob {
     options: ModelOptions,
     steps: u32,
@@ -61,9 +71,7 @@ struct TrainJob {
 impl BackendJob for TrainJob {
     type Output = Vec<StepOutput>;
     fn run<Bk: Backend>(self, backend: &Bk) -> trainer::Result<Vec<StepOutput>> {
-        let model = Gpt2::new(backend, config(), &params(), self.options)?;
-        let shape = BatchShape { b: B, t: T, grad_accum_steps: 2 };
-        let mut session = Session::new(backend, model, plain_adamw(), shape)?;
+        let mut session = two_micro_batch_session(backend, self.options)?;
         let mut data = batch(6);
         (1..=self.steps).map(|t| session.train_step(&mut data, 1e-3, t)).collect()
     }
@@ -375,9 +383,7 @@ struct AllocationsPerStep<'s> {
 impl BackendJob for AllocationsPerStep<'_> {
     type Output = Vec<u64>;
     fn run<Bk: Backend>(self, backend: &Bk) -> trainer::Result<Vec<u64>> {
-        let model = Gpt2::new(backend, config(), &params(), self.options)?;
-        let shape = BatchShape { b: B, t: T, grad_accum_steps: 2 };
-        let mut session = Session::new(backend, model, plain_adamw(), shape)?;
+        let mut session = two_micro_batch_session(backend, self.options)?;
         let mut data = batch(8);
         let mut counts = Vec::new();
         for t in 1..=3 {
