@@ -74,15 +74,8 @@ pub(super) fn run(
     let missing = |note: String| {
         if required { Err(Error::invalid(format!("--torch on: {note}"))) } else { Ok(Err(note)) }
     };
-    let import = Command::new("python3").args(["-c", "import torch"]).output();
-    match import {
-        Ok(out) if out.status.success() => {}
-        Ok(out) => {
-            let err = String::from_utf8_lossy(&out.stderr);
-            let reason = err.lines().last().unwrap_or("").trim().to_string();
-            return missing(format!("PyTorch is not importable by python3 ({reason})"));
-        }
-        Err(e) => return missing(format!("python3 could not be run ({e})")),
+    if let Some(reason) = pytorch_missing() {
+        return missing(reason);
     }
     if !script.is_file() {
         return missing(format!("the PyTorch script {} is missing", script.display()));
@@ -91,6 +84,19 @@ pub(super) fn run(
         Ok(runs) => Ok(Ok(runs)),
         // Our rungs have run: a PyTorch failure becomes a note in the report (unless required).
         Err(e) => missing(e.to_string()),
+    }
+}
+
+/// Why `python3` cannot import torch, or `None` when it can.
+pub fn pytorch_missing() -> Option<String> {
+    match Command::new("python3").args(["-c", "import torch"]).output() {
+        Ok(out) if out.status.success() => None,
+        Ok(out) => {
+            let err = String::from_utf8_lossy(&out.stderr);
+            let reason = err.lines().last().unwrap_or("").trim().to_string();
+            Some(format!("PyTorch is not importable by python3 ({reason})"))
+        }
+        Err(e) => Some(format!("python3 could not be run ({e})")),
     }
 }
 

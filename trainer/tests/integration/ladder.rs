@@ -187,23 +187,12 @@ fn cli_writes_the_report_and_rejects_bad_arguments() {
     assert!(report.contains("| vocab |") && report.contains("PyTorch's side had not run"));
 }
 
-/// Whether `python3` imports torch; says so on stderr when it does not.
-fn torch_importable() -> bool {
-    let ok = std::process::Command::new("python3")
-        .args(["-c", "import torch"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("PyTorch's side not checked: python3 does not import torch");
-    }
-    ok
-}
-
 /// `bench/ladder_torch.py` refuses bad arguments and files with exit code 2 and a message
 /// naming the problem, before any rung runs (so the GPU run's log says what was wrong).
 #[test]
 fn pytorch_script_names_bad_input() {
-    if !torch_importable() {
+    if let Some(reason) = ladder::pytorch_missing() {
+        eprintln!("PyTorch's side not checked: {reason}");
         return;
     }
     let files = Files::new(&tiny(), 5, 200, 10);
