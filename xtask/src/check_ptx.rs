@@ -176,7 +176,7 @@ fn print_table(rows: &[Usage]) {
 }
 
 /// `$PTXAS`, or the cached copy from the pinned wheel (downloaded on first use).
-fn ptxas() -> Result<PathBuf> {
+pub(crate) fn ptxas() -> Result<PathBuf> {
     if let Some(path) = std::env::var_os("PTXAS") {
         let path = PathBuf::from(path);
         ensure!(path.is_file(), "PTXAS={} is not a file", path.display());

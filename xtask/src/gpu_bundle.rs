@@ -5,7 +5,8 @@
 //! (their `gpu::` tests and `sim_vs_gpu`), every binary of `gpu-bench` and `trainer`, and the
 //! Python scripts under `bench/`, each executable stripped and xz-compressed (`xz -9`: its
 //! large window folds the two near-identical PTX modules every binary embeds, about 20× in
-//! all, against 5× for gzip), the bundled Shakespeare shards (`data/shakespeare`, prepared here
+//! all, against 5× for gzip), the cubins ptxas makes here of both modules ([`cubin`]: no JIT
+//! on the GPU machine), the bundled Shakespeare shards (`data/shakespeare`, prepared here
 //! first if needed: the GPU machine has no network), plus `run.sh` and a `MANIFEST.txt`
 //! (commit, date, files). It then rehearses the bundle here with a fake `nvidia-smi`
 //! ([`rehearse`]): every step must fail only for want of a GPU driver.
@@ -20,6 +21,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod cubin;
 mod rehearse;
 
 /// The runner, copied into every bundle.
@@ -27,6 +29,14 @@ const RUN_SH: &str = include_str!("gpu_bundle/run.sh");
 
 /// The limit on what one call of the GPU machine can carry (docs/GPU.md).
 const CARRY_LIMIT: u64 = 64 << 20;
+
+/// One file to ship xz-compressed: where it was built, where it goes in the bundle, and
+/// whether to strip it first (executables, not cubins).
+struct PackJob {
+    src: PathBuf,
+    dest: PathBuf,
+    strip: bool,
+}
 
 /// One executable to ship: its name in the bundle and where cargo built it.
 struct Executable {
@@ -38,7 +48,13 @@ struct Executable {
 /// run it.
 pub fn run(dir: Option<PathBuf>) -> Result<()> {
     let dir = dir.unwrap_or_else(|| target_dir().join("gpu-bundle"));
-    build_ptx::run()?;
+    let modules = build_ptx::run()?;
+    let cubin_stage = target_dir().join("cubin");
+    if cubin_stage.exists() {
+        fs::remove_dir_all(&cubin_stage)
+            .with_context(|| format!("removing {}", cubin_stage.display()))?;
+    }
+    let cubins = cubin::assemble_all(&modules, &cubin_stage)?;
     let tests = cargo_executables(
         &["test", "--release", "--locked", "--package", "integration-tests", "--no-run"],
         "test",
@@ -63,11 +79,17 @@ pub fn run(dir: Option<PathBuf>) -> Result<()> {
     let mut jobs = Vec::new();
     for (folder, exes) in [("tests", &tests), ("bin", &bins)] {
         for exe in exes {
-            jobs.push((exe.path.clone(), dir.join(folder).join(format!("{}.xz", exe.name))));
+            let dest = dir.join(folder).join(format!("{}.xz", exe.name));
+            jobs.push(PackJob { src: exe.path.clone(), dest, strip: true });
         }
     }
+    for cubin in cubins {
+        let name = cubin.file_name().and_then(|n| n.to_str()).context("cubin has no name")?;
+        let dest = dir.join("cubin").join(format!("{name}.xz"));
+        jobs.push(PackJob { src: cubin, dest, strip: false });
+    }
     pack_all(&jobs)?;
-    let mut files: Vec<PathBuf> = jobs.into_iter().map(|(_, dest)| dest).collect();
+    let mut files: Vec<PathBuf> = jobs.into_iter().map(|job| job.dest).collect();
     for script in python_scripts()? {
         let dest = dir.join("bench").join(script.file_name().context("script has no name")?);
         fs::create_dir_all(dest.parent().context("no parent")?)?;
@@ -136,41 +158,41 @@ fn prepare_dir(dir: &Path) -> Result<()> {
     fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))
 }
 
-/// Packs every `(executable, destination)` pair, as many at a time as there are cores (`xz -9`
-/// takes several seconds and ~700 MB per binary).
-fn pack_all(jobs: &[(PathBuf, PathBuf)]) -> Result<()> {
+/// Packs every job, as many at a time as there are cores (`xz -9` takes several seconds and
+/// ~700 MB per binary).
+fn pack_all(jobs: &[PackJob]) -> Result<()> {
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
     for batch in jobs.chunks(workers) {
         std::thread::scope(|scope| {
-            let handles: Vec<_> = batch
-                .iter()
-                .map(|(src, dest)| scope.spawn(|| pack_executable(src, dest)))
-                .collect();
+            let handles: Vec<_> = batch.iter().map(|job| scope.spawn(|| pack(job))).collect();
             handles.into_iter().try_for_each(|h| h.join().expect("packing thread panicked"))
         })?;
     }
     Ok(())
 }
 
-/// Strips `src` into a temporary copy and writes it xz-compressed to `dest`.
-fn pack_executable(src: &Path, dest: &Path) -> Result<()> {
-    let parent = dest.parent().context("destination has no folder")?;
+/// Copies `job.src` to a temporary file, strips it if asked, and writes it xz-compressed to
+/// `job.dest`.
+fn pack(job: &PackJob) -> Result<()> {
+    let parent = job.dest.parent().context("destination has no folder")?;
     fs::create_dir_all(parent)?;
-    let name = dest.file_name().and_then(|n| n.to_str()).unwrap_or("binary");
-    let stripped = parent.join(format!(".{name}.{}.stripped", std::process::id()));
-    fs::copy(src, &stripped).with_context(|| format!("copying {}", src.display()))?;
-    cmd::run(Command::new("strip").arg("--strip-all").arg(&stripped))
-        .context("stripping the binary (install binutils for `strip`)")?;
+    let name = job.dest.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+    let copy = parent.join(format!(".{name}.{}.tmp", std::process::id()));
+    fs::copy(&job.src, &copy).with_context(|| format!("copying {}", job.src.display()))?;
+    if job.strip {
+        cmd::run(Command::new("strip").arg("--strip-all").arg(&copy))
+            .context("stripping the binary (install binutils for `strip`)")?;
+    }
     let packed = Command::new("xz")
         .args(["-9", "--stdout", "--"])
-        .arg(&stripped)
+        .arg(&copy)
         .output()
         .context("running `xz` (install xz-utils)")?;
-    fs::remove_file(&stripped)?;
+    fs::remove_file(&copy)?;
     if !packed.status.success() {
-        bail!("xz failed on {}: {}", src.display(), String::from_utf8_lossy(&packed.stderr));
+        bail!("xz failed on {}: {}", job.src.display(), String::from_utf8_lossy(&packed.stderr));
     }
-    cmd::write_atomic(dest, &packed.stdout)
+    cmd::write_atomic(&job.dest, &packed.stdout)
 }
 
 /// `bench/*.py`: scripts the benchmarks call (PyTorch baselines).

@@ -24,12 +24,16 @@ pub fn run() -> Result<()> {
         ("name", info.name.clone()),
         ("compute capability", format!("{major}.{minor}")),
         ("PTX module", info.ptx_arch.name().to_string()),
+        ("kernel code", info.kernel_code.to_string()),
         (
             "context and module load",
-            format!(
-                "{open_seconds:.1} s (the driver JIT-compiles the PTX on a first load, then \
-                 reuses its compute cache)"
-            ),
+            match info.kernel_code {
+                gpu_host::KernelCode::Cubin(_) => format!("{open_seconds:.1} s"),
+                gpu_host::KernelCode::Jit { .. } => format!(
+                    "{open_seconds:.1} s (the driver JIT-compiles the PTX on a first load, then \
+                     reuses its compute cache)"
+                ),
+            },
         ),
         ("multiprocessors", info.multiprocessors.to_string()),
         ("memory", format!("{:.1} GiB", info.total_memory as f64 / (1u64 << 30) as f64)),
@@ -43,8 +47,14 @@ pub fn run() -> Result<()> {
         println!("{key}: {value}");
     }
     println!(
-        "headline: {}, cc {major}.{minor}, {} SMs, L2 {l2_mib:.0} MiB, driver API {driver}",
-        info.name, info.multiprocessors
+        "headline: {}, cc {major}.{minor}, {} SMs, L2 {l2_mib:.0} MiB, driver API {driver}, \
+         kernels from {}, opened in {open_seconds:.1} s",
+        info.name,
+        info.multiprocessors,
+        match info.kernel_code {
+            gpu_host::KernelCode::Cubin(_) => "the cubin",
+            gpu_host::KernelCode::Jit { .. } => "the PTX (JIT)",
+        }
     );
     Ok(())
 }

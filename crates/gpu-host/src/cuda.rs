@@ -3,7 +3,7 @@
 use crate::device::{Device, DeviceBuffer, LaunchConfig, alloc_bytes, check_copy_len};
 use crate::element::DeviceElement;
 use crate::error::{DriverContext, GpuError, Result};
-use crate::ptx::{PtxArch, embedded_ptx};
+use crate::ptx::{CUBIN_DIR_ENV, PtxArch, cubin_file_name, embedded_ptx};
 use crate::tensor_map::{
     TensorMap, TensorMapCache, TensorMapDesc, TensorMapElem, TensorMapSwizzle, upload_tensor_maps,
 };
@@ -18,6 +18,7 @@ use cudarc::driver::{
 };
 use kernel_abi::{Kernel, KernelParams};
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 /// Static facts about the GPU in use.
@@ -29,12 +30,41 @@ pub struct GpuInfo {
     pub compute_capability: (i32, i32),
     /// The PTX module loaded for it.
     pub ptx_arch: PtxArch,
+    /// Where the module's machine code came from.
+    pub kernel_code: KernelCode,
     /// Number of streaming multiprocessors.
     pub multiprocessors: u32,
     /// Device memory in bytes.
     pub total_memory: usize,
     /// Largest dynamic shared memory a block can opt into, in bytes.
     pub max_shared_per_block: u32,
+}
+
+/// Where the machine code of a [`Gpu`]'s kernels came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KernelCode {
+    /// A cubin ptxas assembled ahead of time from the embedded PTX, found through
+    /// [`CUBIN_DIR_ENV`].
+    Cubin(PathBuf),
+    /// The driver JIT-compiled the embedded PTX (or took it from its compute cache).
+    Jit {
+        /// Why no cubin was used although [`CUBIN_DIR_ENV`] is set (none when it is unset).
+        cubin_skipped: Option<String>,
+    },
+}
+
+impl std::fmt::Display for KernelCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            KernelCode::Cubin(path) => write!(f, "cubin {}", path.display()),
+            KernelCode::Jit { cubin_skipped: None } => {
+                f.write_str("PTX JIT-compiled by the driver")
+            }
+            KernelCode::Jit { cubin_skipped: Some(why) } => {
+                write!(f, "PTX JIT-compiled by the driver ({why})")
+            }
+        }
+    }
 }
 
 /// A CUDA GPU with the project's kernels loaded.
@@ -63,13 +93,57 @@ fn is_no_device(err: &DriverError) -> bool {
     err.0 == CUresult::CUDA_ERROR_NO_DEVICE
 }
 
+/// Loads the module of `arch` whose PTX text is `ptx`: from its cubin in [`CUBIN_DIR_ENV`]'s
+/// folder when that is set, holds the cubin of exactly this PTX, and the cubin runs on compute
+/// capability `cc`; else from the PTX, which the driver JIT-compiles. A cubin the driver
+/// rejects falls back to the PTX, and [`KernelCode`] says why.
+fn load_kernels(
+    ctx: &Arc<CudaContext>,
+    arch: PtxArch,
+    ptx: &str,
+    cc: (i32, i32),
+) -> Result<(Arc<CudaModule>, KernelCode)> {
+    let cubin_skipped = match std::env::var_os(CUBIN_DIR_ENV).filter(|dir| !dir.is_empty()) {
+        None => None,
+        Some(_) if !arch.cubin_runs_on(cc.0, cc.1) => Some(format!(
+            "a {} cubin does not run on compute capability {}.{}",
+            arch.name(),
+            cc.0,
+            cc.1
+        )),
+        Some(dir) => {
+            let path = PathBuf::from(dir).join(cubin_file_name(arch, ptx));
+            match std::fs::read(&path) {
+                Err(e) => Some(format!("no cubin of this PTX: {}: {e}", path.display())),
+                Ok(image) => match ctx.load_module(cudarc::nvrtc::Ptx::from_binary(image)) {
+                    Ok(module) => return Ok((module, KernelCode::Cubin(path))),
+                    Err(e) => Some(format!("the driver rejected {}: {e}", path.display())),
+                },
+            }
+        }
+    };
+    let module =
+        ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx)).map_err(|source| GpuError::PtxLoad {
+            arch: arch.name(),
+            hint: match source.0 {
+                CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION => {
+                    " (the driver is older than the PTX ISA version: update the NVIDIA driver)"
+                }
+                _ => "",
+            },
+            source,
+        })?;
+    Ok((module, KernelCode::Jit { cubin_skipped }))
+}
+
 impl Gpu {
     /// Opens GPU 0. See [`Gpu::with_ordinal`].
     pub fn new() -> Result<Self> {
         Self::with_ordinal(0)
     }
 
-    /// Opens GPU `ordinal` and loads the PTX module for its architecture.
+    /// Opens GPU `ordinal` and loads the PTX module for its architecture (its precompiled
+    /// cubin where [`CUBIN_DIR_ENV`] names a folder that holds it, see [`KernelCode`]).
     ///
     /// Errors, in the order they are checked: [`GpuError::NoDriver`] (no libcuda, or it
     /// fails to initialise), [`GpuError::NoDevice`], [`GpuError::UnsupportedArch`],
@@ -99,23 +173,13 @@ impl Gpu {
         let ptx_arch = PtxArch::for_compute_capability(major, minor)
             .ok_or_else(|| GpuError::UnsupportedArch { name: name.clone(), major, minor })?;
         let ptx = embedded_ptx(ptx_arch).ok_or(GpuError::PtxNotBuilt { arch: ptx_arch.name() })?;
-        let module = ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx)).map_err(|source| {
-            GpuError::PtxLoad {
-                arch: ptx_arch.name(),
-                hint: match source.0 {
-                    CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION => {
-                        " (the driver is older than the PTX ISA version: update the NVIDIA driver)"
-                    }
-                    _ => "",
-                },
-                source,
-            }
-        })?;
+        let (module, kernel_code) = load_kernels(&ctx, ptx_arch, ptx, (major, minor))?;
         let attribute = |a| ctx.attribute(a).during("reading device attributes");
         let info = GpuInfo {
             name,
             compute_capability: (major, minor),
             ptx_arch,
+            kernel_code,
             multiprocessors: attribute(
                 CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
             )? as u32,
@@ -228,13 +292,17 @@ impl Device for Gpu {
     fn describe(&self) -> String {
         let i = &self.info;
         format!(
-            "{} (compute {}.{}, {} SMs, {:.1} GiB, PTX {})",
+            "{} (compute {}.{}, {} SMs, {:.1} GiB, PTX {}, {})",
             i.name,
             i.compute_capability.0,
             i.compute_capability.1,
             i.multiprocessors,
             i.total_memory as f64 / (1u64 << 30) as f64,
-            i.ptx_arch.name()
+            i.ptx_arch.name(),
+            match i.kernel_code {
+                KernelCode::Cubin(_) => "cubin",
+                KernelCode::Jit { .. } => "JIT",
+            }
         )
     }
 

@@ -24,11 +24,11 @@ mod ptx;
 pub mod tensor_map;
 mod view;
 
-pub use cuda::{Gpu, GpuInfo};
+pub use cuda::{Gpu, GpuInfo, KernelCode};
 pub use device::{Device, DeviceBuffer, LaunchConfig, alloc_bytes, check_copy_len};
 pub use element::DeviceElement;
 pub use error::{GpuError, Result, SimErrorKind};
-pub use ptx::{PtxArch, embedded_ptx};
+pub use ptx::{CUBIN_DIR_ENV, PtxArch, cubin_file_name, embedded_ptx};
 pub use tensor_map::{
     TensorMap, TensorMapCache, TensorMapDesc, TensorMapElem, TensorMapLayers, TensorMapSwizzle,
     upload_tensor_maps,

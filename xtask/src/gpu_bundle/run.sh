@@ -100,20 +100,23 @@ unxz_to() {
         python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$1" "$2"
     fi
 }
-for packed in "$here"/bin/*.xz "$here"/tests/*.xz; do
+for packed in "$here"/bin/*.xz "$here"/tests/*.xz "$here"/cubin/*.xz; do
     [[ -e $packed ]] || continue
     dir=$work/$(basename "$(dirname "$packed")")
-    exe=$dir/$(basename "$packed" .xz)
+    file=$dir/$(basename "$packed" .xz)
     mkdir -p "$dir"
-    unxz_to "$packed" "$exe" && chmod +x "$exe" || { echo "run.sh: could not unpack $packed" >&2; exit 2; }
+    unxz_to "$packed" "$file" || { echo "run.sh: could not unpack $packed" >&2; exit 2; }
+    [[ $file == *.cubin ]] || chmod +x "$file"
 done
 bench_bin=$work/bin/gpu-bench
 export GPU_BUNDLE_COMMIT=$(sed -n 's/^commit: //p' "$here/MANIFEST.txt")
 export GPU_BENCH_SCRIPTS=$here/bench
 export RUST_LIB_BACKTRACE=${RUST_LIB_BACKTRACE:-0} # errors in one line; panics keep RUST_BACKTRACE
-# Every test, benchmark and trainer process loads the same PTX module, which the driver
+# Every test, benchmark and trainer process loads the same module: from the cubin ptxas made of
+# it when the bundle was built (gpu-bench info says which), else from the PTX, which the driver
 # JIT-compiles once (tens of seconds for sm_90a) and then takes from its compute cache: make
 # sure the cache is large enough to keep it.
+export GPU_HOST_CUBIN_DIR=${GPU_HOST_CUBIN_DIR-$work/cubin}
 export CUDA_CACHE_MAXSIZE=${CUDA_CACHE_MAXSIZE:-4294967296}
 
 failed=0     # a step failed
