@@ -1,10 +1,13 @@
 //! `cargo xtask gpu-results RUN...`: brings a GPU session's results home (docs/GPU.md).
 //!
 //! Each RUN is an archive written by `run.sh --archive` (or a results folder, unpacked). Every
-//! report under the runs' `bench/` is copied into the repository's `bench/`, and
-//! `bench/gpu-validation.md` is written from the runs' summaries and logs: the GPU and bundle
-//! of each run, every step's result (a later run's row replaces an earlier one's for the same
-//! step, so a stage rerun after a fix supersedes the failure), sim_vs_gpu's largest
+//! report under the runs' `bench/` is copied into the repository's `bench/`, and each run
+//! leaves a record in `bench/gpu-runs/<started>-<name>/` (its `summary.md`, and the `info` and
+//! `sim_vs_gpu` logs). `bench/gpu-validation.md` is then written from every record there, of
+//! this session and of the earlier ones (a GPU lease is too short for every stage, so the
+//! validation accumulates over sessions): the GPU and bundle of each run, every step's result
+//! (a later run's row replaces an earlier one's for the same step, so a stage rerun after a
+//! fix supersedes the failure), the stages no run has reached yet, sim_vs_gpu's largest
 //! differences, the sanitizer's tally, and the reports imported.
 
 use crate::cmd::{self, workspace_root};
@@ -16,6 +19,12 @@ use std::process::Command;
 
 /// The stages of `run.sh`, in the order it runs them.
 const STAGES: [&str; 6] = ["info", "tests", "sanitize", "bench", "train", "ladder"];
+
+/// The logs a run's record keeps beside its summary (small, and quoted by the validation).
+const RECORDED_LOGS: [&str; 2] = ["info.log", "tests-sim_vs_gpu.log"];
+
+/// The file of a run's record that names the reports the run wrote, one per line.
+const REPORT_LIST: &str = "reports.txt";
 
 /// Imports `runs` (oldest first): copies their reports into `bench_dir` (default: the
 /// repository's `bench/`) and writes `bench_dir/gpu-validation.md`.
@@ -34,22 +43,57 @@ pub fn run(runs: &[PathBuf], bench_dir: Option<PathBuf>) -> Result<()> {
 }
 
 fn import(runs: &[PathBuf], bench_dir: &Path, scratch: &Path) -> Result<(PathBuf, Vec<PathBuf>)> {
-    let mut parsed = Vec::new();
+    let records = bench_dir.join("gpu-runs");
+    let mut imported = Vec::new();
     for (i, path) in runs.iter().enumerate() {
         let folder = results_folder(path, &scratch.join(i.to_string()))?;
-        parsed.push(Run::read(path, &folder)?);
-    }
-    let mut imported = Vec::new();
-    for run in &parsed {
+        let run = Run::read(path, &folder)?;
         imported.extend(copy_reports(&run.folder.join("bench"), bench_dir)?);
+        keep_record(&run, &records)?;
     }
     imported.sort();
     imported.dedup();
+    let all = recorded_runs(&records)?;
     let date = today()?;
-    let text = validation_markdown(&parsed, &imported, &date);
+    let text = validation_markdown(&all, &date);
     let validation = bench_dir.join("gpu-validation.md");
     cmd::write_atomic(&validation, text.as_bytes())?;
     Ok((validation, imported))
+}
+
+/// Copies `run`'s summary and [`RECORDED_LOGS`] into `records/<its id>/`, with the names of
+/// the reports it wrote in `reports.txt` (replacing an earlier import of the same run).
+fn keep_record(run: &Run, records: &Path) -> Result<()> {
+    let record = records.join(run.record_id());
+    if record.exists() {
+        fs::remove_dir_all(&record).with_context(|| format!("removing {}", record.display()))?;
+    }
+    let list: String = run.reports.iter().map(|name| format!("{name}\n")).collect();
+    cmd::write_atomic(&record.join(REPORT_LIST), list.as_bytes())?;
+    let files = std::iter::once("summary.md".to_string())
+        .chain(RECORDED_LOGS.iter().map(|log| format!("logs/{log}")));
+    for file in files {
+        let source = run.folder.join(&file);
+        if source.is_file() {
+            let bytes =
+                fs::read(&source).with_context(|| format!("reading {}", source.display()))?;
+            cmd::write_atomic(&record.join(&file), &bytes)?;
+        }
+    }
+    Ok(())
+}
+
+/// Every run recorded under `records`, oldest first (record ids begin with the start time).
+fn recorded_runs(records: &Path) -> Result<Vec<Run>> {
+    let mut folders = Vec::new();
+    for entry in fs::read_dir(records).with_context(|| format!("reading {}", records.display()))? {
+        let folder = entry?.path();
+        if folder.join("summary.md").is_file() {
+            folders.push(folder);
+        }
+    }
+    folders.sort();
+    folders.iter().map(|folder| Run::read(folder, folder)).collect()
 }
 
 /// The results folder of `path`: itself when it is a folder holding `summary.md`, else the
@@ -63,6 +107,9 @@ fn results_folder(path: &Path, into: &Path) -> Result<PathBuf> {
     }
     if !path.is_file() {
         bail!("{}: no such archive or folder", path.display());
+    }
+    if into.exists() {
+        fs::remove_dir_all(into).with_context(|| format!("emptying {}", into.display()))?;
     }
     fs::create_dir_all(into).with_context(|| format!("creating {}", into.display()))?;
     cmd::output(Command::new("tar").arg("-xzf").arg(path).arg("-C").arg(into))
@@ -94,6 +141,8 @@ struct Run {
     /// The bundle's manifest line (commit, dirty, built).
     bundle: String,
     rows: Vec<Row>,
+    /// The file names of the reports it wrote under `bench/`.
+    reports: Vec<String>,
 }
 
 /// One row of a summary's table, cells as written (markdown, `|` escaped).
@@ -117,6 +166,30 @@ impl Row {
 }
 
 impl Run {
+    /// The folder name of its record: start time and name, `2026-11-25-2303-call1`.
+    fn record_id(&self) -> String {
+        let when = self.started.split(';').next().unwrap_or_default().trim_end_matches("UTC");
+        let when: String = when
+            .trim()
+            .chars()
+            .filter_map(|c| match c {
+                '0'..='9' | '-' => Some(c),
+                ' ' => Some('-'),
+                _ => None,
+            })
+            .collect();
+        let name = self.name.trim_end_matches(".tar.gz").trim_end_matches(".tgz");
+        let name: String = name
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '-' })
+            .collect();
+        let when = if when.is_empty() { "undated" } else { &when };
+        match name.starts_with(&format!("{when}-")) {
+            true => name,
+            false => format!("{when}-{name}"),
+        }
+    }
+
     fn read(path: &Path, folder: &Path) -> Result<Self> {
         let summary_path = folder.join("summary.md");
         let summary = fs::read_to_string(&summary_path)
@@ -147,6 +220,18 @@ impl Run {
         if !in_table {
             bail!("{} has no step table: not written by run.sh", summary_path.display());
         }
+        let mut reports = Vec::new();
+        if let Ok(entries) = fs::read_dir(folder.join("bench")) {
+            for entry in entries {
+                let path = entry?.path();
+                if path.is_file() {
+                    reports.extend(path.file_name().map(|n| n.to_string_lossy().into_owned()));
+                }
+            }
+        } else if let Ok(list) = fs::read_to_string(folder.join(REPORT_LIST)) {
+            reports.extend(list.lines().filter(|l| !l.is_empty()).map(str::to_string));
+        }
+        reports.sort();
         Ok(Run {
             name: path
                 .file_name()
@@ -156,6 +241,7 @@ impl Run {
             started: field("- Started: ").to_string(),
             bundle: field("- Bundle: ").to_string(),
             rows,
+            reports,
         })
     }
 }
@@ -213,28 +299,44 @@ fn sim_vs_gpu_lines(runs: &[Run]) -> Option<(usize, Vec<String>)> {
     })
 }
 
-fn validation_markdown(runs: &[Run], reports: &[PathBuf], date: &str) -> String {
+fn validation_markdown(runs: &[Run], date: &str) -> String {
     let mut gpus: Vec<&str> = runs.iter().map(|r| r.gpu.as_str()).collect();
+    gpus.sort_unstable();
     gpus.dedup();
     let rows = merged_rows(runs);
     let count = |f: &dyn Fn(&Row) -> bool| rows.iter().filter(|(r, _)| f(r)).count();
     let (passed, failed) = (count(&Row::passed), count(&Row::failed));
     let unfinished = rows.len() - passed - failed;
+    let reached: Vec<&str> = STAGES
+        .into_iter()
+        .filter(|stage| rows.iter().any(|(r, _)| r.stage == *stage && (r.passed() || r.failed())))
+        .collect();
+    let not_reached: Vec<&str> = STAGES.into_iter().filter(|s| !reached.contains(s)).collect();
     let mut s = format!(
         "# GPU validation: {}\n\n\
          - GPU (name, driver, compute capability): {}\n\
-         - Imported {date} by `cargo xtask gpu-results` from {} run(s) of the GPU bundle's \
-         `run.sh` (docs/GPU.md), listed below; each step's row is from the latest run that \
-         finished it.\n\
+         - Written {date} by `cargo xtask gpu-results` from the {} run(s) of the GPU bundle's \
+         `run.sh` recorded under `gpu-runs/` (docs/GPU.md), listed below; each step's row is \
+         from the latest run that finished it.\n\
          - **{passed} steps passed, {failed} failed, {unfinished} not finished** (stopped or \
-         not run for the budget, or interrupted).\n\n\
-         | run | from | started (UTC); stages | bundle |\n|---:|---|---|---|\n",
+         not run for the budget, or interrupted).\n\
+         - **Stages no run has finished a step of yet: {}.**\n\n\
+         | run | record | GPU | started (UTC); stages | bundle |\n|---:|---|---|---|---|\n",
         gpus.join(" / "),
         gpus.join(" / "),
-        runs.len()
+        runs.len(),
+        if not_reached.is_empty() { "none".to_string() } else { not_reached.join(", ") }
     );
     for (i, run) in runs.iter().enumerate() {
-        let _ = writeln!(s, "| {} | `{}` | {} | {} |", i + 1, run.name, run.started, run.bundle);
+        let _ = writeln!(
+            s,
+            "| {} | `{}` | {} | {} | {} |",
+            i + 1,
+            run.record_id(),
+            run.gpu,
+            run.started,
+            run.bundle
+        );
     }
     s += "\n## Steps\n\n| stage | step | result | seconds | headline | run |\n\
           |---|---|---|---:|---|---:|\n";
@@ -279,12 +381,14 @@ fn validation_markdown(runs: &[Run], reports: &[PathBuf], date: &str) -> String 
             sanitize.len() - clean - failed
         );
     }
-    s += "\n## Reports imported\n\n";
+    s += "\n## Reports the runs wrote\n\n";
+    let mut reports: Vec<&String> = runs.iter().flat_map(|run| &run.reports).collect();
+    reports.sort();
+    reports.dedup();
     if reports.is_empty() {
         s += "None: no run wrote a report under `bench/`.\n";
     }
-    for report in reports {
-        let name = report.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
+    for name in reports {
         let _ = writeln!(s, "- [`bench/{name}`]({name})");
     }
     s
@@ -337,6 +441,7 @@ mod tests {
             started: String::new(),
             bundle: String::new(),
             rows,
+            reports: Vec::new(),
         };
         let runs = [
             run(vec![
@@ -372,7 +477,8 @@ mod tests {
 
     /// Two archives from the fake bundle (the second reruns a failed test binary after a
     /// "fix"): the reports land in bench/, and gpu-validation.md lists both runs, takes the
-    /// rerun's result, quotes sim_vs_gpu's lines and tallies the outcome.
+    /// rerun's result, names the stages not reached, quotes sim_vs_gpu's lines and tallies the
+    /// outcome.
     #[test]
     fn two_runs_make_one_validation_report() {
         let fake = FakeBundle::new("gpu-results");
@@ -388,8 +494,12 @@ mod tests {
         assert_eq!(reports, [bench.join("gemm-fake.md")]);
         let md = fs::read_to_string(validation).unwrap();
         assert!(md.starts_with("# GPU validation: Fake GPU, 0.0, 9.0\n"), "{md}");
-        assert!(md.contains("| 1 | `one.tar.gz` | "), "{md}");
-        assert!(md.contains("| 2 | `two.tar.gz` | "), "{md}");
+        assert!(md.contains("-one` | Fake GPU, 0.0, 9.0 | "), "{md}");
+        assert!(md.contains("-two` | Fake GPU, 0.0, 9.0 | "), "{md}");
+        assert!(
+            md.contains("**Stages no run has finished a step of yet: sanitize, train, ladder.**"),
+            "{md}"
+        );
         assert!(md.contains("**5 steps passed, 0 failed, 0 not finished**"), "{md}");
         let bad = has_row(&md, &["tests", "bad gpu::", "pass"], &["2 passed, 0 failed", "2"]);
         assert!(bad, "{md}");
@@ -400,5 +510,40 @@ mod tests {
         assert!(md.contains("- [`bench/gemm-fake.md`](gemm-fake.md)"), "{md}");
         let err = import(&[fake.path("r1/logs")], &bench, &fake.path("scratch")).unwrap_err();
         assert!(err.to_string().contains("without summary.md"), "{err}");
+    }
+
+    /// Sessions accumulate: a second session's import keeps the first session's run (from its
+    /// record under gpu-runs/, with its sim_vs_gpu lines and reports), and importing the same
+    /// archive again replaces its record instead of adding one.
+    #[test]
+    fn validation_accumulates_over_sessions() {
+        let fake = FakeBundle::new("gpu-results-sessions");
+        let out = fake.run(
+            &["info", "tests", "bench", "--out", "r1", "--archive", "one.tar.gz"],
+            &[("TESTS", "gemm sim_vs_gpu"), ("BENCHMARKS", "gemm")],
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        let out =
+            fake.run(&["tests", "--out", "r2", "--archive", "two.tar.gz"], &[("TESTS", "bad")]);
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+        let bench = fake.path("repo-bench");
+        let scratch = fake.path("scratch");
+        import(&[fake.path("one.tar.gz")], &bench, &scratch).unwrap();
+        import(&[fake.path("two.tar.gz")], &bench, &scratch).unwrap();
+        let (validation, _) = import(&[fake.path("two.tar.gz")], &bench, &scratch).unwrap();
+        let records: Vec<String> = fs::read_dir(bench.join("gpu-runs"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(records.len(), 2, "{records:?}");
+        let md = fs::read_to_string(validation).unwrap();
+        assert!(md.contains("from the 2 run(s)"), "{md}");
+        assert!(md.contains("**4 steps passed, 1 failed, 0 not finished**"), "{md}");
+        let gemm = ["2 passed, 0 failed; kernel tests on Fake GPU", "1"];
+        assert!(has_row(&md, &["tests", "gemm gpu::", "pass"], &gemm), "{md}");
+        let bad = ["1 passed, 1 failed", "2"];
+        assert!(has_row(&md, &["tests", "bad gpu::", "FAIL (exit 101)"], &bad), "{md}");
+        assert!(md.contains("sim_vs_gpu: wgmma_tf32: largest difference 1.50e-07"), "{md}");
+        assert!(md.contains("- [`bench/gemm-fake.md`](gemm-fake.md)"), "{md}");
     }
 }

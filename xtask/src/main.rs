@@ -59,8 +59,10 @@ enum Command {
     /// unpacked results folders) into bench/ and write bench/gpu-validation.md from their
     /// summaries and logs (docs/GPU.md).
     GpuResults {
-        /// The archives (.tar.gz) or results folders, oldest first: for a step that ran more
-        /// than once, the latest run that finished it counts.
+        /// This session's archives (.tar.gz) or results folders. Each is recorded under
+        /// bench/gpu-runs/, and gpu-validation.md is rebuilt from every record there, earlier
+        /// sessions' included: for a step that ran more than once, the latest run that
+        /// finished it counts.
         #[arg(required = true)]
         runs: Vec<std::path::PathBuf>,
         /// Where the reports and gpu-validation.md go (default: bench/ of the repository).

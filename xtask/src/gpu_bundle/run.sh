@@ -8,7 +8,9 @@
 #   tests     every `gpu::` kernel test at full size, then sim_vs_gpu (simulator vs
 #             hardware); or the binaries named in $TESTS, e.g. TESTS="gemm flash sim_vs_gpu"
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck and initcheck over the kernel
-#             tests, at their small sizes (KERNEL_TESTS_SMALL=1: the tools are slow)
+#             tests, at their small sizes (KERNEL_TESTS_SMALL=1: the tools are slow), tool by
+#             tool; or the tools named in $SANITIZE_TOOLS (e.g. "memcheck"), over the binaries
+#             named in $TESTS
 #   bench     every benchmark `gpu-bench list` names, each writing its markdown report, then
 #             `trainer bench` of GPT-2 124M in fp32, tf32, bf16 and fp16 ($BENCH_PRECISIONS,
 #             e.g. "bf16,fp16"; $BENCH_MODELS, e.g. "d12 d24", adds sizes), writing
@@ -287,7 +289,7 @@ stage_sanitize() {
         record "| sanitize | compute-sanitizer | FAIL (not found on PATH or in /usr/local/cuda/bin) | 0 | |"
         return
     fi
-    for tool in memcheck racecheck synccheck initcheck; do
+    for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
         for bin in $(kernel_test_bins); do
             KERNEL_TESTS_SMALL=1 step sanitize "$tool $(basename "$bin")" "${TIMEOUT_SANITIZE:-300}" \
                 "$out/logs/sanitize-$tool-$(basename "$bin").log" headline_sanitizer \

@@ -116,6 +116,35 @@ fn run_sh_bench_runs_every_benchmark_and_the_trainer() {
     assert!(!summary.contains("| bench | gemm |"), "{summary}");
 }
 
+/// The sanitizer stage runs the tools named in `$SANITIZE_TOOLS` over the binaries named in
+/// `$TESTS`, at the tests' small sizes; every process finds the unpacked cubins (not made
+/// executable) through `GPU_HOST_CUBIN_DIR`.
+#[test]
+fn run_sh_sanitizes_the_named_tools_and_points_at_the_cubins() {
+    let fake = FakeBundle::new("sanitize");
+    fake.script(
+        "fakebin/compute-sanitizer",
+        "shift 4; \"$@\"; status=$?; echo '========= ERROR SUMMARY: 0 errors'; exit $status",
+    );
+    fake.packed("cubin/kernels-sm_90a-0123456789abcdef.cubin", "not a real cubin");
+    fake.packed(
+        "tests/cubins",
+        "echo \"kernel tests on Fake GPU, small sizes: $KERNEL_TESTS_SMALL\"; \
+         ls -l \"$GPU_HOST_CUBIN_DIR\"; echo 'test result: ok. 1 passed; 0 failed; 0 ignored'",
+    );
+    let variables = [("TESTS", "cubins"), ("SANITIZE_TOOLS", "memcheck")];
+    let out = fake.run(&["sanitize", "--out", "r"], &variables);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let summary = fake.read("r/summary.md");
+    assert!(summary.contains("| sanitize | memcheck cubins | pass |"), "{summary}");
+    assert!(summary.contains("ERROR SUMMARY: 0 errors; 1 passed, 0 failed"), "{summary}");
+    assert_eq!(summary.matches("| sanitize |").count(), 1, "{summary}");
+    let log = fake.read("r/logs/sanitize-memcheck-cubins.log");
+    assert!(log.contains("small sizes: 1"), "{log}");
+    let listing = log.lines().find(|l| l.ends_with("kernels-sm_90a-0123456789abcdef.cubin"));
+    assert!(listing.is_some_and(|l| l.starts_with("-rw-")), "{log}");
+}
+
 /// With `--budget`, a step that would outlast the budget is stopped when it is spent, the
 /// steps after it are listed as not run, the run ends inside the budget with exit 3, and the
 /// archive and the summary beside it hold every row.
@@ -297,6 +326,8 @@ impl FakeBundle {
             .env_remove("BENCH_PRECISIONS")
             .env_remove("GEMM_ENGINE")
             .env_remove("WGMMA_TILE")
+            .env_remove("SANITIZE_TOOLS")
+            .env_remove("GPU_HOST_CUBIN_DIR")
             .envs(env.iter().copied());
         command
     }
