@@ -6,7 +6,8 @@
 # Stages, run in this order (all of them when none is named):
 #   info      nvidia-smi and the driver's device attributes (gpu-bench info)
 #   tests     every `gpu::` kernel test at full size, then sim_vs_gpu (simulator vs
-#             hardware); or the binaries named in $TESTS, e.g. TESTS="gemm flash sim_vs_gpu"
+#             hardware); or the binaries named in $TESTS, in that order, e.g.
+#             TESTS="gemm sim_vs_gpu flash"
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck and initcheck over the kernel
 #             tests, at their small sizes (KERNEL_TESTS_SMALL=1: the tools are slow), tool by
 #             tool; or the tools named in $SANITIZE_TOOLS (e.g. "memcheck"), over the binaries
@@ -111,6 +112,12 @@ for packed in "$here"/bin/*.xz "$here"/tests/*.xz "$here"/cubin/*.xz; do
     [[ $file == *.cubin ]] || chmod +x "$file"
 done
 bench_bin=$work/bin/gpu-bench
+for name in ${TESTS:-}; do
+    if [[ ! -x $work/tests/$name ]]; then
+        echo "run.sh: TESTS names '$name', which is not a test binary of this bundle (it has: $(ls "$work/tests" | tr '\n' ' '))" >&2
+        exit 2
+    fi
+done
 export GPU_BUNDLE_COMMIT=$(sed -n 's/^commit: //p' "$here/MANIFEST.txt")
 export GPU_BENCH_SCRIPTS=$here/bench
 export RUST_LIB_BACKTRACE=${RUST_LIB_BACKTRACE:-0} # errors in one line; panics keep RUST_BACKTRACE
@@ -251,14 +258,18 @@ headline_sanitizer() {
     echo "${summary:-no ERROR SUMMARY line}; $(headline_tests "$1" | tr -d '\n')"
 }
 
-# The kernel test binaries: all of them, or those named in $TESTS (e.g. TESTS="gemm flash").
-kernel_test_bins() {
+# The test binaries, in the order they run: those named in $TESTS, in its order (checked
+# when run.sh starts), else every kernel test binary, then sim_vs_gpu.
+test_bins() {
     local bin name
+    if [[ -n ${TESTS:-} ]]; then
+        for name in $TESTS; do echo "$work/tests/$name"; done
+        return
+    fi
     for bin in "$work"/tests/*; do
-        name=$(basename "$bin")
-        [[ $name != sim_vs_gpu ]] || continue
-        [[ -z ${TESTS:-} || " $TESTS " == *" $name "* ]] && echo "$bin"
+        [[ $(basename "$bin") == sim_vs_gpu ]] || echo "$bin"
     done
+    [[ ! -x $work/tests/sim_vs_gpu ]] || echo "$work/tests/sim_vs_gpu"
 }
 
 stage_info() {
@@ -270,15 +281,17 @@ stage_info() {
 }
 
 stage_tests() {
-    local bin
-    for bin in $(kernel_test_bins); do
-        step tests "$(basename "$bin") gpu::" "${TIMEOUT_TESTS:-300}" "$out/logs/tests-$(basename "$bin").log" \
-            headline_tests "$bin" gpu::
+    local bin name
+    for bin in $(test_bins); do
+        name=$(basename "$bin")
+        if [[ $name == sim_vs_gpu ]]; then
+            step tests sim_vs_gpu "${TIMEOUT_TESTS:-300}" "$out/logs/tests-sim_vs_gpu.log" \
+                headline_sim_vs_gpu "$bin" --nocapture --test-threads=1
+        else
+            step tests "$name gpu::" "${TIMEOUT_TESTS:-300}" "$out/logs/tests-$name.log" \
+                headline_tests "$bin" gpu::
+        fi
     done
-    if [[ -x $work/tests/sim_vs_gpu && ( -z ${TESTS:-} || " $TESTS " == *" sim_vs_gpu "* ) ]]; then
-        step tests sim_vs_gpu "${TIMEOUT_TESTS:-300}" "$out/logs/tests-sim_vs_gpu.log" \
-            headline_sim_vs_gpu "$work/tests/sim_vs_gpu" --nocapture --test-threads=1
-    fi
 }
 
 stage_sanitize() {
@@ -290,7 +303,8 @@ stage_sanitize() {
         return
     fi
     for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
-        for bin in $(kernel_test_bins); do
+        for bin in $(test_bins); do
+            [[ $(basename "$bin") != sim_vs_gpu ]] || continue
             KERNEL_TESTS_SMALL=1 step sanitize "$tool $(basename "$bin")" "${TIMEOUT_SANITIZE:-300}" \
                 "$out/logs/sanitize-$tool-$(basename "$bin").log" headline_sanitizer \
                 "$sanitizer" --tool "$tool" --error-exitcode 99 "$bin" gpu:: --test-threads=1

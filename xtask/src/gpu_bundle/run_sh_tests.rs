@@ -116,6 +116,28 @@ fn run_sh_bench_runs_every_benchmark_and_the_trainer() {
     assert!(!summary.contains("| bench | gemm |"), "{summary}");
 }
 
+/// `$TESTS` says which test binaries run and in what order; a name the bundle lacks stops
+/// run.sh before anything runs (exit 2, naming it).
+#[test]
+fn run_sh_runs_the_tests_named_in_their_order() {
+    let fake = FakeBundle::new("order");
+    let out = fake.run(&["tests", "--out", "r"], &[("TESTS", "sim_vs_gpu gemm")]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let summary = fake.read("r/summary.md");
+    let sim_vs_gpu = summary.find("| tests | sim_vs_gpu | pass |");
+    let gemm = summary.find("| tests | gemm gpu:: | pass |");
+    assert!(sim_vs_gpu.is_some_and(|s| gemm.is_some_and(|g| s < g)), "{summary}");
+    assert_eq!(summary.matches("| tests |").count(), 2, "{summary}");
+    let out = fake.run(&["tests", "--out", "s"], &[("TESTS", "gemm gemmm")]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("TESTS names 'gemmm', which is not a test binary"),
+        "{}",
+        text(&out)
+    );
+    assert!(!fake.path("s/summary.md").exists());
+}
+
 /// The sanitizer stage runs the tools named in `$SANITIZE_TOOLS` over the binaries named in
 /// `$TESTS`, at the tests' small sizes; every process finds the unpacked cubins (not made
 /// executable) through `GPU_HOST_CUBIN_DIR`.
