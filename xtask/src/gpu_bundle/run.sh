@@ -7,7 +7,8 @@
 #   info      nvidia-smi and the driver's device attributes (gpu-bench info)
 #   tests     every `gpu::` kernel test at full size, then sim_vs_gpu (simulator vs
 #             hardware); or the binaries named in $TESTS, in that order, e.g.
-#             TESTS="gemm sim_vs_gpu flash"
+#             TESTS="gemm sim_vs_gpu flash"; $TESTS_FIRST (e.g. "gemm sim_vs_gpu") runs the
+#             binaries it names before the others
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck and initcheck over the kernel
 #             tests, at their small sizes (KERNEL_TESTS_SMALL=1: the tools are slow), tool by
 #             tool; or the tools named in $SANITIZE_TOOLS (e.g. "memcheck"), over the binaries
@@ -112,11 +113,13 @@ for packed in "$here"/bin/*.xz "$here"/tests/*.xz "$here"/cubin/*.xz; do
     [[ $file == *.cubin ]] || chmod +x "$file"
 done
 bench_bin=$work/bin/gpu-bench
-for name in ${TESTS:-}; do
-    if [[ ! -x $work/tests/$name ]]; then
-        echo "run.sh: TESTS names '$name', which is not a test binary of this bundle (it has: $(ls "$work/tests" | tr '\n' ' '))" >&2
-        exit 2
-    fi
+for variable in TESTS TESTS_FIRST; do
+    for name in ${!variable:-}; do
+        if [[ ! -x $work/tests/$name ]]; then
+            echo "run.sh: $variable names '$name', which is not a test binary of this bundle (it has: $(ls "$work/tests" | tr '\n' ' '))" >&2
+            exit 2
+        fi
+    done
 done
 export GPU_BUNDLE_COMMIT=$(sed -n 's/^commit: //p' "$here/MANIFEST.txt")
 export GPU_BENCH_SCRIPTS=$here/bench
@@ -258,18 +261,22 @@ headline_sanitizer() {
     echo "${summary:-no ERROR SUMMARY line}; $(headline_tests "$1" | tr -d '\n')"
 }
 
-# The test binaries, in the order they run: those named in $TESTS, in its order (checked
-# when run.sh starts), else every kernel test binary, then sim_vs_gpu.
+# The test binaries, in the order they run: those named in $TESTS, in its order, else those
+# named in $TESTS_FIRST, then every other kernel test binary, then sim_vs_gpu (names are
+# checked when run.sh starts).
 test_bins() {
     local bin name
     if [[ -n ${TESTS:-} ]]; then
         for name in $TESTS; do echo "$work/tests/$name"; done
         return
     fi
+    for name in ${TESTS_FIRST:-}; do echo "$work/tests/$name"; done
     for bin in "$work"/tests/*; do
-        [[ $(basename "$bin") == sim_vs_gpu ]] || echo "$bin"
+        name=$(basename "$bin")
+        [[ $name == sim_vs_gpu || " ${TESTS_FIRST:-} " == *" $name "* ]] || echo "$bin"
     done
-    [[ ! -x $work/tests/sim_vs_gpu ]] || echo "$work/tests/sim_vs_gpu"
+    [[ ! -x $work/tests/sim_vs_gpu || " ${TESTS_FIRST:-} " == *" sim_vs_gpu "* ]] ||
+        echo "$work/tests/sim_vs_gpu"
 }
 
 stage_info() {

@@ -116,8 +116,8 @@ fn run_sh_bench_runs_every_benchmark_and_the_trainer() {
     assert!(!summary.contains("| bench | gemm |"), "{summary}");
 }
 
-/// `$TESTS` says which test binaries run and in what order; a name the bundle lacks stops
-/// run.sh before anything runs (exit 2, naming it).
+/// `$TESTS` says which test binaries run and in what order, `$TESTS_FIRST` which run before
+/// the others; a name the bundle lacks stops run.sh before anything runs (exit 2, naming it).
 #[test]
 fn run_sh_runs_the_tests_named_in_their_order() {
     let fake = FakeBundle::new("order");
@@ -136,6 +136,19 @@ fn run_sh_runs_the_tests_named_in_their_order() {
         text(&out)
     );
     assert!(!fake.path("s/summary.md").exists());
+    let variables = [("TESTS_FIRST", "sim_vs_gpu gemm"), ("TIMEOUT_TESTS", "2")];
+    let out = fake.run(&["tests", "--out", "f"], &variables);
+    let summary = fake.read("f/summary.md");
+    let order: Vec<&str> = summary
+        .lines()
+        .filter_map(|l| l.strip_prefix("| tests | "))
+        .filter_map(|l| l.split(" | ").next())
+        .collect();
+    let want = ["sim_vs_gpu", "gemm gpu::", "bad gpu::", "chatty gpu::", "slow gpu::"];
+    assert_eq!(order, want, "{}", text(&out));
+    let out = fake.run(&["tests", "--out", "g"], &[("TESTS_FIRST", "gem")]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("TESTS_FIRST names 'gem'"), "{}", text(&out));
 }
 
 /// The sanitizer stage runs the tools named in `$SANITIZE_TOOLS` over the binaries named in
@@ -349,6 +362,8 @@ impl FakeBundle {
             .env_remove("GEMM_ENGINE")
             .env_remove("WGMMA_TILE")
             .env_remove("SANITIZE_TOOLS")
+            .env_remove("TESTS_FIRST")
+            .env_remove("TIMEOUT_TESTS")
             .env_remove("GPU_HOST_CUBIN_DIR")
             .envs(env.iter().copied());
         command
