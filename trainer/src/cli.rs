@@ -491,6 +491,11 @@ pub struct BenchArgs {
     /// Padded vocabulary size (default: 50304; 50257 times the unpadded vocabulary).
     #[arg(long, value_name = "VP")]
     pub padded_vocab: Option<usize>,
+    /// Then one more step with every op timed (on a GPU by its own clock, CUDA events; the
+    /// CPU and the simulator by the host's), printed and added to the report: where a step's
+    /// time goes.
+    #[arg(long)]
+    pub op_times: bool,
     /// Also write the timings as a markdown report (device, date, commit, method; per model
     /// and precision ms/step, tokens/s, MFU), rewritten after each configuration [default
     /// PATH: bench/trainer-<gpu>.md].

@@ -67,6 +67,17 @@ impl std::fmt::Display for KernelCode {
     }
 }
 
+/// A timestamp in a GPU's stream of work: a CUDA event recorded with timing enabled
+/// ([`Device::record_event`]).
+pub struct DeviceEvent(cudarc::driver::CudaEvent);
+
+impl DeviceEvent {
+    /// Milliseconds of device time from `self` to the later `end` (waits for both).
+    pub fn elapsed_ms(&self, end: &DeviceEvent) -> Result<f32> {
+        self.0.elapsed_ms(&end.0).during("reading the time between two events")
+    }
+}
+
 /// A CUDA GPU with the project's kernels loaded.
 ///
 /// Everything is issued on one stream, so work runs in issue order and buffers need no
@@ -435,5 +446,11 @@ impl Device for Gpu {
 
     fn synchronize(&self) -> Result<()> {
         self.stream.synchronize().during("synchronize")
+    }
+
+    fn record_event(&self) -> Result<Option<DeviceEvent>> {
+        let timed = cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT;
+        let event = self.stream.record_event(Some(timed)).during("recording an event")?;
+        Ok(Some(DeviceEvent(event)))
     }
 }

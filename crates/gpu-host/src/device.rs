@@ -1,5 +1,6 @@
 //! The runtime abstraction every launcher is written against.
 
+use crate::cuda::DeviceEvent;
 use crate::element::DeviceElement;
 use crate::error::{GpuError, Result};
 use crate::ptx::PtxArch;
@@ -119,6 +120,13 @@ pub trait Device {
 
     /// Waits for all issued work and reports any asynchronous failure.
     fn synchronize(&self) -> Result<()>;
+
+    /// Records a timestamp after the work issued so far, on a runtime with a device clock (a
+    /// CUDA GPU: an event in its stream); `None` on the simulator, whose launches have finished
+    /// when they return.
+    fn record_event(&self) -> Result<Option<DeviceEvent>> {
+        Ok(None)
+    }
 
     /// Whether this runtime interprets the PTX on the CPU (the PTX simulator). Only for tests
     /// whose full sizes are too slow to interpret: they may pick smaller sizes on it (keeping

@@ -24,7 +24,7 @@ mod ptx;
 pub mod tensor_map;
 mod view;
 
-pub use cuda::{Gpu, GpuInfo, KernelCode};
+pub use cuda::{DeviceEvent, Gpu, GpuInfo, KernelCode};
 pub use device::{Device, DeviceBuffer, LaunchConfig, alloc_bytes, check_copy_len};
 pub use element::DeviceElement;
 pub use error::{GpuError, Result, SimErrorKind};

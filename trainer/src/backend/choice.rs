@@ -77,7 +77,7 @@ impl ResolvedDevice {
     pub fn run<J: BackendJob>(&self, compute: impl Into<Compute>, job: J) -> Result<J::Output> {
         let compute = compute.into();
         match self {
-            Self::Cpu if compute.precision == Precision::Fp32 => job.run(&CpuBackend),
+            Self::Cpu if compute.precision == Precision::Fp32 => job.run(&CpuBackend::default()),
             Self::Cpu => Err(Error::invalid(format!(
                 "the CPU backend computes in fp32 only; --precision {} needs --device cuda (or sim)",
                 compute.precision.name()

@@ -5,6 +5,7 @@
 //! same arithmetic.
 
 use super::memory::{host_available, host_shortfall, human_size};
+use super::op_times::{OpRecorder, host_stamp, names};
 use super::ops::{
     AdamWArgs, AdamWHyper, AttentionBackward, AttentionForward, AttentionSaved, AttentionSavedView,
     Classifier, Dims, LayerNormBackward, LayerNormForward, Linear, MatmulBackward, MatmulForward,
@@ -19,8 +20,18 @@ use rayon::prelude::*;
 
 /// Runs every op with `cpu_ref` on host memory (rayon's global pool, one thread per core
 /// unless `RAYON_NUM_THREADS` says otherwise).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct CpuBackend;
+#[derive(Default)]
+pub struct CpuBackend {
+    ops: OpRecorder,
+}
+
+impl CpuBackend {
+    /// Runs `op`, timed under `name` on the host clock while the op recorder is on (every op
+    /// has finished when it returns).
+    fn timed<R>(&self, name: impl FnOnce() -> String, op: impl FnOnce() -> Result<R>) -> Result<R> {
+        self.ops.time(name, host_stamp, op)
+    }
+}
 
 /// A validated batch of token ids in host memory.
 #[derive(Clone, Debug)]
@@ -82,28 +93,52 @@ impl Backend for CpuBackend {
         Ok(())
     }
 
+    fn op_recorder(&self) -> &OpRecorder {
+        &self.ops
+    }
+
     fn alloc<T: Element>(&self, len: usize, what: &str) -> Result<Vec<T>> {
         zeros(len, what)
     }
 
     fn upload<T: Element>(&self, src: &[T], dst: ViewMut<'_, Vec<T>>) -> Result<()> {
-        dst.into_slice().copy_from_slice(src);
-        Ok(())
+        self.timed(
+            || names::UPLOAD.into(),
+            || {
+                dst.into_slice().copy_from_slice(src);
+                Ok(())
+            },
+        )
     }
 
     fn download<T: Element>(&self, src: View<'_, Vec<T>>, dst: &mut [T]) -> Result<()> {
-        dst.copy_from_slice(src.as_slice());
-        Ok(())
+        self.timed(
+            || names::DOWNLOAD.into(),
+            || {
+                dst.copy_from_slice(src.as_slice());
+                Ok(())
+            },
+        )
     }
 
     fn zero<T: Element>(&self, dst: ViewMut<'_, Vec<T>>) -> Result<()> {
-        dst.into_slice().par_chunks_mut(1 << 16).for_each(|chunk| chunk.fill(T::default()));
-        Ok(())
+        self.timed(
+            || names::ZERO.into(),
+            || {
+                dst.into_slice().par_chunks_mut(1 << 16).for_each(|chunk| chunk.fill(T::default()));
+                Ok(())
+            },
+        )
     }
 
     fn round_to_act(&self, src: View<'_, Vec<f32>>, dst: ViewMut<'_, Vec<f32>>) -> Result<()> {
-        dst.into_slice().copy_from_slice(src.as_slice());
-        Ok(())
+        self.timed(
+            || names::ROUND_TO_ACT.into(),
+            || {
+                dst.into_slice().copy_from_slice(src.as_slice());
+                Ok(())
+            },
+        )
     }
 
     fn upload_tokens(&self, ids: &[u32], shape: TokenShape) -> Result<CpuTokens> {
@@ -112,9 +147,14 @@ impl Backend for CpuBackend {
     }
 
     fn replace_tokens(&self, tokens: &mut CpuTokens, ids: &[u32]) -> Result<()> {
-        check_tokens("replace_tokens", ids, tokens.shape)?;
-        tokens.ids.copy_from_slice(ids);
-        Ok(())
+        self.timed(
+            || names::TOKENS.into(),
+            || {
+                check_tokens("replace_tokens", ids, tokens.shape)?;
+                tokens.ids.copy_from_slice(ids);
+                Ok(())
+            },
+        )
     }
 
     fn encoder_forward(
@@ -125,17 +165,22 @@ impl Backend for CpuBackend {
         wpe: ActView<'_, Self>,
         dims: Dims,
     ) -> Result<()> {
-        let (b, t, c) = (dims.b, dims.t, dims.c);
-        cpu_ref::encoder_forward(
-            out.into_slice(),
-            &tokens.ids,
-            wte.as_slice(),
-            wpe.as_slice(),
-            b,
-            t,
-            c,
-        );
-        Ok(())
+        self.timed(
+            || names::ENCODER_FORWARD.into(),
+            || {
+                let (b, t, c) = (dims.b, dims.t, dims.c);
+                cpu_ref::encoder_forward(
+                    out.into_slice(),
+                    &tokens.ids,
+                    wte.as_slice(),
+                    wpe.as_slice(),
+                    b,
+                    t,
+                    c,
+                );
+                Ok(())
+            },
+        )
     }
 
     fn encoder_backward(
@@ -145,11 +190,16 @@ impl Backend for CpuBackend {
         tokens: &CpuTokens,
         dims: Dims,
     ) -> Result<()> {
-        let (b, t, c) = (dims.b, dims.t, dims.c);
-        let (dwte, dwpe) = weight_and_bias(grads);
-        let dwpe = dwpe.expect("the encoder's grads name wpe as the bias");
-        cpu_ref::encoder_backward(dwte, dwpe, dout.as_slice(), &tokens.ids, b, t, c);
-        Ok(())
+        self.timed(
+            || names::ENCODER_BACKWARD.into(),
+            || {
+                let (b, t, c) = (dims.b, dims.t, dims.c);
+                let (dwte, dwpe) = weight_and_bias(grads);
+                let dwpe = dwpe.expect("the encoder's grads name wpe as the bias");
+                cpu_ref::encoder_backward(dwte, dwpe, dout.as_slice(), &tokens.ids, b, t, c);
+                Ok(())
+            },
+        )
     }
 
     fn layernorm_forward(
@@ -158,18 +208,23 @@ impl Backend for CpuBackend {
         rows: usize,
         c: usize,
     ) -> Result<()> {
-        let LayerNormForward { out, stats, inp, weight, bias } = args;
-        cpu_ref::layernorm_forward(
-            out.into_slice(),
-            stats.mean.into_slice(),
-            stats.rstd.into_slice(),
-            inp.as_slice(),
-            weight.as_slice(),
-            bias.as_slice(),
-            rows,
-            c,
-        );
-        Ok(())
+        self.timed(
+            || names::LAYERNORM_FORWARD.into(),
+            || {
+                let LayerNormForward { out, stats, inp, weight, bias } = args;
+                cpu_ref::layernorm_forward(
+                    out.into_slice(),
+                    stats.mean.into_slice(),
+                    stats.rstd.into_slice(),
+                    inp.as_slice(),
+                    weight.as_slice(),
+                    bias.as_slice(),
+                    rows,
+                    c,
+                );
+                Ok(())
+            },
+        )
     }
 
     fn residual_layernorm_forward(
@@ -178,20 +233,26 @@ impl Backend for CpuBackend {
         rows: usize,
         c: usize,
     ) -> Result<()> {
-        let ResidualLayerNormForward { residual, inp1, inp2, out, stats, weight, bias } = args;
-        let residual = residual.into_slice();
-        cpu_ref::residual_forward(residual, inp1.as_slice(), inp2.as_slice());
-        cpu_ref::layernorm_forward(
-            out.into_slice(),
-            stats.mean.into_slice(),
-            stats.rstd.into_slice(),
-            residual,
-            weight.as_slice(),
-            bias.as_slice(),
-            rows,
-            c,
-        );
-        Ok(())
+        self.timed(
+            || names::RESIDUAL_LAYERNORM_FORWARD.into(),
+            || {
+                let ResidualLayerNormForward { residual, inp1, inp2, out, stats, weight, bias } =
+                    args;
+                let residual = residual.into_slice();
+                cpu_ref::residual_forward(residual, inp1.as_slice(), inp2.as_slice());
+                cpu_ref::layernorm_forward(
+                    out.into_slice(),
+                    stats.mean.into_slice(),
+                    stats.rstd.into_slice(),
+                    residual,
+                    weight.as_slice(),
+                    bias.as_slice(),
+                    rows,
+                    c,
+                );
+                Ok(())
+            },
+        )
     }
 
     fn layernorm_backward(
@@ -200,98 +261,139 @@ impl Backend for CpuBackend {
         rows: usize,
         c: usize,
     ) -> Result<()> {
-        let LayerNormBackward { dinp, grads, dout, inp, weight, mean, rstd } = args;
-        let (dweight, dbias) = weight_and_bias(grads);
-        cpu_ref::layernorm_backward(
-            dinp.into_slice(),
-            dweight,
-            dbias.expect("layernorm gradients have a bias"),
-            dout.as_slice(),
-            inp.as_slice(),
-            weight.as_slice(),
-            mean.as_slice(),
-            rstd.as_slice(),
-            rows,
-            c,
-        );
-        Ok(())
+        self.timed(
+            || names::LAYERNORM_BACKWARD.into(),
+            || {
+                let LayerNormBackward { dinp, grads, dout, inp, weight, mean, rstd } = args;
+                let (dweight, dbias) = weight_and_bias(grads);
+                cpu_ref::layernorm_backward(
+                    dinp.into_slice(),
+                    dweight,
+                    dbias.expect("layernorm gradients have a bias"),
+                    dout.as_slice(),
+                    inp.as_slice(),
+                    weight.as_slice(),
+                    mean.as_slice(),
+                    rstd.as_slice(),
+                    rows,
+                    c,
+                );
+                Ok(())
+            },
+        )
     }
 
     fn matmul_forward(&self, args: MatmulForward<'_, Self>, shape: Linear) -> Result<()> {
-        let MatmulForward { out, inp, weight, bias, activation } = args;
-        let (inp, weight, bias) = (inp.as_slice(), weight.as_slice(), bias.map(|b| b.as_slice()));
-        let Linear { rows, inp: c, out: oc } = shape;
-        match activation {
-            super::ops::Activation::None => {
-                cpu_ref::matmul_forward(out.into_slice(), inp, weight, bias, rows, c, oc);
-            }
-            super::ops::Activation::Gelu { pre_act } => {
-                let pre_act = pre_act.into_slice();
-                cpu_ref::matmul_forward(pre_act, inp, weight, bias, rows, c, oc);
-                cpu_ref::gelu_forward(out.into_slice(), pre_act);
-            }
-        }
-        Ok(())
+        self.timed(
+            || names::matmul("forward", shape),
+            || {
+                let MatmulForward { out, inp, weight, bias, activation } = args;
+                let (inp, weight, bias) =
+                    (inp.as_slice(), weight.as_slice(), bias.map(|b| b.as_slice()));
+                let Linear { rows, inp: c, out: oc, .. } = shape;
+                match activation {
+                    super::ops::Activation::None => {
+                        cpu_ref::matmul_forward(out.into_slice(), inp, weight, bias, rows, c, oc);
+                    }
+                    super::ops::Activation::Gelu { pre_act } => {
+                        let pre_act = pre_act.into_slice();
+                        cpu_ref::matmul_forward(pre_act, inp, weight, bias, rows, c, oc);
+                        cpu_ref::gelu_forward(out.into_slice(), pre_act);
+                    }
+                }
+                Ok(())
+            },
+        )
     }
 
     fn matmul_backward(&self, args: MatmulBackward<'_, Self>, shape: Linear) -> Result<()> {
-        let MatmulBackward { dinp, grads, dout, inp, weight, gelu_pre_act } = args;
-        let Linear { rows, inp: c, out: oc } = shape;
-        let dinp = dinp.into_slice();
-        let (dweight, dbias) = weight_and_bias(grads);
-        cpu_ref::matmul_backward(
-            dinp,
-            dweight,
-            dbias,
-            dout.as_slice(),
-            inp.as_slice(),
-            weight.as_slice(),
-            rows,
-            c,
-            oc,
-        );
-        if let Some(pre_act) = gelu_pre_act {
-            cpu_ref::gelu_backward_in_place(dinp, pre_act.as_slice());
-        }
-        Ok(())
+        self.timed(
+            || names::matmul("backward", shape),
+            || {
+                let MatmulBackward { dinp, grads, dout, inp, weight, gelu_pre_act } = args;
+                let Linear { rows, inp: c, out: oc, .. } = shape;
+                let dinp = dinp.into_slice();
+                let (dweight, dbias) = weight_and_bias(grads);
+                cpu_ref::matmul_backward(
+                    dinp,
+                    dweight,
+                    dbias,
+                    dout.as_slice(),
+                    inp.as_slice(),
+                    weight.as_slice(),
+                    rows,
+                    c,
+                    oc,
+                );
+                if let Some(pre_act) = gelu_pre_act {
+                    cpu_ref::gelu_backward_in_place(dinp, pre_act.as_slice());
+                }
+                Ok(())
+            },
+        )
     }
 
     fn attention_forward(&self, args: AttentionForward<'_, Self>, dims: Dims) -> Result<()> {
-        let AttentionForward { out, saved, qkv } = args;
-        let AttentionSaved::Probs(att) = saved else {
-            return Err(Error::invalid(
-                "the CPU backend has no flash attention; use --attention naive",
-            ));
-        };
-        let (b, t, c, nh) = (dims.b, dims.t, dims.c, dims.nh);
-        cpu_ref::attention_forward(out.into_slice(), att.into_slice(), qkv.as_slice(), b, t, c, nh);
-        Ok(())
+        let flash = matches!(args.saved, AttentionSaved::Lse(_));
+        self.timed(
+            || names::attention("forward", flash),
+            || {
+                let AttentionForward { out, saved, qkv } = args;
+                let AttentionSaved::Probs(att) = saved else {
+                    return Err(Error::invalid(
+                        "the CPU backend has no flash attention; use --attention naive",
+                    ));
+                };
+                let (b, t, c, nh) = (dims.b, dims.t, dims.c, dims.nh);
+                cpu_ref::attention_forward(
+                    out.into_slice(),
+                    att.into_slice(),
+                    qkv.as_slice(),
+                    b,
+                    t,
+                    c,
+                    nh,
+                );
+                Ok(())
+            },
+        )
     }
 
     fn attention_backward(&self, args: AttentionBackward<'_, Self>, dims: Dims) -> Result<()> {
-        let AttentionBackward { dqkv, dout, qkv, saved, .. } = args;
-        let AttentionSavedView::Probs(att) = saved else {
-            return Err(Error::invalid(
-                "the CPU backend has no flash attention; use --attention naive",
-            ));
-        };
-        let (b, t, c, nh) = (dims.b, dims.t, dims.c, dims.nh);
-        cpu_ref::attention_backward(
-            dqkv.into_slice(),
-            dout.as_slice(),
-            qkv.as_slice(),
-            att.as_slice(),
-            b,
-            t,
-            c,
-            nh,
-        );
-        Ok(())
+        let flash = matches!(args.saved, AttentionSavedView::Lse(_));
+        self.timed(
+            || names::attention("backward", flash),
+            || {
+                let AttentionBackward { dqkv, dout, qkv, saved, .. } = args;
+                let AttentionSavedView::Probs(att) = saved else {
+                    return Err(Error::invalid(
+                        "the CPU backend has no flash attention; use --attention naive",
+                    ));
+                };
+                let (b, t, c, nh) = (dims.b, dims.t, dims.c, dims.nh);
+                cpu_ref::attention_backward(
+                    dqkv.into_slice(),
+                    dout.as_slice(),
+                    qkv.as_slice(),
+                    att.as_slice(),
+                    b,
+                    t,
+                    c,
+                    nh,
+                );
+                Ok(())
+            },
+        )
     }
 
     fn gelu_forward(&self, out: ActMut<'_, Self>, inp: ActView<'_, Self>) -> Result<()> {
-        cpu_ref::gelu_forward(out.into_slice(), inp.as_slice());
-        Ok(())
+        self.timed(
+            || names::GELU_FORWARD.into(),
+            || {
+                cpu_ref::gelu_forward(out.into_slice(), inp.as_slice());
+                Ok(())
+            },
+        )
     }
 
     fn gelu_backward(
@@ -300,8 +402,13 @@ impl Backend for CpuBackend {
         inp: ActView<'_, Self>,
         dout: ActView<'_, Self>,
     ) -> Result<()> {
-        cpu_ref::gelu_backward(dinp.into_slice(), inp.as_slice(), dout.as_slice());
-        Ok(())
+        self.timed(
+            || names::GELU_BACKWARD.into(),
+            || {
+                cpu_ref::gelu_backward(dinp.into_slice(), inp.as_slice(), dout.as_slice());
+                Ok(())
+            },
+        )
     }
 
     fn residual_forward(
@@ -310,27 +417,42 @@ impl Backend for CpuBackend {
         inp1: ActView<'_, Self>,
         inp2: ActView<'_, Self>,
     ) -> Result<()> {
-        cpu_ref::residual_forward(out.into_slice(), inp1.as_slice(), inp2.as_slice());
-        Ok(())
+        self.timed(
+            || names::RESIDUAL_FORWARD.into(),
+            || {
+                cpu_ref::residual_forward(out.into_slice(), inp1.as_slice(), inp2.as_slice());
+                Ok(())
+            },
+        )
     }
 
     fn fused_classifier(&self, args: Classifier<'_, Self>, dims: Dims) -> Result<()> {
-        let Classifier { logits, losses, targets, dloss } = args;
-        cpu_ref::fused_classifier(
-            logits.into_slice(),
-            losses.into_slice(),
-            &targets.ids,
-            dloss.unwrap_or(0.0),
-            dims.bt(),
-            dims.v,
-            dims.vp,
-        );
-        Ok(())
+        self.timed(
+            || names::CLASSIFIER.into(),
+            || {
+                let Classifier { logits, losses, targets, dloss } = args;
+                cpu_ref::fused_classifier(
+                    logits.into_slice(),
+                    losses.into_slice(),
+                    &targets.ids,
+                    dloss.unwrap_or(0.0),
+                    dims.bt(),
+                    dims.v,
+                    dims.vp,
+                );
+                Ok(())
+            },
+        )
     }
 
     fn grad_norm(&self, grads: View<'_, Vec<f32>>) -> Result<GradNorm> {
-        let norm = cpu_ref::global_norm(&[grads.as_slice()]);
-        Ok(GradNorm { norm, nonfinite: !norm.is_finite() })
+        self.timed(
+            || names::GRAD_NORM.into(),
+            || {
+                let norm = cpu_ref::global_norm(&[grads.as_slice()]);
+                Ok(GradNorm { norm, nonfinite: !norm.is_finite() })
+            },
+        )
     }
 
     fn adamw_table(&self, tensors: &[ArenaTensor], arena_len: usize) -> Result<Vec<ArenaTensor>> {
@@ -350,24 +472,29 @@ impl Backend for CpuBackend {
         table: &Vec<ArenaTensor>,
         hyper: &AdamWHyper,
     ) -> Result<()> {
-        let AdamWArgs { params, grads, m, v, working } = args;
-        let step = cpu_ref::AdamWStep {
-            lr: hyper.lr,
-            beta1: hyper.beta1,
-            beta2: hyper.beta2,
-            eps: hyper.eps,
-            weight_decay: 0.0,
-            t: hyper.t,
-            grad_scale: hyper.grad_scale,
-        };
-        let arena = AdamWArena {
-            params: params.into_slice(),
-            grads: grads.as_slice(),
-            m: m.into_slice(),
-            v: v.into_slice(),
-            working: working.map(ViewMut::into_slice),
-        };
-        cpu_ref::adamw_update_arena(arena, table, &step, hyper.rounding);
-        Ok(())
+        self.timed(
+            || names::ADAMW.into(),
+            || {
+                let AdamWArgs { params, grads, m, v, working } = args;
+                let step = cpu_ref::AdamWStep {
+                    lr: hyper.lr,
+                    beta1: hyper.beta1,
+                    beta2: hyper.beta2,
+                    eps: hyper.eps,
+                    weight_decay: 0.0,
+                    t: hyper.t,
+                    grad_scale: hyper.grad_scale,
+                };
+                let arena = AdamWArena {
+                    params: params.into_slice(),
+                    grads: grads.as_slice(),
+                    m: m.into_slice(),
+                    v: v.into_slice(),
+                    working: working.map(ViewMut::into_slice),
+                };
+                cpu_ref::adamw_update_arena(arena, table, &step, hyper.rounding);
+                Ok(())
+            },
+        )
     }
 }

@@ -6,6 +6,7 @@
 //! and bias gradients are accumulated in f32 straight from the 16-bit operands.
 
 use super::memory::human_size;
+use super::op_times::{OpRecorder, Stamp, host_stamp, names};
 use super::ops::{
     AdamWArgs, AdamWHyper, AttentionBackward, AttentionForward, AttentionSaved, AttentionSavedView,
     Classifier, Dims, LayerNormBackward, LayerNormForward, Linear, MatmulBackward, MatmulForward,
@@ -207,6 +208,7 @@ pub struct CudaBackend<'d, D: Device, A: CudaAct> {
     multiprocessors: usize,
     gpu_name: Option<String>,
     scratch: RefCell<Scratch<D, A>>,
+    ops: OpRecorder,
     act: PhantomData<A>,
 }
 
@@ -259,6 +261,7 @@ impl<'d, D: Device, A: CudaAct> CudaBackend<'d, D, A> {
             multiprocessors: multiprocessors.max(1),
             gpu_name,
             scratch: RefCell::new(scratch),
+            ops: OpRecorder::default(),
             act: PhantomData,
         })
     }
@@ -270,6 +273,20 @@ impl<'d, D: Device, A: CudaAct> CudaBackend<'d, D, A> {
     /// `spec` on the backend's GEMM engine and Hopper tile ([`GemmConfig::apply`]).
     fn on_engine(&self, spec: GemmSpec) -> GemmSpec {
         self.gemm.apply(spec)
+    }
+
+    /// Runs `op`, timed under `name` while the op recorder is on: on the GPU's clock (events in
+    /// its stream), or where the runtime has none (the simulator) on the host's after a
+    /// synchronisation.
+    fn timed<R>(&self, name: impl FnOnce() -> String, op: impl FnOnce() -> Result<R>) -> Result<R> {
+        let clock = || match self.dev.record_event()? {
+            Some(event) => Ok(Stamp::Device(event)),
+            None => {
+                self.dev.synchronize()?;
+                host_stamp()
+            }
+        };
+        self.ops.time(name, clock, op)
     }
 
     /// Runs `f` with `act_len` elements of `A` and `f32_len` of f32 scratch.
@@ -371,6 +388,10 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
         Ok(self.dev.synchronize()?)
     }
 
+    fn op_recorder(&self) -> &OpRecorder {
+        &self.ops
+    }
+
     fn alloc<T: Element>(&self, len: usize, what: &str) -> Result<DevBuf<D, T>> {
         let mut buf = self.dev.alloc::<T>(len).map_err(|e| alloc_error(what, e))?;
         elementwise::fill(self.dev, buf.view_mut(), T::default())?;
@@ -378,19 +399,25 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
     }
 
     fn upload<T: Element>(&self, src: &[T], dst: ViewMut<'_, DevBuf<D, T>>) -> Result<()> {
-        Ok(self.dev.copy_to_device(src, dvm(dst))?)
+        self.timed(|| names::UPLOAD.into(), || Ok(self.dev.copy_to_device(src, dvm(dst))?))
     }
 
     fn download<T: Element>(&self, src: View<'_, DevBuf<D, T>>, dst: &mut [T]) -> Result<()> {
-        Ok(self.dev.copy_to_host(dv(src), dst)?)
+        self.timed(|| names::DOWNLOAD.into(), || Ok(self.dev.copy_to_host(dv(src), dst)?))
     }
 
     fn zero<T: Element>(&self, dst: ViewMut<'_, DevBuf<D, T>>) -> Result<()> {
-        Ok(elementwise::fill(self.dev, dvm(dst), T::default())?)
+        self.timed(
+            || names::ZERO.into(),
+            || Ok(elementwise::fill(self.dev, dvm(dst), T::default())?),
+        )
     }
 
     fn round_to_act(&self, src: F32View<'_, Self>, dst: ActMut<'_, Self>) -> Result<()> {
-        Ok(A::round_from_f32(self.dev, dv(src), dvm(dst))?)
+        self.timed(
+            || names::ROUND_TO_ACT.into(),
+            || Ok(A::round_from_f32(self.dev, dv(src), dvm(dst))?),
+        )
     }
 
     fn upload_tokens(&self, ids: &[u32], shape: TokenShape) -> Result<Tokens<D>> {
@@ -398,7 +425,10 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
     }
 
     fn replace_tokens(&self, tokens: &mut Tokens<D>, ids: &[u32]) -> Result<()> {
-        tokens.replace(self.dev, ids).map_err(|e| Error::invalid(e.to_string()))
+        self.timed(
+            || names::TOKENS.into(),
+            || tokens.replace(self.dev, ids).map_err(|e| Error::invalid(e.to_string())),
+        )
     }
 
     fn encoder_forward(
@@ -409,7 +439,10 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
         wpe: ActView<'_, Self>,
         dims: Dims,
     ) -> Result<()> {
-        Ok(encoder::encoder_forward(self.dev, tokens, dv(wte), dv(wpe), dvm(out), dims.c)?)
+        self.timed(
+            || names::ENCODER_FORWARD.into(),
+            || Ok(encoder::encoder_forward(self.dev, tokens, dv(wte), dv(wpe), dvm(out), dims.c)?),
+        )
     }
 
     fn encoder_backward(
@@ -419,9 +452,14 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
         tokens: &Tokens<D>,
         dims: Dims,
     ) -> Result<()> {
-        let (dwte, dwpe) = weight_and_bias(grads)?;
-        let dwpe = dwpe.expect("the encoder's grads name wpe as the bias");
-        Ok(encoder::encoder_backward(self.dev, tokens, dv(dout), dwte, dwpe, dims.c)?)
+        self.timed(
+            || names::ENCODER_BACKWARD.into(),
+            || {
+                let (dwte, dwpe) = weight_and_bias(grads)?;
+                let dwpe = dwpe.expect("the encoder's grads name wpe as the bias");
+                Ok(encoder::encoder_backward(self.dev, tokens, dv(dout), dwte, dwpe, dims.c)?)
+            },
+        )
     }
 
     fn layernorm_forward(
@@ -430,15 +468,20 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
         _rows: usize,
         c: usize,
     ) -> Result<()> {
-        let LayerNormForward { out, stats, inp, weight, bias } = args;
-        let args = layernorm::LayerNormForward {
-            inp: dv(inp),
-            weight: dv(weight),
-            bias: dv(bias),
-            out: dvm(out),
-            stats: Some(LayerNormStats { mean: dvm(stats.mean), rstd: dvm(stats.rstd) }),
-        };
-        Ok(layernorm::layernorm_forward(self.dev, c, args)?)
+        self.timed(
+            || names::LAYERNORM_FORWARD.into(),
+            || {
+                let LayerNormForward { out, stats, inp, weight, bias } = args;
+                let args = layernorm::LayerNormForward {
+                    inp: dv(inp),
+                    weight: dv(weight),
+                    bias: dv(bias),
+                    out: dvm(out),
+                    stats: Some(LayerNormStats { mean: dvm(stats.mean), rstd: dvm(stats.rstd) }),
+                };
+                Ok(layernorm::layernorm_forward(self.dev, c, args)?)
+            },
+        )
     }
 
     fn residual_layernorm_forward(
@@ -447,17 +490,23 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
         _rows: usize,
         c: usize,
     ) -> Result<()> {
-        let ResidualLayerNormForward { residual, inp1, inp2, out, stats, weight, bias } = args;
-        let args = layernorm::ResidualLayerNormForward {
-            inp1: dv(inp1),
-            inp2: dv(inp2),
-            residual: dvm(residual),
-            weight: dv(weight),
-            bias: dv(bias),
-            out: dvm(out),
-            stats: Some(LayerNormStats { mean: dvm(stats.mean), rstd: dvm(stats.rstd) }),
-        };
-        Ok(layernorm::residual_layernorm_forward(self.dev, c, args)?)
+        self.timed(
+            || names::RESIDUAL_LAYERNORM_FORWARD.into(),
+            || {
+                let ResidualLayerNormForward { residual, inp1, inp2, out, stats, weight, bias } =
+                    args;
+                let args = layernorm::ResidualLayerNormForward {
+                    inp1: dv(inp1),
+                    inp2: dv(inp2),
+                    residual: dvm(residual),
+                    weight: dv(weight),
+                    bias: dv(bias),
+                    out: dvm(out),
+                    stats: Some(LayerNormStats { mean: dvm(stats.mean), rstd: dvm(stats.rstd) }),
+                };
+                Ok(layernorm::residual_layernorm_forward(self.dev, c, args)?)
+            },
+        )
     }
 
     fn layernorm_backward(
@@ -466,141 +515,176 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
         rows: usize,
         c: usize,
     ) -> Result<()> {
-        let LayerNormBackward { dinp, grads, dout, inp, weight, mean, rstd } = args;
-        let (dweight, dbias) = weight_and_bias(grads)?;
-        let dbias = dbias.expect("layernorm gradients have a bias");
-        let len = layernorm::layernorm_backward_scratch_len(rows, c);
-        self.with_scratch(0, len, "layernorm backward scratch", |_, scratch| {
-            let args = layernorm::LayerNormBackward {
-                dout: dv(dout),
-                inp: dv(inp),
-                weight: dv(weight),
-                mean: dv(mean),
-                rstd: dv(rstd),
-                dinp: dvm(dinp),
-                dweight,
-                dbias,
-                scratch,
-            };
-            Ok(layernorm::layernorm_backward(self.dev, c, args)?)
-        })
+        self.timed(
+            || names::LAYERNORM_BACKWARD.into(),
+            || {
+                let LayerNormBackward { dinp, grads, dout, inp, weight, mean, rstd } = args;
+                let (dweight, dbias) = weight_and_bias(grads)?;
+                let dbias = dbias.expect("layernorm gradients have a bias");
+                let len = layernorm::layernorm_backward_scratch_len(rows, c);
+                self.with_scratch(0, len, "layernorm backward scratch", |_, scratch| {
+                    let args = layernorm::LayerNormBackward {
+                        dout: dv(dout),
+                        inp: dv(inp),
+                        weight: dv(weight),
+                        mean: dv(mean),
+                        rstd: dv(rstd),
+                        dinp: dvm(dinp),
+                        dweight,
+                        dbias,
+                        scratch,
+                    };
+                    Ok(layernorm::layernorm_backward(self.dev, c, args)?)
+                })
+            },
+        )
     }
 
     fn matmul_forward(&self, args: MatmulForward<'_, Self>, shape: Linear) -> Result<()> {
-        let MatmulForward { out, inp, weight, bias, activation } = args;
-        let spec = self.on_engine(GemmSpec::linear_forward(
-            shape.rows,
-            shape.out,
-            shape.inp,
-            self.gemm_precision(),
-        ));
-        let activation = match activation {
-            super::ops::Activation::None => gemm::Activation::None,
-            super::ops::Activation::Gelu { pre_act } => {
-                gemm::Activation::Gelu { pre_act: Some(dvm(pre_act)) }
-            }
-        };
-        let epilogue = Epilogue { bias: bias.map(dv), activation };
-        Ok(gemm::gemm::<D, A, A>(self.dev, &spec, dv(inp), dv(weight), dvm(out), epilogue)?)
+        self.timed(
+            || names::matmul("forward", shape),
+            || {
+                let MatmulForward { out, inp, weight, bias, activation } = args;
+                let spec = self.on_engine(GemmSpec::linear_forward(
+                    shape.rows,
+                    shape.out,
+                    shape.inp,
+                    self.gemm_precision(),
+                ));
+                let activation = match activation {
+                    super::ops::Activation::None => gemm::Activation::None,
+                    super::ops::Activation::Gelu { pre_act } => {
+                        gemm::Activation::Gelu { pre_act: Some(dvm(pre_act)) }
+                    }
+                };
+                let epilogue = Epilogue { bias: bias.map(dv), activation };
+                Ok(gemm::gemm::<D, A, A>(self.dev, &spec, dv(inp), dv(weight), dvm(out), epilogue)?)
+            },
+        )
     }
 
     fn matmul_backward(&self, args: MatmulBackward<'_, Self>, shape: Linear) -> Result<()> {
-        let MatmulBackward { dinp, grads, dout, inp, weight, gelu_pre_act } = args;
-        let (dweight, dbias) = weight_and_bias(grads)?;
-        let Linear { rows, inp: in_features, out: out_features } = shape;
-        let precision = self.gemm_precision();
-        let dout = dv(dout);
-        let spec = self.on_engine(GemmSpec::linear_backward_input(
-            rows,
-            in_features,
-            out_features,
-            precision,
-        ));
-        let activation = match gelu_pre_act {
-            Some(pre_act) => gemm::Activation::DGelu { pre_act: dv(pre_act) },
-            None => gemm::Activation::None,
-        };
-        let epilogue = Epilogue { bias: None, activation };
-        gemm::gemm::<D, A, A>(self.dev, &spec, dout, dv(weight), dvm(dinp), epilogue)?;
-        let spec = self
-            .on_engine(GemmSpec::linear_backward_weight(rows, in_features, out_features, precision))
-            .with_split_k_for(self.multiprocessors, self.dev.ptx_arch());
-        self.with_scratch(0, spec.workspace_len(), "split-K workspace", |_, workspace| {
-            Ok(gemm::gemm_split_k::<D, A, f32>(
-                self.dev,
-                &spec,
-                dout,
-                dv(inp),
-                dweight,
-                Epilogue::default(),
-                workspace,
-            )?)
-        })?;
-        if let Some(dbias) = dbias {
-            gemm::bias_grad::<D, A, f32>(self.dev, dout, rows, out_features, dbias, 1.0)?;
-        }
-        Ok(())
+        self.timed(
+            || names::matmul("backward", shape),
+            || {
+                let MatmulBackward { dinp, grads, dout, inp, weight, gelu_pre_act } = args;
+                let (dweight, dbias) = weight_and_bias(grads)?;
+                let Linear { rows, inp: in_features, out: out_features, .. } = shape;
+                let precision = self.gemm_precision();
+                let dout = dv(dout);
+                let spec = self.on_engine(GemmSpec::linear_backward_input(
+                    rows,
+                    in_features,
+                    out_features,
+                    precision,
+                ));
+                let activation = match gelu_pre_act {
+                    Some(pre_act) => gemm::Activation::DGelu { pre_act: dv(pre_act) },
+                    None => gemm::Activation::None,
+                };
+                let epilogue = Epilogue { bias: None, activation };
+                gemm::gemm::<D, A, A>(self.dev, &spec, dout, dv(weight), dvm(dinp), epilogue)?;
+                let spec = self
+                    .on_engine(GemmSpec::linear_backward_weight(
+                        rows,
+                        in_features,
+                        out_features,
+                        precision,
+                    ))
+                    .with_split_k_for(self.multiprocessors, self.dev.ptx_arch());
+                self.with_scratch(0, spec.workspace_len(), "split-K workspace", |_, workspace| {
+                    Ok(gemm::gemm_split_k::<D, A, f32>(
+                        self.dev,
+                        &spec,
+                        dout,
+                        dv(inp),
+                        dweight,
+                        Epilogue::default(),
+                        workspace,
+                    )?)
+                })?;
+                if let Some(dbias) = dbias {
+                    gemm::bias_grad::<D, A, f32>(self.dev, dout, rows, out_features, dbias, 1.0)?;
+                }
+                Ok(())
+            },
+        )
     }
 
     fn attention_forward(&self, args: AttentionForward<'_, Self>, dims: Dims) -> Result<()> {
-        let AttentionForward { out, saved, qkv } = args;
-        let shape = attention_shape(dims);
-        match saved {
-            AttentionSaved::Probs(att) => {
-                let len = attention::attention_forward_scratch_len(shape);
-                self.with_scratch(len, 0, "attention scratch", |scratch, _| {
-                    let args = attention::AttentionForward {
-                        qkv: dv(qkv),
-                        out: dvm(out),
-                        att: dvm(att),
-                        scratch,
-                    };
-                    Ok(attention::attention_forward(self.dev, shape, self.gemm, args)?)
-                })
-            }
-            AttentionSaved::Lse(lse) => {
-                let args = FlashForward { qkv: dv(qkv), out: dvm(out), lse: dvm(lse) };
-                A::flash_forward(self.dev, shape, args)
-            }
-        }
+        let flash = matches!(args.saved, AttentionSaved::Lse(_));
+        self.timed(
+            || names::attention("forward", flash),
+            || {
+                let AttentionForward { out, saved, qkv } = args;
+                let shape = attention_shape(dims);
+                match saved {
+                    AttentionSaved::Probs(att) => {
+                        let len = attention::attention_forward_scratch_len(shape);
+                        self.with_scratch(len, 0, "attention scratch", |scratch, _| {
+                            let args = attention::AttentionForward {
+                                qkv: dv(qkv),
+                                out: dvm(out),
+                                att: dvm(att),
+                                scratch,
+                            };
+                            Ok(attention::attention_forward(self.dev, shape, self.gemm, args)?)
+                        })
+                    }
+                    AttentionSaved::Lse(lse) => {
+                        let args = FlashForward { qkv: dv(qkv), out: dvm(out), lse: dvm(lse) };
+                        A::flash_forward(self.dev, shape, args)
+                    }
+                }
+            },
+        )
     }
 
     fn attention_backward(&self, args: AttentionBackward<'_, Self>, dims: Dims) -> Result<()> {
-        let AttentionBackward { dqkv, dout, qkv, out, saved } = args;
-        let shape = attention_shape(dims);
-        match saved {
-            AttentionSavedView::Probs(att) => {
-                let len = attention::attention_backward_scratch_len(shape);
-                self.with_scratch(len, 0, "attention scratch", |scratch, _| {
-                    let args = attention::AttentionBackward {
-                        dout: dv(dout),
-                        qkv: dv(qkv),
-                        att: dv(att),
-                        dqkv: dvm(dqkv),
-                        scratch,
-                    };
-                    Ok(attention::attention_backward(self.dev, shape, self.gemm, args)?)
-                })
-            }
-            AttentionSavedView::Lse(lse) => {
-                let len = dims.b * dims.nh * dims.t;
-                self.with_scratch(0, len, "flash attention scratch", |_, d_scratch| {
-                    let args = FlashBackward {
-                        qkv: dv(qkv),
-                        out: dv(out),
-                        dout: dv(dout),
-                        lse: dv(lse),
-                        d_scratch,
-                        dqkv: dvm(dqkv),
-                    };
-                    A::flash_backward(self.dev, shape, args)
-                })
-            }
-        }
+        let flash = matches!(args.saved, AttentionSavedView::Lse(_));
+        self.timed(
+            || names::attention("backward", flash),
+            || {
+                let AttentionBackward { dqkv, dout, qkv, out, saved } = args;
+                let shape = attention_shape(dims);
+                match saved {
+                    AttentionSavedView::Probs(att) => {
+                        let len = attention::attention_backward_scratch_len(shape);
+                        self.with_scratch(len, 0, "attention scratch", |scratch, _| {
+                            let args = attention::AttentionBackward {
+                                dout: dv(dout),
+                                qkv: dv(qkv),
+                                att: dv(att),
+                                dqkv: dvm(dqkv),
+                                scratch,
+                            };
+                            Ok(attention::attention_backward(self.dev, shape, self.gemm, args)?)
+                        })
+                    }
+                    AttentionSavedView::Lse(lse) => {
+                        let len = dims.b * dims.nh * dims.t;
+                        self.with_scratch(0, len, "flash attention scratch", |_, d_scratch| {
+                            let args = FlashBackward {
+                                qkv: dv(qkv),
+                                out: dv(out),
+                                dout: dv(dout),
+                                lse: dv(lse),
+                                d_scratch,
+                                dqkv: dvm(dqkv),
+                            };
+                            A::flash_backward(self.dev, shape, args)
+                        })
+                    }
+                }
+            },
+        )
     }
 
     fn gelu_forward(&self, out: ActMut<'_, Self>, inp: ActView<'_, Self>) -> Result<()> {
-        Ok(gelu::gelu_forward(self.dev, dv(inp), dvm(out))?)
+        self.timed(
+            || names::GELU_FORWARD.into(),
+            || Ok(gelu::gelu_forward(self.dev, dv(inp), dvm(out))?),
+        )
     }
 
     fn gelu_backward(
@@ -609,7 +693,10 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
         inp: ActView<'_, Self>,
         dout: ActView<'_, Self>,
     ) -> Result<()> {
-        Ok(gelu::gelu_backward(self.dev, dv(inp), dv(dout), dvm(dinp))?)
+        self.timed(
+            || names::GELU_BACKWARD.into(),
+            || Ok(gelu::gelu_backward(self.dev, dv(inp), dv(dout), dvm(dinp))?),
+        )
     }
 
     fn residual_forward(
@@ -618,36 +705,49 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
         inp1: ActView<'_, Self>,
         inp2: ActView<'_, Self>,
     ) -> Result<()> {
-        Ok(elementwise::add(self.dev, dv(inp1), dv(inp2), dvm(out))?)
+        self.timed(
+            || names::RESIDUAL_FORWARD.into(),
+            || Ok(elementwise::add(self.dev, dv(inp1), dv(inp2), dvm(out))?),
+        )
     }
 
     fn fused_classifier(&self, args: Classifier<'_, Self>, dims: Dims) -> Result<()> {
-        let Classifier { logits, losses, targets, dloss } = args;
-        let gradient = match dloss {
-            Some(dloss) => LogitsGradient::Write { dloss },
-            None => LogitsGradient::Skip,
-        };
-        let args = classifier::Classifier {
-            logits: dvm(logits),
-            losses: dvm(losses),
-            targets: targets.ids(),
-        };
-        let vocab = Vocab { v: dims.v, vp: dims.vp };
-        Ok(classifier::fused_classifier(self.dev, vocab, gradient, args)?)
+        self.timed(
+            || names::CLASSIFIER.into(),
+            || {
+                let Classifier { logits, losses, targets, dloss } = args;
+                let gradient = match dloss {
+                    Some(dloss) => LogitsGradient::Write { dloss },
+                    None => LogitsGradient::Skip,
+                };
+                let args = classifier::Classifier {
+                    logits: dvm(logits),
+                    losses: dvm(losses),
+                    targets: targets.ids(),
+                };
+                let vocab = Vocab { v: dims.v, vp: dims.vp };
+                Ok(classifier::fused_classifier(self.dev, vocab, gradient, args)?)
+            },
+        )
     }
 
     fn grad_norm(&self, grads: F32View<'_, Self>) -> Result<GradNorm> {
-        let mut scratch = self.scratch.borrow_mut();
-        let scratch = &mut *scratch;
-        norm::grad_norm(
-            self.dev,
-            dv(grads),
-            scratch.norm_workspace.view_mut(),
-            scratch.norm_out.view_mut(),
-        )?;
-        let mut out = [0.0f32; 2];
-        self.dev.copy_to_host(scratch.norm_out.view(), &mut out)?;
-        Ok(GradNorm { norm: out[0], nonfinite: out[1] != 0.0 })
+        self.timed(
+            || names::GRAD_NORM.into(),
+            || {
+                let mut scratch = self.scratch.borrow_mut();
+                let scratch = &mut *scratch;
+                norm::grad_norm(
+                    self.dev,
+                    dv(grads),
+                    scratch.norm_workspace.view_mut(),
+                    scratch.norm_out.view_mut(),
+                )?;
+                let mut out = [0.0f32; 2];
+                self.dev.copy_to_host(scratch.norm_out.view(), &mut out)?;
+                Ok(GradNorm { norm: out[0], nonfinite: out[1] != 0.0 })
+            },
+        )
     }
 
     fn adamw_table(&self, tensors: &[ArenaTensor], arena_len: usize) -> Result<AdamWTable<D>> {
@@ -671,27 +771,34 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
         table: &AdamWTable<D>,
         hyper: &AdamWHyper,
     ) -> Result<()> {
-        let AdamWArgs { params, grads, m, v, working } = args;
-        let rounding = match hyper.rounding {
-            WorkingRounding::NearestEven => adamw::WorkingRounding::NearestEven,
-            WorkingRounding::Stochastic { seed } => adamw::WorkingRounding::Stochastic { seed },
-        };
-        let gpu_hyper = adamw::AdamWHyper {
-            lr: hyper.lr,
-            beta1: hyper.beta1,
-            beta2: hyper.beta2,
-            eps: hyper.eps,
-            t: hyper.t,
-            grad_scale: hyper.grad_scale,
-            rounding,
-        };
-        let bufs = AdamWBuffers {
-            params: dvm(params),
-            grads: dv(grads),
-            m: dvm(m),
-            v: dvm(v),
-            working: working.map(dvm),
-        };
-        Ok(A::adamw(self.dev, table, bufs, &gpu_hyper)?)
+        self.timed(
+            || names::ADAMW.into(),
+            || {
+                let AdamWArgs { params, grads, m, v, working } = args;
+                let rounding = match hyper.rounding {
+                    WorkingRounding::NearestEven => adamw::WorkingRounding::NearestEven,
+                    WorkingRounding::Stochastic { seed } => {
+                        adamw::WorkingRounding::Stochastic { seed }
+                    }
+                };
+                let gpu_hyper = adamw::AdamWHyper {
+                    lr: hyper.lr,
+                    beta1: hyper.beta1,
+                    beta2: hyper.beta2,
+                    eps: hyper.eps,
+                    t: hyper.t,
+                    grad_scale: hyper.grad_scale,
+                    rounding,
+                };
+                let bufs = AdamWBuffers {
+                    params: dvm(params),
+                    grads: dv(grads),
+                    m: dvm(m),
+                    v: dvm(v),
+                    working: working.map(dvm),
+                };
+                Ok(A::adamw(self.dev, table, bufs, &gpu_hyper)?)
+            },
+        )
     }
 }

@@ -16,6 +16,7 @@ mod choice;
 mod cpu;
 mod cuda;
 mod memory;
+pub mod op_times;
 pub mod ops;
 mod view;
 
@@ -30,6 +31,7 @@ pub use view::{Storage, View, ViewMut};
 use crate::error::Result;
 use gpu_host::kernels::elementwise::FloatElement;
 use half::{bf16, f16};
+use op_times::OpRecorder;
 use ops::{
     AdamWArgs, AdamWHyper, AttentionBackward, AttentionForward, Classifier, Dims,
     LayerNormBackward, LayerNormForward, Linear, MatmulBackward, MatmulForward, ParamGrads,
@@ -121,6 +123,9 @@ pub trait Backend {
     }
     /// Waits for all issued work (for timing).
     fn synchronize(&self) -> Result<()>;
+    /// Records the time of every op while switched on (off by default): where a step's time
+    /// goes.
+    fn op_recorder(&self) -> &OpRecorder;
 
     /// Allocates `len` zeros; `what` names the buffer in an out-of-memory error.
     fn alloc<T: Element>(&self, len: usize, what: &str) -> Result<Self::Buf<T>>;

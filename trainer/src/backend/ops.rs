@@ -32,6 +32,8 @@ impl Dims {
 /// The shape of a linear layer applied to `rows` rows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Linear {
+    /// The layer's name (`qkv`, `fc`, `lm head`, ...), for op timings.
+    pub layer: &'static str,
     /// Rows (tokens).
     pub rows: usize,
     /// Input features.

@@ -2,9 +2,10 @@
 
 mod report;
 
-pub use report::{BenchOutcome, BenchRow, markdown};
+pub use report::{BenchOutcome, BenchRow, markdown, op_lines};
 
 use crate::backend::Backend;
+use crate::backend::op_times::OpTimes;
 use crate::error::Result;
 use crate::model::{Gpt2, Gpt2Config, ModelOptions, gpt2_init};
 use crate::optim::AdamWConfig;
@@ -37,6 +38,8 @@ pub struct BenchResult {
     pub median_ms: f64,
     /// Tokens per second at the median step time.
     pub tokens_per_sec: f64,
+    /// Every op of one more step, timed (with [`BenchRun::op_times`]; else empty).
+    pub ops: OpTimes,
 }
 
 /// The shape of a benchmark run.
@@ -50,6 +53,8 @@ pub struct BenchRun {
     pub warmup: usize,
     /// Timed steps.
     pub steps: usize,
+    /// Then one more step with every op timed: where a step's time goes.
+    pub op_times: bool,
 }
 
 /// Timed training steps and what they computed.
@@ -65,7 +70,7 @@ pub struct TimedSteps {
 
 /// Runs `warmup + steps` training steps of `session` on `data` at learning rate `lr` and times
 /// the last `steps` (each ends with a synchronisation, so the wall time covers the device's
-/// work). AdamW's step count advances with applied updates only, as under PyTorch's
+/// work); with [`BenchRun::op_times`], one more step with every op timed (not in the losses). AdamW's step count advances with applied updates only, as under PyTorch's
 /// GradScaler.
 pub fn timed_steps<B: Backend>(
     backend: &B,
@@ -74,7 +79,7 @@ pub fn timed_steps<B: Backend>(
     lr: f32,
     run: BenchRun,
 ) -> Result<TimedSteps> {
-    let BenchRun { b, t, warmup, steps } = run;
+    let BenchRun { b, t, warmup, steps, op_times } = run;
     let (mut losses, mut step_ms, mut skipped) = (Vec::new(), Vec::new(), 0);
     for i in 0..warmup + steps {
         let timer = Instant::now();
@@ -87,11 +92,21 @@ pub fn timed_steps<B: Backend>(
         losses.push(out.loss);
         skipped += usize::from(out.skipped);
     }
+    let mut ops = OpTimes::default();
+    if op_times {
+        let update = (losses.len() - skipped) as u32 + 1;
+        backend.op_recorder().start();
+        let out = session.train_step(data, lr, update);
+        ops = backend.op_recorder().take()?;
+        out?;
+        backend.synchronize()?;
+    }
     let mut sorted = step_ms.clone();
     sorted.sort_by(f64::total_cmp);
     let median_ms = sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN);
     let tokens_per_sec = (b * t) as f64 / (median_ms / 1e3);
-    Ok(TimedSteps { timing: BenchResult { step_ms, median_ms, tokens_per_sec }, losses, skipped })
+    let timing = BenchResult { step_ms, median_ms, tokens_per_sec, ops };
+    Ok(TimedSteps { timing, losses, skipped })
 }
 
 /// Times `warmup + steps` training steps (forward, backward, norm, AdamW) of a fresh model of

@@ -3,6 +3,7 @@
 
 use super::{BenchResult, BenchRun};
 use crate::backend::Precision;
+use crate::backend::op_times::{OpClock, OpTime, OpTimes};
 use crate::mfu::{self, Peak};
 use crate::model::Gpt2Config;
 use crate::report::{ReportMeta, thousands};
@@ -174,6 +175,87 @@ pub fn markdown(rows: &[BenchRow], meta: &ReportMeta<'_>) -> String {
     if let Some(peak) = rows.iter().find_map(BenchRow::peak) {
         let _ = writeln!(s, "\nPeaks used ({}, dense): {}.", peak.gpu, peaks.join(", "));
     }
+    s += &op_sections(rows);
+    s
+}
+
+/// The ops of `times`, slowest first.
+fn slowest_first(times: &OpTimes) -> Vec<&OpTime> {
+    let mut ops: Vec<&OpTime> = times.ops.iter().collect();
+    ops.sort_by(|a, b| b.ms.total_cmp(&a.ms));
+    ops
+}
+
+fn clock_name(clock: Option<OpClock>) -> &'static str {
+    match clock {
+        Some(OpClock::Device) => "the GPU's clock",
+        Some(OpClock::Host) => "the host clock",
+        None => "no clock",
+    }
+}
+
+/// The log's view of a profiled step: a line with the total, then the `most` slowest ops
+/// with their share (nothing when no op was timed).
+pub fn op_lines(times: &OpTimes, most: usize) -> Vec<String> {
+    if times.ops.is_empty() {
+        return Vec::new();
+    }
+    let total = times.total_ms();
+    let calls: usize = times.ops.iter().map(|o| o.calls).sum();
+    let mut lines = vec![format!(
+        "one more step, every op timed by {}: {total:.2} ms in {calls} ops; the slowest:",
+        clock_name(times.clock)
+    )];
+    for op in slowest_first(times).into_iter().take(most) {
+        lines.push(format!(
+            "{:5.1}% {:9.3} ms  {} ({} call{})",
+            100.0 * op.ms / total,
+            op.ms,
+            op.op,
+            op.calls,
+            if op.calls == 1 { "" } else { "s" }
+        ));
+    }
+    lines
+}
+
+/// One table per configuration that timed its ops, slowest op first (empty when none did).
+fn op_sections(rows: &[BenchRow]) -> String {
+    let timed: Vec<(&BenchRow, &BenchResult)> = rows
+        .iter()
+        .filter_map(|r| Some((r, &r.outcome.as_ref().ok()?.result)))
+        .filter(|(_, result)| !result.ops.ops.is_empty())
+        .collect();
+    if timed.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from(
+        "\n## Where a step's time goes\n\nOne more step after the timed ones, every op timed: \
+         on a GPU by its own clock (CUDA events around each op: device time, the gaps between \
+         launches excluded), on the CPU and the simulator by the host clock around ops that \
+         have finished when they return. The ops' sum against the median step is the time \
+         spent outside them (launch gaps, host work).\n",
+    );
+    for (row, result) in timed {
+        let ops = &result.ops;
+        let total = ops.total_ms();
+        let _ = writeln!(
+            s,
+            "\n### {} {} ({} attention{})\n\nThe ops sum to {total:.2} ms by {} against a \
+             median step of {:.2} ms.\n\n| op | calls | ms | share of the ops |\n\
+             |---|---:|---:|---:|",
+            row.model,
+            row.precision.name(),
+            row.attention,
+            if row.fused { ", fused" } else { ", unfused" },
+            clock_name(ops.clock),
+            result.median_ms
+        );
+        for op in slowest_first(ops) {
+            let share = 100.0 * op.ms / total;
+            let _ = writeln!(s, "| {} | {} | {:.3} | {share:.1}% |", op.op, op.calls, op.ms);
+        }
+    }
     s
 }
 
@@ -189,7 +271,7 @@ mod tests {
             precision,
             attention: "flash",
             fused: true,
-            run: BenchRun { b: 16, t: 1024, warmup: 3, steps: 10 },
+            run: BenchRun { b: 16, t: 1024, warmup: 3, steps: 10, op_times: false },
             outcome,
         }
     }
@@ -203,6 +285,7 @@ mod tests {
                 step_ms: vec![median_ms, median_ms * 1.1, median_ms * 0.9],
                 median_ms,
                 tokens_per_sec,
+                ops: OpTimes::default(),
             },
         }
     }
@@ -228,6 +311,34 @@ mod tests {
         assert!(md.contains("Peaks used (H100 SXM, dense): bf16 989.4 TFLOP/s."), "{md}");
         assert!(md.contains("d12 at T = 1024: 6 × 124439808 + 6 × 12 × 768 × 1024"), "{md}");
         assert_eq!(rows[1].summary(), "d12 fp16: failed: out of | memory");
+    }
+
+    /// A configuration that timed its ops gets a table, slowest op first, with each op's share
+    /// of their sum; the log shows the slowest few.
+    #[test]
+    fn op_times_show_where_the_step_goes() {
+        let op = |op: &str, calls, ms| OpTime { op: op.into(), calls, ms };
+        let mut outcome = ran(400_000.0, Some("NVIDIA H100 80GB HBM3"));
+        outcome.result.ops = OpTimes {
+            clock: Some(OpClock::Device),
+            ops: vec![op("AdamW", 1, 1.0), op("matmul backward fc", 12, 3.0)],
+        };
+        let rows = [row(Precision::Bf16, Ok(outcome)), row(Precision::Fp16, Ok(ran(1.0, None)))];
+        let meta = ReportMeta { date: "2026-11-25", commit: "abc", command: "trainer bench" };
+        let md = markdown(&rows, &meta);
+        let section = md.split("## Where a step's time goes").nth(1).expect(&md);
+        assert!(section.contains("### d12 bf16 (flash attention, fused)"), "{md}");
+        assert!(!section.contains("### d12 fp16"), "rows without op times get no table: {md}");
+        assert!(section.contains("The ops sum to 4.00 ms by the GPU's clock"), "{md}");
+        let slowest = section.find("| matmul backward fc | 12 | 3.000 | 75.0% |");
+        let adamw = section.find("| AdamW | 1 | 1.000 | 25.0% |");
+        assert!(slowest.zip(adamw).is_some_and(|(s, a)| s < a), "{md}");
+        let ops = &rows[0].outcome.as_ref().unwrap().result.ops;
+        let lines = op_lines(ops, 1);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines[0].contains("by the GPU's clock: 4.00 ms in 13 ops"), "{lines:?}");
+        assert!(lines[1].ends_with("matmul backward fc (12 calls)"), "{lines:?}");
+        assert!(op_lines(&OpTimes::default(), 5).is_empty());
     }
 
     /// Off a GPU the report says its timings mean nothing, and states no MFU.

@@ -9,6 +9,9 @@ use trainer::backend::{Backend, BackendJob, ResolvedDevice};
 use trainer::bench::{BenchOutcome, BenchRow, BenchRun};
 use trainer::model::{Gpt2Config, ModelOptions, ModelSize};
 
+/// How many of the slowest ops the log shows per configuration (the report has them all).
+const OP_LINES: usize = 12;
+
 /// `trainer bench` of one model in one precision on whichever backend was chosen.
 struct BenchJob<'a> {
     config: &'a Gpt2Config,
@@ -41,6 +44,7 @@ pub fn bench(args: BenchArgs) -> Result<()> {
         t: device_default(args.seq_len, gpu, 1024, 64),
         warmup: device_default(args.warmup, gpu, 3, 2),
         steps: device_default(args.steps, gpu, 10, 7),
+        op_times: args.op_times,
     };
     let models = match (args.model.is_empty(), gpu) {
         (false, _) => args.model.clone(),
@@ -77,6 +81,11 @@ pub fn bench(args: BenchArgs) -> Result<()> {
                 outcome: device.run(compute, job).map_err(|e| e.to_string()),
             };
             log(&bench_line(&row));
+            if let Ok(outcome) = &row.outcome {
+                for line in trainer::bench::op_lines(&outcome.result.ops, OP_LINES) {
+                    log(&format!("  {line}"));
+                }
+            }
             rows.push(row);
             if let Some(path) = &report {
                 write_report(path, &trainer::bench::markdown(&rows, &provenance.meta()))?;

@@ -295,7 +295,7 @@ impl BackendJob for RungJob<'_> {
         let model = Gpt2::new(backend, self.config, self.params, options)?;
         let shape = BatchShape { b, t, grad_accum_steps: 1 };
         let mut session = Session::new(backend, model, adamw, shape)?;
-        let run = BenchRun { b, t, warmup, steps };
+        let run = BenchRun { b, t, warmup, steps, op_times: false };
         let steps = timed_steps(backend, &mut session, self.data, lr, run)?;
         Ok(RungRun { steps, backend: backend.describe() })
     }

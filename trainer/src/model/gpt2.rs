@@ -160,7 +160,7 @@ impl<B: Backend> Gpt2<B> {
         let n = bt * c;
         let fuse = self.options.fuse;
         let a = acts;
-        let linear = |inp, out| Linear { rows: bt, inp, out };
+        let linear = |layer, inp, out| Linear { layer, rows: bt, inp, out };
         backend.encoder_forward(
             a.encoded.at_mut(0, n),
             inputs,
@@ -192,7 +192,7 @@ impl<B: Backend> Gpt2<B> {
                     bias: Some(self.p(ParamKind::Qkvb, l)),
                     activation: Activation::None,
                 },
-                linear(c, 3 * c),
+                linear("qkv", c, 3 * c),
             )?;
             backend.attention_forward(
                 AttentionForward {
@@ -210,7 +210,7 @@ impl<B: Backend> Gpt2<B> {
                     bias: Some(self.p(ParamKind::Attprojb, l)),
                     activation: Activation::None,
                 },
-                linear(c, c),
+                linear("attention projection", c, c),
             )?;
             self.residual_layernorm(
                 backend,
@@ -239,12 +239,12 @@ impl<B: Backend> Gpt2<B> {
                 let pre_act = a.fch.at_mut(l, 4 * n);
                 backend.matmul_forward(
                     fc(a.fch_gelu.at_mut(l, 4 * n), Activation::Gelu { pre_act }),
-                    linear(c, 4 * c),
+                    linear("fc", c, 4 * c),
                 )?;
             } else {
                 backend.matmul_forward(
                     fc(a.fch.at_mut(l, 4 * n), Activation::None),
-                    linear(c, 4 * c),
+                    linear("fc", c, 4 * c),
                 )?;
                 backend.gelu_forward(a.fch_gelu.at_mut(l, 4 * n), a.fch.at(l, 4 * n))?;
             }
@@ -256,7 +256,7 @@ impl<B: Backend> Gpt2<B> {
                     bias: Some(self.p(ParamKind::Fcprojb, l)),
                     activation: Activation::None,
                 },
-                linear(4 * c, c),
+                linear("fc projection", 4 * c, c),
             )?;
             // The residual add closing layer l feeds the next layernorm: layer l + 1's first,
             // or the final one.
@@ -296,7 +296,7 @@ impl<B: Backend> Gpt2<B> {
                 bias: None,
                 activation: Activation::None,
             },
-            linear(c, cfg.padded_vocab_size),
+            linear("lm head", c, cfg.padded_vocab_size),
         )
     }
 
@@ -351,7 +351,7 @@ impl<B: Backend> Gpt2<B> {
         let (c, nh, bt, vp) = (cfg.channels, cfg.num_heads, b * t, cfg.padded_vocab_size);
         let n = bt * c;
         let (a, s) = (acts, scratch);
-        let linear = |inp, out| Linear { rows: bt, inp, out };
+        let linear = |layer, inp, out| Linear { layer, rows: bt, inp, out };
         use ParamKind as K;
 
         backend.matmul_backward(
@@ -363,7 +363,7 @@ impl<B: Backend> Gpt2<B> {
                 weight: self.p(K::Wte, 0),
                 gelu_pre_act: None,
             },
-            linear(c, vp),
+            linear("lm head", c, vp),
         )?;
         backend.zero(s.dres.at_mut(0, n))?;
         backend.layernorm_backward(
@@ -397,11 +397,11 @@ impl<B: Backend> Gpt2<B> {
                 None => {
                     let args =
                         fcproj(s.dfch.at_mut(0, 4 * n), fcproj_grads, Some(a.fch.at(l, 4 * n)));
-                    backend.matmul_backward(args, linear(4 * c, c))?;
+                    backend.matmul_backward(args, linear("fc projection", 4 * c, c))?;
                 }
                 Some(dfch_gelu) => {
                     let args = fcproj(dfch_gelu.at_mut(0, 4 * n), fcproj_grads, None);
-                    backend.matmul_backward(args, linear(4 * c, c))?;
+                    backend.matmul_backward(args, linear("fc projection", 4 * c, c))?;
                     backend.gelu_backward(
                         s.dfch.at_mut(0, 4 * n),
                         a.fch.at(l, 4 * n),
@@ -418,7 +418,7 @@ impl<B: Backend> Gpt2<B> {
                     weight: self.p(K::Fcw, l),
                     gelu_pre_act: None,
                 },
-                linear(c, 4 * c),
+                linear("fc", c, 4 * c),
             )?;
             backend.layernorm_backward(
                 LayerNormBackward {
@@ -442,7 +442,7 @@ impl<B: Backend> Gpt2<B> {
                     weight: self.p(K::Attprojw, l),
                     gelu_pre_act: None,
                 },
-                linear(c, c),
+                linear("attention projection", c, c),
             )?;
             backend.attention_backward(
                 AttentionBackward {
@@ -463,7 +463,7 @@ impl<B: Backend> Gpt2<B> {
                     weight: self.p(K::Qkvw, l),
                     gelu_pre_act: None,
                 },
-                linear(c, 3 * c),
+                linear("qkv", c, 3 * c),
             )?;
             backend.layernorm_backward(
                 LayerNormBackward {

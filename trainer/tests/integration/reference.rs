@@ -62,8 +62,14 @@ fn trainer_gradients_match_reference() {
 
     let widen = |x: &[u16]| x.iter().map(|&v| u32::from(v)).collect::<Vec<_>>();
     let mut batch = FixedBatch { inputs: widen(&toks[..b * t]), targets: widen(&toks[1..]) };
-    let (loss, grads) =
-        one_step_grads(&CpuBackend, &config, &params, ModelOptions::default(), &mut batch, (b, t));
+    let (loss, grads) = one_step_grads(
+        &CpuBackend::default(),
+        &config,
+        &params,
+        ModelOptions::default(),
+        &mut batch,
+        (b, t),
+    );
 
     assert!((f64::from(loss) - want_loss).abs() < 1e-5, "loss {loss} vs {want_loss}");
     for (k, (kind, got)) in grads.iter().enumerate() {

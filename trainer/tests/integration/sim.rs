@@ -8,6 +8,7 @@ use crate::common::{Files, FixedBatch, arg, metrics, one_step_grads, plain_adamw
 use crate::common::{random_params, trainer_ok};
 use gpu_host::kernels::gemm::{GemmEngine, WgmmaTile};
 use ptx_sim::Simulator;
+use trainer::backend::op_times::{OpClock, OpTimes};
 use trainer::backend::ops::AttentionKind;
 use trainer::backend::{Backend, BackendJob, Compute, Precision, ResolvedDevice};
 use trainer::loss_scale::{LossScaleConfig, LossScaler};
@@ -418,5 +419,44 @@ fn training_steps_allocate_nothing_after_the_first() {
             "{} {options:?}: allocations after steps 1..=3: {counts:?}",
             precision.name()
         );
+    }
+}
+
+/// One training step of the test model with every op timed.
+struct OpTimesJob(ModelOptions);
+
+impl BackendJob for OpTimesJob {
+    type Output = OpTimes;
+    fn run<Bk: Backend>(self, backend: &Bk) -> trainer::Result<OpTimes> {
+        let mut session = two_micro_batch_session(backend, self.0)?;
+        let mut data = batch(6);
+        backend.op_recorder().start();
+        session.train_step(&mut data, 1e-3, 1)?;
+        backend.op_recorder().take()
+    }
+}
+
+/// Op times name the same ops, as many times, on the CUDA backend (the simulator, timed by
+/// the host clock) as on the CPU backend, fused or not, each matmul by its layer.
+#[test]
+fn op_times_name_the_same_ops_on_every_backend() {
+    for fuse in [true, false] {
+        let options = ModelOptions { attention: AttentionKind::Naive, fuse };
+        let cpu = ResolvedDevice::Cpu.run(Precision::Fp32, OpTimesJob(options)).unwrap();
+        let sim = sim().run(Precision::Fp32, OpTimesJob(options)).unwrap();
+        let calls = |times: &OpTimes| -> Vec<(String, usize)> {
+            times.ops.iter().map(|o| (o.op.clone(), o.calls)).collect()
+        };
+        assert_eq!(calls(&sim), calls(&cpu), "fuse {fuse}");
+        assert_eq!((sim.clock, cpu.clock), (Some(OpClock::Host), Some(OpClock::Host)));
+        assert!(sim.ops.iter().all(|o| o.ms >= 0.0) && sim.total_ms() > 0.0, "{sim:?}");
+        let count = |op: &str| calls(&cpu).into_iter().find(|(o, _)| o == op).map(|(_, n)| n);
+        // Two layers, two micro-batches, one optimizer step.
+        assert_eq!(count("matmul forward qkv"), Some(4));
+        assert_eq!(count("matmul backward lm head"), Some(2));
+        assert_eq!(count("attention backward (materialised)"), Some(4));
+        assert_eq!(count("AdamW"), Some(1));
+        assert_eq!(count("GELU forward"), (!fuse).then_some(4));
+        assert_eq!(count("residual + layernorm forward"), fuse.then_some(8));
     }
 }

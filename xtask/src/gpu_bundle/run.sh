@@ -327,15 +327,16 @@ stage_bench() {
         pushd "$out" >/dev/null || exit 2
         if [[ $name == trainer ]]; then
             # Full GPT-2 124M training steps (B=16, T=1024) in each precision, each with the
-            # backend's fastest defaults for it (flash attention for bf16/fp16); the report,
-            # rewritten after each precision, is bench/trainer-<gpu>.md.
+            # backend's fastest defaults for it (flash attention for bf16/fp16), then one more
+            # step with every op timed (CUDA events); the report, rewritten after each
+            # precision, is bench/trainer-<gpu>.md.
             step bench "trainer ${BENCH_PRECISIONS:-fp32,tf32,bf16,fp16}" "${TIMEOUT_BENCH:-540}" \
                 "$out/logs/bench-trainer.log" headline_line \
                 "$work/bin/trainer" bench --device cuda --precision "${BENCH_PRECISIONS:-fp32,tf32,bf16,fp16}" \
                 --gemm-engine "${GEMM_ENGINE:-auto}" \
                 --wgmma-tile "${WGMMA_TILE:-auto}" \
                 --model ${BENCH_MODELS:-d12} --batch-size 16 --seq-len 1024 --warmup 3 --steps 10 \
-                --report
+                --op-times --report
         else
             step bench "$name" "${TIMEOUT_BENCH:-540}" "$out/logs/bench-$name.log" headline_line \
                 "$bench_bin" "$name"

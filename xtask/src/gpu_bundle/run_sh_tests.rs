@@ -101,7 +101,7 @@ fn run_sh_bench_runs_every_benchmark_and_the_trainer() {
     assert!(has_row(&summary, &["bench", "gemm", "pass"], &["gemm ok"]), "{summary}");
     let trainer = "bench --device cuda --precision fp32,tf32,bf16,fp16 --gemm-engine mma-sync \
                    --wgmma-tile auto --model d12 --batch-size 16 --seq-len 1024 --warmup 3 \
-                   --steps 10 --report";
+                   --steps 10 --op-times --report";
     let step = ["bench", "trainer fp32,tf32,bf16,fp16", "pass"];
     assert!(has_row(&summary, &step, &[trainer]), "{summary}");
     assert_eq!(fake.read("r/bench/gemm-fake.md"), "# GEMM\n");
