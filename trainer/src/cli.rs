@@ -581,6 +581,10 @@ pub struct LadderArgs {
     /// Seed of the initial parameters.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub seed: u64,
+    /// After each rung's timed steps, one more with every op of ours timed (on a GPU by CUDA
+    /// events), tabled in the report: where our step's time goes, rung by rung.
+    #[arg(long)]
+    pub op_times: bool,
     /// Whether to run PyTorch's side.
     #[arg(long, value_enum, default_value_t = TorchArg::Auto)]
     pub torch: TorchArg,

@@ -2,7 +2,7 @@
 
 mod report;
 
-pub use report::{BenchOutcome, BenchRow, markdown, op_lines};
+pub use report::{BenchOutcome, BenchRow, clock_name, markdown, op_lines, op_table};
 
 use crate::backend::Backend;
 use crate::backend::op_times::OpTimes;

@@ -186,7 +186,8 @@ fn slowest_first(times: &OpTimes) -> Vec<&OpTime> {
     ops
 }
 
-fn clock_name(clock: Option<OpClock>) -> &'static str {
+/// The clock a recording was read from, in words.
+pub fn clock_name(clock: Option<OpClock>) -> &'static str {
     match clock {
         Some(OpClock::Device) => "the GPU's clock",
         Some(OpClock::Host) => "the host clock",
@@ -242,8 +243,7 @@ fn op_sections(rows: &[BenchRow]) -> String {
         let _ = writeln!(
             s,
             "\n### {} {} ({} attention{})\n\nThe ops sum to {total:.2} ms by {} against a \
-             median step of {:.2} ms.\n\n| op | calls | ms | share of the ops |\n\
-             |---|---:|---:|---:|",
+             median step of {:.2} ms.\n",
             row.model,
             row.precision.name(),
             row.attention,
@@ -251,10 +251,18 @@ fn op_sections(rows: &[BenchRow]) -> String {
             clock_name(ops.clock),
             result.median_ms
         );
-        for op in slowest_first(ops) {
-            let share = 100.0 * op.ms / total;
-            let _ = writeln!(s, "| {} | {} | {:.3} | {share:.1}% |", op.op, op.calls, op.ms);
-        }
+        s += &op_table(ops);
+    }
+    s
+}
+
+/// `times` as a markdown table, slowest op first, with each op's share of their sum.
+pub fn op_table(times: &OpTimes) -> String {
+    let total = times.total_ms();
+    let mut s = String::from("| op | calls | ms | share of the ops |\n|---|---:|---:|---:|\n");
+    for op in slowest_first(times) {
+        let share = 100.0 * op.ms / total;
+        let _ = writeln!(s, "| {} | {} | {:.3} | {share:.1}% |", op.op, op.calls, op.ms);
     }
     s
 }

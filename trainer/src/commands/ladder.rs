@@ -87,6 +87,7 @@ fn ladder_options(args: &LadderArgs, gpu: bool) -> Result<trainer::ladder::Ladde
         torch,
         gemm_engine: args.gemm_engine.into(),
         wgmma_tile: args.wgmma_tile.into(),
+        op_times: args.op_times,
     })
 }
 

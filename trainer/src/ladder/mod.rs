@@ -62,6 +62,8 @@ pub struct LadderOptions {
     pub gemm_engine: GemmEngine,
     /// The Hopper kernel's block tile (`--wgmma-tile`).
     pub wgmma_tile: WgmmaTile,
+    /// After each rung's timed steps, one more with every op timed (our side).
+    pub op_times: bool,
 }
 
 /// Our side of one rung.
@@ -290,12 +292,12 @@ struct RungJob<'a> {
 impl BackendJob for RungJob<'_> {
     type Output = RungRun;
     fn run<B: Backend>(self, backend: &B) -> Result<RungRun> {
-        let LadderOptions { b, t, warmup, steps, lr, adamw, .. } = *self.options;
+        let LadderOptions { b, t, warmup, steps, lr, adamw, op_times, .. } = *self.options;
         let options = ModelOptions { attention: self.rung.attention, fuse: self.rung.fuse };
         let model = Gpt2::new(backend, self.config, self.params, options)?;
         let shape = BatchShape { b, t, grad_accum_steps: 1 };
         let mut session = Session::new(backend, model, adamw, shape)?;
-        let run = BenchRun { b, t, warmup, steps, op_times: false };
+        let run = BenchRun { b, t, warmup, steps, op_times };
         let steps = timed_steps(backend, &mut session, self.data, lr, run)?;
         Ok(RungRun { steps, backend: backend.describe() })
     }

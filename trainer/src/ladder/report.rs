@@ -3,6 +3,7 @@
 
 use super::{Ladder, Rung, RungResult};
 use crate::backend::Precision;
+use crate::bench::{TimedSteps, clock_name, op_table};
 use crate::error::Result;
 use crate::report::{ReportMeta, thousands};
 use gpu_host::kernels::gemm::{GemmEngine, WgmmaTile};
@@ -161,6 +162,39 @@ pub fn markdown(ladder: &Ladder, meta: &ReportMeta<'_>) -> String {
         );
     }
     s += &loss_section(ladder);
+    s += &op_section(ladder);
+    s
+}
+
+/// With `--op-times`: one table per rung of where our step's time goes (empty otherwise).
+fn op_section(ladder: &Ladder) -> String {
+    let timed: Vec<(&RungResult, &TimedSteps)> = ladder
+        .rungs
+        .iter()
+        .filter_map(|r| Some((r, &r.ours.as_ref().ok()?.steps)))
+        .filter(|(_, steps)| !steps.timing.ops.ops.is_empty())
+        .collect();
+    if timed.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from(
+        "\n## Where our steps' time goes\n\nAfter each rung's timed steps, one more with every \
+         op timed: on a GPU by its own clock (CUDA events around each op: device time, the gaps \
+         between launches excluded), on the CPU and the simulator by the host clock.\n",
+    );
+    for (result, steps) in timed {
+        let ops = &steps.timing.ops;
+        let _ = writeln!(
+            s,
+            "\n### {}: {}\n\nThe ops sum to {:.2} ms by {} against a median step of {:.2} ms.\n",
+            result.rung.id,
+            result.rung.change,
+            ops.total_ms(),
+            clock_name(ops.clock),
+            steps.timing.median_ms
+        );
+        s += &op_table(ops);
+    }
     s
 }
 

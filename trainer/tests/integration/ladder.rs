@@ -43,6 +43,7 @@ fn options(work_dir: std::path::PathBuf) -> LadderOptions {
         torch: TorchMode::Off,
         gemm_engine: GemmEngine::Auto,
         wgmma_tile: WgmmaTile::Auto,
+        op_times: false,
     }
 }
 
@@ -149,16 +150,21 @@ fn every_rung_trains_the_same_model_on_the_simulator_and_in_pytorch() {
     }
 }
 
+/// The CLI writes the report and its chart (with `--op-times`, where each rung's step went)
+/// and rejects bad arguments.
 #[test]
 fn cli_writes_the_report_and_rejects_bad_arguments() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("bench/ladder.md");
     let args = ["ladder", "--device", "sim-hopper", "--rungs", "vocab", "--torch", "off"];
-    let stdout = trainer_ok(&[&args[..], &["--out", &arg(&out)]].concat());
+    let stdout = trainer_ok(&[&args[..], &["--op-times", "--out", &arg(&out)]].concat());
     assert!(stdout.contains("ours  vocab"), "{stdout}");
     let report = std::fs::read_to_string(&out).unwrap();
     assert!(report.contains("| vocab |") && !report.contains("| fp32 |"), "{report}");
     assert!(report.contains("the PTX simulator of the sm_90a module"), "{report}");
+    let ops = report.split("## Where our steps' time goes").nth(1).expect(&report);
+    assert!(ops.contains("### vocab: ") && ops.contains("by the host clock"), "{report}");
+    assert!(ops.contains("| matmul backward lm head | 1 |"), "{report}");
     assert!(out.with_extension("png").is_file());
 
     let bad = trainer(&["ladder", "--device", "sim", "--rungs", "fp32,fp64"]);

@@ -440,7 +440,7 @@ stage_ladder() {
         "$work/bin/trainer" ladder --device cuda --data "$data_dir/train_000000.bin" \
         --gemm-engine "${GEMM_ENGINE:-auto}" \
         --wgmma-tile "${WGMMA_TILE:-auto}" \
-        --torch-script "$here/bench/ladder_torch.py" ${LADDER_RUNGS:+--rungs "$LADDER_RUNGS"}
+        --op-times --torch-script "$here/bench/ladder_torch.py" ${LADDER_RUNGS:+--rungs "$LADDER_RUNGS"}
     popd >/dev/null || exit 2
 }
 
