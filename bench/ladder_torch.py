@@ -43,7 +43,9 @@ approximation, causal attention scaled by 1/sqrt(C/NH); the loss is the mean cro
 all B*T positions. Before the `vocab` rung the model has V rows of wte (wte[:V] of the checkpoint,
 50257 for GPT-2, the "ugly number"); from `vocab` on it has all Vp rows, as nanoGPT does: the
 padded rows (zero in llm.c's checkpoints) give logits of their own, which take part in the softmax
-of the loss (and so those rows get gradients and are trained).
+of the loss (and so those rows get gradients and are trained). With --loss-vocab real the loss
+covers the first V logits only, as llm.c's (and the trainer's) does: then the padded rungs train
+exactly the model the trainer trains, for checking its losses at the rung's precision.
 
 Batches are the trainer's: window w of the shard is inputs = tokens[w*B*T : (w+1)*B*T] and
 targets = tokens[w*B*T+1 : (w+1)*B*T+1], each viewed as (B, T); step i (from 0, warm-up steps
@@ -214,9 +216,10 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, cfg: dict, vocab: int, flash: bool):
+    def __init__(self, cfg: dict, vocab: int, flash: bool, loss_vocab: int):
         super().__init__()
         C = cfg["C"]
+        self.loss_vocab = loss_vocab  # the logits the loss covers: the first loss_vocab
         self.wte = nn.Embedding(vocab, C)
         self.wpe = nn.Embedding(cfg["maxT"], C)
         self.blocks = nn.ModuleList(
@@ -231,7 +234,9 @@ class GPT(nn.Module):
         for block in self.blocks:
             x = block(x)
         logits = F.linear(self.lnf(x), self.wte.weight)  # tied classifier
-        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+        if self.loss_vocab < logits.size(-1):
+            logits = logits[..., : self.loss_vocab]
+        return F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.view(-1))
 
     @torch.no_grad()
     def load(self, tensors: list) -> None:
@@ -252,7 +257,7 @@ class GPT(nn.Module):
         self.lnf.bias.copy_(lnfb)
 
 
-def describe(cfg: dict, rung: str) -> str:
+def describe(cfg: dict, rung: str, loss_vocab: str) -> str:
     tf32, amp, compile_, flash, padded, scaler = RUNGS[rung]
     parts = []
     if amp is None:
@@ -264,6 +269,8 @@ def describe(cfg: dict, rung: str) -> str:
     parts.append("SDPA causal attention" if flash else "materialised attention")
     parts.append("torch.compile" if compile_ else "eager")
     parts.append(f"vocab {cfg['Vp'] if padded else cfg['V']}")
+    if padded and loss_vocab == "real" and cfg["Vp"] > cfg["V"]:
+        parts.append(f"loss over the first {cfg['V']} logits")
     return ", ".join(parts)
 
 
@@ -281,7 +288,8 @@ def sync(device: torch.device) -> None:
 def run_rung(rung: str, cfg: dict, tensors: list, batches: list, args, device) -> dict:
     tf32, amp, compile_, flash, padded, use_scaler = RUNGS[rung]
     set_tf32(tf32)
-    model = GPT(cfg, cfg["Vp"] if padded else cfg["V"], flash)
+    vocab = cfg["Vp"] if padded else cfg["V"]
+    model = GPT(cfg, vocab, flash, vocab if args.loss_vocab == "padded" else cfg["V"])
     model.load(tensors)
     model.to(device)
     model.train()
@@ -342,7 +350,7 @@ def run_rung(rung: str, cfg: dict, tensors: list, batches: list, args, device) -
             flush=True,
         )
     median = statistics.median(step_ms)
-    config = describe(cfg, rung)
+    config = describe(cfg, rung, args.loss_vocab)
     rewritten = dynamo_counters["inductor"]["fuse_attention"]
     if rewritten and not flash:
         # Inductor's pattern matcher may turn the materialised attention into SDPA: say so.
@@ -388,6 +396,13 @@ def parse_args():
     parser.add_argument("--eps", type=float, default=1e-8)
     parser.add_argument("--grad-clip", type=float, default=1.0, help="0: no clipping")
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    parser.add_argument(
+        "--loss-vocab",
+        choices=["padded", "real"],
+        default="padded",
+        help="the logits the loss covers on the padded rungs: every row of wte (nanoGPT's) or "
+        "the first V (llm.c's)",
+    )
     args = parser.parse_args()
 
     rungs = [r.strip() for r in args.rungs.split(",") if r.strip()]

@@ -533,6 +533,17 @@ pub enum TorchArg {
     Off,
 }
 
+/// `--torch-vocab-loss`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TorchVocabLossArg {
+    /// Every row of wte, padded ones too, as nanoGPT's vocab_size=50304 (losses differ from
+    /// ours by up to ln(Vp/V) on those rungs).
+    Padded,
+    /// The first V logits only, as llm.c's and ours: the padded rungs' losses are checked at
+    /// their precision's tolerance.
+    Real,
+}
+
 /// Options of `trainer ladder`. Defaults differ on a GPU (the real ladder) and elsewhere (a
 /// check that every rung trains, on the tiny model).
 #[derive(Args, Debug)]
@@ -588,6 +599,9 @@ pub struct LadderArgs {
     /// Whether to run PyTorch's side.
     #[arg(long, value_enum, default_value_t = TorchArg::Auto)]
     pub torch: TorchArg,
+    /// The logits PyTorch's loss covers on the padded-vocab rungs.
+    #[arg(long, value_enum, default_value_t = TorchVocabLossArg::Padded)]
+    pub torch_vocab_loss: TorchVocabLossArg,
     /// The PyTorch script [default: $GPU_BENCH_SCRIPTS/ladder_torch.py, else
     /// bench/ladder_torch.py].
     #[arg(long, value_name = "PATH")]

@@ -14,7 +14,7 @@ mod torch;
 
 pub use report::{chart, loss_tolerance, markdown};
 pub use rungs::{RUNGS, Rung, rung};
-pub use torch::{TorchMode, TorchRun, pytorch_missing};
+pub use torch::{TorchMode, TorchRun, TorchVocabLoss, pytorch_missing};
 
 use crate::backend::{Backend, BackendJob, Compute, ResolvedDevice};
 use crate::bench::{BenchRun, TimedSteps, timed_steps};
@@ -58,6 +58,8 @@ pub struct LadderOptions {
     pub work_dir: PathBuf,
     /// Whether to run the PyTorch side, and its script.
     pub torch: TorchMode,
+    /// The logits PyTorch's loss covers on the padded-vocabulary rungs.
+    pub torch_vocab_loss: TorchVocabLoss,
     /// Our tensor-core GEMM kernels (`--gemm-engine`; `Auto`: wgmma on Hopper).
     pub gemm_engine: GemmEngine,
     /// The Hopper kernel's block tile (`--wgmma-tile`).
@@ -125,15 +127,18 @@ impl Ladder {
     /// How closely our losses follow PyTorch's in `result`, when both sides ran it.
     ///
     /// The tolerance is [`loss_tolerance`] of the rung's precision, plus, on a padded-vocab
-    /// rung, ln(Vp/V): there PyTorch's softmax (nanoGPT's) also covers the padded logits and
-    /// ours (llm.c's) does not, which puts PyTorch's first loss that much higher (the padded
-    /// rows of wte start at zero; training pushes their logits down, so the gap shrinks).
+    /// rung with [`TorchVocabLoss::Padded`], ln(Vp/V): there PyTorch's softmax (nanoGPT's) also
+    /// covers the padded logits and ours (llm.c's) does not, which puts PyTorch's first loss
+    /// that much higher (the padded rows of wte start at zero; training pushes their logits
+    /// down, so the gap shrinks).
     pub fn torch_agreement(&self, result: &RungResult) -> Option<LossAgreement> {
         let ours = &result.ours.as_ref().ok()?.steps.losses;
         let torch = &result.torch.as_ref()?.as_ref().ok()?.losses;
         let max_diff = max_loss_diff(ours, torch);
         let c = &self.options.config;
-        let padding_gap = if result.rung.padded_vocab {
+        let padding_gap = if result.rung.padded_vocab
+            && self.options.torch_vocab_loss == TorchVocabLoss::Padded
+        {
             (c.padded_vocab_size as f32 / c.vocab_size as f32).ln()
         } else {
             0.0

@@ -1,7 +1,7 @@
 //! The ladder's report: a markdown table (ours and PyTorch per rung, speed-ups, MFU, loss
 //! agreement) and a PNG bar chart of the two ladders.
 
-use super::{Ladder, Rung, RungResult};
+use super::{Ladder, Rung, RungResult, TorchVocabLoss};
 use crate::backend::Precision;
 use crate::bench::{TimedSteps, clock_name, op_table};
 use crate::error::Result;
@@ -210,7 +210,16 @@ fn loss_section(ladder: &Ladder) -> String {
         loss_tolerance(Precision::Bf16)
     );
     let c = &ladder.options.config;
-    if ladder.rungs.iter().any(|r| r.rung.padded_vocab) && c.padded_vocab_size > c.vocab_size {
+    let padded_rungs = ladder.rungs.iter().any(|r| r.rung.padded_vocab);
+    if padded_rungs && ladder.options.torch_vocab_loss == TorchVocabLoss::Real {
+        let _ = writeln!(
+            s,
+            "\nOn the padded-vocab rungs PyTorch's loss covers the first {} logits only \
+             (`--torch-vocab-loss real`), as ours does: both sides train the same model there \
+             too, at the rung's tolerance (nanoGPT's loss would cover the padded logits as well).",
+            c.vocab_size
+        );
+    } else if padded_rungs && c.padded_vocab_size > c.vocab_size {
         let _ = writeln!(
             s,
             "\nFrom the vocab rung on, PyTorch's softmax (nanoGPT's `vocab_size=50304`) also \

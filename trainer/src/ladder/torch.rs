@@ -19,6 +19,27 @@ pub enum TorchMode {
     Required(PathBuf),
 }
 
+/// The logits PyTorch's loss covers on the padded-vocabulary rungs (`--torch-vocab-loss`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TorchVocabLoss {
+    /// Every row of wte, the padded ones too, as nanoGPT's `vocab_size=50304` does (the
+    /// ladder's timings are of this); its losses differ from ours by up to ln(Vp/V).
+    Padded,
+    /// The real vocabulary only, as llm.c's and ours: both sides train the same model, so the
+    /// padded rungs' losses must agree at their precision's tolerance (what the tests check).
+    Real,
+}
+
+impl TorchVocabLoss {
+    /// The script's `--loss-vocab` value.
+    fn arg(self) -> &'static str {
+        match self {
+            TorchVocabLoss::Padded => "padded",
+            TorchVocabLoss::Real => "real",
+        }
+    }
+}
+
 /// PyTorch's side of one rung, as the script prints it.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 pub struct TorchRun {
@@ -121,6 +142,7 @@ fn run_script(
         .args(["--lr", &options.lr.to_string(), "--weight-decay", &a.weight_decay.to_string()])
         .args(["--beta1", &a.beta1.to_string(), "--beta2", &a.beta2.to_string()])
         .args(["--eps", &a.eps.to_string(), "--grad-clip", &a.grad_clip.to_string()])
+        .args(["--loss-vocab", options.torch_vocab_loss.arg()])
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()

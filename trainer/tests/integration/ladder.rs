@@ -8,7 +8,7 @@ use ptx_sim::Simulator;
 use std::path::Path;
 use trainer::backend::ResolvedDevice;
 use trainer::data::write_shard;
-use trainer::ladder::{self, LadderOptions, TorchMode};
+use trainer::ladder::{self, LadderOptions, TorchMode, TorchVocabLoss};
 use trainer::model::Gpt2Config;
 use trainer::optim::AdamWConfig;
 use trainer::report::ReportMeta;
@@ -41,6 +41,7 @@ fn options(work_dir: std::path::PathBuf) -> LadderOptions {
         data: None,
         work_dir,
         torch: TorchMode::Off,
+        torch_vocab_loss: TorchVocabLoss::Real,
         gemm_engine: GemmEngine::Auto,
         wgmma_tile: WgmmaTile::Auto,
         op_times: false,
@@ -77,8 +78,10 @@ fn assert_rungs_train_alike(ladder: &ladder::Ladder) {
     assert!((tf32[0] - fp32[0]).abs() < 1e-3);
 }
 
-/// Every rung's losses against PyTorch's, within the rung's tolerance (fp32 within 1e-4).
+/// Every rung's losses against PyTorch's, within the rung's tolerance (fp32 within 1e-4). The
+/// loss covers the real vocabulary on both sides, so the padded rungs get no padding gap.
 fn assert_agrees_with_torch(ladder: &ladder::Ladder, report: &str) {
+    assert_eq!(ladder.options.torch_vocab_loss, TorchVocabLoss::Real);
     for result in &ladder.rungs {
         let agreement = ladder.torch_agreement(result);
         let agreement = agreement.unwrap_or_else(|| panic!("{}: {result:?}", result.rung.id));
@@ -87,6 +90,7 @@ fn assert_agrees_with_torch(ladder: &ladder::Ladder, report: &str) {
             "{} on {}: {agreement:?}\n{report}",
             result.rung.id, ladder.device
         );
+        assert_eq!(agreement.tolerance, ladder::loss_tolerance(result.rung.precision));
     }
     // fp32 on both sides: the same arithmetic up to summation order.
     let fp32 = ladder.torch_agreement(ladder.result("fp32").unwrap()).unwrap();
@@ -127,6 +131,7 @@ fn every_rung_trains_the_same_model_on_the_simulator_and_in_pytorch() {
         None => {
             assert_agrees_with_torch(&ladder, &text);
             assert!(!text.contains("**no**"), "{text}");
+            assert!(text.contains("(`--torch-vocab-loss real`)"), "{text}");
         }
     }
     for rung in &ladder::RUNGS {
