@@ -35,6 +35,10 @@ pub fn run(runs: &[PathBuf], bench_dir: Option<PathBuf>) -> Result<()> {
     let _ = fs::remove_dir_all(&scratch);
     let (validation, reports) = result?;
     println!("gpu-results: wrote {}", validation.display());
+    let text = fs::read_to_string(&validation).unwrap_or_default();
+    for line in text.lines().filter(|l| l.starts_with("- **")) {
+        println!("gpu-results: {}", line.trim_start_matches("- ").replace("**", ""));
+    }
     for report in reports {
         println!("gpu-results: imported {}", report.display());
     }
