@@ -12,7 +12,8 @@
 #   sanitize  compute-sanitizer memcheck, racecheck, synccheck and initcheck over the kernel
 #             tests, at their small sizes (KERNEL_TESTS_SMALL=1: the tools are slow), tool by
 #             tool; or the tools named in $SANITIZE_TOOLS (e.g. "memcheck"), over the binaries
-#             named in $TESTS
+#             named in $TESTS; first a probe (memcheck over gpu-bench info) that ends the stage
+#             where the sanitizer cannot run
 #   bench     every benchmark `gpu-bench list` names, each writing its markdown report, then
 #             `trainer bench` of GPT-2 124M in fp32, tf32, bf16 and fp16 ($BENCH_PRECISIONS,
 #             e.g. "bf16,fp16"; $BENCH_MODELS, e.g. "d12 d24", adds sizes), writing
@@ -255,6 +256,9 @@ headline_sim_vs_gpu() {
          END { printf "largest mma/kernel difference %d ulp, largest .approx relative difference %.3g, largest wgmma difference %.3g of sum|a*b|+|c|", u, r, w }' "$1"
     headline_tests "$1" | sed 's/^/; /'
 }
+headline_probe() {
+    grep -m1 -o 'ERROR SUMMARY: [0-9]* error[s]*' "$1" || grep -m1 '^=========' "$1" | cut -c1-200
+}
 headline_sanitizer() {
     local summary
     summary=$(grep -m1 -o 'ERROR SUMMARY: [0-9]* error[s]*' "$1")
@@ -308,6 +312,18 @@ stage_sanitize() {
         failed=1
         record "| sanitize | compute-sanitizer | FAIL (not found on PATH or in /usr/local/cuda/bin) | 0 | |"
         return
+    fi
+    # compute-sanitizer does not run on every machine (it refused an H200 under gVisor with
+    # "Device not supported"): one short run first, and the stage ends there if it fails, with
+    # one row saying why instead of one failure per tool and binary. SANITIZE_PROBE=off skips it.
+    if [[ ${SANITIZE_PROBE:-on} != off ]]; then
+        step sanitize "probe: memcheck gpu-bench info" "${TIMEOUT_INFO:-120}" \
+            "$out/logs/sanitize-probe.log" headline_probe \
+            "$sanitizer" --tool memcheck --error-exitcode 99 "$bench_bin" info
+        if [[ ${rows[-1]} != *"| pass |"* ]]; then
+            echo "== sanitize: compute-sanitizer could not run gpu-bench info here (logs/sanitize-probe.log); the stage ends"
+            return
+        fi
     fi
     for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
         for bin in $(test_bins); do

@@ -171,13 +171,32 @@ fn run_sh_sanitizes_the_named_tools_and_points_at_the_cubins() {
     let out = fake.run(&["sanitize", "--out", "r"], &variables);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let summary = fake.read("r/summary.md");
+    let probe = ["sanitize", "probe: memcheck gpu-bench info", "pass"];
+    assert!(has_row(&summary, &probe, &["ERROR SUMMARY: 0 errors"]), "{summary}");
     assert!(summary.contains("| sanitize | memcheck cubins | pass |"), "{summary}");
     assert!(summary.contains("ERROR SUMMARY: 0 errors; 1 passed, 0 failed"), "{summary}");
-    assert_eq!(summary.matches("| sanitize |").count(), 1, "{summary}");
+    assert_eq!(summary.matches("| sanitize |").count(), 2, "{summary}");
     let log = fake.read("r/logs/sanitize-memcheck-cubins.log");
     assert!(log.contains("small sizes: 1"), "{log}");
     let listing = log.lines().find(|l| l.ends_with("kernels-sm_90a-0123456789abcdef.cubin"));
     assert!(listing.is_some_and(|l| l.starts_with("-rw-")), "{log}");
+}
+
+/// Where compute-sanitizer cannot run (it refused an H200 under gVisor), the probe fails and
+/// the stage ends there: one failed row saying why, not one per tool and binary.
+#[test]
+fn run_sh_ends_the_sanitizer_stage_when_its_probe_fails() {
+    let fake = FakeBundle::new("sanitize-probe");
+    fake.script(
+        "fakebin/compute-sanitizer",
+        "echo '========= Error: Device not supported.'; exit 1",
+    );
+    let out = fake.run(&["sanitize", "--out", "r"], &[("TESTS", "gemm")]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let summary = fake.read("r/summary.md");
+    let probe = ["sanitize", "probe: memcheck gpu-bench info", "FAIL (exit 1)"];
+    assert!(has_row(&summary, &probe, &["========= Error: Device not supported."]), "{summary}");
+    assert_eq!(summary.matches("| sanitize |").count(), 1, "{summary}");
 }
 
 /// With `--budget`, a step that would outlast the budget is stopped when it is spent, the
@@ -363,6 +382,7 @@ impl FakeBundle {
             .env_remove("WGMMA_TILE")
             .env_remove("SANITIZE_TOOLS")
             .env_remove("TESTS_FIRST")
+            .env_remove("SANITIZE_PROBE")
             .env_remove("TIMEOUT_TESTS")
             .env_remove("GPU_HOST_CUBIN_DIR")
             .envs(env.iter().copied());
