@@ -104,32 +104,49 @@ fn is_no_device(err: &DriverError) -> bool {
     err.0 == CUresult::CUDA_ERROR_NO_DEVICE
 }
 
-/// Loads the module of `arch` whose PTX text is `ptx`: from its cubin in [`CUBIN_DIR_ENV`]'s
-/// folder when that is set, holds the cubin of exactly this PTX, and the cubin runs on compute
-/// capability `cc`; else from the PTX, which the driver JIT-compiles. A cubin the driver
-/// rejects falls back to the PTX, and [`KernelCode`] says why.
+/// The cubin [`Gpu::new`] should load instead of the PTX of `arch` (text `ptx`) on compute
+/// capability `cc`, given the value of [`CUBIN_DIR_ENV`]: `None` when that is unset or empty
+/// (load the PTX, nothing to say), else the cubin's path or why there is none to load.
+fn cubin_to_load(
+    dir: Option<std::ffi::OsString>,
+    arch: PtxArch,
+    ptx: &str,
+    cc: (i32, i32),
+) -> Option<std::result::Result<PathBuf, String>> {
+    let dir = dir.filter(|dir| !dir.is_empty())?;
+    if !arch.cubin_runs_on(cc.0, cc.1) {
+        let name = arch.name();
+        return Some(Err(format!(
+            "a {name} cubin does not run on compute capability {}.{}",
+            cc.0, cc.1
+        )));
+    }
+    let path = PathBuf::from(dir).join(cubin_file_name(arch, ptx));
+    Some(match path.is_file() {
+        true => Ok(path),
+        false => Err(format!("no cubin of this PTX: {} is missing", path.display())),
+    })
+}
+
+/// Loads the module of `arch` whose PTX text is `ptx`: from its cubin where [`cubin_to_load`]
+/// finds one, else from the PTX, which the driver JIT-compiles. A cubin the driver rejects
+/// falls back to the PTX, and [`KernelCode`] says why.
 fn load_kernels(
     ctx: &Arc<CudaContext>,
     arch: PtxArch,
     ptx: &str,
     cc: (i32, i32),
 ) -> Result<(Arc<CudaModule>, KernelCode)> {
-    let cubin_skipped = match std::env::var_os(CUBIN_DIR_ENV).filter(|dir| !dir.is_empty()) {
+    let cubin_skipped = match cubin_to_load(std::env::var_os(CUBIN_DIR_ENV), arch, ptx, cc) {
         None => None,
-        Some(_) if !arch.cubin_runs_on(cc.0, cc.1) => Some(format!(
-            "a {} cubin does not run on compute capability {}.{}",
-            arch.name(),
-            cc.0,
-            cc.1
-        )),
-        Some(dir) => {
-            let path = PathBuf::from(dir).join(cubin_file_name(arch, ptx));
-            match std::fs::read(&path) {
-                Err(e) => Some(format!("no cubin of this PTX: {}: {e}", path.display())),
-                Ok(image) => match ctx.load_module(cudarc::nvrtc::Ptx::from_binary(image)) {
-                    Ok(module) => return Ok((module, KernelCode::Cubin(path))),
-                    Err(e) => Some(format!("the driver rejected {}: {e}", path.display())),
-                },
+        Some(Err(why)) => Some(why),
+        Some(Ok(path)) => {
+            let loaded = std::fs::read(&path).map_err(|e| e.to_string()).and_then(|image| {
+                ctx.load_module(cudarc::nvrtc::Ptx::from_binary(image)).map_err(|e| e.to_string())
+            });
+            match loaded {
+                Ok(module) => return Ok((module, KernelCode::Cubin(path))),
+                Err(e) => Some(format!("loading {} failed: {e}", path.display())),
             }
         }
     };
@@ -452,5 +469,30 @@ impl Device for Gpu {
         let timed = cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT;
         let event = self.stream.record_event(Some(timed)).during("recording an event")?;
         Ok(Some(DeviceEvent(event)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The cubin is the one named after this very PTX, in the folder the variable names, on a
+    /// GPU it runs on; anything else loads the PTX, saying why (nothing when unset or empty).
+    #[test]
+    fn the_cubin_loaded_is_the_one_of_this_ptx() {
+        let dir = std::env::temp_dir().join(format!("gpu-host-cubins-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ptx = ".version 8.0\n.target sm_90a\n";
+        let cubin = dir.join(cubin_file_name(PtxArch::Sm90a, ptx));
+        std::fs::write(&cubin, b"\x7fELF").unwrap();
+        let os = |p: &std::path::Path| Some(p.as_os_str().to_owned());
+        assert_eq!(cubin_to_load(None, PtxArch::Sm90a, ptx, (9, 0)), None);
+        assert_eq!(cubin_to_load(Some("".into()), PtxArch::Sm90a, ptx, (9, 0)), None);
+        assert_eq!(cubin_to_load(os(&dir), PtxArch::Sm90a, ptx, (9, 0)), Some(Ok(cubin)));
+        let stale = cubin_to_load(os(&dir), PtxArch::Sm90a, "another PTX", (9, 0));
+        assert!(stale.unwrap().unwrap_err().starts_with("no cubin of this PTX"));
+        let elsewhere = cubin_to_load(os(&dir), PtxArch::Sm80, ptx, (9, 0)).unwrap().unwrap_err();
+        assert_eq!(elsewhere, "a sm_80 cubin does not run on compute capability 9.0");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
