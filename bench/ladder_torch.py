@@ -7,11 +7,15 @@ PyTorch for `--warmup` untimed and then `--steps` timed steps per rung, starting
 one JSON object per rung on stdout, one a line, flushed as the rung finishes:
 
     {"rung", "ok": true, "torch", "device", "config", "step_ms", "median_ms", "tokens_per_sec",
-     "losses"}
+     "losses", "ops"}
 
 `step_ms` holds the timed steps (wall clock between `torch.cuda.synchronize()` before and after
 each step; `time.perf_counter` alone on the CPU), `median_ms` their median, `tokens_per_sec`
-B*T/(median_ms/1000), and `losses` the loss of every step, warm-up steps included, in order. A
+B*T/(median_ms/1000), and `losses` the loss of every step, warm-up steps included, in order.
+With --op-times, `ops` is one more step under torch.profiler: {"clock": "cuda" or "cpu",
+"total_ms", "ops": [{"op", "calls", "ms"}]}, the slowest kernels (by device self time) or, on
+the CPU, operators (by host self time) first, or {"error"} where the profiler cannot run;
+without it, null. A
 rung that cannot run here (no `torch.compile` backend, out of memory, ...) or whose loss is not
 finite (JSON has no NaN) is printed as {"rung", "ok": false, "error"} and the ladder goes on with
 the next one. Nothing else goes to stdout; progress and warnings go to stderr. Exits 2 with a
@@ -79,10 +83,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch._dynamo.utils import counters as dynamo_counters
+from torch.profiler import ProfilerActivity, profile
 
 MODEL_MAGIC = 20240326
 SHARD_MAGIC = 20240520
 HEADER_BYTES = 256 * 4
+PROFILE_ROWS = 15  # the slowest kernels or operators --op-times reports per rung
 
 # rung -> (tf32, autocast dtype, torch.compile, flash attention, padded vocabulary, loss scaler)
 RUNGS = {
@@ -315,11 +321,9 @@ def run_rung(rung: str, cfg: dict, tensors: list, batches: list, args, device) -
             return contextlib.nullcontext()
         return torch.autocast(device_type=device.type, dtype=amp)
 
-    losses, step_ms = [], []
-    for i in range(args.warmup + args.steps):
+    def step(i: int) -> float:
+        """Training step i (window i); returns its loss (read back: a synchronisation)."""
         x, y = batches[i % len(batches)]
-        sync(device)
-        start = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
         with autocast():
             loss = forward(x, y)
@@ -335,7 +339,13 @@ def run_rung(rung: str, cfg: dict, tensors: list, batches: list, args, device) -
             if args.grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(params, args.grad_clip)
             optimizer.step()
-        losses.append(loss.item())
+        return loss.item()
+
+    losses, step_ms = [], []
+    for i in range(args.warmup + args.steps):
+        sync(device)
+        start = time.perf_counter()
+        losses.append(step(i))
         if not math.isfinite(losses[-1]):
             # JSON has no NaN, and a ladder rung that diverged has no throughput worth comparing.
             raise FloatingPointError(f"loss {losses[-1]} at step {i + 1}")
@@ -349,6 +359,7 @@ def run_rung(rung: str, cfg: dict, tensors: list, batches: list, args, device) -
             file=sys.stderr,
             flush=True,
         )
+    ops = profile_step(lambda: step(args.warmup + args.steps), device) if args.op_times else None
     median = statistics.median(step_ms)
     config = describe(cfg, rung, args.loss_vocab)
     rewritten = dynamo_counters["inductor"]["fuse_attention"]
@@ -365,7 +376,33 @@ def run_rung(rung: str, cfg: dict, tensors: list, batches: list, args, device) -
         "median_ms": median,
         "tokens_per_sec": args.b * args.t / (median / 1000.0),
         "losses": losses,
+        "ops": ops,
     }
+
+
+def profile_step(step, device: torch.device) -> dict:
+    """One more step under torch.profiler: on CUDA the kernels that took its device time, on the
+    CPU the operators that took its host time (self times), slowest first; or why not."""
+    cuda = device.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    try:
+        with profile(activities=activities) as prof:
+            step()
+            sync(device)
+        rows = []
+        for event in prof.key_averages():
+            if cuda:
+                us = getattr(event, "self_device_time_total", None)
+                us = getattr(event, "self_cuda_time_total", 0) if us is None else us
+            else:
+                us = event.self_cpu_time_total
+            if us > 0:
+                rows.append({"op": event.key, "calls": event.count, "ms": us / 1000.0})
+    except Exception as err:  # noqa: BLE001 (a profiler that cannot run here)
+        return {"error": one_line(err)}
+    rows.sort(key=lambda row: -row["ms"])
+    total = sum(row["ms"] for row in rows)
+    return {"clock": "cuda" if cuda else "cpu", "total_ms": total, "ops": rows[:PROFILE_ROWS]}
 
 
 def device_name(device: torch.device) -> str:
@@ -396,6 +433,12 @@ def parse_args():
     parser.add_argument("--eps", type=float, default=1e-8)
     parser.add_argument("--grad-clip", type=float, default=1.0, help="0: no clipping")
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    parser.add_argument(
+        "--op-times",
+        action="store_true",
+        help="after each rung's timed steps, one more under torch.profiler: its slowest kernels "
+        "(CUDA) or operators (CPU) in the rung's 'ops'",
+    )
     parser.add_argument(
         "--loss-vocab",
         choices=["padded", "real"],

@@ -592,8 +592,9 @@ pub struct LadderArgs {
     /// Seed of the initial parameters.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub seed: u64,
-    /// After each rung's timed steps, one more with every op of ours timed (on a GPU by CUDA
-    /// events), tabled in the report: where our step's time goes, rung by rung.
+    /// After each rung's timed steps, one more step on each side profiled, tabled in the
+    /// report: every op of ours timed (on a GPU by CUDA events), PyTorch's slowest kernels
+    /// through torch.profiler.
     #[arg(long)]
     pub op_times: bool,
     /// Whether to run PyTorch's side.

@@ -14,7 +14,7 @@ mod torch;
 
 pub use report::{chart, loss_tolerance, markdown};
 pub use rungs::{RUNGS, Rung, rung};
-pub use torch::{TorchMode, TorchRun, TorchVocabLoss, pytorch_missing};
+pub use torch::{TorchMode, TorchOp, TorchOps, TorchRun, TorchVocabLoss, pytorch_missing};
 
 use crate::backend::{Backend, BackendJob, Compute, ResolvedDevice};
 use crate::bench::{BenchRun, TimedSteps, timed_steps};
@@ -64,7 +64,8 @@ pub struct LadderOptions {
     pub gemm_engine: GemmEngine,
     /// The Hopper kernel's block tile (`--wgmma-tile`).
     pub wgmma_tile: WgmmaTile,
-    /// After each rung's timed steps, one more with every op timed (our side).
+    /// After each rung's timed steps, one more with every op timed (ours), and one under
+    /// torch.profiler (PyTorch's).
     pub op_times: bool,
 }
 

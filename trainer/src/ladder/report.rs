@@ -1,9 +1,9 @@
 //! The ladder's report: a markdown table (ours and PyTorch per rung, speed-ups, MFU, loss
 //! agreement) and a PNG bar chart of the two ladders.
 
-use super::{Ladder, Rung, RungResult, TorchVocabLoss};
+use super::{Ladder, Rung, RungResult, TorchOps, TorchVocabLoss};
 use crate::backend::Precision;
-use crate::bench::{TimedSteps, clock_name, op_table};
+use crate::bench::{clock_name, op_table};
 use crate::error::Result;
 use crate::report::{ReportMeta, thousands};
 use gpu_host::kernels::gemm::{GemmEngine, WgmmaTile};
@@ -166,36 +166,68 @@ pub fn markdown(ladder: &Ladder, meta: &ReportMeta<'_>) -> String {
     s
 }
 
-/// With `--op-times`: one table per rung of where our step's time goes (empty otherwise).
+/// With `--op-times`: per rung, where our step's time went and PyTorch's slowest kernels (or
+/// operators, on the CPU) of one profiled step (empty otherwise).
 fn op_section(ladder: &Ladder) -> String {
-    let timed: Vec<(&RungResult, &TimedSteps)> = ladder
-        .rungs
-        .iter()
-        .filter_map(|r| Some((r, &r.ours.as_ref().ok()?.steps)))
-        .filter(|(_, steps)| !steps.timing.ops.ops.is_empty())
-        .collect();
-    if timed.is_empty() {
+    let profiled = |r: &&RungResult| {
+        let ours = r.ours.as_ref().is_ok_and(|o| !o.steps.timing.ops.ops.is_empty());
+        ours || torch_ops(r).is_some()
+    };
+    let rungs: Vec<&RungResult> = ladder.rungs.iter().filter(profiled).collect();
+    if rungs.is_empty() {
         return String::new();
     }
     let mut s = String::from(
-        "\n## Where our steps' time goes\n\nAfter each rung's timed steps, one more with every \
-         op timed: on a GPU by its own clock (CUDA events around each op: device time, the gaps \
-         between launches excluded), on the CPU and the simulator by the host clock.\n",
+        "\n## Where the steps' time goes\n\nAfter each rung's timed steps, one more step on each \
+         side, profiled. Ours: every op timed, on a GPU by its own clock (CUDA events around \
+         each op: device time, the gaps between launches excluded), on the CPU and the \
+         simulator by the host clock. PyTorch's: `torch.profiler` over the step, its slowest \
+         CUDA kernels by device self time (on the CPU, operators by host self time).\n",
     );
-    for (result, steps) in timed {
-        let ops = &steps.timing.ops;
-        let _ = writeln!(
-            s,
-            "\n### {}: {}\n\nThe ops sum to {:.2} ms by {} against a median step of {:.2} ms.\n",
-            result.rung.id,
-            result.rung.change,
-            ops.total_ms(),
-            clock_name(ops.clock),
-            steps.timing.median_ms
-        );
-        s += &op_table(ops);
+    for result in rungs {
+        let _ = writeln!(s, "\n### {}: {}", result.rung.id, result.rung.change);
+        if let Ok(ours) = &result.ours {
+            let (ops, median) = (&ours.steps.timing.ops, ours.steps.timing.median_ms);
+            if !ops.ops.is_empty() {
+                let _ = writeln!(
+                    s,
+                    "\nOurs: the ops sum to {:.2} ms by {} against a median step of \
+                     {median:.2} ms.\n",
+                    ops.total_ms(),
+                    clock_name(ops.clock)
+                );
+                s += &op_table(ops);
+            }
+        }
+        match torch_ops(result) {
+            Some(TorchOps { error: Some(e), .. }) => {
+                let _ = writeln!(s, "\nPyTorch: no profile ({}).", e.replace('|', "\\|"));
+            }
+            Some(ops) => {
+                let what =
+                    if ops.clock.as_deref() == Some("cuda") { "kernels" } else { "operators" };
+                let _ = writeln!(
+                    s,
+                    "\nPyTorch: self times sum to {:.2} ms; its {} slowest {what}:\n\n\
+                     | {what} | calls | ms | share |\n|---|---:|---:|---:|",
+                    ops.total_ms,
+                    ops.ops.len()
+                );
+                for op in &ops.ops {
+                    let share = 100.0 * op.ms / ops.total_ms;
+                    let name = op.op.replace('|', "\\|");
+                    let _ = writeln!(s, "| `{name}` | {} | {:.3} | {share:.1}% |", op.calls, op.ms);
+                }
+            }
+            None => {}
+        }
     }
     s
+}
+
+/// PyTorch's profile of `result`'s rung, when it ran with one.
+fn torch_ops(result: &RungResult) -> Option<&TorchOps> {
+    result.torch.as_ref()?.as_ref().ok()?.ops.as_ref()
 }
 
 fn loss_section(ladder: &Ladder) -> String {

@@ -57,6 +57,37 @@ pub struct TorchRun {
     pub tokens_per_sec: f64,
     /// Every step's loss, warm-up included.
     pub losses: Vec<f32>,
+    /// With `--op-times`: one more step under torch.profiler.
+    #[serde(default)]
+    pub ops: Option<TorchOps>,
+}
+
+/// PyTorch's profile of one step (the script's `ops`).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct TorchOps {
+    /// `cuda` (kernels by device self time) or `cpu` (operators by host self time).
+    #[serde(default)]
+    pub clock: Option<String>,
+    /// The self times of everything profiled, summed.
+    #[serde(default)]
+    pub total_ms: f64,
+    /// The slowest kernels or operators, slowest first.
+    #[serde(default)]
+    pub ops: Vec<TorchOp>,
+    /// Why there is no profile, where the profiler could not run.
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// One kernel or operator of [`TorchOps`].
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+pub struct TorchOp {
+    /// Its name (a kernel's or `aten::...`).
+    pub op: String,
+    /// How many times it ran.
+    pub calls: usize,
+    /// Its summed self time, in milliseconds.
+    pub ms: f64,
 }
 
 /// One line of the script's output.
@@ -143,6 +174,7 @@ fn run_script(
         .args(["--beta1", &a.beta1.to_string(), "--beta2", &a.beta2.to_string()])
         .args(["--eps", &a.eps.to_string(), "--grad-clip", &a.grad_clip.to_string()])
         .args(["--loss-vocab", options.torch_vocab_loss.arg()])
+        .args(options.op_times.then_some("--op-times"))
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()

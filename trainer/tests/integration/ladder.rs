@@ -167,7 +167,7 @@ fn cli_writes_the_report_and_rejects_bad_arguments() {
     let report = std::fs::read_to_string(&out).unwrap();
     assert!(report.contains("| vocab |") && !report.contains("| fp32 |"), "{report}");
     assert!(report.contains("the PTX simulator of the sm_90a module"), "{report}");
-    let ops = report.split("## Where our steps' time goes").nth(1).expect(&report);
+    let ops = report.split("## Where the steps' time goes").nth(1).expect(&report);
     assert!(ops.contains("### vocab: ") && ops.contains("by the host clock"), "{report}");
     assert!(ops.contains("| matmul backward lm head | 1 |"), "{report}");
     assert!(out.with_extension("png").is_file());
@@ -196,6 +196,37 @@ fn cli_writes_the_report_and_rejects_bad_arguments() {
     assert!(!bad.status.success() && err.contains("--torch on"), "{err}");
     let report = std::fs::read_to_string(&partial).unwrap();
     assert!(report.contains("| vocab |") && report.contains("PyTorch's side had not run"));
+}
+
+/// With `--op-times`, each side profiles one more step: our ops on the CPU backend's host
+/// clock, PyTorch's operators through torch.profiler (where python3 imports torch), both
+/// tabled in the report.
+#[test]
+fn op_times_profile_both_sides() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = options(dir.path().join("work"));
+    options.rungs = vec![ladder::rung("fp32").unwrap()];
+    options.torch = TorchMode::Auto(torch_script());
+    options.op_times = true;
+    let ladder = ladder::run(&ResolvedDevice::Cpu, &options, &mut |_| (), &mut |_| ()).unwrap();
+    let meta = ReportMeta { date: "2026-01-01", commit: "abc", command: "trainer ladder" };
+    let text = ladder::markdown(&ladder, &meta);
+    let section = text.split("## Where the steps' time goes").nth(1).expect(&text);
+    assert!(
+        section.contains("Ours: the ops sum to") && section.contains("| AdamW | 1 |"),
+        "{text}"
+    );
+    if let Some(note) = &ladder.torch_note {
+        eprintln!("PyTorch's side not checked: {note}");
+        return;
+    }
+    let torch = ladder.rungs[0].torch.as_ref().unwrap().as_ref().unwrap();
+    let ops = torch.ops.as_ref().expect("the script profiled the step");
+    assert_eq!((ops.clock.as_deref(), &ops.error), (Some("cpu"), &None), "{ops:?}");
+    assert!(!ops.ops.is_empty() && ops.ops.len() <= 15, "{ops:?}");
+    assert!(ops.ops.windows(2).all(|w| w[0].ms >= w[1].ms), "slowest first: {ops:?}");
+    assert!(ops.total_ms >= ops.ops.iter().map(|o| o.ms).sum::<f64>() - 1e-9, "{ops:?}");
+    assert!(section.contains("slowest operators:") && section.contains("| `aten::"), "{text}");
 }
 
 /// `bench/ladder_torch.py` refuses bad arguments and files with exit code 2 and a message
