@@ -83,6 +83,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch._dynamo.utils import counters as dynamo_counters
+from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
 MODEL_MAGIC = 20240326
@@ -391,11 +392,9 @@ def profile_step(step, device: torch.device) -> dict:
             sync(device)
         rows = []
         for event in prof.key_averages():
-            if cuda:
-                us = getattr(event, "self_device_time_total", None)
-                us = getattr(event, "self_cuda_time_total", 0) if us is None else us
-            else:
-                us = event.self_cpu_time_total
+            if cuda and event.device_type == DeviceType.CPU:
+                continue  # an operator: its kernels' time is theirs (no double counting)
+            us = event.self_device_time_total if cuda else event.self_cpu_time_total
             if us > 0:
                 rows.append({"op": event.key, "calls": event.count, "ms": us / 1000.0})
     except Exception as err:  # noqa: BLE001 (a profiler that cannot run here)
