@@ -116,6 +116,27 @@ fn run_sh_bench_runs_every_benchmark_and_the_trainer() {
     assert!(!summary.contains("| bench | gemm |"), "{summary}");
 }
 
+/// The ladder stage runs the trainer's ladder on the GPU from the results folder, with op
+/// times, the bundled data and PyTorch script, and the rungs of `$LADDER_RUNGS`.
+#[test]
+fn run_sh_ladder_runs_the_named_rungs_with_op_times() {
+    let fake = FakeBundle::new("ladder");
+    let out = fake.run(&["ladder", "--out", "r"], &[("LADDER_RUNGS", "fp32,tf32")]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let summary = fake.read("r/summary.md");
+    assert!(summary.contains("| ladder | trainer ladder fp32,tf32 | pass |"), "{summary}");
+    let args = fake.read("r/logs/ladder.log");
+    let wanted = [
+        "ladder --device cuda --data ",
+        "/bundle/data/shakespeare/train_000000.bin ",
+        "--op-times --torch-script ",
+        "/bundle/bench/ladder_torch.py --rungs fp32,tf32",
+    ];
+    for arg in wanted {
+        assert!(args.contains(arg), "{arg}: {args}");
+    }
+}
+
 /// `$TESTS` says which test binaries run and in what order, `$TESTS_FIRST` which run before
 /// the others; a name the bundle lacks stops run.sh before anything runs (exit 2, naming it).
 #[test]
@@ -383,6 +404,7 @@ impl FakeBundle {
             .env_remove("SANITIZE_TOOLS")
             .env_remove("TESTS_FIRST")
             .env_remove("SANITIZE_PROBE")
+            .env_remove("LADDER_RUNGS")
             .env_remove("TIMEOUT_TESTS")
             .env_remove("GPU_HOST_CUBIN_DIR")
             .envs(env.iter().copied());
