@@ -43,6 +43,8 @@ pub struct OpTimes {
     pub clock: Option<OpClock>,
     /// One entry per distinct op.
     pub ops: Vec<OpTime>,
+    /// Why there are no times, when the profiled step or its clock failed.
+    pub error: Option<String>,
 }
 
 impl OpTimes {

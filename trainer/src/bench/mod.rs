@@ -70,8 +70,8 @@ pub struct TimedSteps {
 
 /// Runs `warmup + steps` training steps of `session` on `data` at learning rate `lr` and times
 /// the last `steps` (each ends with a synchronisation, so the wall time covers the device's
-/// work); with [`BenchRun::op_times`], one more step with every op timed (not in the losses). AdamW's step count advances with applied updates only, as under PyTorch's
-/// GradScaler.
+/// work); with [`BenchRun::op_times`], one more step with every op timed (not in the losses).
+/// AdamW's step count advances with applied updates only, as under PyTorch's GradScaler.
 pub fn timed_steps<B: Backend>(
     backend: &B,
     session: &mut Session<'_, B>,
@@ -94,12 +94,16 @@ pub fn timed_steps<B: Backend>(
     }
     let mut ops = OpTimes::default();
     if op_times {
+        // A failure here costs the op times only: the timed steps above stand.
         let update = (losses.len() - skipped) as u32 + 1;
         backend.op_recorder().start();
-        let out = session.train_step(data, lr, update);
-        ops = backend.op_recorder().take()?;
-        out?;
-        backend.synchronize()?;
+        let stepped = session.train_step(data, lr, update).and_then(|_| backend.synchronize());
+        ops = match (stepped, backend.op_recorder().take()) {
+            (Ok(()), Ok(times)) => times,
+            (Err(e), _) | (_, Err(e)) => {
+                OpTimes { error: Some(e.to_string()), ..OpTimes::default() }
+            }
+        };
     }
     let mut sorted = step_ms.clone();
     sorted.sort_by(f64::total_cmp);

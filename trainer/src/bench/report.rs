@@ -198,6 +198,9 @@ pub fn clock_name(clock: Option<OpClock>) -> &'static str {
 /// The log's view of a profiled step: a line with the total, then the `most` slowest ops
 /// with their share (nothing when no op was timed).
 pub fn op_lines(times: &OpTimes, most: usize) -> Vec<String> {
+    if let Some(error) = &times.error {
+        return vec![format!("one more step, every op timed: failed ({error}); the timings stand")];
+    }
     if times.ops.is_empty() {
         return Vec::new();
     }
@@ -225,7 +228,7 @@ fn op_sections(rows: &[BenchRow]) -> String {
     let timed: Vec<(&BenchRow, &BenchResult)> = rows
         .iter()
         .filter_map(|r| Some((r, &r.outcome.as_ref().ok()?.result)))
-        .filter(|(_, result)| !result.ops.ops.is_empty())
+        .filter(|(_, result)| !result.ops.ops.is_empty() || result.ops.error.is_some())
         .collect();
     if timed.is_empty() {
         return String::new();
@@ -239,6 +242,16 @@ fn op_sections(rows: &[BenchRow]) -> String {
     );
     for (row, result) in timed {
         let ops = &result.ops;
+        if let Some(error) = &ops.error {
+            let _ = writeln!(
+                s,
+                "\n### {} {}\n\nThe op times failed: {}.",
+                row.model,
+                row.precision.name(),
+                error.replace('|', "\\|")
+            );
+            continue;
+        }
         let total = ops.total_ms();
         let _ = writeln!(
             s,
@@ -330,6 +343,7 @@ mod tests {
         outcome.result.ops = OpTimes {
             clock: Some(OpClock::Device),
             ops: vec![op("AdamW", 1, 1.0), op("matmul backward fc", 12, 3.0)],
+            error: None,
         };
         let rows = [row(Precision::Bf16, Ok(outcome)), row(Precision::Fp16, Ok(ran(1.0, None)))];
         let meta = ReportMeta { date: "2026-11-25", commit: "abc", command: "trainer bench" };
@@ -347,6 +361,26 @@ mod tests {
         assert!(lines[0].contains("by the GPU's clock: 4.00 ms in 13 ops"), "{lines:?}");
         assert!(lines[1].ends_with("matmul backward fc (12 calls)"), "{lines:?}");
         assert!(op_lines(&OpTimes::default(), 5).is_empty());
+
+        // A profiled step that failed costs its table only: the row keeps its timings.
+        let mut failed = ran(300_000.0, Some("NVIDIA H100 80GB HBM3"));
+        failed.result.ops.error = Some("recording an event: out | of resources".into());
+        let rows = [row(Precision::Fp16, Ok(failed))];
+        let md = markdown(&rows, &meta);
+        assert!(md.contains("| 300,000 |"), "{md}");
+        assert!(
+            md.contains(
+                "### d12 fp16\n\nThe op times failed: recording an event: out \\| of resources."
+            ),
+            "{md}"
+        );
+        let lines = op_lines(&rows[0].outcome.as_ref().unwrap().result.ops, 5);
+        assert_eq!(
+            lines,
+            [
+                "one more step, every op timed: failed (recording an event: out | of resources); the timings stand"
+            ]
+        );
     }
 
     /// Off a GPU the report says its timings mean nothing, and states no MFU.

@@ -170,7 +170,10 @@ pub fn markdown(ladder: &Ladder, meta: &ReportMeta<'_>) -> String {
 /// operators, on the CPU) of one profiled step (empty otherwise).
 fn op_section(ladder: &Ladder) -> String {
     let profiled = |r: &&RungResult| {
-        let ours = r.ours.as_ref().is_ok_and(|o| !o.steps.timing.ops.ops.is_empty());
+        let ours = r.ours.as_ref().is_ok_and(|o| {
+            let ops = &o.steps.timing.ops;
+            !ops.ops.is_empty() || ops.error.is_some()
+        });
         ours || torch_ops(r).is_some()
     };
     let rungs: Vec<&RungResult> = ladder.rungs.iter().filter(profiled).collect();
@@ -188,7 +191,9 @@ fn op_section(ladder: &Ladder) -> String {
         let _ = writeln!(s, "\n### {}: {}", result.rung.id, result.rung.change);
         if let Ok(ours) = &result.ours {
             let (ops, median) = (&ours.steps.timing.ops, ours.steps.timing.median_ms);
-            if !ops.ops.is_empty() {
+            if let Some(error) = &ops.error {
+                let _ = writeln!(s, "\nOurs: the op times failed: {}.", error.replace('|', "\\|"));
+            } else if !ops.ops.is_empty() {
                 let _ = writeln!(
                     s,
                     "\nOurs: the ops sum to {:.2} ms by {} against a median step of \
