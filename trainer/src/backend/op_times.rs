@@ -5,6 +5,7 @@
 
 use crate::error::Result;
 use gpu_host::DeviceEvent;
+use serde::Deserialize;
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -25,8 +26,9 @@ pub enum OpClock {
     Host,
 }
 
-/// One op's total over a recording.
-#[derive(Clone, Debug, PartialEq)]
+/// One op's total over a recording (or, deserialized, one kernel or operator of PyTorch's
+/// profile in the ladder).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 pub struct OpTime {
     /// What ran, e.g. `matmul backward fc`.
     pub op: String,
@@ -51,6 +53,13 @@ impl OpTimes {
     /// The sum over every op, in milliseconds.
     pub fn total_ms(&self) -> f64 {
         self.ops.iter().map(|o| o.ms).sum()
+    }
+
+    /// The ops, slowest first.
+    pub fn slowest_first(&self) -> Vec<&OpTime> {
+        let mut ops: Vec<&OpTime> = self.ops.iter().collect();
+        ops.sort_by(|a, b| b.ms.total_cmp(&a.ms));
+        ops
     }
 }
 

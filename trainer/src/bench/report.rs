@@ -179,13 +179,6 @@ pub fn markdown(rows: &[BenchRow], meta: &ReportMeta<'_>) -> String {
     s
 }
 
-/// The ops of `times`, slowest first.
-fn slowest_first(times: &OpTimes) -> Vec<&OpTime> {
-    let mut ops: Vec<&OpTime> = times.ops.iter().collect();
-    ops.sort_by(|a, b| b.ms.total_cmp(&a.ms));
-    ops
-}
-
 /// The clock a recording was read from, in words.
 pub fn clock_name(clock: Option<OpClock>) -> &'static str {
     match clock {
@@ -210,7 +203,7 @@ pub fn op_lines(times: &OpTimes, most: usize) -> Vec<String> {
         "one more step, every op timed by {}: {total:.2} ms in {calls} ops; the slowest:",
         clock_name(times.clock)
     )];
-    for op in slowest_first(times).into_iter().take(most) {
+    for op in times.slowest_first().into_iter().take(most) {
         lines.push(format!(
             "{:5.1}% {:9.3} ms  {} ({} call{})",
             100.0 * op.ms / total,
@@ -264,18 +257,20 @@ fn op_sections(rows: &[BenchRow]) -> String {
             clock_name(ops.clock),
             result.median_ms
         );
-        s += &op_table(ops);
+        s += &op_table(&ops.slowest_first(), total, false);
     }
     s
 }
 
-/// `times` as a markdown table, slowest op first, with each op's share of their sum.
-pub fn op_table(times: &OpTimes) -> String {
-    let total = times.total_ms();
+/// `ops`, in the order given, as a markdown table: calls, milliseconds and each op's share of
+/// `total_ms`; `quoted` writes the names as code (PyTorch's kernel and operator names).
+pub fn op_table(ops: &[&OpTime], total_ms: f64, quoted: bool) -> String {
     let mut s = String::from("| op | calls | ms | share of the ops |\n|---|---:|---:|---:|\n");
-    for op in slowest_first(times) {
-        let share = 100.0 * op.ms / total;
-        let _ = writeln!(s, "| {} | {} | {:.3} | {share:.1}% |", op.op, op.calls, op.ms);
+    for op in ops {
+        let name = op.op.replace('|', "\\|");
+        let name = if quoted { format!("`{name}`") } else { name };
+        let share = 100.0 * op.ms / total_ms;
+        let _ = writeln!(s, "| {name} | {} | {:.3} | {share:.1}% |", op.calls, op.ms);
     }
     s
 }

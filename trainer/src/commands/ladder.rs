@@ -1,7 +1,7 @@
 //! `trainer ladder`: the speed ladder against PyTorch, and its report.
 
 use super::{Provenance, device_default, device_slug, log, write_report};
-use crate::cli::{LadderArgs, LadderModelArg, TorchArg, TorchVocabLossArg};
+use crate::cli::{LadderArgs, LadderModelArg, TorchArg};
 use anyhow::{Context, Result};
 use trainer::backend::{DeviceChoice, ResolvedDevice};
 use trainer::data::ensure_shakespeare;
@@ -31,7 +31,7 @@ fn ladder_config(model: LadderModelArg) -> Gpt2Config {
 
 /// The ladder's options from the command line, for a GPU (`gpu`) or not.
 fn ladder_options(args: &LadderArgs, gpu: bool) -> Result<trainer::ladder::LadderOptions> {
-    use trainer::ladder::{self, LadderOptions, TorchMode, TorchVocabLoss};
+    use trainer::ladder::{self, LadderOptions, TorchMode};
     let model = device_default(args.model, gpu, LadderModelArg::D12, LadderModelArg::Tiny);
     let rungs = if args.rungs.is_empty() {
         ladder::RUNGS.iter().collect()
@@ -85,10 +85,7 @@ fn ladder_options(args: &LadderArgs, gpu: bool) -> Result<trainer::ladder::Ladde
         data,
         work_dir: ladder::default_work_dir(),
         torch,
-        torch_vocab_loss: match args.torch_vocab_loss {
-            TorchVocabLossArg::Padded => TorchVocabLoss::Padded,
-            TorchVocabLossArg::Real => TorchVocabLoss::Real,
-        },
+        torch_vocab_loss: args.torch_vocab_loss.into(),
         gemm_engine: args.gemm_engine.into(),
         wgmma_tile: args.wgmma_tile.into(),
         op_times: args.op_times,

@@ -14,7 +14,7 @@ mod torch;
 
 pub use report::{chart, loss_tolerance, markdown};
 pub use rungs::{RUNGS, Rung, rung};
-pub use torch::{TorchMode, TorchOp, TorchOps, TorchRun, TorchVocabLoss, pytorch_missing};
+pub use torch::{TorchMode, TorchOps, TorchRun, TorchVocabLoss, pytorch_missing};
 
 use crate::backend::{Backend, BackendJob, Compute, ResolvedDevice};
 use crate::bench::{BenchRun, TimedSteps, timed_steps};

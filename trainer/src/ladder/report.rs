@@ -3,6 +3,7 @@
 
 use super::{Ladder, Rung, RungResult, TorchOps, TorchVocabLoss};
 use crate::backend::Precision;
+use crate::backend::op_times::OpTime;
 use crate::bench::{clock_name, op_table};
 use crate::error::Result;
 use crate::report::{ReportMeta, thousands};
@@ -201,7 +202,7 @@ fn op_section(ladder: &Ladder) -> String {
                     ops.total_ms(),
                     clock_name(ops.clock)
                 );
-                s += &op_table(ops);
+                s += &op_table(&ops.slowest_first(), ops.total_ms(), false);
             }
         }
         match torch_ops(result) {
@@ -213,16 +214,12 @@ fn op_section(ladder: &Ladder) -> String {
                     if ops.clock.as_deref() == Some("cuda") { "kernels" } else { "operators" };
                 let _ = writeln!(
                     s,
-                    "\nPyTorch: self times sum to {:.2} ms; its {} slowest {what}:\n\n\
-                     | {what} | calls | ms | share |\n|---|---:|---:|---:|",
+                    "\nPyTorch: self times sum to {:.2} ms; its {} slowest {what}:\n",
                     ops.total_ms,
                     ops.ops.len()
                 );
-                for op in &ops.ops {
-                    let share = 100.0 * op.ms / ops.total_ms;
-                    let name = op.op.replace('|', "\\|");
-                    let _ = writeln!(s, "| `{name}` | {} | {:.3} | {share:.1}% |", op.calls, op.ms);
-                }
+                let slowest: Vec<&OpTime> = ops.ops.iter().collect();
+                s += &op_table(&slowest, ops.total_ms, true);
             }
             None => {}
         }

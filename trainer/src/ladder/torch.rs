@@ -2,6 +2,7 @@
 //! token shard, batch shape, optimizer settings and rungs, one JSON line per rung.
 
 use super::LadderOptions;
+use crate::backend::op_times::OpTime;
 use crate::error::{Error, Result};
 use serde::Deserialize;
 use std::io::{BufRead, BufReader};
@@ -71,23 +72,12 @@ pub struct TorchOps {
     /// The self times of everything profiled, summed.
     #[serde(default)]
     pub total_ms: f64,
-    /// The slowest kernels or operators, slowest first.
+    /// The slowest kernels or operators, slowest first (their self times).
     #[serde(default)]
-    pub ops: Vec<TorchOp>,
+    pub ops: Vec<OpTime>,
     /// Why there is no profile, where the profiler could not run.
     #[serde(default)]
     pub error: Option<String>,
-}
-
-/// One kernel or operator of [`TorchOps`].
-#[derive(Clone, Debug, PartialEq, Deserialize)]
-pub struct TorchOp {
-    /// Its name (a kernel's or `aten::...`).
-    pub op: String,
-    /// How many times it ran.
-    pub calls: usize,
-    /// Its summed self time, in milliseconds.
-    pub ms: f64,
 }
 
 /// One line of the script's output.
