@@ -33,11 +33,10 @@ pub fn run(runs: &[PathBuf], bench_dir: Option<PathBuf>) -> Result<()> {
     let scratch = std::env::temp_dir().join(format!("gpu-results-{}", std::process::id()));
     let result = import(runs, &bench_dir, &scratch);
     let _ = fs::remove_dir_all(&scratch);
-    let (validation, reports) = result?;
+    let Imported { validation, reports, tally } = result?;
     println!("gpu-results: wrote {}", validation.display());
-    let text = fs::read_to_string(&validation).unwrap_or_default();
-    for line in text.lines().filter(|l| l.starts_with("- **")) {
-        println!("gpu-results: {}", line.trim_start_matches("- ").replace("**", ""));
+    for line in tally {
+        println!("gpu-results: {line}.");
     }
     for report in reports {
         println!("gpu-results: imported {}", report.display());
@@ -46,23 +45,33 @@ pub fn run(runs: &[PathBuf], bench_dir: Option<PathBuf>) -> Result<()> {
     Ok(())
 }
 
-fn import(runs: &[PathBuf], bench_dir: &Path, scratch: &Path) -> Result<(PathBuf, Vec<PathBuf>)> {
+/// What [`import`] wrote.
+struct Imported {
+    /// `gpu-validation.md`.
+    validation: PathBuf,
+    /// The reports copied into the bench folder.
+    reports: Vec<PathBuf>,
+    /// The validation's tally over every recorded run ([`tally`]).
+    tally: [String; 2],
+}
+
+fn import(runs: &[PathBuf], bench_dir: &Path, scratch: &Path) -> Result<Imported> {
     let records = bench_dir.join("gpu-runs");
-    let mut imported = Vec::new();
+    let mut reports = Vec::new();
     for (i, path) in runs.iter().enumerate() {
         let folder = results_folder(path, &scratch.join(i.to_string()))?;
         let run = Run::read(path, &folder)?;
-        imported.extend(copy_reports(&run.folder.join("bench"), bench_dir)?);
+        reports.extend(copy_reports(&run, bench_dir)?);
         keep_record(&run, &records)?;
     }
-    imported.sort();
-    imported.dedup();
+    reports.sort();
+    reports.dedup();
     let all = recorded_runs(&records)?;
     let date = today()?;
     let text = validation_markdown(&all, &date);
     let validation = bench_dir.join("gpu-validation.md");
     cmd::write_atomic(&validation, text.as_bytes())?;
-    Ok((validation, imported))
+    Ok(Imported { validation, reports, tally: tally(&merged_rows(&all)) })
 }
 
 /// Copies `run`'s summary and [`RECORDED_LOGS`] into `records/<its id>/`, with the names of
@@ -303,33 +312,40 @@ fn sim_vs_gpu_lines(runs: &[Run]) -> Option<(usize, Vec<String>)> {
     })
 }
 
+/// The two lines that sum up `rows`: how many steps passed, failed and did not finish, and
+/// the stages no run has finished a step of yet.
+fn tally(rows: &[(Row, usize)]) -> [String; 2] {
+    let count = |f: &dyn Fn(&Row) -> bool| rows.iter().filter(|(r, _)| f(r)).count();
+    let (passed, failed) = (count(&Row::passed), count(&Row::failed));
+    let unfinished = rows.len() - passed - failed;
+    let reached =
+        |stage: &&str| rows.iter().any(|(r, _)| r.stage == *stage && (r.passed() || r.failed()));
+    let not_reached: Vec<&str> = STAGES.into_iter().filter(|s| !reached(s)).collect();
+    let stages = if not_reached.is_empty() { "none".to_string() } else { not_reached.join(", ") };
+    [
+        format!("{passed} steps passed, {failed} failed, {unfinished} not finished"),
+        format!("Stages no run has finished a step of yet: {stages}"),
+    ]
+}
+
 fn validation_markdown(runs: &[Run], date: &str) -> String {
     let mut gpus: Vec<&str> = runs.iter().map(|r| r.gpu.as_str()).collect();
     gpus.sort_unstable();
     gpus.dedup();
     let rows = merged_rows(runs);
-    let count = |f: &dyn Fn(&Row) -> bool| rows.iter().filter(|(r, _)| f(r)).count();
-    let (passed, failed) = (count(&Row::passed), count(&Row::failed));
-    let unfinished = rows.len() - passed - failed;
-    let reached: Vec<&str> = STAGES
-        .into_iter()
-        .filter(|stage| rows.iter().any(|(r, _)| r.stage == *stage && (r.passed() || r.failed())))
-        .collect();
-    let not_reached: Vec<&str> = STAGES.into_iter().filter(|s| !reached.contains(s)).collect();
+    let [steps, stages] = tally(&rows);
     let mut s = format!(
         "# GPU validation: {}\n\n\
          - GPU (name, driver, compute capability): {}\n\
          - Written {date} by `cargo xtask gpu-results` from the {} run(s) of the GPU bundle's \
          `run.sh` recorded under `gpu-runs/` (docs/GPU.md), listed below; each step's row is \
          from the latest run that finished it.\n\
-         - **{passed} steps passed, {failed} failed, {unfinished} not finished** (stopped or \
-         not run for the budget, or interrupted).\n\
-         - **Stages no run has finished a step of yet: {}.**\n\n\
+         - **{steps}** (stopped or not run for the budget, or interrupted).\n\
+         - **{stages}.**\n\n\
          | run | record | GPU | started (UTC); stages | bundle |\n|---:|---|---|---|---|\n",
         gpus.join(" / "),
         gpus.join(" / "),
         runs.len(),
-        if not_reached.is_empty() { "none".to_string() } else { not_reached.join(", ") }
     );
     for (i, run) in runs.iter().enumerate() {
         let _ = writeln!(
@@ -398,13 +414,15 @@ fn validation_markdown(runs: &[Run], date: &str) -> String {
     s
 }
 
-/// Copies the files of `from` (a run's `bench/`, if it has one) into `to`; returns the copies.
-fn copy_reports(from: &Path, to: &Path) -> Result<Vec<PathBuf>> {
+/// Copies the reports `run` wrote (its `bench/`, where it has one) into `to`; returns the
+/// copies.
+fn copy_reports(run: &Run, to: &Path) -> Result<Vec<PathBuf>> {
     let mut copied = Vec::new();
-    let Ok(entries) = fs::read_dir(from) else { return Ok(copied) };
-    for entry in entries {
-        let source = entry?.path();
-        let Some(name) = source.file_name().filter(|_| source.is_file()) else { continue };
+    for name in &run.reports {
+        let source = run.folder.join("bench").join(name);
+        if !source.is_file() {
+            continue; // a record: its reports are in the repository already
+        }
         let target = to.join(name);
         let bytes = fs::read(&source).with_context(|| format!("reading {}", source.display()))?;
         cmd::write_atomic(&target, &bytes)?;
@@ -494,7 +512,8 @@ mod tests {
         assert_eq!(out.status.code(), Some(0), "{}", text(&out));
         let bench = fake.path("repo-bench");
         let runs = [fake.path("one.tar.gz"), fake.path("two.tar.gz")];
-        let (validation, reports) = import(&runs, &bench, &fake.path("scratch")).unwrap();
+        let Imported { validation, reports, .. } =
+            import(&runs, &bench, &fake.path("scratch")).unwrap();
         assert_eq!(reports, [bench.join("gemm-fake.md")]);
         let md = fs::read_to_string(validation).unwrap();
         assert!(md.starts_with("# GPU validation: Fake GPU, 0.0, 9.0\n"), "{md}");
@@ -512,7 +531,8 @@ mod tests {
         assert!(md.contains("sim_vs_gpu: wgmma_tf32: largest difference 1.50e-07"), "{md}");
         assert!(md.contains("The sanitizer stage did not run."), "{md}");
         assert!(md.contains("- [`bench/gemm-fake.md`](gemm-fake.md)"), "{md}");
-        let err = import(&[fake.path("r1/logs")], &bench, &fake.path("scratch")).unwrap_err();
+        let err =
+            import(&[fake.path("r1/logs")], &bench, &fake.path("scratch")).err().expect("an error");
         assert!(err.to_string().contains("without summary.md"), "{err}");
     }
 
@@ -534,7 +554,8 @@ mod tests {
         let scratch = fake.path("scratch");
         import(&[fake.path("one.tar.gz")], &bench, &scratch).unwrap();
         import(&[fake.path("two.tar.gz")], &bench, &scratch).unwrap();
-        let (validation, _) = import(&[fake.path("two.tar.gz")], &bench, &scratch).unwrap();
+        let Imported { validation, .. } =
+            import(&[fake.path("two.tar.gz")], &bench, &scratch).unwrap();
         let records: Vec<String> = fs::read_dir(bench.join("gpu-runs"))
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
