@@ -48,13 +48,10 @@ pub fn run() -> Result<()> {
     }
     println!(
         "headline: {}, cc {major}.{minor}, {} SMs, L2 {l2_mib:.0} MiB, driver API {driver}, \
-         kernels from {}, opened in {open_seconds:.1} s",
+         kernels from the {}, opened in {open_seconds:.1} s",
         info.name,
         info.multiprocessors,
-        match info.kernel_code {
-            gpu_host::KernelCode::Cubin(_) => "the cubin",
-            gpu_host::KernelCode::Jit { .. } => "the PTX (JIT)",
-        }
+        info.kernel_code.label()
     );
     Ok(())
 }

@@ -53,6 +53,16 @@ pub enum KernelCode {
     },
 }
 
+impl KernelCode {
+    /// `cubin` or `PTX JIT`, for one-line descriptions.
+    pub fn label(&self) -> &'static str {
+        match self {
+            KernelCode::Cubin(_) => "cubin",
+            KernelCode::Jit { .. } => "PTX JIT",
+        }
+    }
+}
+
 impl std::fmt::Display for KernelCode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -327,10 +337,7 @@ impl Device for Gpu {
             i.multiprocessors,
             i.total_memory as f64 / (1u64 << 30) as f64,
             i.ptx_arch.name(),
-            match i.kernel_code {
-                KernelCode::Cubin(_) => "cubin",
-                KernelCode::Jit { .. } => "JIT",
-            }
+            i.kernel_code.label()
         )
     }
 
