@@ -15,10 +15,9 @@ B*T/(median_ms/1000), and `losses` the loss of every step, warm-up steps include
 With --op-times, `ops` is one more step under torch.profiler: {"clock": "cuda" or "cpu",
 "total_ms", "ops": [{"op", "calls", "ms"}]}, the slowest kernels (by device self time) or, on
 the CPU, operators (by host self time) first, or {"error"} where the profiler cannot run;
-without it, null. A
-rung that cannot run here (no `torch.compile` backend, out of memory, ...) or whose loss is not
-finite (JSON has no NaN) is printed as {"rung", "ok": false, "error"} and the ladder goes on with
-the next one. Nothing else goes to stdout; progress and warnings go to stderr. Exits 2 with a
+without it, null. A rung that cannot run here (no `torch.compile` backend, out of memory, ...)
+or whose loss is not finite (JSON has no NaN) is printed as {"rung", "ok": false, "error"} and
+the ladder goes on with the next one. Nothing else goes to stdout; progress and warnings go to stderr. Exits 2 with a
 message naming the problem when an argument or a file is bad, else 0. `trainer ladder` calls it
 and runs the same rungs with its own kernels on the same checkpoint and batches.
 

@@ -53,7 +53,6 @@ impl BackendJob for GradJob {
     }
 }
 
-/// `steps` optimizer steps from [`params`] on a fixed batch: each step's output.
 /// The test model from [`params`] in a session of B × T with two micro-batches per step.
 fn two_micro_batch_session<Bk: Backend>(
     backend: &Bk,
@@ -64,6 +63,7 @@ fn two_micro_batch_session<Bk: Backend>(
     Session::new(backend, model, plain_adamw(), shape)
 }
 
+/// `steps` optimizer steps from [`params`] on a fixed batch: each step's output.
 struct TrainJob {
     options: ModelOptions,
     steps: u32,

@@ -9,7 +9,6 @@
 
 use crate::build_ptx::BuiltPtx;
 use crate::check_ptx;
-use crate::cmd;
 use anyhow::{Context, Result, bail};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -56,9 +55,8 @@ fn assemble(ptxas: &Path, module: &BuiltPtx, dir: &Path) -> Result<PathBuf> {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let cubin = std::fs::read(&tmp)?;
-    std::fs::remove_file(&tmp)?;
-    cmd::write_atomic(&dest, &cubin)?;
+    // ptxas wrote a temporary file beside the destination: renaming it is the atomic write.
+    std::fs::rename(&tmp, &dest).with_context(|| format!("renaming to {}", dest.display()))?;
     Ok(dest)
 }
 
