@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 mod cubin;
+mod glibc;
 mod rehearse;
 
 /// The runner, copied into every bundle.
@@ -75,6 +76,8 @@ pub fn run(dir: Option<PathBuf>) -> Result<()> {
     if tests.is_empty() || bins.is_empty() {
         bail!("cargo built no test binaries or no benchmark/trainer binaries");
     }
+    let exe_paths: Vec<&Path> = tests.iter().chain(&bins).map(|exe| exe.path.as_path()).collect();
+    let glibc = glibc::check(&exe_paths)?;
     prepare_dir(&dir)?;
     let mut jobs = Vec::new();
     for (folder, exes) in [("tests", &tests), ("bin", &bins)] {
@@ -106,7 +109,7 @@ pub fn run(dir: Option<PathBuf>) -> Result<()> {
     let run_sh = dir.join("run.sh");
     write_executable(&run_sh, RUN_SH.as_bytes())?;
     files.push(run_sh);
-    let manifest = manifest(&dir, &files)?;
+    let manifest = manifest(&dir, &files, glibc)?;
     cmd::write_atomic(&dir.join("MANIFEST.txt"), manifest.as_bytes())?;
     report(&dir, &files)?;
     rehearse::run(&dir)
@@ -232,8 +235,9 @@ fn write_executable(path: &Path, contents: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// `commit:`, `dirty:`, `built:` and `files:` lines (run.sh reads the commit from here).
-fn manifest(dir: &Path, files: &[PathBuf]) -> Result<String> {
+/// `commit:`, `dirty:`, `built:`, `glibc:` and `files:` lines (run.sh reads the commit from
+/// here).
+fn manifest(dir: &Path, files: &[PathBuf], glibc: Option<glibc::GlibcVersion>) -> Result<String> {
     let git = |args: &[&str]| {
         cmd::output(Command::new("git").args(args).current_dir(workspace_root()))
             .map(|s| s.trim().to_string())
@@ -245,7 +249,9 @@ fn manifest(dir: &Path, files: &[PathBuf]) -> Result<String> {
     let built = cmd::output(Command::new("date").args(["-u", "+%Y-%m-%d %H:%M UTC"]))
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "unknown".into());
-    let mut text = format!("commit: {commit}\ndirty: {dirty}\nbuilt: {built}\nfiles:\n");
+    let glibc = glibc.map_or("none (static)".to_string(), |v| format!("{v} or newer"));
+    let mut text =
+        format!("commit: {commit}\ndirty: {dirty}\nbuilt: {built}\nglibc: {glibc}\nfiles:\n");
     for file in files {
         let rel = file.strip_prefix(dir).unwrap_or(file);
         text += &format!("  {} ({} KiB)\n", rel.display(), fs::metadata(file)?.len() >> 10);

@@ -114,6 +114,11 @@ for packed in "$here"/bin/*.xz "$here"/tests/*.xz "$here"/cubin/*.xz; do
     [[ $file == *.cubin ]] || chmod +x "$file"
 done
 bench_bin=$work/bin/gpu-bench
+# Built on another machine: a loader error (a glibc too old for them) would fail every step.
+if ! "$bench_bin" --help >/dev/null 2>"$work/exec-check.log"; then
+    echo "run.sh: the bundle's executables do not run on this machine: $(head -n 1 "$work/exec-check.log") (the bundle's MANIFEST.txt names the glibc they need)" >&2
+    exit 2
+fi
 for variable in TESTS TESTS_FIRST; do
     for name in ${!variable:-}; do
         if [[ ! -x $work/tests/$name ]]; then
@@ -288,7 +293,13 @@ stage_info() {
     nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total,clocks.sm,clocks.max.sm,clocks.mem,power.limit,temperature.gpu \
         --format=csv >>"$out/logs/nvidia-smi.txt" 2>&1
     step info "gpu-bench info" "${TIMEOUT_INFO:-120}" "$out/logs/info.log" headline_line "$bench_bin" info
-    { echo; echo "bundle:"; cat "$here/MANIFEST.txt"; } >>"$out/logs/info.log"
+    {
+        echo; echo "machine:"
+        sed -n 's/^PRETTY_NAME=//p' /etc/os-release 2>/dev/null
+        ldd --version 2>&1 | head -n 1
+        echo "kernel $(uname -r)"
+        echo; echo "bundle:"; cat "$here/MANIFEST.txt"
+    } >>"$out/logs/info.log"
 }
 
 stage_tests() {

@@ -172,6 +172,24 @@ fn run_sh_runs_the_tests_named_in_their_order() {
     assert!(text(&out).contains("TESTS_FIRST names 'gem'"), "{}", text(&out));
 }
 
+/// Executables the machine's loader refuses (built against a newer glibc) stop run.sh at once
+/// with exit 2 and the loader's line, instead of failing every step.
+#[test]
+fn run_sh_stops_when_the_executables_do_not_run_here() {
+    let fake = FakeBundle::new("loader");
+    fake.packed(
+        "bin/gpu-bench",
+        "echo \"gpu-bench: /lib/x86_64-linux-gnu/libc.so.6: version \\`GLIBC_2.99' not found\" >&2; exit 1",
+    );
+    let out = fake.run(&["info", "tests", "--out", "r"], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("run.sh: the bundle's executables do not run on this machine"));
+    assert!(stderr.contains("version `GLIBC_2.99' not found"), "{stderr}");
+    assert!(!fake.path("r/summary.md").exists());
+}
+
 /// The sanitizer stage runs the tools named in `$SANITIZE_TOOLS` over the binaries named in
 /// `$TESTS`, at the tests' small sizes; every process finds the unpacked cubins (not made
 /// executable) through `GPU_HOST_CUBIN_DIR`.
