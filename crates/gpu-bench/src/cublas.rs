@@ -67,14 +67,21 @@ fn transposes(p: &GemmSpec) -> (bool, bool) {
     (p.b_layout == Layout::ColMajor, p.a_layout == Layout::ColMajor)
 }
 
-/// Fails unless the cuBLAS and cuBLASLt libraries can be loaded (cudarc panics otherwise).
-pub fn ensure_present() -> Result<()> {
+/// The version of the cuBLAS that was loaded (`cublasLtGetVersion`, e.g. `13.0.2`); fails
+/// unless the cuBLAS and cuBLASLt libraries can be loaded (cudarc panics otherwise).
+pub fn version() -> Result<String> {
     // SAFETY: only attempts to dlopen the libraries.
     let present = unsafe { blas_sys::is_culib_present() && lt_sys::is_culib_present() };
     if !present {
-        bail!("libcublas / libcublasLt not found: the baselines need the CUDA toolkit libraries");
+        bail!(
+            "libcublas / libcublasLt not found under the names cudarc tries (libcublas.so, \
+             libcublas.so.12, …): the baselines need the CUDA toolkit libraries (the GPU bundle's \
+             run.sh links a libcublas.so.13 it finds)"
+        );
     }
-    Ok(())
+    // SAFETY: cuBLASLt is loadable (checked above); the call takes no arguments.
+    let version = unsafe { lt_sys::cublasLtGetVersion() };
+    Ok(format!("{}.{}.{}", version / 10_000, version / 100 % 100, version % 100))
 }
 
 /// A cuBLAS handle bound to a stream.

@@ -112,7 +112,7 @@ const MODES: [Mode; 4] = [Mode::Fp32, Mode::Tf32, Mode::Bf16, Mode::Fp16];
 /// Runs the benchmark (see the module docs).
 pub fn run(args: &Args) -> Result<()> {
     let (gpu, l2_bytes) = args.run.start("gemm")?;
-    cublas::ensure_present()?;
+    let cublas_version = cublas::version()?;
     let info = gpu.info().clone();
     let meta = args.run.meta(&gpu, l2_bytes);
     let bench = Bench::new(&gpu, args, l2_bytes)?;
@@ -150,7 +150,7 @@ pub fn run(args: &Args) -> Result<()> {
             }
         }
     }
-    let text = report::markdown(&meta, &rows);
+    let text = report::markdown(&meta, &cublas_version, &rows);
     let path = args.run.report_path("gemm", &info.name);
     crate::write_atomic(&path, &text)?;
     println!("\n{text}\nbench gemm: wrote {}", path.display());

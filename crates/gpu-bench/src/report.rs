@@ -212,7 +212,7 @@ pub fn headline(rows: &[Row]) -> String {
 
 /// The report: header, a summary per variant over the GPT-2 problems, then one table per
 /// variant.
-pub fn markdown(meta: &Meta, rows: &[Row]) -> String {
+pub fn markdown(meta: &Meta, cublas_version: &str, rows: &[Row]) -> String {
     let mut s = meta.header("GEMM benchmark");
     let _ = writeln!(
         s,
@@ -225,7 +225,7 @@ pub fn markdown(meta: &Meta, rows: &[Row]) -> String {
     );
     let _ = writeln!(
         s,
-        "- Baselines: FP32 = `cublasSgemm` and cuBLASLt `COMPUTE_32F`; TF32 = `cublasGemmEx` and \
+        "- Baselines (cuBLAS {cublas_version}): FP32 = `cublasSgemm` and cuBLASLt `COMPUTE_32F`; TF32 = `cublasGemmEx` and \
          cuBLASLt with `CUBLAS_COMPUTE_32F_FAST_TF32`; BF16 / FP16 = `cublasGemmEx` and cuBLASLt \
          (16-bit in and out, f32 accumulation). \"% of cuBLAS\" is against the faster of the two. \
          \"diff\" = max |ours − cuBLAS| / max |cuBLAS| over 8 sampled rows."
@@ -315,7 +315,8 @@ mod tests {
             reps: 25,
             l2_bytes: 50 << 20,
         };
-        let md = markdown(&meta, &rows);
+        let md = markdown(&meta, "13.0.2", &rows);
+        assert!(md.contains("- Baselines (cuBLAS 13.0.2): FP32 = `cublasSgemm`"), "{md}");
         assert!(md.contains("| BF16 mma.sync | 80.0 | 80.0 | 80.0 |"), "{md}");
         assert!(md.contains("| attproj fwd | 16384×768×768 | rc | 400.0 | 400.0 (cublasGemmEx) | 500.0 | 80.0 | 1.0e-3 |"), "{md}");
         assert!(md.contains("## TF32 mma.sync"));

@@ -127,6 +127,36 @@ for variable in TESTS TESTS_FIRST; do
         fi
     done
 done
+# cudarc, built against CUDA 12.8, opens libcublas.so / libcublasLt.so or their .so.12 (.11, …):
+# a CUDA 13 machine has libcublas.so.13, under the unversioned name only where the toolkit's
+# development files are installed on the loader's path. Where cudarc's names do not load, link
+# the newest versioned libraries found ($CUBLAS_LIB_DIRS, the loader's cache, the toolkit,
+# PyTorch's wheels) under those names, on LD_LIBRARY_PATH.
+can_load() { python3 -c 'import ctypes, sys; [ctypes.CDLL(n) for n in sys.argv[1:]]' "$@" 2>/dev/null; }
+cublas_dirs() {
+    echo ${CUBLAS_LIB_DIRS:-}
+    ldconfig -p 2>/dev/null | sed -n 's/.*libcublas\.so\.[0-9]* .*=> \(.*\)\/[^/]*$/\1/p'
+    echo /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib
+    python3 -c 'import glob, nvidia; print(" ".join(d for p in nvidia.__path__ for d in glob.glob(p + "/*/lib")))' 2>/dev/null
+}
+link_cublas() {
+    local lib_dir blas blas_lt
+    can_load libcublas.so libcublasLt.so && return
+    can_load libcublas.so.12 libcublasLt.so.12 && return
+    for lib_dir in $(cublas_dirs); do
+        blas=$(ls "$lib_dir"/libcublas.so.[0-9]* 2>/dev/null | sort -V | tail -n 1)
+        blas_lt=$(ls "$lib_dir"/libcublasLt.so.[0-9]* 2>/dev/null | sort -V | tail -n 1)
+        if [[ -n $blas && -n $blas_lt ]]; then
+            mkdir -p "$work/lib"
+            ln -sf "$blas" "$work/lib/libcublas.so"
+            ln -sf "$blas_lt" "$work/lib/libcublasLt.so"
+            export LD_LIBRARY_PATH=$work/lib:$lib_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+            echo "run.sh: cuBLAS for cudarc: $blas"
+            return
+        fi
+    done
+}
+link_cublas
 export GPU_BUNDLE_COMMIT=$(sed -n 's/^commit: //p' "$here/MANIFEST.txt")
 export GPU_BENCH_SCRIPTS=$here/bench
 export RUST_LIB_BACKTRACE=${RUST_LIB_BACKTRACE:-0} # errors in one line; panics keep RUST_BACKTRACE

@@ -190,6 +190,35 @@ fn run_sh_stops_when_the_executables_do_not_run_here() {
     assert!(!fake.path("r/summary.md").exists());
 }
 
+/// Where cuBLAS exists only under a versioned name cudarc does not try (`libcublas.so.13`),
+/// run.sh links it under `libcublas.so` on `LD_LIBRARY_PATH`, so the GEMM baselines load.
+/// Two copies of this process's libc stand in for the two libraries.
+#[test]
+fn run_sh_links_a_cublas_cudarc_does_not_name() {
+    let maps = fs::read_to_string("/proc/self/maps").unwrap();
+    let libc = maps
+        .split_whitespace()
+        .find(|field| field.starts_with('/') && field.ends_with("/libc.so.6"))
+        .expect("this process maps libc");
+    let fake = FakeBundle::new("cublas");
+    let libs = fake.path("cuda13/lib");
+    fs::create_dir_all(&libs).unwrap();
+    for name in ["libcublas.so.13", "libcublasLt.so.13"] {
+        fs::copy(libc, libs.join(name)).unwrap();
+    }
+    fake.packed(
+        "bin/gpu-bench",
+        "case $1 in info) python3 -c 'import ctypes; ctypes.CDLL(\"libcublas.so\"); \
+         ctypes.CDLL(\"libcublasLt.so\")' && echo 'headline: cuBLAS loads' ;; esac",
+    );
+    let dirs = format!("/nonexistent {}", libs.display());
+    let out = fake.run(&["info", "--out", "r"], &[("CUBLAS_LIB_DIRS", &dirs)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let want = format!("run.sh: cuBLAS for cudarc: {}/libcublas.so.13", libs.display());
+    assert!(text(&out).contains(&want), "{}", text(&out));
+    assert!(fake.read("r/summary.md").contains("cuBLAS loads"), "{}", fake.read("r/summary.md"));
+}
+
 /// The sanitizer stage runs the tools named in `$SANITIZE_TOOLS` over the binaries named in
 /// `$TESTS`, at the tests' small sizes; every process finds the unpacked cubins (not made
 /// executable) through `GPU_HOST_CUBIN_DIR`.
