@@ -21,6 +21,9 @@ pub struct PtxArch {
     /// Whether the module also exports kernel-abi's [`ALL_HOPPER_KERNELS`] (the device crate
     /// compiles them under `#[cfg(target_feature = "sm_90a")]`).
     pub hopper: bool,
+    /// `-C target-feature` beyond the CPU's defaults, e.g. a newer PTX ISA version than LLVM
+    /// picks for the CPU (empty: none).
+    pub target_features: &'static str,
 }
 
 impl PtxArch {
@@ -37,8 +40,14 @@ impl PtxArch {
 /// Hopper); sm_90a carries the Hopper-only paths (TMA, wgmma, setmaxnreg: the `gemm_wgmma_*`
 /// entries) and runs on sm_90 only.
 pub const ARCHES: &[PtxArch] = &[
-    PtxArch { name: "sm_80", assemble_for: &["sm_80", "sm_90"], hopper: false },
-    PtxArch { name: "sm_90a", assemble_for: &["sm_90a"], hopper: true },
+    PtxArch {
+        name: "sm_80",
+        assemble_for: &["sm_80", "sm_90"],
+        hopper: false,
+        target_features: "",
+    },
+    // PTX ISA 8.3 (LLVM's default for sm_90a is 8.0) for `fence.proxy.tensormap`.
+    PtxArch { name: "sm_90a", assemble_for: &["sm_90a"], hopper: true, target_features: "+ptx83" },
 ];
 
 /// The PTX of one architecture, as written to `target/ptx/<arch>/kernels.ptx`.
@@ -175,12 +184,21 @@ impl Toolchain {
     }
 }
 
+/// The device build's `RUSTFLAGS` for `arch`.
+fn rustflags(arch: &PtxArch) -> String {
+    let mut flags = format!("-C target-cpu={} --emit=asm", arch.name);
+    if !arch.target_features.is_empty() {
+        flags += &format!(" -C target-feature={}", arch.target_features);
+    }
+    flags
+}
+
 /// Compiles kernels-gpu for `arch` and returns the path of rustc's PTX output.
 fn compile(toolchain: &Toolchain, arch: &PtxArch) -> Result<PathBuf> {
     let mut cargo = toolchain.device_cargo("build", arch.name);
     cargo
         .args(["--message-format", "json-render-diagnostics"])
-        .env("RUSTFLAGS", format!("-C target-cpu={} --emit=asm", arch.name))
+        .env("RUSTFLAGS", rustflags(arch))
         .stderr(std::process::Stdio::inherit());
     let messages = cmd::output(&mut cargo).context("building kernels-gpu")?;
     let rlib = messages

@@ -34,6 +34,9 @@ struct Variant {
     /// Thread 0 writes a word of the B tile with `st.shared` after the wait, then `bar.sync`;
     /// `Some(true)` adds `fence.proxy.async` after the store.
     generic_store: Option<bool>,
+    /// The scope at which thread 0 acquires the two tensor maps before its TMA loads
+    /// (`fence.proxy.tensormap::generic.acquire.<scope>`; `None`: it does not, a bug).
+    acquire_maps: Option<&'static str>,
 }
 
 const GOOD: Variant = Variant {
@@ -43,6 +46,7 @@ const GOOD: Variant = Variant {
     reuse_stage_early: false,
     arrive: true,
     generic_store: None,
+    acquire_maps: Some("sys"),
 };
 
 /// The module: `k(out, maps)`, 128 threads; A tile at the dynamic shared base (1024-aligned),
@@ -87,7 +91,7 @@ fn module(v: Variant) -> String {
     let stores: String =
         (0..N / 2).map(|i| format!("\tst.global.f32 [%rd5+{}], %f{i};\n", 4 * i)).collect();
     format!(
-        ".version 8.0\n.target sm_90a\n.address_size 64\n\
+        ".version 8.3\n.target sm_90a\n.address_size 64\n\
          .extern .shared .align 1024 .b8 smem[];\n\
          .visible .entry k(\n\t.param .u64 k_out,\n\t.param .u64 k_maps\n)\n{{\n\
          \t.reg .pred %p<8>;\n\t.reg .b32 %r<16>;\n\t.reg .b64 %rd<8>;\n\t.reg .f32 %f<{nacc}>;\n\
@@ -97,7 +101,7 @@ fn module(v: Variant) -> String {
          \tsetp.ne.u32 %p0, %r0, 0;\n\tsetp.ne.u32 %p3, %r4, 0;\n\tsetp.eq.u32 %p4, %r4, 0;\n\
          \t@%p0 bra INITED;\n\tmbarrier.init.shared::cta.b64 [%r3], 1;\nINITED:\n\tbar.sync 0;\n\
          \t@%p0 bra WAIT;\n{arrive}\
-         \tadd.u64 %rd2, %rd1, 128;\n\
+         \tadd.u64 %rd2, %rd1, 128;\n{acquire}\
          \tcp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r1], [%rd1, {{%r4, %r4}}], [%r3];\n\
          \tcp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r2], [%rd2, {{%r4, %r4}}], [%r3];\n\
          WAIT:\n\tmbarrier.try_wait.parity.shared::cta.b64 %p1, [%r3], {parity};\n\t@!%p1 bra WAIT;\n\
@@ -110,6 +114,10 @@ fn module(v: Variant) -> String {
             ""
         },
         parity = v.parity,
+        acquire = v.acquire_maps.map_or(String::new(), |scope| format!(
+            "\tfence.proxy.tensormap::generic.acquire.{scope} [%rd1], 128;\n\
+             \tfence.proxy.tensormap::generic.acquire.{scope} [%rd2], 128;\n"
+        )),
         zero = (0..N / 2).map(|i| format!("\tmov.f32 %f{i}, 0f00000000;\n")).collect::<String>(),
         fence = if v.fence { "\twgmma.fence.sync.aligned;\n" } else { "" },
         stride = 4 * N / 2,
@@ -203,45 +211,51 @@ fn tma_zero_fills_rows_and_columns_outside_the_tensor() {
     assert!(got[50 * N..].iter().all(|&x| x == 0.0));
 }
 
-#[test]
-fn tma_writes_the_128_byte_swizzle_of_the_isa() {
-    // One 8 × 64 bf16 box; the kernel copies shared memory back verbatim after the wait.
+/// Copies one 8 × 64 bf16 box (the 16-bit words 0, 1, …) with the 128-byte swizzle to
+/// `dst_offset` bytes past the 1024-aligned dynamic shared base; the kernel copies those
+/// shared bytes back verbatim after the wait.
+fn swizzled_box(dst_offset: u32) -> Result<(Vec<u16>, Vec<u16>), GpuError> {
     let body = "\
         \t@%p0 bra INITED;\n\tmbarrier.init.shared::cta.b64 [%r3], 1;\nINITED:\n\tbar.sync 0;\n\
         \t@%p0 bra WAIT;\n\tmbarrier.arrive.expect_tx.shared::cta.b64 _, [%r3], 1024;\n\
+        \tfence.proxy.tensormap::generic.acquire.sys [%rd1], 128;\n\
         \tcp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r1], [%rd1, {%r4, %r4}], [%r3];\n\
         WAIT:\n\tmbarrier.try_wait.parity.shared::cta.b64 %p1, [%r3], 0;\n\t@!%p1 bra WAIT;\n\
         \tshl.b32 %r5, %r0, 3;\n\tadd.u32 %r6, %r1, %r5;\n\tld.shared.v2.u32 {%r7, %r8}, [%r6];\n\
         \tmul.wide.u32 %rd5, %r0, 8;\n\tadd.u64 %rd5, %rd5, %rd0;\n\tst.global.v2.u32 [%rd5], {%r7, %r8};\n";
     let ptx = format!(
-        ".version 8.0\n.target sm_90a\n.address_size 64\n.extern .shared .align 1024 .b8 smem[];\n\
+        ".version 8.3\n.target sm_90a\n.address_size 64\n.extern .shared .align 1024 .b8 smem[];\n\
          .visible .entry k(\n\t.param .u64 k_out,\n\t.param .u64 k_maps\n)\n{{\n\
          \t.reg .pred %p<8>;\n\t.reg .b32 %r<16>;\n\t.reg .b64 %rd<8>;\n\
          \tld.param.u64 %rd0, [k_out];\n\tld.param.u64 %rd1, [k_maps];\n\
-         \tmov.u32 %r0, %tid.x;\n\tmov.u32 %r1, smem;\n\tadd.u32 %r3, %r1, 1024;\n\tmov.u32 %r4, 0;\n\
+         \tmov.u32 %r0, %tid.x;\n\tmov.u32 %r1, smem;\n\tadd.u32 %r3, %r1, 2048;\n\
+         \tadd.u32 %r1, %r1, {dst_offset};\n\tmov.u32 %r4, 0;\n\
          \tsetp.ne.u32 %p0, %r0, 0;\n{body}\tret;\n}}\n"
     );
-    let sim = Simulator::from_ptx(&ptx).unwrap();
+    let sim = Simulator::from_ptx(&ptx)?;
     let src: Vec<u16> = (0..8 * 64).map(|i| i as u16).collect();
-    let dsrc = sim.upload(&src).unwrap();
-    let map = sim
-        .tensor_map(&TensorMapDesc {
-            global_address: dsrc.view().addr(),
-            elem: TensorMapElem::Bf16,
-            dims: [64, 8],
-            row_stride_bytes: 128,
-            box_dims: [64, 8],
-            swizzle: TensorMapSwizzle::B128,
-            layers: None,
-        })
-        .unwrap();
-    let dmap = sim.upload(&map.bytes).unwrap();
-    let mut out = sim.upload(&vec![0u16; 8 * 64]).unwrap();
+    let dsrc = sim.upload(&src)?;
+    let map = sim.tensor_map(&TensorMapDesc {
+        global_address: dsrc.view().addr(),
+        elem: TensorMapElem::Bf16,
+        dims: [64, 8],
+        row_stride_bytes: 128,
+        box_dims: [64, 8],
+        swizzle: TensorMapSwizzle::B128,
+        layers: None,
+    })?;
+    let dmap = sim.upload(&map.bytes)?;
+    let mut out = sim.upload(&vec![0u16; 8 * 64])?;
     let mut params = out.view_mut().addr().to_le_bytes().to_vec();
     params.extend_from_slice(&dmap.view().addr().to_le_bytes());
-    let config = LaunchConfig { grid: (1, 1, 1), block: (128, 1, 1), shared_mem_bytes: 1024 + 8 };
-    sim.launch_bytes("k", config, &params).unwrap();
-    let smem = sim.download(out.view()).unwrap();
+    let config = LaunchConfig { grid: (1, 1, 1), block: (128, 1, 1), shared_mem_bytes: 2048 + 8 };
+    sim.launch_bytes("k", config, &params)?;
+    Ok((src, sim.download(out.view())?))
+}
+
+#[test]
+fn tma_writes_the_128_byte_swizzle_of_the_isa() {
+    let (src, smem) = swizzled_box(0).unwrap();
     // 128B swizzle: 16-byte chunk c of row r is stored at chunk c ^ (r % 8) of that row.
     for r in 0..8 {
         for c in 0..8 {
@@ -252,6 +266,11 @@ fn tma_writes_the_128_byte_swizzle_of_the_isa() {
     }
 }
 
+#[test]
+fn a_128_byte_swizzled_box_must_start_on_a_1024_byte_boundary() {
+    expect_err(swizzled_box(512), SimErrorKind::Misaligned, &["not 1024-byte aligned"]);
+}
+
 /// Thread 0 copies one unswizzled 8 × 16-element box with `copy` (a `cp.async.bulk.tensor`
 /// of the map at `%rd1` into `[%r1]`, completing on `[%r3]`; `%r4` is 0 and `%r5` the
 /// kernel's `z` parameter), then the block writes the box's shared image to the output.
@@ -259,13 +278,14 @@ fn copy_box(copy: &str, desc: TensorMapDesc, z: i32) -> Result<Vec<u16>, GpuErro
     let body = format!(
         "\t@%p0 bra INITED;\n\tmbarrier.init.shared::cta.b64 [%r3], 1;\nINITED:\n\tbar.sync 0;\n\
          \t@%p0 bra WAIT;\n\tmbarrier.arrive.expect_tx.shared::cta.b64 _, [%r3], 256;\n\
+         \tfence.proxy.tensormap::generic.acquire.sys [%rd1], 128;\n\
          \t{copy}\n\
          WAIT:\n\tmbarrier.try_wait.parity.shared::cta.b64 %p1, [%r3], 0;\n\t@!%p1 bra WAIT;\n\
          \tshl.b32 %r6, %r0, 3;\n\tadd.u32 %r6, %r1, %r6;\n\tld.shared.v2.u32 {{%r7, %r8}}, [%r6];\n\
          \tmul.wide.u32 %rd5, %r0, 8;\n\tadd.u64 %rd5, %rd5, %rd0;\n\tst.global.v2.u32 [%rd5], {{%r7, %r8}};\n"
     );
     let ptx = format!(
-        ".version 8.0\n.target sm_90a\n.address_size 64\n.extern .shared .align 1024 .b8 smem[];\n\
+        ".version 8.3\n.target sm_90a\n.address_size 64\n.extern .shared .align 1024 .b8 smem[];\n\
          .visible .entry k(\n\t.param .u64 k_out,\n\t.param .u64 k_maps,\n\t.param .u32 k_z\n)\n{{\n\
          \t.reg .pred %p<8>;\n\t.reg .b32 %r<16>;\n\t.reg .b64 %rd<8>;\n\
          \tld.param.u64 %rd0, [k_out];\n\tld.param.u64 %rd1, [k_maps];\n\tld.param.u32 %r5, [k_z];\n\
@@ -369,6 +389,18 @@ fn generic_stores_read_by_wgmma_need_fence_proxy_async() {
     expect_err(tile_product(v, M, K), SimErrorKind::AsyncProxyHazard, &["fence.proxy.async"]);
     let v = Variant { generic_store: Some(true), ..GOOD };
     tile_product(v, M, K).unwrap();
+}
+
+#[test]
+fn tma_through_a_tensor_map_not_acquired_at_system_scope_is_reported() {
+    let v = Variant { acquire_maps: None, ..GOOD };
+    expect_err(
+        tile_product(v, M, K),
+        SimErrorKind::AsyncProxyHazard,
+        &["has not acquired:", "fence.proxy.tensormap::generic.acquire.sys"],
+    );
+    let v = Variant { acquire_maps: Some("gpu"), ..GOOD };
+    expect_err(tile_product(v, M, K), SimErrorKind::AsyncProxyHazard, &["at system scope"]);
 }
 
 #[test]

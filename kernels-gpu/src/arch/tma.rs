@@ -5,6 +5,12 @@
 //! stores (and `mbarrier.init`) go through the generic proxy. Ordering between the two needs
 //! [`fence_proxy_async_shared_cta`]; between TMA writes and their readers the mbarrier's
 //! `complete_tx` / wait pair is enough.
+//!
+//! A tensor map the host copied into global memory is read by the TMA unit through the
+//! *tensormap proxy*, which may cache it: before its first use, the issuing thread acquires it
+//! with [`fence_proxy_tensormap_acquire_sys`] (the CUDA Programming Guide's rule for maps
+//! passed in global memory rather than as `__grid_constant__` parameters, which rustc cannot
+//! declare).
 
 use core::arch::asm;
 use kernel_abi::gemm_wgmma::TensorMap;
@@ -31,6 +37,24 @@ pub unsafe fn load_3d(dst: u32, tmap: *const TensorMap, [x, y, z]: [i32; 3], bar
               [{d}], [{m}, {{{x}, {y}, {z}}}], [{b}];",
              d = in(reg32) dst, m = in(reg64) tmap, x = in(reg32) x, y = in(reg32) y,
              z = in(reg32) z, b = in(reg32) bar, options(nostack, preserves_flags));
+    }
+}
+
+/// `fence.proxy.tensormap::generic.acquire.sys [tmap], 128`: makes the 128-byte tensor map at
+/// `tmap`, written through the generic proxy (here: copied from the host before the launch,
+/// hence system scope), visible to this thread's later TMA operations through the tensormap
+/// proxy, so that no copy cached from an earlier map at the same address is used.
+///
+/// # Safety
+/// `tmap` must be the generic address of a 64-byte aligned, 128-byte tensor map in global
+/// memory. Minimum sm_90, PTX ISA 8.3.
+#[inline(always)]
+pub unsafe fn fence_proxy_tensormap_acquire_sys(tmap: *const TensorMap) {
+    // SAFETY: the address is the caller's contract; ordering only (not `nomem`: a compiler
+    // memory barrier too).
+    unsafe {
+        asm!("fence.proxy.tensormap::generic.acquire.sys [{m}], 128;", m = in(reg64) tmap,
+             options(nostack, preserves_flags));
     }
 }
 

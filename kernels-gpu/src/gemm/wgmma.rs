@@ -476,8 +476,8 @@ pub(super) unsafe fn run_block(smem: Smem, producer: impl FnOnce(), consumer: im
     }
 }
 
-/// The producer: one thread issuing the TMA loads of every k-tile of every unit of the block,
-/// in unit order, whichever consumer multiplies them.
+/// The producer: one thread acquiring the two tensor maps, then issuing the TMA loads of every
+/// k-tile of every unit of the block, in unit order, whichever consumer multiplies them.
 ///
 /// # Safety
 /// One thread of the block calls it, after [`run_block`]'s prologue; the tensor maps are valid for
@@ -490,6 +490,12 @@ pub(super) unsafe fn produce<T: WgmmaOp, const A_MN: bool, const B_MN: bool, O: 
     let tile = smem.tile;
     let (bn, bk) = (tile.bn, bk::<T>());
     let (tmap_a, tmap_b) = (p.tmap_a.as_ptr(), p.tmap_b.as_ptr());
+    // SAFETY: the launcher's tensor maps are 64-byte aligned 128-byte maps in global memory,
+    // which the host wrote before the launch and nothing modifies during it.
+    unsafe {
+        tma::fence_proxy_tensormap_acquire_sys(tmap_a);
+        tma::fence_proxy_tensormap_acquire_sys(tmap_b);
+    }
     let mut ring = Ring::new(tile.stages);
     let mut u = block_idx_x();
     while u < p.units {

@@ -3,7 +3,9 @@
 //! - TMA tile loads (`cp.async.bulk.tensor.2d` and `.3d`, completing on an mbarrier) in every
 //!   swizzle mode, with boxes partly outside the tensor (negative coordinates, zero fill), a
 //!   rank-3 map's matrices (the Hopper GEMM's batches; one outside the batch) and the full
-//!   box counted as transaction bytes: the shared-memory image, byte for byte;
+//!   box counted as transaction bytes (each map acquired first by
+//!   `fence.proxy.tensormap::generic.acquire.sys`, as the GEMM does): the shared-memory
+//!   image, byte for byte;
 //! - `wgmma.mma_async` (bf16, f16, tf32) through descriptors of every swizzle mode and the
 //!   interleaved layout, K-major and M/N-major (`imm-trans`), with A from registers, and with
 //!   N = 256 (the Hopper GEMM's wide tile), accumulating into random accumulators: within the rounding of the f32 accumulation,
@@ -33,6 +35,9 @@ const ALIGN_SMEM: &str =
 /// A 2-D TMA load (its operands follow).
 const TMA_COPY_2D: &str =
     "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes";
+/// What the thread issuing TMA loads runs on each tensor map first: the host copied the maps
+/// into global memory (PTX ISA 8.3).
+const ACQUIRE_MAP: &str = "fence.proxy.tensormap::generic.acquire.sys";
 
 // ---------------------------------------------------------------------------------------------
 // TMA boxes
@@ -158,6 +163,7 @@ fn tma_entry(rank: u32) -> String {
          \tsetp.ne.u32 %p0, %r0, 0;\n\t@%p0 bra INITED;\n\
          \tmbarrier.init.shared::cta.b64 [%r3], 1;\nINITED:\n\tbar.sync 0;\n\t@%p0 bra WAIT;\n\
          \tmbarrier.arrive.expect_tx.shared::cta.b64 _, [%r3], %r7;\n\
+         \t{ACQUIRE_MAP} [%rd1], 128;\n\
          \tcp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes \
           [%r1], [%rd1, {{{coords}}}], [%r3];\n\
          WAIT:\n\tmbarrier.try_wait.parity.shared::cta.b64 %p1, [%r3], 0;\n\t@!%p1 bra WAIT;\n\
@@ -397,7 +403,11 @@ fn mma_entry(case: &MmaCase) -> String {
     for (map, layout, tile, rows) in
         [("%rd1", case.a, 0u64, 64), ("%rd4", case.b, B_TILE as u64, n)]
     {
-        for (offset, x) in panels(kind, layout, tile, rows) {
+        let panels = panels(kind, layout, tile, rows);
+        if !panels.is_empty() {
+            loads += &format!("\t{ACQUIRE_MAP} [{map}], 128;\n");
+        }
+        for (offset, x) in panels {
             loads += &format!(
                 "\tadd.u32 %r5, %r1, {offset};\n\tmov.u32 %r6, {x};\n\
                  \t{TMA_COPY_2D} [%r5], [{map}, {{%r6, %r4}}], [%r3];\n"
@@ -686,7 +696,7 @@ fn sync_outputs<R: Rig>(rig: &R) -> Vec<u32> {
 /// The whole module: `tma_box2`, `tma_box3`, one `mma_*` entry per [`MMAS`] case, `sync_probe`.
 fn hopper_ptx() -> String {
     let mut ptx = String::from(
-        ".version 8.0\n.target sm_90a\n.address_size 64\n.extern .shared .align 16 .b8 smem[];\n\n",
+        ".version 8.3\n.target sm_90a\n.address_size 64\n.extern .shared .align 16 .b8 smem[];\n\n",
     );
     ptx += &tma_entry(2);
     ptx += &tma_entry(3);

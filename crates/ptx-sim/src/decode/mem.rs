@@ -53,11 +53,15 @@ pub(super) fn decode(d: &FnDecoder, m: &mut Mods, ops: &[Operand]) -> R<Op> {
             Ok(Op::Nop)
         }
         "membar" | "fence" => {
+            let proxy = m.has("proxy");
+            if proxy && m.has("tensormap::generic") {
+                return fence_proxy_tensormap(d, m, ops);
+            }
             m.ignore(ORDERING);
             m.has("gl");
             m.has("cluster");
             m.has("mbarrier_init");
-            if m.has("proxy") {
+            if proxy {
                 if m.has("async") {
                     m.ignore(&["shared::cta", "shared::cluster", "global"]);
                     return Ok(Op::FenceProxyAsync);
@@ -68,6 +72,22 @@ pub(super) fn decode(d: &FnDecoder, m: &mut Mods, ops: &[Operand]) -> R<Op> {
         }
         other => Err(format!("unknown instruction `{other}`")),
     }
+}
+
+/// `fence.proxy.tensormap::generic.acquire.{cta,cluster,gpu,sys} [map], 128`. The release
+/// form, which only a kernel that writes tensor maps needs, is not supported.
+fn fence_proxy_tensormap(d: &FnDecoder, m: &mut Mods, ops: &[Operand]) -> R<Op> {
+    if !m.has("acquire") {
+        return Err("only the acquire form of fence.proxy.tensormap::generic is supported".into());
+    }
+    let scope = m
+        .one_of(&["cta", "cluster", "gpu", "sys"])
+        .ok_or("fence.proxy.tensormap::generic.acquire needs a scope")?;
+    arity(ops, 2, "fence.proxy.tensormap")?;
+    if d.src(&ops[1], Want::Int(32))? != Src::Imm(128) {
+        return Err("fence.proxy.tensormap's size operand must be 128 (a tensor map's)".into());
+    }
+    Ok(Op::FenceProxyTensormap { map: d.addr(&ops[0])?, sys: scope == "sys" })
 }
 
 /// The state-space modifier (`Generic` when absent).

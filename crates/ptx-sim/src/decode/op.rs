@@ -945,6 +945,14 @@ pub enum Op {
     /// `fence.proxy.async[.shared::cta]`: orders this thread's generic-proxy shared-memory
     /// writes before later async-proxy accesses (wgmma, TMA).
     FenceProxyAsync,
+    /// `fence.proxy.tensormap::generic.acquire.<scope> [map], 128`: this thread's later TMA
+    /// operations see the tensor map at `map` as the generic proxy last wrote it.
+    FenceProxyTensormap {
+        /// Generic address of the tensor map.
+        map: Addr,
+        /// System scope (what a map the host wrote needs), not a narrower one.
+        sys: bool,
+    },
     /// `mbarrier.init.shared::cta.b64 [addr], count`.
     MbarInit {
         /// The 8-byte barrier object.
@@ -1219,6 +1227,7 @@ impl Op {
                 addr(ad, f);
                 src(parity, f);
             }
+            Op::FenceProxyTensormap { map, .. } => addr(map, f),
             Op::TmaLoad { dst, map, coords, bar, .. } => {
                 addr(dst, f);
                 addr(bar, f);

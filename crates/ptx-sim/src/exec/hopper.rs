@@ -18,7 +18,10 @@
 //!
 //! # TMA
 //! A tile load reads the tensor map from global memory (the simulator's encoding, written by
-//! `Device::tensor_map`), copies the box at once — elements outside the tensor read as zero —
+//! `Device::tensor_map`) — which the issuing thread must have acquired with
+//! `fence.proxy.tensormap::generic.acquire.sys` since the launch began (the CUDA Programming
+//! Guide's rule for a map the host copied to global memory: the tensormap proxy may hold a
+//! stale copy) — copies the box at once — elements outside the tensor read as zero —
 //! into shared memory in the map's swizzle, and completes `box bytes` of transactions on the
 //! mbarrier. The shared bytes are written by the issuing thread's TMA agent: nothing orders
 //! them for another thread but the mbarrier phase.
@@ -248,6 +251,20 @@ impl Block<'_> {
             let what = format!("tensor map at {global:#x}, which is not 64-byte aligned");
             return Err(self.fault(SimErrorKind::Misaligned, w, lane, pc, what));
         }
+        let tid = Self::thread_id(w, lane);
+        match self.tensormaps.get(&(tid, global)) {
+            Some(true) => {}
+            acquired => {
+                let what = format!(
+                    "TMA through the tensor map at {global:#x}, which this thread has not \
+                     acquired{}: a map the host copied to global memory needs \
+                     `fence.proxy.tensormap::generic.acquire.sys [map], 128` before its first \
+                     use (the tensormap proxy may hold a stale copy)",
+                    if acquired.is_some() { " at system scope" } else { "" }
+                );
+                return Err(self.fault(SimErrorKind::AsyncProxyHazard, w, lane, pc, what));
+            }
+        }
         self.launch.global.load(global, &mut raw).map_err(|m| {
             self.fault(SimErrorKind::OutOfBounds, w, lane, pc, format!("tensor map read of {m}"))
         })?;
@@ -264,8 +281,16 @@ impl Block<'_> {
         }
         let [x0, y0, z] = coords.map(|c| self.read(w, c, lane) as u32 as i32 as i64);
         let at = self.address(w, dst, lane);
-        if !at.is_multiple_of(128) {
-            let what = format!("TMA destination {at:#x} is not 128-byte aligned");
+        // The swizzle pattern repeats every 8 rows of 16-byte chunks × the span's chunks: a
+        // swizzled box starts on that boundary (CUTLASS asserts 1024 bytes for 128-byte
+        // swizzle), else 128 bytes.
+        let align = if tm.swizzle_bytes == 0 { 128 } else { 8 * tm.swizzle_bytes as u64 };
+        if !at.is_multiple_of(align) {
+            let what = format!(
+                "TMA destination {at:#x} is not {align}-byte aligned (the map's {}-byte swizzle \
+                 needs {align})",
+                tm.swizzle_bytes
+            );
             return Err(self.fault(SimErrorKind::Misaligned, w, lane, pc, what));
         }
         let esize = tm.elem_bytes as u64;
@@ -275,7 +300,6 @@ impl Block<'_> {
         let bar_at = self.mbarrier_addr(w, lane, pc, bar)?;
         self.barrier_mut(w, lane, pc, bar_at)?;
 
-        let tid = Self::thread_id(w, lane);
         let agent = self.shadow.clocks().map_or(0, |c| c.next_agent_copy(tid));
         let access = Access {
             epoch: self.shadow.epoch(),
@@ -323,6 +347,27 @@ impl Block<'_> {
         }
         let released = self.shadow.clocks().map(|c| c.release_copy(tid, agent));
         self.mbar_update(w, lane, pc, bar_at, (-(bytes as i64), false, released))?;
+        Ok(())
+    }
+
+    /// `fence.proxy.tensormap::generic.acquire` by one thread: the map at that global address
+    /// is acquired for this thread's TMA operations.
+    pub(super) fn fence_proxy_tensormap(
+        &mut self,
+        w: &Warp,
+        lane: usize,
+        pc: u32,
+        (map, sys): (Addr, bool),
+    ) -> Result<(), GpuError> {
+        let at = self.address(w, map, lane);
+        let crate::memory::Generic::Global(global) = crate::memory::resolve_generic(at) else {
+            let what = format!(
+                "fence.proxy.tensormap on {at:#x}, which is not in global memory (the simulator's tensor maps live there)"
+            );
+            return Err(self.fault(SimErrorKind::Unsupported, w, lane, pc, what));
+        };
+        let acquired = self.tensormaps.entry((Self::thread_id(w, lane), global)).or_default();
+        *acquired |= sys;
         Ok(())
     }
 

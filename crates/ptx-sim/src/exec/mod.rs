@@ -163,6 +163,9 @@ struct Block<'a> {
     shadow: Shadow,
     /// mbarriers by shared address.
     mbarriers: HashMap<u32, hopper::Mbarrier>,
+    /// Tensor maps each thread acquired (`fence.proxy.tensormap`): (thread, global address)
+    /// → at system scope.
+    tensormaps: HashMap<(usize, u64), bool>,
     /// Shared ranges that in-flight wgmmas read.
     inflight: Vec<wgmma::InflightRead>,
     /// Whether the current scheduling round executed anything but failed mbarrier waits.
@@ -188,6 +191,7 @@ impl<'a> Block<'a> {
             shared: vec![FRESH_BYTE; shared_len],
             shadow,
             mbarriers: HashMap::new(),
+            tensormaps: HashMap::new(),
             inflight: Vec::new(),
             progress: false,
         }
@@ -426,6 +430,12 @@ impl<'a> Block<'a> {
             Op::FenceProxyAsync => {
                 for lane in bits(active) {
                     self.fence_proxy_async(w, lane);
+                }
+                w.advance(active, pc + 1);
+            }
+            Op::FenceProxyTensormap { map, sys } => {
+                for lane in bits(active) {
+                    self.fence_proxy_tensormap(w, lane, pc, (*map, *sys))?;
                 }
                 w.advance(active, pc + 1);
             }
