@@ -106,6 +106,8 @@ struct LoadedFunction {
     function: CudaFunction,
     /// Dynamic shared memory the function has been allowed so far (48 KiB by default).
     shared_limit: u32,
+    /// The most threads per block a launch may have (`.maxntid`, registers, the GPU).
+    max_threads: u32,
 }
 
 const DEFAULT_SHARED_LIMIT: u32 = 48 * 1024;
@@ -252,17 +254,38 @@ impl Gpu {
         &self.stream
     }
 
-    /// The function `name`, allowed at least `shared_bytes` of dynamic shared memory.
-    fn function(&self, name: &'static str, shared_bytes: u32) -> Result<CudaFunction> {
+    /// The function `name`, checked to accept `config`'s block and allowed its dynamic shared
+    /// memory.
+    fn function(&self, name: &'static str, config: &LaunchConfig) -> Result<CudaFunction> {
+        // The module and attribute calls act on the calling thread's current context.
+        self.ctx.bind_to_thread().during(name)?;
         let mut functions = self.functions.lock().unwrap_or_else(|p| p.into_inner());
         if !functions.contains_key(name) {
             let function = self.module.load_function(name).map_err(|e| match e.0 {
                 CUresult::CUDA_ERROR_NOT_FOUND => GpuError::MissingKernel { name },
                 _ => GpuError::Driver { op: name, source: e },
             })?;
-            functions.insert(name, LoadedFunction { function, shared_limit: DEFAULT_SHARED_LIMIT });
+            let max_threads = function
+                .get_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)
+                .during(name)? as u32;
+            let shared_limit = DEFAULT_SHARED_LIMIT;
+            functions.insert(name, LoadedFunction { function, shared_limit, max_threads });
         }
         let loaded = functions.get_mut(name).expect("inserted above");
+        let (bx, by, bz) = config.block;
+        let threads = u64::from(bx) * u64::from(by) * u64::from(bz);
+        if threads > u64::from(loaded.max_threads) {
+            return Err(GpuError::invalid(
+                name,
+                "block",
+                format!(
+                    "{threads} threads per block exceed the {} this kernel allows here (its \
+                     .maxntid, or its registers)",
+                    loaded.max_threads
+                ),
+            ));
+        }
+        let shared_bytes = config.shared_mem_bytes;
         if shared_bytes > loaded.shared_limit {
             if shared_bytes > self.info.max_shared_per_block {
                 return Err(GpuError::invalid(
@@ -302,25 +325,28 @@ struct ByValue<P>(P);
 // SAFETY: `P: KernelParams` is a #[repr(C)] plain-data struct whose layout the kernel reads.
 unsafe impl<P: KernelParams> DeviceRepr for ByValue<P> {}
 
-/// A device allocation on a [`Gpu`].
+/// A device allocation on a [`Gpu`]: `len` elements (the allocation holds one more when `len`
+/// is 0, since the driver refuses empty allocations).
 pub struct CudaBuffer<T> {
-    slice: CudaSlice<T>,
+    /// Owns the memory (freed, ordered after the launches issued, on drop).
+    _allocation: CudaSlice<T>,
     addr: u64,
+    len: usize,
 }
 
 impl<T: DeviceElement> DeviceBuffer<T> for CudaBuffer<T> {
     fn len(&self) -> usize {
-        self.slice.len()
+        self.len
     }
 
     fn view(&self) -> DeviceView<'_, T> {
-        // SAFETY: the address and length are those of the live allocation borrowed here.
-        unsafe { DeviceView::from_raw_parts(self.addr, self.slice.len()) }
+        // SAFETY: the address and length lie within the live allocation borrowed here.
+        unsafe { DeviceView::from_raw_parts(self.addr, self.len) }
     }
 
     fn view_mut(&mut self) -> DeviceViewMut<'_, T> {
         // SAFETY: as above, borrowed mutably.
-        unsafe { DeviceViewMut::from_raw_parts(self.addr, self.slice.len()) }
+        unsafe { DeviceViewMut::from_raw_parts(self.addr, self.len) }
     }
 }
 
@@ -407,18 +433,22 @@ impl Device for Gpu {
         Ok(TensorMap { bytes })
     }
 
-    fn tensor_maps_in_memory(&self, descs: &[TensorMapDesc]) -> Result<u64> {
-        self.tensor_maps.address(descs, || upload_tensor_maps(self, descs))
+    fn with_tensor_maps_in_memory<R>(
+        &self,
+        descs: &[TensorMapDesc],
+        use_maps: impl FnOnce(u64) -> Result<R>,
+    ) -> Result<R> {
+        self.tensor_maps.with(descs, || upload_tensor_maps(self, descs), use_maps)
     }
 
     fn alloc<T: DeviceElement>(&self, len: usize) -> Result<CudaBuffer<T>> {
         let bytes = alloc_bytes::<T>(len)?;
         // SAFETY: device memory of plain-data elements; contents are unspecified but every
         // bit pattern is a valid `T` (DeviceElement contract).
-        let slice =
-            unsafe { self.stream.alloc::<T>(len) }.map_err(|e| self.out_of_memory(bytes, e))?;
+        let slice = unsafe { self.stream.alloc::<T>(len.max(1)) }
+            .map_err(|e| self.out_of_memory(bytes, e))?;
         let addr = slice.device_ptr(&self.stream).0;
-        Ok(CudaBuffer { slice, addr })
+        Ok(CudaBuffer { _allocation: slice, addr, len })
     }
 
     fn copy_to_device<T: DeviceElement>(&self, src: &[T], dst: DeviceViewMut<'_, T>) -> Result<()> {
@@ -454,7 +484,7 @@ impl Device for Gpu {
     ) -> Result<()> {
         let name = kernel.name();
         config.check(name)?;
-        let function = self.function(name, config.shared_mem_bytes)?;
+        let function = self.function(name, &config)?;
         let params = ByValue(params);
         let mut launch = self.stream.launch_builder(&function);
         launch.arg(&params);

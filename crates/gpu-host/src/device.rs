@@ -89,12 +89,16 @@ pub trait Device {
     /// kernel parameter) for the kernel to use.
     fn tensor_map(&self, desc: &TensorMapDesc) -> Result<TensorMap>;
 
-    /// The device address of `descs` encoded ([`Device::tensor_map`]), 128 bytes each one
-    /// after another from a 64-byte aligned address, for kernels that read their tensor maps
-    /// from global memory. Valid for every launch issued before the next call. Runtimes keep
-    /// them in a [`crate::TensorMapCache`], so asking again for the same descriptors uploads
-    /// nothing.
-    fn tensor_maps_in_memory(&self, descs: &[TensorMapDesc]) -> Result<u64>;
+    /// Runs `use_maps` (which launches kernels that read their tensor maps from global
+    /// memory) with the device address of `descs` encoded ([`Device::tensor_map`]), 128 bytes
+    /// each one after another from a 64-byte aligned address. The maps stay valid for every
+    /// launch `use_maps` issues, whatever other threads do meanwhile. Runtimes keep them in a
+    /// [`crate::TensorMapCache`], so asking again for the same descriptors uploads nothing.
+    fn with_tensor_maps_in_memory<R>(
+        &self,
+        descs: &[TensorMapDesc],
+        use_maps: impl FnOnce(u64) -> Result<R>,
+    ) -> Result<R>;
 
     /// Allocates `len` elements with unspecified contents.
     fn alloc<T: DeviceElement>(&self, len: usize) -> Result<Self::Buffer<T>>;

@@ -2,6 +2,28 @@
 
 use cudarc::driver::DriverError;
 
+/// For the errors a kernel fault leaves in the context (reported by the next driver call,
+/// whichever it is, and by every call after it): where to look instead.
+fn asynchronous_fault_note(err: &DriverError) -> &'static str {
+    use cudarc::driver::sys::CUresult as R;
+    match err.0 {
+        R::CUDA_ERROR_ILLEGAL_ADDRESS
+        | R::CUDA_ERROR_MISALIGNED_ADDRESS
+        | R::CUDA_ERROR_ILLEGAL_INSTRUCTION
+        | R::CUDA_ERROR_INVALID_ADDRESS_SPACE
+        | R::CUDA_ERROR_INVALID_PC
+        | R::CUDA_ERROR_HARDWARE_STACK_ERROR
+        | R::CUDA_ERROR_LAUNCH_FAILED
+        | R::CUDA_ERROR_LAUNCH_TIMEOUT
+        | R::CUDA_ERROR_ASSERT => {
+            " (a kernel fault, reported at the first driver call after it: it may come from an \
+             earlier kernel; CUDA_LAUNCH_BLOCKING=1 makes every launch report its own, and \
+             compute-sanitizer names the access)"
+        }
+        _ => "",
+    }
+}
+
 /// Result of host-runtime operations.
 pub type Result<T, E = GpuError> = std::result::Result<T, E>;
 
@@ -66,8 +88,9 @@ pub enum GpuError {
         /// What is wrong with it.
         reason: String,
     },
-    /// Any other driver error, with the operation that produced it.
-    #[error("{op}: {source}")]
+    /// Any other driver error, with the operation that produced it (and, for a kernel fault
+    /// the driver reports later, at whatever call comes next, a note saying so).
+    #[error("{op}: {source}{}", asynchronous_fault_note(source))]
     Driver {
         /// What was being done.
         op: &'static str,
@@ -161,5 +184,24 @@ pub(crate) trait DriverContext<T> {
 impl<T> DriverContext<T> for std::result::Result<T, DriverError> {
     fn during(self, op: &'static str) -> Result<T> {
         self.map_err(|source| GpuError::Driver { op, source })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cudarc::driver::sys::CUresult;
+
+    /// A kernel fault reported by a later call says where to look; other errors say nothing
+    /// more than the driver. (Displaying a `DriverError` needs the driver's error strings,
+    /// so the note is checked on its own.)
+    #[test]
+    fn kernel_faults_point_at_earlier_kernels() {
+        let note = |code| asynchronous_fault_note(&DriverError(code));
+        assert!(
+            note(CUresult::CUDA_ERROR_ILLEGAL_ADDRESS).contains("may come from an earlier kernel")
+        );
+        assert!(note(CUresult::CUDA_ERROR_LAUNCH_FAILED).contains("CUDA_LAUNCH_BLOCKING=1"));
+        assert_eq!(note(CUresult::CUDA_ERROR_INVALID_VALUE), "");
     }
 }

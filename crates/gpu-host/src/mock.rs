@@ -125,8 +125,12 @@ impl Device for MockDevice {
         Ok(Self::encode(desc))
     }
 
-    fn tensor_maps_in_memory(&self, descs: &[TensorMapDesc]) -> Result<u64> {
-        self.tensor_maps.address(descs, || upload_tensor_maps(self, descs))
+    fn with_tensor_maps_in_memory<R>(
+        &self,
+        descs: &[TensorMapDesc],
+        use_maps: impl FnOnce(u64) -> Result<R>,
+    ) -> Result<R> {
+        self.tensor_maps.with(descs, || upload_tensor_maps(self, descs), use_maps)
     }
 
     fn alloc<T: DeviceElement>(&self, len: usize) -> Result<MockBuffer<T>> {

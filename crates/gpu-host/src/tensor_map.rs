@@ -230,13 +230,15 @@ pub fn upload_tensor_maps<D: Device>(
     Ok((buffer, addr))
 }
 
-/// The tensor maps a runtime keeps in device memory ([`Device::tensor_maps_in_memory`]),
+/// The tensor maps a runtime keeps in device memory ([`Device::with_tensor_maps_in_memory`]),
 /// keyed by their descriptors, so that kernels launched again on the same buffers and shapes
 /// (every training step's GEMMs) reuse them instead of encoding and uploading them per
 /// launch. A descriptor names the address and shape, so a hit is always the right map, even
 /// for a buffer freed and reallocated at the same address. Bounded: at
-/// [`TensorMapCache::CAPACITY`] entries it starts over (dropping a buffer is ordered after
-/// the launches already issued, the [`DeviceBuffer`] contract).
+/// [`TensorMapCache::CAPACITY`] entries it starts over. The address is used inside
+/// [`TensorMapCache::with`], under the cache's lock: no other thread can start the cache over
+/// between the lookup and the launch, and dropping a buffer is ordered after the launches
+/// already issued (the [`DeviceBuffer`] contract).
 pub struct TensorMapCache<B> {
     entries: Mutex<HashMap<Box<[TensorMapDesc]>, Uploaded<B>>>,
 }
@@ -255,23 +257,24 @@ impl<B> TensorMapCache<B> {
     /// hundred.
     pub const CAPACITY: usize = 1024;
 
-    /// The address of the maps of `descs`: the cached one, or `upload`'s (buffer, address),
-    /// which the cache then keeps.
-    pub fn address(
+    /// Runs `use_maps` with the address of the maps of `descs` (the cached one, or that of
+    /// `upload`'s buffer, which the cache then keeps), holding the cache's lock meanwhile.
+    pub fn with<R>(
         &self,
         descs: &[TensorMapDesc],
         upload: impl FnOnce() -> Result<(B, u64)>,
-    ) -> Result<u64> {
+        use_maps: impl FnOnce(u64) -> Result<R>,
+    ) -> Result<R> {
         let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some((_, addr)) = entries.get(descs) {
-            return Ok(*addr);
+            return use_maps(*addr);
         }
         let (buffer, addr) = upload()?;
         if entries.len() >= Self::CAPACITY {
             entries.clear();
         }
         entries.insert(descs.into(), (buffer, addr));
-        Ok(addr)
+        use_maps(addr)
     }
 
     /// Number of cached entries.
@@ -380,23 +383,29 @@ mod tests {
             uploads.set(uploads.get() + 1);
             Ok((0, 0x1000 * uploads.get()))
         };
+        let address = |descs: &[TensorMapDesc], upload| cache.with(descs, upload, Ok);
         let (a, b) = (desc(), TensorMapDesc { global_address: 0x7f00_0000_0200, ..desc() });
-        assert_eq!(cache.address(&[a, b], upload).unwrap(), 0x1000);
-        assert_eq!(cache.address(&[a, b], upload).unwrap(), 0x1000);
-        assert_eq!(cache.address(&[b, a], upload).unwrap(), 0x2000);
-        assert_eq!(cache.address(&[a], upload).unwrap(), 0x3000);
+        assert_eq!(address(&[a, b], &upload).unwrap(), 0x1000);
+        assert_eq!(address(&[a, b], &upload).unwrap(), 0x1000);
+        assert_eq!(address(&[b, a], &upload).unwrap(), 0x2000);
+        assert_eq!(address(&[a], &upload).unwrap(), 0x3000);
         assert_eq!((uploads.get(), cache.len()), (3, 3));
         let failing = || Err(GpuError::invalid(OP, "descs", "no memory"));
-        assert!(cache.address(&[b], failing).is_err());
+        assert!(cache.with(&[b], failing, Ok).is_err());
         assert_eq!(cache.len(), 3);
+        let launch_failed = cache.with(&[a], upload, |_| -> Result<()> {
+            Err(GpuError::invalid(OP, "launch", "refused"))
+        });
+        assert!(launch_failed.is_err());
+        assert_eq!((uploads.get(), cache.len()), (3, 3));
         for i in 0..TensorMapCache::<u32>::CAPACITY as u64 {
             let d = TensorMapDesc { global_address: 0x10_0000 + 16 * i, ..a };
-            cache.address(&[d], upload).unwrap();
+            address(&[d], &upload).unwrap();
         }
         // Full after the first CAPACITY - 3 of them: cleared once, then refilled.
         assert_eq!(cache.len(), 3);
         let next = 0x1000 * (uploads.get() + 1);
-        assert_eq!(cache.address(&[a, b], upload).unwrap(), next);
+        assert_eq!(address(&[a, b], &upload).unwrap(), next);
     }
 
     #[test]

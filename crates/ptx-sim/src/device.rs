@@ -196,6 +196,26 @@ impl Simulator {
                 format!("{} bytes given, the entry declares {}", params.len(), kernel.param_size),
             ));
         }
+        let (bx, by, bz) = config.block;
+        let threads = u64::from(bx) * u64::from(by) * u64::from(bz);
+        if let Some(max) = kernel.bounds.max_threads
+            && threads > max
+        {
+            return Err(GpuError::invalid(
+                name,
+                "block",
+                format!("{threads} threads per block exceed the entry's .maxntid of {max}"),
+            ));
+        }
+        if let Some(required) = kernel.bounds.required_block
+            && required != [bx, by, bz]
+        {
+            return Err(GpuError::invalid(
+                name,
+                "block",
+                format!("the block {:?} is not the entry's .reqntid {required:?}", config.block),
+            ));
+        }
         let shared =
             (kernel.dynamic_shared_base - SHARED_BASE) as u64 + config.shared_mem_bytes as u64;
         if shared > MAX_SHARED_PER_BLOCK as u64 {
@@ -299,8 +319,12 @@ impl Device for Simulator {
         Ok(tensor_map::encode(desc))
     }
 
-    fn tensor_maps_in_memory(&self, descs: &[TensorMapDesc]) -> Result<u64> {
-        self.tensor_maps.address(descs, || upload_tensor_maps(self, descs))
+    fn with_tensor_maps_in_memory<R>(
+        &self,
+        descs: &[TensorMapDesc],
+        use_maps: impl FnOnce(u64) -> Result<R>,
+    ) -> Result<R> {
+        self.tensor_maps.with(descs, || upload_tensor_maps(self, descs), use_maps)
     }
 
     fn alloc<T: DeviceElement>(&self, len: usize) -> Result<SimBuffer<T>> {

@@ -3,8 +3,8 @@
 
 mod common;
 use common::*;
-use gpu_host::LaunchConfig;
-use ptx_sim::SimOptions;
+use gpu_host::{GpuError, LaunchConfig};
+use ptx_sim::{SimOptions, Simulator};
 
 /// Stores `%r9` at `out[linear thread index]`.
 const STORE_R9: &str =
@@ -115,4 +115,24 @@ fn barriers_in_loops_and_after_early_exits() {
     let want: Vec<u32> =
         (0..64).map(|t| if t < 48 { 3 * ((t + 1) % 48) } else { u32::MAX }).collect();
     assert_eq!(got, want);
+}
+
+/// `.maxntid` caps the threads of a launch and `.reqntid` fixes its block, as on a GPU (where
+/// the launch fails): a launcher whose block disagrees with the entry's bounds is caught here.
+#[test]
+fn launches_respect_the_entrys_launch_bounds() {
+    let with_bounds = |bounds: &str| {
+        let ptx =
+            kernel("\tst.global.u32 [%rd0], %r0;").replace("\n)\n{", &format!("\n)\n{bounds}\n{{"));
+        Simulator::from_ptx(&ptx).unwrap()
+    };
+    let sim = with_bounds(".maxntid 64, 1, 1");
+    run_on(&sim, block(64), &[], 1).unwrap();
+    let err = run_on(&sim, block(96), &[], 1).unwrap_err();
+    assert!(matches!(err, GpuError::InvalidArgument { arg: "block", .. }), "{err:?}");
+    assert!(err.to_string().contains("96 threads per block exceed the entry's .maxntid of 64"));
+    let sim = with_bounds(".reqntid 32");
+    run_on(&sim, block(32), &[], 1).unwrap();
+    let err = run_on(&sim, LaunchConfig { block: (16, 2, 1), ..block(32) }, &[], 1).unwrap_err();
+    assert!(err.to_string().contains("is not the entry's .reqntid [32, 1, 1]"), "{err}");
 }

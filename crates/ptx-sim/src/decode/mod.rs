@@ -61,6 +61,8 @@ pub struct Kernel {
     /// Uses mbarriers or the async proxy (TMA, wgmma): blocks then keep vector clocks for the
     /// race check and the proxy-fence state.
     pub hopper_async: bool,
+    /// `.maxntid` / `.reqntid`, which every launch must respect.
+    pub bounds: crate::parse::LaunchBounds,
 }
 
 /// A decoding failure.
@@ -242,6 +244,7 @@ fn decode_kernel(
         static_shared_end: static_end as u32,
         dynamic_shared_base: dynamic_base as u32,
         hopper_async: instrs.iter().any(|i| i.op.is_hopper_async()),
+        bounds: f.bounds,
         instrs,
     })
 }

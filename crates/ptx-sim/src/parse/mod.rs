@@ -100,6 +100,17 @@ pub struct FunctionAst {
     pub body: Option<Vec<Stmt>>,
     /// Line of the name.
     pub line: u32,
+    /// The launch bounds the entry declares.
+    pub bounds: LaunchBounds,
+}
+
+/// An entry's `.maxntid` and `.reqntid` directives (missing dimensions are 1).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LaunchBounds {
+    /// `.maxntid x, y, z`: the most threads per block, `x · y · z` (a launch with more fails).
+    pub max_threads: Option<u64>,
+    /// `.reqntid x, y, z`: the exact block shape every launch must use.
+    pub required_block: Option<[u32; 3]>,
 }
 
 /// A statement of a function body.
@@ -391,19 +402,36 @@ impl Parser<'_> {
         let line = self.line();
         let name = self.ident()?;
         let params = if self.is_punct('(') { self.param_list()? } else { Vec::new() };
-        // Performance directives (`.maxntid 256, 1, 1`, `.reqntid`, `.noreturn`, ...).
+        // Performance directives (`.maxntid 256, 1, 1`, `.reqntid`, `.noreturn`, ...): the
+        // launch bounds are kept, the rest only parsed.
+        let mut bounds = LaunchBounds::default();
         while let Some(Tok::Ident(w)) = self.peek() {
             if !w.starts_with('.') {
                 break;
             }
+            let directive = w.clone();
             self.pos += 1;
-            while matches!(self.peek(), Some(Tok::Int(_))) {
+            let mut dims = Vec::new();
+            while let Some(&Tok::Int(v)) = self.peek() {
+                dims.push(v);
                 self.pos += 1;
                 self.eat_punct(',');
             }
+            if matches!(directive.as_str(), ".maxntid" | ".reqntid") {
+                if dims.is_empty() || dims.len() > 3 || dims.iter().any(|&d| d == 0 || d > 1024) {
+                    let what = format!("`{directive}` takes 1 to 3 dimensions in 1..=1024");
+                    return Err(ParseError::new(self.line(), what));
+                }
+                let dim = |i: usize| dims.get(i).copied().unwrap_or(1);
+                if directive == ".maxntid" {
+                    bounds.max_threads = Some(dims.iter().product());
+                } else {
+                    bounds.required_block = Some([0, 1, 2].map(|i| dim(i) as u32));
+                }
+            }
         }
         let body = if self.eat_punct(';') { None } else { Some(self.body()?) };
-        Ok(FunctionAst { name, is_entry, params, body, line })
+        Ok(FunctionAst { name, is_entry, params, body, line, bounds })
     }
 
     fn param_list(&mut self) -> Result<Vec<ParamDecl>, ParseError> {
@@ -674,6 +702,8 @@ ld.global.v4.u32 {%r0, %r1, _, %r3}, [g]; }
         let k = &m.functions[1];
         assert!(k.is_entry);
         assert_eq!((k.params[0].size, k.params[0].align), (24, 8));
+        assert_eq!(k.bounds, LaunchBounds { max_threads: Some(256), required_block: None });
+        assert_eq!(m.functions[0].bounds, LaunchBounds::default());
         let body = k.body.as_ref().unwrap();
         let instrs: Vec<&InstrAst> = body
             .iter()

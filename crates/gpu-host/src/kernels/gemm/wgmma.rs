@@ -188,7 +188,7 @@ fn operand_maps(
 /// Launches the first (or only) pass of a GEMM on the wgmma `kernel` of tiles `tile`: `params`
 /// as for the `mma.sync` kernel (tiles of `wg::BM` × `tile.bn`, the split plan of the wgmma
 /// engine), with
-/// the two tensor maps ([`Device::tensor_maps_in_memory`]: uploaded once per operand buffers
+/// the two tensor maps ([`Device::with_tensor_maps_in_memory`]: uploaded once per operand buffers
 /// and shape, then reused) and a persistent grid of `min(units, SMs)` blocks over the `tiles
 /// · split_k · batch` work units.
 ///
@@ -204,7 +204,6 @@ pub(super) unsafe fn launch<D: Device, I: Copy + 'static, O: Copy + 'static>(
     params: GemmParams<I, O>,
 ) -> Result<()> {
     let descs = operand_maps(spec, tile, params.a.addr(), params.b.addr())?;
-    let maps = dev.tensor_maps_in_memory(&descs)?;
     let tiles = params.tiles_m as u64 * params.tiles_n as u64;
     let units = to_u32("m", (tiles * params.split_k as u64 * spec.batch as u64) as usize)?;
     let config = LaunchConfig {
@@ -212,18 +211,20 @@ pub(super) unsafe fn launch<D: Device, I: Copy + 'static, O: Copy + 'static>(
         block: (wg::THREADS, 1, 1),
         shared_mem_bytes: tile.smem_bytes(),
     };
-    let params = WgmmaGemmParams {
-        gemm: params,
-        tmap_a: DevicePtr::from_addr(maps),
-        tmap_b: DevicePtr::from_addr(maps + size_of::<TensorMap>() as u64),
-        units,
-    };
-    // SAFETY: the caller's contract covers `params.gemm`; the tensor maps describe exactly
-    // the batches of A (M × K, lda, stride_a) and B (K × N, ldb, stride_b) in their layouts,
-    // which the views cover, and stay in device memory for this launch (the runtime's
-    // contract for `tensor_maps_in_memory`); the grid, block and shared memory are those
-    // `kernel_abi::gemm_wgmma` specifies.
-    unsafe { dev.launch(kernel, config, params) }
+    dev.with_tensor_maps_in_memory(&descs, |maps| {
+        let params = WgmmaGemmParams {
+            gemm: params,
+            tmap_a: DevicePtr::from_addr(maps),
+            tmap_b: DevicePtr::from_addr(maps + size_of::<TensorMap>() as u64),
+            units,
+        };
+        // SAFETY: the caller's contract covers `params.gemm`; the tensor maps describe
+        // exactly the batches of A (M × K, lda, stride_a) and B (K × N, ldb, stride_b) in
+        // their layouts, which the views cover, and stay in device memory for this launch
+        // (the runtime's contract for `with_tensor_maps_in_memory`); the grid, block and
+        // shared memory are those `kernel_abi::gemm_wgmma` specifies.
+        unsafe { dev.launch(kernel, config, params) }
+    })
 }
 
 #[cfg(test)]
