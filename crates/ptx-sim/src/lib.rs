@@ -55,7 +55,10 @@
 //! - `activemask` returns the lanes the simulator executes together, which need not match a
 //!   GPU's convergence after divergent code.
 //! - Kernels run synchronously inside `launch`, which returns the first fault of the
-//!   lowest-numbered failing block; `synchronize` has nothing left to report.
+//!   lowest-numbered failing block; `synchronize` has nothing left to report. A launch is
+//!   refused, as a GPU refuses it, when its parameter bytes differ from the entry's, its
+//!   block exceeds the entry's `.maxntid` or differs from its `.reqntid`, or its shared
+//!   memory exceeds the limit below.
 //!
 //! # Memory model
 //! - Global memory: allocations from `0x7f00_0000_0000` up, 256-byte aligned, with a guard gap
