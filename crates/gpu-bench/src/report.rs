@@ -217,7 +217,7 @@ pub fn markdown(meta: &Meta, cublas_version: &str, rows: &[Row]) -> String {
     let _ = writeln!(
         s,
         "- Method: `cargo xtask bench gemm`. CUDA events around every launch, {} warm-up \
-         launches, median of {} timed launches; operands rotated over enough copies to exceed \
+         launches (at least one per operand copy), median of {} timed launches; operands rotated over enough copies to exceed \
          2 × L2 ({} MB); uniform random data in [-1, 1). TFLOP/s = 2·M·N·K / time.",
         meta.warmup,
         meta.reps,
