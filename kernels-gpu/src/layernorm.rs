@@ -16,7 +16,7 @@ use crate::unroll::unroll;
 use crate::warp::{for_lane_chunks, warp_sum};
 use kernel_abi::layernorm::{
     BACKWARD_ROWS_PER_WARP, EPS, LayerNormBackwardParams, LayerNormBackwardReduceParams,
-    LayerNormForwardParams,
+    LayerNormForwardParams, backward_sum_word, backward_sums_len,
 };
 use kernel_abi::{Bf16, F16};
 
@@ -126,10 +126,12 @@ unsafe fn backward<T: Elem>(p: LayerNormBackwardParams<T>) {
         && p.inp.is_aligned_to(16)
         && p.weight.is_aligned_to(16)
         && p.dinp.is_aligned_to(16);
-    // This warp's channel sums in shared memory: Σ dout·norm at [0, c), Σ dout at [c, 2c).
-    let sums = dynamic_smem_base() + warp * 2 * p.c * 4;
-    let dw_at = |ch: usize| sums + (ch * 4) as u32;
-    let db_at = |ch: usize| sums + ((c + ch) * 4) as u32;
+    // This warp's channel sums in shared memory, two arrays of `len` words, channels permuted
+    // against bank conflicts (`backward_sum_word`): Σ dout·norm, then Σ dout.
+    let len = backward_sums_len(p.c);
+    let sums = dynamic_smem_base() + warp * 2 * len * 4;
+    let dw_at = |ch: usize| sums + backward_sum_word(ch as u32) * 4;
+    let db_at = |ch: usize| sums + (len + backward_sum_word(ch as u32)) * 4;
     for_lane_chunks(c, |ch, count| {
         unroll!(k in 0..8 => {
             if k < count {
@@ -206,10 +208,16 @@ unsafe fn backward<T: Elem>(p: LayerNormBackwardParams<T>) {
     let base = dynamic_smem_base();
     let mut i = thread_idx_x() as usize;
     while i < 2 * c {
+        // Output i is channel i of Σ dout·norm (i < c), else channel i − c of Σ dout.
+        let word = if i < c {
+            backward_sum_word(i as u32)
+        } else {
+            len + backward_sum_word((i - c) as u32)
+        };
         let mut total = 0.0;
-        for w in 0..warps as usize {
+        for w in 0..warps {
             // SAFETY: every warp's sums were written before the barrier.
-            total += unsafe { ld_shared_f32(base + ((w * 2 * c + i) * 4) as u32) };
+            total += unsafe { ld_shared_f32(base + (w * 2 * len + word) * 4) };
         }
         // SAFETY: the launcher sized `partials` for `blocks × 2c` values.
         unsafe { *partials.add(i) = total };

@@ -497,6 +497,12 @@ pub struct BenchArgs {
     /// time goes.
     #[arg(long)]
     pub op_times: bool,
+    /// With `--device sim` or `sim-hopper`: count every kernel's memory accesses as Nsight
+    /// Compute would (global sectors per request, shared-memory bank conflicts, ldmatrix and
+    /// cp.async included), log the kernels that waste transactions and add a table per
+    /// configuration to the report. Use small step counts: it slows the simulator down.
+    #[arg(long)]
+    pub memory_profile: bool,
     /// Also write the timings as a markdown report (device, date, commit, method; per model
     /// and precision ms/step, tokens/s, MFU), rewritten after each configuration [default
     /// PATH: bench/trainer-<gpu>.md].

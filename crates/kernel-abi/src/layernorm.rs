@@ -16,7 +16,7 @@
 //!   gradient), and per channel `dweight += Σ_rows dout·norm`, `dbias += Σ_rows dout`.
 //!   Deterministic: block `b` owns rows `[b·R, (b+1)·R)` (`R` from [`backward_rows_per_block`],
 //!   a function of `c` alone), its warps take rows `w, w + W, …` in order and keep their own
-//!   channel sums in shared memory, the block adds its warps' sums in warp order into its slot
+//!   channel sums in shared memory (permuted against bank conflicts, [`backward_sum_word`]), the block adds its warps' sums in warp order into its slot
 //!   of `partials`, and [`LAYERNORM_BACKWARD_REDUCE`] adds the slots in block order to
 //!   `dweight` / `dbias`. The result depends only on the inputs and `(rows, c)`: the
 //!   same bits on every run and every GPU.
@@ -42,12 +42,29 @@ pub const BACKWARD_ROWS_PER_WARP: u32 = 4;
 /// Threads per block of the backward's reduction kernel (one thread per channel).
 pub const REDUCE_THREADS: u32 = 256;
 
-/// Warps per block of the backward for `c` channels: as many as fit their `2·c` f32 channel
-/// sums in [`BACKWARD_SHARED_BYTES`], at most [`BACKWARD_MAX_WARPS`]; 0 when not even one fits
-/// (`c` > 6144).
+/// Words of one of a backward warp's two channel-sum arrays in shared memory: `c` rounded up
+/// to a multiple of 8 (the arrays are permuted within groups of 8, [`backward_sum_word`]).
+#[inline]
+pub const fn backward_sums_len(c: u32) -> u32 {
+    c.div_ceil(8) * 8
+}
+
+/// The word of channel `ch` in a backward warp's channel-sum array: channel `8j + k` (lane
+/// `j % 32` owns chunk `j`) at `8j + (k + j/4) % 8`. Lane `l` updates channel `8l + k` at
+/// word `8l + (k + l/4) % 8`, so the 32 lanes' updates of the same `k` fall in 32 different
+/// banks (unpermuted, lanes `l` and `l + 4` would share one: an 8-way bank conflict).
+#[inline]
+pub const fn backward_sum_word(ch: u32) -> u32 {
+    let chunk = ch / 8;
+    chunk * 8 + (ch % 8 + chunk / 4) % 8
+}
+
+/// Warps per block of the backward for `c` channels: as many as fit their two arrays of
+/// [`backward_sums_len`] f32 channel sums in [`BACKWARD_SHARED_BYTES`], at most
+/// [`BACKWARD_MAX_WARPS`]; 0 when not even one fits (`c` > 6144).
 #[inline]
 pub const fn backward_warps(c: u32) -> u32 {
-    let per_warp = 2 * 4 * c as u64;
+    let per_warp = 2 * 4 * backward_sums_len(c) as u64;
     let fit = BACKWARD_SHARED_BYTES as u64 / if per_warp == 0 { 1 } else { per_warp };
     if fit > BACKWARD_MAX_WARPS as u64 { BACKWARD_MAX_WARPS } else { fit as u32 }
 }
@@ -197,3 +214,33 @@ pub const KERNELS: &[KernelSig] = &[
     LAYERNORM_BACKWARD_F16.sig(),
     LAYERNORM_BACKWARD_REDUCE.sig(),
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The permutation maps the channels one to one into the array, and the 32 lanes'
+    /// updates of the same element of their chunks hit 32 different banks in every pass.
+    #[test]
+    fn backward_sums_are_a_conflict_free_permutation() {
+        for c in [1, 7, 8, 100, 128, 768, 1000, 1600, 6144] {
+            let len = backward_sums_len(c);
+            assert!(len >= c && len < c + 8 && len.is_multiple_of(8), "c = {c}");
+            let mut seen = [false; 6144];
+            for ch in 0..c {
+                let word = backward_sum_word(ch) as usize;
+                assert!(word < len as usize && !seen[word], "c = {c}, channel {ch}");
+                seen[word] = true;
+            }
+        }
+        for pass in 0..3 {
+            for k in 0..8 {
+                let mut banks = [false; 32];
+                for lane in 0..32 {
+                    banks[(backward_sum_word(8 * (lane + 32 * pass) + k) % 32) as usize] = true;
+                }
+                assert!(banks.iter().all(|&hit| hit), "pass {pass}, element {k}");
+            }
+        }
+    }
+}

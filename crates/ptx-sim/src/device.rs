@@ -4,6 +4,7 @@ use crate::decode::{Kernels, decode_module};
 use crate::exec::{self, Launch};
 use crate::memory::{Allocation, Heap, SHARED_BASE};
 use crate::parse::parse_module;
+use crate::profile::{InstrCounts, InstrProfile, KernelProfile};
 use crate::racecheck::Checks;
 use crate::tensor_map;
 use gpu_host::{
@@ -63,6 +64,8 @@ pub struct Simulator {
     tensor_maps: TensorMapCache<SimBuffer<u64>>,
     /// Launches so far, by kernel (what a profiler's kernel summary would list).
     launches: Mutex<BTreeMap<&'static str, u64>>,
+    /// While a memory profile is being taken: per kernel, its launches and counts.
+    memory_profile: Mutex<Option<BTreeMap<&'static str, (u64, InstrCounts)>>>,
     kernels: Kernels,
     heap: Arc<Heap>,
     options: SimOptions,
@@ -109,6 +112,7 @@ impl Simulator {
         Ok(Self {
             tensor_maps: TensorMapCache::default(),
             launches: Mutex::default(),
+            memory_profile: Mutex::default(),
             kernels: decode_module(&module),
             heap: Arc::new(Heap::default()),
             options: SimOptions::default(),
@@ -151,6 +155,33 @@ impl Simulator {
     /// see which kernels a job ran.
     pub fn launch_counts(&self) -> BTreeMap<&'static str, u64> {
         self.launches.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Starts a memory-access profile of every launch from now on ([`crate::profile`]),
+    /// discarding any unfinished one. Launches run somewhat slower meanwhile.
+    pub fn start_memory_profile(&self) {
+        *self.memory_profile.lock().unwrap_or_else(PoisonError::into_inner) = Some(BTreeMap::new());
+    }
+
+    /// Ends the memory profile: each kernel launched since [`Simulator::start_memory_profile`]
+    /// with its memory instructions' counts, in program order (empty when none was started).
+    pub fn take_memory_profile(&self) -> Vec<KernelProfile> {
+        let taken = self.memory_profile.lock().unwrap_or_else(PoisonError::into_inner).take();
+        let mut kernels = Vec::new();
+        for (name, (launches, counts)) in taken.unwrap_or_default() {
+            let Some(Ok(kernel)) = self.kernels.get(name) else { continue };
+            let mut instrs: Vec<(u32, InstrProfile)> = counts
+                .into_iter()
+                .map(|(pc, (kind, stats))| {
+                    let info = &kernel.info[pc as usize];
+                    (pc, InstrProfile { line: info.line, text: info.text.clone(), kind, stats })
+                })
+                .collect();
+            instrs.sort_by_key(|(pc, _)| *pc);
+            let instrs = instrs.into_iter().map(|(_, i)| i).collect();
+            kernels.push(KernelProfile { kernel: name.to_string(), launches, instrs });
+        }
+        kernels
     }
 
     /// How many device allocations this simulator has made, freed ones included (a
@@ -230,6 +261,9 @@ impl Simulator {
         *self.launches.lock().unwrap_or_else(PoisonError::into_inner).entry(name).or_default() += 1;
         let global = self.heap.snapshot();
         let o = self.options;
+        let profiling =
+            self.memory_profile.lock().unwrap_or_else(PoisonError::into_inner).is_some();
+        let counts = profiling.then(|| Mutex::new(InstrCounts::new()));
         let launch = Launch {
             kernel,
             grid: [config.grid.0, config.grid.1, config.grid.2],
@@ -243,8 +277,21 @@ impl Simulator {
                 uninitialized: o.uninitialized_shared,
             },
             parallel: o.parallel_blocks,
+            profile: counts.as_ref(),
         };
-        exec::run(&launch)
+        let result = exec::run(&launch);
+        if let Some(counts) = counts {
+            let counts = counts.into_inner().unwrap_or_else(PoisonError::into_inner);
+            let mut profile = self.memory_profile.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(kernels) = profile.as_mut() {
+                let (launches, total) = kernels.entry(name).or_default();
+                *launches += 1;
+                for (pc, (kind, stats)) in counts {
+                    crate::profile::record(total, pc, kind, stats);
+                }
+            }
+        }
+        result
     }
 
     fn host_range<T: DeviceElement>(

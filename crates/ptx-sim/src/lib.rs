@@ -95,7 +95,9 @@
 //!   simulator's own encoding (`Device::tensor_map`; rank 3 is a batch of matrices, a box
 //!   takes one, and the instruction's dimensionality must be the map's rank), the box lands
 //!   at once (elements outside the tensor are zero) in the map's 32/64/128-byte swizzle, and
-//!   completes its bytes on the barrier.
+//!   completes its bytes on the barrier. The issuing thread must have acquired the map with
+//!   `fence.proxy.tensormap::generic.acquire.sys` (the host wrote it), and a swizzled box must
+//!   start on its pattern's repeat (1024 bytes for the 128-byte swizzle).
 //! - `wgmma.mma_async` (m64nNk16 bf16/f16, m64nNk8 tf32, f32 accumulators, A from a
 //!   descriptor or registers, B from a descriptor, K-major or (bf16/f16, `imm-trans` 1)
 //!   M/N-major, all swizzle modes and the interleaved layout), executed per
@@ -152,6 +154,12 @@
 //!   to f32; tf32 operands use only the upper 19 bits of their registers. The hardware's
 //!   accumulation order and internal precision differ by a few ulps at most.
 //!
+//! # Memory-access profile
+//! [`Simulator::start_memory_profile`] / [`Simulator::take_memory_profile`] count each load,
+//! store, `cp.async` and `ldmatrix` per warp-level request as Nsight Compute does: global
+//! sectors against the bytes asked for, shared-memory wavefronts against the ideal
+//! ([`profile`]). `trainer bench --device sim --memory-profile` reports them per kernel.
+//!
 //! # Not modelled
 //! Function calls (`call`; device functions must be inlined, as the project's are), module
 //! `.global`/`.const` variables, textures and surfaces, clusters (and the cluster forms of
@@ -184,6 +192,7 @@ mod device;
 mod exec;
 mod memory;
 mod parse;
+pub mod profile;
 mod racecheck;
 mod tensor_map;
 

@@ -1,7 +1,9 @@
 //! `trainer bench`: time full training steps on synthetic tokens, and report them.
 
+mod memory;
 mod report;
 
+pub use memory::{memory_lines, memory_markdown};
 pub use report::{BenchOutcome, BenchRow, clock_name, markdown, op_lines, op_table};
 
 use crate::backend::Backend;

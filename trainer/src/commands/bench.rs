@@ -39,6 +39,11 @@ pub fn bench(args: BenchArgs) -> Result<()> {
     }
     let (device, computes) = resolve_computes(&args.kernels)?;
     let gpu = matches!(device, ResolvedDevice::Cuda(_));
+    let profiler = match (&device, args.memory_profile) {
+        (ResolvedDevice::Sim(sim), true) => Some(sim),
+        (_, true) => anyhow::bail!("--memory-profile needs --device sim or sim-hopper"),
+        (_, false) => None,
+    };
     let run = BenchRun {
         b: device_default(args.batch_size, gpu, 16, 4),
         t: device_default(args.seq_len, gpu, 1024, 64),
@@ -63,6 +68,7 @@ pub fn bench(args: BenchArgs) -> Result<()> {
     });
     let provenance = Provenance::now();
     let mut rows = Vec::new();
+    let mut profiles = Vec::new();
     for model in &models {
         let mut config = Gpt2Config::from_size(ModelSize::from(*model));
         if let Some(vp) = args.padded_vocab {
@@ -71,6 +77,9 @@ pub fn bench(args: BenchArgs) -> Result<()> {
         for &compute in &computes {
             let options = model_options(&args.kernels, &config, compute.precision);
             let job = BenchJob { config: &config, options, run };
+            if let Some(sim) = profiler {
+                sim.start_memory_profile();
+            }
             let row = BenchRow {
                 model: format!("{model:?}").to_lowercase(),
                 config,
@@ -86,9 +95,25 @@ pub fn bench(args: BenchArgs) -> Result<()> {
                     log(&format!("  {line}"));
                 }
             }
+            if let Some(sim) = profiler {
+                let kernels = sim.take_memory_profile();
+                for line in trainer::bench::memory_lines(&kernels) {
+                    log(&format!("  {line}"));
+                }
+                let label = format!(
+                    "{} {}, {} attention{}",
+                    row.model,
+                    row.precision.name(),
+                    row.attention,
+                    if row.fused { "" } else { ", unfused" }
+                );
+                profiles.push((label, kernels));
+            }
             rows.push(row);
             if let Some(path) = &report {
-                write_report(path, &trainer::bench::markdown(&rows, &provenance.meta()))?;
+                let text = trainer::bench::markdown(&rows, &provenance.meta())
+                    + &trainer::bench::memory_markdown(&profiles);
+                write_report(path, &text)?;
             }
         }
     }

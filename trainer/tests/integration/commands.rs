@@ -227,7 +227,8 @@ fn train_rejects_hyperparameters_out_of_range() {
     }
 }
 
-/// `trainer bench` checks its shape before opening a device or timing anything.
+/// `trainer bench` checks its shape (and that a memory profile has a simulator to take it)
+/// before timing anything.
 #[test]
 fn bench_rejects_empty_or_too_long_runs() {
     let base = ["bench", "--device", "cpu", "--model", "d2", "--batch-size", "1"];
@@ -235,6 +236,7 @@ fn bench_rejects_empty_or_too_long_runs() {
         (["--steps", "0"], "--batch-size, --seq-len and --steps must be positive"),
         (["--seq-len", "0"], "--batch-size, --seq-len and --steps must be positive"),
         (["--seq-len", "2048"], "--seq-len 2048 exceeds d2's maximum sequence length 1024"),
+        (["--memory-profile", "--steps=1"], "--memory-profile needs --device sim or sim-hopper"),
     ] {
         let args: Vec<&str> = base.iter().chain(&extra).copied().collect();
         let out = trainer(&args);

@@ -8,7 +8,7 @@ use crate::view::{DeviceView, DeviceViewMut};
 use kernel_abi::layernorm::{
     FORWARD_THREADS, LAYERNORM_BACKWARD_REDUCE, LayerNormBackwardParams,
     LayerNormBackwardReduceParams, LayerNormForwardParams, LayerNormKernels, REDUCE_THREADS,
-    backward_rows_per_block, backward_warps,
+    backward_rows_per_block, backward_sums_len, backward_warps,
 };
 use kernel_abi::{DevicePtr, DevicePtrMut};
 
@@ -252,10 +252,10 @@ pub fn layernorm_backward<D: Device, T: FloatElement>(
     let config = LaunchConfig {
         grid: (blocks as u32, 1, 1),
         block: (warps * 32, 1, 1),
-        shared_mem_bytes: warps * 2 * c as u32 * 4,
+        shared_mem_bytes: warps * 2 * backward_sums_len(c as u32) * 4,
     };
     // SAFETY: every view was checked against (rows, c); `partials` holds `blocks × 2c` values;
-    // shared memory holds each warp's `2c` sums.
+    // shared memory holds each warp's two arrays of channel sums.
     unsafe { dev.launch(T::Abi::BACKWARD, config, params)? };
     let reduce = LayerNormBackwardReduceParams {
         partials: partials.as_const(),

@@ -11,6 +11,7 @@ use crate::decode::op::{Addr, AtomOp, AtomTy, Op, Space};
 use crate::exec::float;
 use crate::exec::int::sext;
 use crate::memory::{Generic, SHARED_BASE, resolve_generic};
+use crate::profile::{self, AccessKind, AccessStats, LaneAccess};
 use crate::racecheck::{Access, Conflict, Hazard};
 use gpu_host::{GpuError, SimErrorKind};
 use std::collections::VecDeque;
@@ -61,6 +62,101 @@ fn le_value(bytes: &[u8]) -> u64 {
 }
 
 impl Block<'_> {
+    /// Counts one warp-level request of the memory instruction `op` by the lanes `active`
+    /// (before it executes: a load may overwrite its address register).
+    pub(super) fn profile_access(&mut self, w: &Warp, pc: u32, active: u32, op: &Op) {
+        let (space, addr, bytes, kinds) = match *op {
+            Op::Ld { space, bits, n, addr, .. } => (
+                space,
+                addr,
+                u32::from(bits) / 8 * u32::from(n),
+                (AccessKind::GlobalLoad, AccessKind::SharedLoad),
+            ),
+            Op::St { space, bits, n, addr, .. } => (
+                space,
+                addr,
+                u32::from(bits) / 8 * u32::from(n),
+                (AccessKind::GlobalStore, AccessKind::SharedStore),
+            ),
+            Op::Atom { space, ty, addr, .. } => {
+                let bytes = match ty {
+                    AtomTy::Int(i) => u32::from(i.bits) / 8,
+                    AtomTy::F32 => 4,
+                    AtomTy::F64 => 8,
+                };
+                (space, addr, bytes, (AccessKind::GlobalAtomic, AccessKind::SharedAtomic))
+            }
+            Op::CpAsync { cp_size, dst, src, .. } => {
+                let lanes = |a: Addr| -> Vec<LaneAccess> {
+                    super::bits(active)
+                        .map(|lane| LaneAccess {
+                            lane: lane as u8,
+                            addr: self.address(w, a, lane),
+                            bytes: u32::from(cp_size),
+                        })
+                        .collect()
+                };
+                let (reads, writes) = (lanes(src), lanes(dst));
+                let (wavefronts, ideal_wavefronts) = profile::shared_wavefronts(&writes);
+                let stats = AccessStats {
+                    requests: 1,
+                    global_bytes: u64::from(cp_size) * reads.len() as u64,
+                    sectors: profile::sectors(&reads),
+                    wavefronts,
+                    ideal_wavefronts,
+                };
+                self.count(pc, AccessKind::CpAsync, stats);
+                return;
+            }
+            _ => return,
+        };
+        let (mut global, mut shared) = (Vec::new(), Vec::new());
+        for lane in super::bits(active) {
+            let at = |addr| LaneAccess { lane: lane as u8, addr, bytes };
+            match target(space, self.address(w, addr, lane)) {
+                Target::Global(a) => global.push(at(a)),
+                Target::Shared(a) => shared.push(at(a)),
+                Target::Local(_) | Target::Param(_) => {}
+            }
+        }
+        if !global.is_empty() {
+            let stats = AccessStats {
+                requests: 1,
+                global_bytes: u64::from(bytes) * global.len() as u64,
+                sectors: profile::sectors(&global),
+                ..AccessStats::default()
+            };
+            self.count(pc, kinds.0, stats);
+        }
+        if !shared.is_empty() {
+            let (wavefronts, ideal_wavefronts) = profile::shared_wavefronts(&shared);
+            let stats =
+                AccessStats { requests: 1, wavefronts, ideal_wavefronts, ..AccessStats::default() };
+            self.count(pc, kinds.1, stats);
+        }
+    }
+
+    /// Counts one `ldmatrix` of `n` matrices (its row addresses are the first `8n` lanes').
+    pub(super) fn profile_ldmatrix(&mut self, w: &Warp, pc: u32, n: u8, addr: Addr) {
+        let rows: Vec<LaneAccess> = (0..8 * n as usize)
+            .map(|lane| LaneAccess {
+                lane: lane as u8,
+                addr: self.address(w, addr, lane),
+                bytes: 16,
+            })
+            .collect();
+        let (wavefronts, ideal_wavefronts) = profile::ldmatrix_wavefronts(&rows, n);
+        let stats =
+            AccessStats { requests: 1, wavefronts, ideal_wavefronts, ..AccessStats::default() };
+        self.count(pc, AccessKind::Ldmatrix, stats);
+    }
+
+    fn count(&mut self, pc: u32, kind: AccessKind, stats: AccessStats) {
+        if let Some(counts) = self.profile.as_mut() {
+            profile::record(counts, pc, kind, stats);
+        }
+    }
+
     pub(super) fn address(&self, w: &Warp, a: Addr, lane: usize) -> u64 {
         a.base.map_or(0, |s| w.regs[s as usize * 32 + lane]).wrapping_add(a.offset)
     }

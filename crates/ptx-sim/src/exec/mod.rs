@@ -24,6 +24,7 @@ mod wgmma;
 use crate::decode::Kernel;
 use crate::decode::op::{BoolOp, CmpTy, LaneMask, Op, Slot, Special, Src};
 use crate::memory::{FRESH_BYTE, GENERIC_WINDOWS, GlobalMemory, SHARED_BASE, resolve_generic};
+use crate::profile::InstrCounts;
 use crate::racecheck::{Checks, Shadow};
 use gpu_host::{GpuError, SimErrorKind};
 use mem::AsyncCopies;
@@ -31,6 +32,7 @@ use rayon::prelude::*;
 use std::collections::HashMap;
 use std::fmt::Display;
 use std::mem::MaybeUninit;
+use std::sync::{Mutex, PoisonError};
 
 /// Everything fixed for one launch.
 pub struct Launch<'a> {
@@ -51,6 +53,8 @@ pub struct Launch<'a> {
     pub checks: Checks,
     /// Run blocks on the rayon pool.
     pub parallel: bool,
+    /// Where blocks add their memory-access counts, when profiling (`crate::profile`).
+    pub profile: Option<&'a Mutex<InstrCounts>>,
 }
 
 /// Runs every block; the error of the lowest-numbered failing block is returned.
@@ -170,6 +174,8 @@ struct Block<'a> {
     inflight: Vec<wgmma::InflightRead>,
     /// Whether the current scheduling round executed anything but failed mbarrier waits.
     progress: bool,
+    /// This block's memory-access counts, when profiling.
+    profile: Option<InstrCounts>,
 }
 
 impl<'a> Block<'a> {
@@ -194,6 +200,7 @@ impl<'a> Block<'a> {
             tensormaps: HashMap::new(),
             inflight: Vec::new(),
             progress: false,
+            profile: launch.profile.map(|_| InstrCounts::new()),
         }
     }
 
@@ -217,6 +224,17 @@ impl<'a> Block<'a> {
     }
 
     fn run(mut self) -> Result<(), GpuError> {
+        let result = self.run_warps();
+        if let (Some(counts), Some(total)) = (self.profile.take(), self.launch.profile) {
+            let mut total = total.lock().unwrap_or_else(PoisonError::into_inner);
+            for (pc, (kind, stats)) in counts {
+                crate::profile::record(&mut total, pc, kind, stats);
+            }
+        }
+        result
+    }
+
+    fn run_warps(&mut self) -> Result<(), GpuError> {
         let mut warps: Vec<Warp> =
             (0..self.threads.div_ceil(32)).map(|i| self.new_warp(i)).collect();
         loop {
@@ -404,6 +422,9 @@ impl<'a> Block<'a> {
             | Op::CpAsync { .. }
             | Op::CpAsyncCommit
             | Op::CpAsyncWait { .. } => {
+                if self.profile.is_some() {
+                    self.profile_access(w, pc, active, &instr.op);
+                }
                 for lane in bits(active) {
                     self.memory_op(w, pc, lane, &instr.op)?;
                 }

@@ -93,6 +93,9 @@ impl Block<'_> {
             Op::BarWarp { .. } => w.warp_sync += 1,
             Op::Mma { kind, d, a, b, c } => self.mma(w, kind, d, a, b, c),
             Op::Ldmatrix { n, trans, d, addr, space } => {
+                if self.profile.is_some() {
+                    self.profile_ldmatrix(w, pc, n, addr);
+                }
                 self.ldmatrix(w, pc, n, trans, d, addr, space)?
             }
             Op::Elect { d, p, .. } => self.elect(w, waiting, d, p),
