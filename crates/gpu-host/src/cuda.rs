@@ -325,8 +325,8 @@ struct ByValue<P>(P);
 // SAFETY: `P: KernelParams` is a #[repr(C)] plain-data struct whose layout the kernel reads.
 unsafe impl<P: KernelParams> DeviceRepr for ByValue<P> {}
 
-/// A device allocation on a [`Gpu`]: `len` elements (the allocation holds one more when `len`
-/// is 0, since the driver refuses empty allocations).
+/// A device allocation on a [`Gpu`]: `len` elements (an empty buffer allocates one, since the
+/// driver refuses empty allocations).
 pub struct CudaBuffer<T> {
     /// Owns the memory (freed, ordered after the launches issued, on drop).
     _allocation: CudaSlice<T>,

@@ -2,8 +2,9 @@
 //! counted per warp-level request the way Nsight Compute counts it, so that an uncoalesced
 //! global access or a shared-memory bank conflict shows up without a GPU.
 //!
-//! - Global memory (`ld`/`st`/`atom` and `cp.async` sources): the 32-byte sectors the active
-//!   lanes of one request touch, against the bytes they ask for. Contiguous 4-byte accesses of
+//! - Global memory (`ld`/`st`/`atom` and `cp.async` sources, each lane counted at its
+//!   cp-size, zero-filling ones included): the 32-byte sectors the active lanes of one request
+//!   touch, against the bytes they ask for. Contiguous 4-byte accesses of
 //!   a full warp take 4 sectors (100%); a stride of 128 bytes takes 32 (12.5%).
 //! - Shared memory (`ld`/`st`/`atom`, `cp.async` destinations, `ldmatrix`): the wavefronts
 //!   (passes over the 32 four-byte banks) a request needs, against the fewest its width allows.
