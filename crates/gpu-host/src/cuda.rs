@@ -272,8 +272,7 @@ impl Gpu {
             functions.insert(name, LoadedFunction { function, shared_limit, max_threads });
         }
         let loaded = functions.get_mut(name).expect("inserted above");
-        let (bx, by, bz) = config.block;
-        let threads = u64::from(bx) * u64::from(by) * u64::from(bz);
+        let threads = config.threads_per_block();
         if threads > u64::from(loaded.max_threads) {
             return Err(GpuError::invalid(
                 name,

@@ -29,17 +29,22 @@ impl LaunchConfig {
         Self { grid: (blocks, 1, 1), block: (threads, 1, 1), shared_mem_bytes: 0 }
     }
 
+    /// Threads per block.
+    pub fn threads_per_block(&self) -> u64 {
+        let (bx, by, bz) = self.block;
+        u64::from(bx) * u64::from(by) * u64::from(bz)
+    }
+
     /// Rejects shapes no sm_80+ GPU accepts, with an error naming `kernel`.
     pub fn check(&self, kernel: &'static str) -> Result<()> {
         let (gx, gy, gz) = self.grid;
-        let (bx, by, bz) = self.block;
         let bad = |arg, reason: String| Err(GpuError::invalid(kernel, arg, reason));
         let grid_ok = gx > 0 && gy > 0 && gz > 0 && gx <= i32::MAX as u32;
         if !grid_ok || gy > MAX_GRID_YZ || gz > MAX_GRID_YZ {
             return bad("grid", format!("{:?} is empty or too large", self.grid));
         }
-        let threads = bx as u64 * by as u64 * bz as u64;
-        if threads == 0 || threads > MAX_BLOCK_THREADS || bz > 64 {
+        let threads = self.threads_per_block();
+        if threads == 0 || threads > MAX_BLOCK_THREADS || self.block.2 > 64 {
             return bad("block", format!("{:?} must hold 1..=1024 threads", self.block));
         }
         Ok(())

@@ -170,15 +170,15 @@ impl Simulator {
         let mut kernels = Vec::new();
         for (name, (launches, counts)) in taken.unwrap_or_default() {
             let Some(Ok(kernel)) = self.kernels.get(name) else { continue };
-            let mut instrs: Vec<(u32, InstrProfile)> = counts
+            let mut counts: Vec<_> = counts.into_iter().collect();
+            counts.sort_by_key(|(pc, _)| *pc);
+            let instrs = counts
                 .into_iter()
                 .map(|(pc, (kind, stats))| {
                     let info = &kernel.info[pc as usize];
-                    (pc, InstrProfile { line: info.line, text: info.text.clone(), kind, stats })
+                    InstrProfile { line: info.line, text: info.text.clone(), kind, stats }
                 })
                 .collect();
-            instrs.sort_by_key(|(pc, _)| *pc);
-            let instrs = instrs.into_iter().map(|(_, i)| i).collect();
             kernels.push(KernelProfile { kernel: name.to_string(), launches, instrs });
         }
         kernels
@@ -227,8 +227,7 @@ impl Simulator {
                 format!("{} bytes given, the entry declares {}", params.len(), kernel.param_size),
             ));
         }
-        let (bx, by, bz) = config.block;
-        let threads = u64::from(bx) * u64::from(by) * u64::from(bz);
+        let threads = config.threads_per_block();
         if let Some(max) = kernel.bounds.max_threads
             && threads > max
         {
@@ -239,7 +238,7 @@ impl Simulator {
             ));
         }
         if let Some(required) = kernel.bounds.required_block
-            && required != [bx, by, bz]
+            && required != <[u32; 3]>::from(config.block)
         {
             return Err(GpuError::invalid(
                 name,
@@ -286,9 +285,7 @@ impl Simulator {
             if let Some(kernels) = profile.as_mut() {
                 let (launches, total) = kernels.entry(name).or_default();
                 *launches += 1;
-                for (pc, (kind, stats)) in counts {
-                    crate::profile::record(total, pc, kind, stats);
-                }
+                crate::profile::merge(total, counts);
             }
         }
         result

@@ -170,6 +170,13 @@ pub fn record(counts: &mut InstrCounts, pc: u32, kind: AccessKind, stats: Access
     counts.entry(pc).or_insert((kind, AccessStats::default())).1.add(&stats);
 }
 
+/// Adds every instruction's counts of `from` (a block's, a launch's) to `into`.
+pub fn merge(into: &mut InstrCounts, from: InstrCounts) {
+    for (pc, (kind, stats)) in from {
+        record(into, pc, kind, stats);
+    }
+}
+
 /// One instruction of a kernel's profile.
 #[derive(Clone, Debug, PartialEq)]
 pub struct InstrProfile {
@@ -195,10 +202,12 @@ pub struct KernelProfile {
 }
 
 impl KernelProfile {
-    /// The counts of the instructions of `kinds`, summed.
-    pub fn total(&self, kinds: &[AccessKind]) -> AccessStats {
+    /// The counts of all its instructions, summed: global accesses count only in the sector
+    /// fields and shared ones only in the wavefront fields, so the sum's efficiency and
+    /// conflict factor are the kernel's (its `requests` count both kinds).
+    pub fn total(&self) -> AccessStats {
         let mut total = AccessStats::default();
-        for i in self.instrs.iter().filter(|i| kinds.contains(&i.kind)) {
+        for i in &self.instrs {
             total.add(&i.stats);
         }
         total

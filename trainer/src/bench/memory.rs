@@ -3,23 +3,8 @@
 //! byte of the 32-byte sectors fetched) and shared-memory bank conflicts (wavefronts per ideal
 //! wavefront), each kernel's worst instruction named.
 
-use ptx_sim::profile::{AccessKind, InstrProfile, KernelProfile, SECTOR_BYTES};
+use ptx_sim::profile::{InstrProfile, KernelProfile, SECTOR_BYTES};
 use std::fmt::Write;
-
-/// The global kinds and the shared kinds of access (`cp.async` is both).
-const GLOBAL: [AccessKind; 4] = [
-    AccessKind::GlobalLoad,
-    AccessKind::GlobalStore,
-    AccessKind::GlobalAtomic,
-    AccessKind::CpAsync,
-];
-const SHARED: [AccessKind; 5] = [
-    AccessKind::SharedLoad,
-    AccessKind::SharedStore,
-    AccessKind::SharedAtomic,
-    AccessKind::CpAsync,
-    AccessKind::Ldmatrix,
-];
 
 /// The memory transactions `instr` spends beyond what its accesses need: sectors fetched
 /// beyond the bytes asked for, plus wavefronts beyond the ideal.
@@ -86,17 +71,17 @@ pub fn memory_markdown(profiles: &[(String, Vec<KernelProfile>)]) -> String {
              bank-conflict factor | worst instruction |\n|---|---:|---:|---:|---:|---|"
         );
         for k in kernels {
-            let (global, shared) = (k.total(&GLOBAL), k.total(&SHARED));
+            let total = k.total();
             let efficiency =
-                global.global_efficiency().map_or("–".into(), |e| format!("{:.1}%", 100.0 * e));
-            let per_request = if global.sectors > 0 {
+                total.global_efficiency().map_or("–".into(), |e| format!("{:.1}%", 100.0 * e));
+            let per_request = if total.sectors > 0 {
                 let requests: u64 =
                     k.instrs.iter().filter(|i| i.stats.sectors > 0).map(|i| i.stats.requests).sum();
-                format!("{:.1}", global.sectors as f64 / requests.max(1) as f64)
+                format!("{:.1}", total.sectors as f64 / requests.max(1) as f64)
             } else {
                 "–".into()
             };
-            let factor = shared.bank_conflict_factor().map_or("–".into(), |f| format!("{f:.2}"));
+            let factor = total.bank_conflict_factor().map_or("–".into(), |f| format!("{f:.2}"));
             let worst = worst(k).map_or("–".into(), describe);
             let _ = writeln!(
                 s,
@@ -111,7 +96,7 @@ pub fn memory_markdown(profiles: &[(String, Vec<KernelProfile>)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ptx_sim::profile::AccessStats;
+    use ptx_sim::profile::{AccessKind, AccessStats};
 
     fn instr(line: u32, kind: AccessKind, stats: AccessStats) -> InstrProfile {
         InstrProfile { line, text: format!("op{line};"), kind, stats }

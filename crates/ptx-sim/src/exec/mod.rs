@@ -226,10 +226,10 @@ impl<'a> Block<'a> {
     fn run(mut self) -> Result<(), GpuError> {
         let result = self.run_warps();
         if let (Some(counts), Some(total)) = (self.profile.take(), self.launch.profile) {
-            let mut total = total.lock().unwrap_or_else(PoisonError::into_inner);
-            for (pc, (kind, stats)) in counts {
-                crate::profile::record(&mut total, pc, kind, stats);
-            }
+            crate::profile::merge(
+                &mut total.lock().unwrap_or_else(PoisonError::into_inner),
+                counts,
+            );
         }
         result
     }
