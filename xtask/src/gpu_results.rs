@@ -67,11 +67,12 @@ fn import(runs: &[PathBuf], bench_dir: &Path, scratch: &Path) -> Result<Imported
     reports.sort();
     reports.dedup();
     let all = recorded_runs(&records)?;
-    let date = today()?;
-    let text = validation_markdown(&all, &date);
+    let rows = merged_rows(&all);
+    let tally = tally(&rows);
+    let text = validation_markdown(&all, &rows, &tally, &today()?);
     let validation = bench_dir.join("gpu-validation.md");
     cmd::write_atomic(&validation, text.as_bytes())?;
-    Ok(Imported { validation, reports, tally: tally(&merged_rows(&all)) })
+    Ok(Imported { validation, reports, tally })
 }
 
 /// Copies `run`'s summary and [`RECORDED_LOGS`] into `records/<its id>/`, with the names of
@@ -328,12 +329,16 @@ fn tally(rows: &[(Row, usize)]) -> [String; 2] {
     ]
 }
 
-fn validation_markdown(runs: &[Run], date: &str) -> String {
+/// The validation of `runs`, whose [`merged_rows`] are `rows` and [`tally`] is `tally`.
+fn validation_markdown(
+    runs: &[Run],
+    rows: &[(Row, usize)],
+    [steps, stages]: &[String; 2],
+    date: &str,
+) -> String {
     let mut gpus: Vec<&str> = runs.iter().map(|r| r.gpu.as_str()).collect();
     gpus.sort_unstable();
     gpus.dedup();
-    let rows = merged_rows(runs);
-    let [steps, stages] = tally(&rows);
     let mut s = format!(
         "# GPU validation: {}\n\n\
          - GPU (name, driver, compute capability): {}\n\
@@ -360,7 +365,7 @@ fn validation_markdown(runs: &[Run], date: &str) -> String {
     }
     s += "\n## Steps\n\n| stage | step | result | seconds | headline | run |\n\
           |---|---|---|---:|---|---:|\n";
-    for (r, run) in &rows {
+    for (r, run) in rows {
         let _ = writeln!(
             s,
             "| {} | {} | {} | {} | {} | {run} |",
