@@ -5,7 +5,8 @@
 //! same arithmetic.
 
 use super::memory::{host_available, host_shortfall, human_size};
-use super::op_times::{OpRecorder, host_stamp, names};
+use super::op_times::{OpLabel, OpRecorder, host_stamp, names};
+use super::op_work::{self, Work};
 use super::ops::{
     AdamWArgs, AdamWHyper, AttentionBackward, AttentionForward, AttentionSaved, AttentionSavedView,
     Classifier, Dims, LayerNormBackward, LayerNormForward, Linear, MatmulBackward, MatmulForward,
@@ -26,18 +27,35 @@ pub struct CpuBackend {
 }
 
 impl CpuBackend {
-    /// Runs `op`, timed under `name` on the host clock while the op recorder is on (every op
-    /// has finished when it returns).
-    fn timed<R>(&self, name: impl FnOnce() -> String, op: impl FnOnce() -> Result<R>) -> Result<R> {
-        self.ops.time(name, host_stamp, op)
+    /// Runs `op`, recorded as `label()` (its name and work) on the host clock while the op
+    /// recorder is on (every op has finished when it returns).
+    fn timed<R>(
+        &self,
+        label: impl FnOnce() -> OpLabel,
+        op: impl FnOnce() -> Result<R>,
+    ) -> Result<R> {
+        self.ops.time(label, host_stamp, op)
     }
 }
+
+/// Bytes of an activation element: the CPU backend computes in f32.
+const ACT: f64 = 4.0;
 
 /// A validated batch of token ids in host memory.
 #[derive(Clone, Debug)]
 pub struct CpuTokens {
     ids: Vec<u32>,
     shape: TokenShape,
+}
+
+impl CpuTokens {
+    /// How many distinct ids the batch holds.
+    fn distinct(&self) -> usize {
+        let mut ids = self.ids.clone();
+        ids.sort_unstable();
+        ids.dedup();
+        ids.len()
+    }
 }
 
 fn zeros<T: Clone + Default>(len: usize, what: &str) -> Result<Vec<T>> {
@@ -103,7 +121,7 @@ impl Backend for CpuBackend {
 
     fn upload<T: Element>(&self, src: &[T], dst: ViewMut<'_, Vec<T>>) -> Result<()> {
         self.timed(
-            || names::UPLOAD.into(),
+            || OpLabel::new(names::UPLOAD, Work::NONE),
             || {
                 dst.into_slice().copy_from_slice(src);
                 Ok(())
@@ -113,7 +131,7 @@ impl Backend for CpuBackend {
 
     fn download<T: Element>(&self, src: View<'_, Vec<T>>, dst: &mut [T]) -> Result<()> {
         self.timed(
-            || names::DOWNLOAD.into(),
+            || OpLabel::new(names::DOWNLOAD, Work::NONE),
             || {
                 dst.copy_from_slice(src.as_slice());
                 Ok(())
@@ -122,8 +140,9 @@ impl Backend for CpuBackend {
     }
 
     fn zero<T: Element>(&self, dst: ViewMut<'_, Vec<T>>) -> Result<()> {
+        let work = op_work::fill(dst.len(), size_of::<T>() as f64);
         self.timed(
-            || names::ZERO.into(),
+            || OpLabel::new(names::ZERO, work),
             || {
                 dst.into_slice().par_chunks_mut(1 << 16).for_each(|chunk| chunk.fill(T::default()));
                 Ok(())
@@ -132,8 +151,9 @@ impl Backend for CpuBackend {
     }
 
     fn round_to_act(&self, src: View<'_, Vec<f32>>, dst: ViewMut<'_, Vec<f32>>) -> Result<()> {
+        let work = op_work::round_to_act(src.len(), ACT);
         self.timed(
-            || names::ROUND_TO_ACT.into(),
+            || OpLabel::new(names::ROUND_TO_ACT, work),
             || {
                 dst.into_slice().copy_from_slice(src.as_slice());
                 Ok(())
@@ -148,7 +168,7 @@ impl Backend for CpuBackend {
 
     fn replace_tokens(&self, tokens: &mut CpuTokens, ids: &[u32]) -> Result<()> {
         self.timed(
-            || names::TOKENS.into(),
+            || OpLabel::new(names::TOKENS, Work::NONE),
             || {
                 check_tokens("replace_tokens", ids, tokens.shape)?;
                 tokens.ids.copy_from_slice(ids);
@@ -166,7 +186,7 @@ impl Backend for CpuBackend {
         dims: Dims,
     ) -> Result<()> {
         self.timed(
-            || names::ENCODER_FORWARD.into(),
+            || OpLabel::new(names::ENCODER_FORWARD, op_work::encoder_forward(dims, ACT)),
             || {
                 let (b, t, c) = (dims.b, dims.t, dims.c);
                 cpu_ref::encoder_forward(
@@ -191,7 +211,10 @@ impl Backend for CpuBackend {
         dims: Dims,
     ) -> Result<()> {
         self.timed(
-            || names::ENCODER_BACKWARD.into(),
+            || {
+                let work = op_work::encoder_backward(dims, ACT, tokens.distinct());
+                OpLabel::new(names::ENCODER_BACKWARD, work)
+            },
             || {
                 let (b, t, c) = (dims.b, dims.t, dims.c);
                 let (dwte, dwpe) = weight_and_bias(grads);
@@ -209,7 +232,7 @@ impl Backend for CpuBackend {
         c: usize,
     ) -> Result<()> {
         self.timed(
-            || names::LAYERNORM_FORWARD.into(),
+            || OpLabel::new(names::LAYERNORM_FORWARD, op_work::layernorm_forward(rows, c, ACT)),
             || {
                 let LayerNormForward { out, stats, inp, weight, bias } = args;
                 cpu_ref::layernorm_forward(
@@ -234,7 +257,10 @@ impl Backend for CpuBackend {
         c: usize,
     ) -> Result<()> {
         self.timed(
-            || names::RESIDUAL_LAYERNORM_FORWARD.into(),
+            || {
+                let work = op_work::residual_layernorm_forward(rows, c, ACT);
+                OpLabel::new(names::RESIDUAL_LAYERNORM_FORWARD, work)
+            },
             || {
                 let ResidualLayerNormForward { residual, inp1, inp2, out, stats, weight, bias } =
                     args;
@@ -262,7 +288,7 @@ impl Backend for CpuBackend {
         c: usize,
     ) -> Result<()> {
         self.timed(
-            || names::LAYERNORM_BACKWARD.into(),
+            || OpLabel::new(names::LAYERNORM_BACKWARD, op_work::layernorm_backward(rows, c, ACT)),
             || {
                 let LayerNormBackward { dinp, grads, dout, inp, weight, mean, rstd } = args;
                 let (dweight, dbias) = weight_and_bias(grads);
@@ -284,8 +310,9 @@ impl Backend for CpuBackend {
     }
 
     fn matmul_forward(&self, args: MatmulForward<'_, Self>, shape: Linear) -> Result<()> {
+        let work = op_work::matmul_forward(shape, ACT, args.bias.is_some(), args.gelu());
         self.timed(
-            || names::matmul("forward", shape),
+            || OpLabel::new(names::matmul("forward", shape), work),
             || {
                 let MatmulForward { out, inp, weight, bias, activation } = args;
                 let (inp, weight, bias) =
@@ -307,8 +334,10 @@ impl Backend for CpuBackend {
     }
 
     fn matmul_backward(&self, args: MatmulBackward<'_, Self>, shape: Linear) -> Result<()> {
+        let (bias, gelu) = (args.grads.bias.is_some(), args.gelu_pre_act.is_some());
+        let work = op_work::matmul_backward(shape, ACT, bias, gelu);
         self.timed(
-            || names::matmul("backward", shape),
+            || OpLabel::new(names::matmul("backward", shape), work),
             || {
                 let MatmulBackward { dinp, grads, dout, inp, weight, gelu_pre_act } = args;
                 let Linear { rows, inp: c, out: oc, .. } = shape;
@@ -336,7 +365,10 @@ impl Backend for CpuBackend {
     fn attention_forward(&self, args: AttentionForward<'_, Self>, dims: Dims) -> Result<()> {
         let flash = matches!(args.saved, AttentionSaved::Lse(_));
         self.timed(
-            || names::attention("forward", flash),
+            || {
+                let work = op_work::attention_forward(dims, ACT, flash);
+                OpLabel::new(names::attention("forward", flash), work)
+            },
             || {
                 let AttentionForward { out, saved, qkv } = args;
                 let AttentionSaved::Probs(att) = saved else {
@@ -362,7 +394,10 @@ impl Backend for CpuBackend {
     fn attention_backward(&self, args: AttentionBackward<'_, Self>, dims: Dims) -> Result<()> {
         let flash = matches!(args.saved, AttentionSavedView::Lse(_));
         self.timed(
-            || names::attention("backward", flash),
+            || {
+                let work = op_work::attention_backward(dims, ACT, flash);
+                OpLabel::new(names::attention("backward", flash), work)
+            },
             || {
                 let AttentionBackward { dqkv, dout, qkv, saved, .. } = args;
                 let AttentionSavedView::Probs(att) = saved else {
@@ -387,8 +422,9 @@ impl Backend for CpuBackend {
     }
 
     fn gelu_forward(&self, out: ActMut<'_, Self>, inp: ActView<'_, Self>) -> Result<()> {
+        let work = op_work::gelu_forward(out.len(), ACT);
         self.timed(
-            || names::GELU_FORWARD.into(),
+            || OpLabel::new(names::GELU_FORWARD, work),
             || {
                 cpu_ref::gelu_forward(out.into_slice(), inp.as_slice());
                 Ok(())
@@ -402,8 +438,9 @@ impl Backend for CpuBackend {
         inp: ActView<'_, Self>,
         dout: ActView<'_, Self>,
     ) -> Result<()> {
+        let work = op_work::gelu_backward(dinp.len(), ACT);
         self.timed(
-            || names::GELU_BACKWARD.into(),
+            || OpLabel::new(names::GELU_BACKWARD, work),
             || {
                 cpu_ref::gelu_backward(dinp.into_slice(), inp.as_slice(), dout.as_slice());
                 Ok(())
@@ -417,8 +454,9 @@ impl Backend for CpuBackend {
         inp1: ActView<'_, Self>,
         inp2: ActView<'_, Self>,
     ) -> Result<()> {
+        let work = op_work::residual_forward(out.len(), ACT);
         self.timed(
-            || names::RESIDUAL_FORWARD.into(),
+            || OpLabel::new(names::RESIDUAL_FORWARD, work),
             || {
                 cpu_ref::residual_forward(out.into_slice(), inp1.as_slice(), inp2.as_slice());
                 Ok(())
@@ -427,8 +465,9 @@ impl Backend for CpuBackend {
     }
 
     fn fused_classifier(&self, args: Classifier<'_, Self>, dims: Dims) -> Result<()> {
+        let work = op_work::classifier(dims, ACT, args.dloss.is_some());
         self.timed(
-            || names::CLASSIFIER.into(),
+            || OpLabel::new(names::CLASSIFIER, work),
             || {
                 let Classifier { logits, losses, targets, dloss } = args;
                 cpu_ref::fused_classifier(
@@ -446,8 +485,9 @@ impl Backend for CpuBackend {
     }
 
     fn grad_norm(&self, grads: View<'_, Vec<f32>>) -> Result<GradNorm> {
+        let work = op_work::grad_norm(grads.len());
         self.timed(
-            || names::GRAD_NORM.into(),
+            || OpLabel::new(names::GRAD_NORM, work),
             || {
                 let norm = cpu_ref::global_norm(&[grads.as_slice()]);
                 Ok(GradNorm { norm, nonfinite: !norm.is_finite() })
@@ -472,8 +512,10 @@ impl Backend for CpuBackend {
         table: &Vec<ArenaTensor>,
         hyper: &AdamWHyper,
     ) -> Result<()> {
+        let working = args.working.is_some().then_some(ACT);
+        let work = op_work::adamw(args.params.len(), working);
         self.timed(
-            || names::ADAMW.into(),
+            || OpLabel::new(names::ADAMW, work),
             || {
                 let AdamWArgs { params, grads, m, v, working } = args;
                 let step = cpu_ref::AdamWStep {

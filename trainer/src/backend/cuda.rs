@@ -6,7 +6,8 @@
 //! and bias gradients are accumulated in f32 straight from the 16-bit operands.
 
 use super::memory::human_size;
-use super::op_times::{OpRecorder, Stamp, host_stamp, names};
+use super::op_times::{OpLabel, OpRecorder, Stamp, host_stamp, names};
+use super::op_work::{self, Work};
 use super::ops::{
     AdamWArgs, AdamWHyper, AttentionBackward, AttentionForward, AttentionSaved, AttentionSavedView,
     Classifier, Dims, LayerNormBackward, LayerNormForward, Linear, MatmulBackward, MatmulForward,
@@ -275,10 +276,14 @@ impl<'d, D: Device, A: CudaAct> CudaBackend<'d, D, A> {
         self.gemm.apply(spec)
     }
 
-    /// Runs `op`, timed under `name` while the op recorder is on: on the GPU's clock (events in
-    /// its stream), or where the runtime has none (the simulator) on the host's after a
-    /// synchronisation.
-    fn timed<R>(&self, name: impl FnOnce() -> String, op: impl FnOnce() -> Result<R>) -> Result<R> {
+    /// Runs `op`, recorded as `label()` (its name and work) while the op recorder is on: on the
+    /// GPU's clock (events in its stream), or where the runtime has none (the simulator) on the
+    /// host's after a synchronisation.
+    fn timed<R>(
+        &self,
+        label: impl FnOnce() -> OpLabel,
+        op: impl FnOnce() -> Result<R>,
+    ) -> Result<R> {
         let clock = || match self.dev.record_event()? {
             Some(event) => Ok(Stamp::Device(event)),
             None => {
@@ -286,8 +291,11 @@ impl<'d, D: Device, A: CudaAct> CudaBackend<'d, D, A> {
                 host_stamp()
             }
         };
-        self.ops.time(name, clock, op)
+        self.ops.time(label, clock, op)
     }
+
+    /// Bytes of an activation element.
+    const ACT: f64 = size_of::<A>() as f64;
 
     /// Runs `f` with `act_len` elements of `A` and `f32_len` of f32 scratch.
     fn with_scratch<R>(
@@ -399,23 +407,31 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
     }
 
     fn upload<T: Element>(&self, src: &[T], dst: ViewMut<'_, DevBuf<D, T>>) -> Result<()> {
-        self.timed(|| names::UPLOAD.into(), || Ok(self.dev.copy_to_device(src, dvm(dst))?))
+        self.timed(
+            || OpLabel::new(names::UPLOAD, Work::NONE),
+            || Ok(self.dev.copy_to_device(src, dvm(dst))?),
+        )
     }
 
     fn download<T: Element>(&self, src: View<'_, DevBuf<D, T>>, dst: &mut [T]) -> Result<()> {
-        self.timed(|| names::DOWNLOAD.into(), || Ok(self.dev.copy_to_host(dv(src), dst)?))
+        self.timed(
+            || OpLabel::new(names::DOWNLOAD, Work::NONE),
+            || Ok(self.dev.copy_to_host(dv(src), dst)?),
+        )
     }
 
     fn zero<T: Element>(&self, dst: ViewMut<'_, DevBuf<D, T>>) -> Result<()> {
+        let work = op_work::fill(dst.len(), size_of::<T>() as f64);
         self.timed(
-            || names::ZERO.into(),
+            || OpLabel::new(names::ZERO, work),
             || Ok(elementwise::fill(self.dev, dvm(dst), T::default())?),
         )
     }
 
     fn round_to_act(&self, src: F32View<'_, Self>, dst: ActMut<'_, Self>) -> Result<()> {
+        let work = op_work::round_to_act(src.len(), Self::ACT);
         self.timed(
-            || names::ROUND_TO_ACT.into(),
+            || OpLabel::new(names::ROUND_TO_ACT, work),
             || Ok(A::round_from_f32(self.dev, dv(src), dvm(dst))?),
         )
     }
@@ -426,7 +442,7 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
 
     fn replace_tokens(&self, tokens: &mut Tokens<D>, ids: &[u32]) -> Result<()> {
         self.timed(
-            || names::TOKENS.into(),
+            || OpLabel::new(names::TOKENS, Work::NONE),
             || tokens.replace(self.dev, ids).map_err(|e| Error::invalid(e.to_string())),
         )
     }
@@ -440,7 +456,7 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
         dims: Dims,
     ) -> Result<()> {
         self.timed(
-            || names::ENCODER_FORWARD.into(),
+            || OpLabel::new(names::ENCODER_FORWARD, op_work::encoder_forward(dims, Self::ACT)),
             || Ok(encoder::encoder_forward(self.dev, tokens, dv(wte), dv(wpe), dvm(out), dims.c)?),
         )
     }
@@ -453,7 +469,10 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
         dims: Dims,
     ) -> Result<()> {
         self.timed(
-            || names::ENCODER_BACKWARD.into(),
+            || {
+                let work = op_work::encoder_backward(dims, Self::ACT, tokens.distinct());
+                OpLabel::new(names::ENCODER_BACKWARD, work)
+            },
             || {
                 let (dwte, dwpe) = weight_and_bias(grads)?;
                 let dwpe = dwpe.expect("the encoder's grads name wpe as the bias");
@@ -465,11 +484,14 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
     fn layernorm_forward(
         &self,
         args: LayerNormForward<'_, Self>,
-        _rows: usize,
+        rows: usize,
         c: usize,
     ) -> Result<()> {
         self.timed(
-            || names::LAYERNORM_FORWARD.into(),
+            || {
+                let work = op_work::layernorm_forward(rows, c, Self::ACT);
+                OpLabel::new(names::LAYERNORM_FORWARD, work)
+            },
             || {
                 let LayerNormForward { out, stats, inp, weight, bias } = args;
                 let args = layernorm::LayerNormForward {
@@ -487,11 +509,14 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
     fn residual_layernorm_forward(
         &self,
         args: ResidualLayerNormForward<'_, Self>,
-        _rows: usize,
+        rows: usize,
         c: usize,
     ) -> Result<()> {
         self.timed(
-            || names::RESIDUAL_LAYERNORM_FORWARD.into(),
+            || {
+                let work = op_work::residual_layernorm_forward(rows, c, Self::ACT);
+                OpLabel::new(names::RESIDUAL_LAYERNORM_FORWARD, work)
+            },
             || {
                 let ResidualLayerNormForward { residual, inp1, inp2, out, stats, weight, bias } =
                     args;
@@ -516,7 +541,10 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
         c: usize,
     ) -> Result<()> {
         self.timed(
-            || names::LAYERNORM_BACKWARD.into(),
+            || {
+                let work = op_work::layernorm_backward(rows, c, Self::ACT);
+                OpLabel::new(names::LAYERNORM_BACKWARD, work)
+            },
             || {
                 let LayerNormBackward { dinp, grads, dout, inp, weight, mean, rstd } = args;
                 let (dweight, dbias) = weight_and_bias(grads)?;
@@ -541,8 +569,9 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
     }
 
     fn matmul_forward(&self, args: MatmulForward<'_, Self>, shape: Linear) -> Result<()> {
+        let work = op_work::matmul_forward(shape, Self::ACT, args.bias.is_some(), args.gelu());
         self.timed(
-            || names::matmul("forward", shape),
+            || OpLabel::new(names::matmul("forward", shape), work),
             || {
                 let MatmulForward { out, inp, weight, bias, activation } = args;
                 let spec = self.on_engine(GemmSpec::linear_forward(
@@ -564,8 +593,10 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
     }
 
     fn matmul_backward(&self, args: MatmulBackward<'_, Self>, shape: Linear) -> Result<()> {
+        let (bias, gelu) = (args.grads.bias.is_some(), args.gelu_pre_act.is_some());
+        let work = op_work::matmul_backward(shape, Self::ACT, bias, gelu);
         self.timed(
-            || names::matmul("backward", shape),
+            || OpLabel::new(names::matmul("backward", shape), work),
             || {
                 let MatmulBackward { dinp, grads, dout, inp, weight, gelu_pre_act } = args;
                 let (dweight, dbias) = weight_and_bias(grads)?;
@@ -614,7 +645,10 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
     fn attention_forward(&self, args: AttentionForward<'_, Self>, dims: Dims) -> Result<()> {
         let flash = matches!(args.saved, AttentionSaved::Lse(_));
         self.timed(
-            || names::attention("forward", flash),
+            || {
+                let work = op_work::attention_forward(dims, Self::ACT, flash);
+                OpLabel::new(names::attention("forward", flash), work)
+            },
             || {
                 let AttentionForward { out, saved, qkv } = args;
                 let shape = attention_shape(dims);
@@ -643,7 +677,10 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
     fn attention_backward(&self, args: AttentionBackward<'_, Self>, dims: Dims) -> Result<()> {
         let flash = matches!(args.saved, AttentionSavedView::Lse(_));
         self.timed(
-            || names::attention("backward", flash),
+            || {
+                let work = op_work::attention_backward(dims, Self::ACT, flash);
+                OpLabel::new(names::attention("backward", flash), work)
+            },
             || {
                 let AttentionBackward { dqkv, dout, qkv, out, saved } = args;
                 let shape = attention_shape(dims);
@@ -681,8 +718,9 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
     }
 
     fn gelu_forward(&self, out: ActMut<'_, Self>, inp: ActView<'_, Self>) -> Result<()> {
+        let work = op_work::gelu_forward(out.len(), Self::ACT);
         self.timed(
-            || names::GELU_FORWARD.into(),
+            || OpLabel::new(names::GELU_FORWARD, work),
             || Ok(gelu::gelu_forward(self.dev, dv(inp), dvm(out))?),
         )
     }
@@ -693,8 +731,9 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
         inp: ActView<'_, Self>,
         dout: ActView<'_, Self>,
     ) -> Result<()> {
+        let work = op_work::gelu_backward(dinp.len(), Self::ACT);
         self.timed(
-            || names::GELU_BACKWARD.into(),
+            || OpLabel::new(names::GELU_BACKWARD, work),
             || Ok(gelu::gelu_backward(self.dev, dv(inp), dv(dout), dvm(dinp))?),
         )
     }
@@ -705,15 +744,17 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
         inp1: ActView<'_, Self>,
         inp2: ActView<'_, Self>,
     ) -> Result<()> {
+        let work = op_work::residual_forward(out.len(), Self::ACT);
         self.timed(
-            || names::RESIDUAL_FORWARD.into(),
+            || OpLabel::new(names::RESIDUAL_FORWARD, work),
             || Ok(elementwise::add(self.dev, dv(inp1), dv(inp2), dvm(out))?),
         )
     }
 
     fn fused_classifier(&self, args: Classifier<'_, Self>, dims: Dims) -> Result<()> {
+        let work = op_work::classifier(dims, Self::ACT, args.dloss.is_some());
         self.timed(
-            || names::CLASSIFIER.into(),
+            || OpLabel::new(names::CLASSIFIER, work),
             || {
                 let Classifier { logits, losses, targets, dloss } = args;
                 let gradient = match dloss {
@@ -732,8 +773,9 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
     }
 
     fn grad_norm(&self, grads: F32View<'_, Self>) -> Result<GradNorm> {
+        let work = op_work::grad_norm(grads.len());
         self.timed(
-            || names::GRAD_NORM.into(),
+            || OpLabel::new(names::GRAD_NORM, work),
             || {
                 let mut scratch = self.scratch.borrow_mut();
                 let scratch = &mut *scratch;
@@ -771,8 +813,10 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
         table: &AdamWTable<D>,
         hyper: &AdamWHyper,
     ) -> Result<()> {
+        let working = args.working.is_some().then_some(Self::ACT);
+        let work = op_work::adamw(args.params.len(), working);
         self.timed(
-            || names::ADAMW.into(),
+            || OpLabel::new(names::ADAMW, work),
             || {
                 let AdamWArgs { params, grads, m, v, working } = args;
                 let rounding = match hyper.rounding {

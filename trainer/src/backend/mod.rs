@@ -17,6 +17,7 @@ mod cpu;
 mod cuda;
 mod memory;
 pub mod op_times;
+pub mod op_work;
 pub mod ops;
 mod view;
 

@@ -3,6 +3,7 @@
 //! its stream) or, where the ops finish before they return (the CPU backend, the simulator), on
 //! the host's.
 
+use super::op_work::Work;
 use crate::error::Result;
 use gpu_host::DeviceEvent;
 use serde::Deserialize;
@@ -36,6 +37,24 @@ pub struct OpTime {
     pub calls: usize,
     /// Their summed time, in milliseconds.
     pub ms: f64,
+    /// Their summed work (none counted for PyTorch's kernels and operators).
+    #[serde(default)]
+    pub work: Work,
+}
+
+/// What a timed op is recorded as.
+pub struct OpLabel {
+    /// Its name ([`names`]).
+    pub name: String,
+    /// Its FLOPs and minimal bytes ([`super::op_work`]).
+    pub work: Work,
+}
+
+impl OpLabel {
+    /// `name` doing `work`.
+    pub fn new(name: impl Into<String>, work: Work) -> Self {
+        Self { name: name.into(), work }
+    }
 }
 
 /// Every op's total over a recording, in the order of their first calls.
@@ -65,7 +84,7 @@ impl OpTimes {
 
 /// One timed op of a recording.
 struct Span {
-    op: String,
+    op: OpLabel,
     start: Stamp,
     end: Stamp,
 }
@@ -96,33 +115,36 @@ impl OpRecorder {
                 _ => unreachable!("a backend stamps all its ops on one clock"),
             };
             times.clock = Some(clock);
-            match times.ops.iter_mut().find(|t| t.op == op) {
+            let OpLabel { name, work } = op;
+            match times.ops.iter_mut().find(|t| t.op == name) {
                 Some(total) => {
                     total.calls += 1;
                     total.ms += ms;
+                    total.work += work;
                 }
-                None => times.ops.push(OpTime { op, calls: 1, ms }),
+                None => times.ops.push(OpTime { op: name, calls: 1, ms, work }),
             }
         }
         Ok(times)
     }
 
-    /// Runs `op`; while recording, between two stamps of `clock`, kept under the name
-    /// `name()` (built only then).
+    /// Runs `op`; while recording, between two stamps of `clock`, kept as `label()` (built
+    /// only then, before the op runs).
     pub fn time<R>(
         &self,
-        name: impl FnOnce() -> String,
+        label: impl FnOnce() -> OpLabel,
         clock: impl Fn() -> Result<Stamp>,
         op: impl FnOnce() -> Result<R>,
     ) -> Result<R> {
         if self.lock().is_none() {
             return op();
         }
+        let label = label();
         let start = clock()?;
         let result = op()?;
         let end = clock()?;
         if let Some(spans) = self.lock().as_mut() {
-            spans.push(Span { op: name(), start, end });
+            spans.push(Span { op: label, start, end });
         }
         Ok(result)
     }
@@ -200,13 +222,15 @@ mod tests {
         assert_eq!(recorder.take().unwrap(), OpTimes::default());
         recorder.start();
         for (name, ms) in [("b", 3), ("a", 1), ("b", 2)] {
-            recorder.time(|| name.to_string(), host_stamp, || sleep(ms)).unwrap();
+            let work = Work { flops: ms as f64, bytes: 10.0 };
+            recorder.time(|| OpLabel::new(name, work), host_stamp, || sleep(ms)).unwrap();
         }
         let times = recorder.take().unwrap();
         assert_eq!(times.clock, Some(OpClock::Host));
         let summary: Vec<(&str, usize)> =
             times.ops.iter().map(|t| (t.op.as_str(), t.calls)).collect();
         assert_eq!(summary, [("b", 2), ("a", 1)]);
+        assert_eq!(times.ops[0].work, Work { flops: 5.0, bytes: 20.0 }, "work is summed too");
         assert!(times.ops[0].ms >= 5.0 && times.ops[1].ms >= 1.0, "{times:?}");
         assert!((times.total_ms() - times.ops[0].ms - times.ops[1].ms).abs() < 1e-12);
         assert_eq!(recorder.take().unwrap(), OpTimes::default(), "take ends the recording");

@@ -171,6 +171,13 @@ pub struct MatmulForward<'a, B: Backend + ?Sized> {
     pub activation: Activation<'a, B>,
 }
 
+impl<B: Backend + ?Sized> MatmulForward<'_, B> {
+    /// Whether a GELU is fused in.
+    pub fn gelu(&self) -> bool {
+        matches!(self.activation, Activation::Gelu { .. })
+    }
+}
+
 /// Buffers of [`Backend::matmul_backward`].
 pub struct MatmulBackward<'a, B: Backend + ?Sized> {
     /// Input gradient, `rows × inp`, overwritten.

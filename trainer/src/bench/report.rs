@@ -189,8 +189,9 @@ pub fn clock_name(clock: Option<OpClock>) -> &'static str {
 }
 
 /// The log's view of a profiled step: a line with the total, then the `most` slowest ops
-/// with their share (nothing when no op was timed).
-pub fn op_lines(times: &OpTimes, most: usize) -> Vec<String> {
+/// with their share and, where their work is counted, their throughput and (on a GPU of
+/// known `peak`) their share of the roofline (nothing when no op was timed).
+pub fn op_lines(times: &OpTimes, most: usize, peak: Option<Peak>) -> Vec<String> {
     if let Some(error) = &times.error {
         return vec![format!("one more step, every op timed: failed ({error}); the timings stand")];
     }
@@ -204,16 +205,57 @@ pub fn op_lines(times: &OpTimes, most: usize) -> Vec<String> {
         clock_name(times.clock)
     )];
     for op in times.slowest_first().into_iter().take(most) {
-        lines.push(format!(
+        let mut line = format!(
             "{:5.1}% {:9.3} ms  {} ({} call{})",
             100.0 * op.ms / total,
             op.ms,
             op.op,
             op.calls,
             if op.calls == 1 { "" } else { "s" }
-        ));
+        );
+        let rate = OpRate::of(op, peak);
+        if let Some(flops) = &rate.flops {
+            line += &format!(", {flops} TFLOP/s");
+        } else if let Some(bytes) = &rate.bytes {
+            line += &format!(", {bytes} GB/s");
+        }
+        if let Some(roofline) = &rate.roofline {
+            line += &format!(", {roofline} of the roofline");
+        }
+        lines.push(line);
     }
     lines
+}
+
+/// `x` to three significant digits, no exponent (`512`, `3.35`, `0.0123`).
+fn three_digits(x: f64) -> String {
+    let decimals = if x > 0.0 { (2.0 - x.log10().floor()).clamp(0.0, 12.0) as usize } else { 0 };
+    format!("{x:.decimals$}")
+}
+
+/// An op's throughput, formatted: its matrix-product TFLOP/s, its GB/s of minimal traffic,
+/// and the share of its roofline (the larger of its compute and memory times at the GPU's
+/// peaks) that it reached, with the bound.
+struct OpRate {
+    flops: Option<String>,
+    bytes: Option<String>,
+    roofline: Option<String>,
+}
+
+impl OpRate {
+    fn of(op: &OpTime, peak: Option<Peak>) -> Self {
+        let (work, seconds) = (op.work, op.ms / 1e3);
+        let counted = work.is_counted() && seconds > 0.0;
+        let rate = |amount: f64, unit: f64| {
+            (counted && amount > 0.0).then(|| three_digits(amount / seconds / unit))
+        };
+        let roofline = peak.filter(|_| counted).map(|p| {
+            let bound =
+                if work.memory_bound(p.flops, p.bytes_per_s) { "memory" } else { "compute" };
+            format!("{:.0}% ({bound})", 100.0 * work.roofline_ms(p.flops, p.bytes_per_s) / op.ms)
+        });
+        Self { flops: rate(work.flops, 1e12), bytes: rate(work.bytes, 1e9), roofline }
+    }
 }
 
 /// One table per configuration that timed its ops, slowest op first (empty when none did).
@@ -257,20 +299,45 @@ fn op_sections(rows: &[BenchRow]) -> String {
             clock_name(ops.clock),
             result.median_ms
         );
-        s += &op_table(&ops.slowest_first(), total, false);
+        s += &op_table(&ops.slowest_first(), total, false, row.peak());
     }
     s
 }
 
 /// `ops`, in the order given, as a markdown table: calls, milliseconds and each op's share of
-/// `total_ms`; `quoted` writes the names as code (PyTorch's kernel and operator names).
-pub fn op_table(ops: &[&OpTime], total_ms: f64, quoted: bool) -> String {
-    let mut s = String::from("| op | calls | ms | share of the ops |\n|---|---:|---:|---:|\n");
+/// `total_ms`; where their work is counted (`trainer::backend::op_work`: matrix-product
+/// FLOPs, minimal bytes), their TFLOP/s and GB/s, and on a GPU of known `peak` the share of
+/// each op's roofline it reached; `quoted` writes the names as code (PyTorch's kernel and
+/// operator names).
+pub fn op_table(ops: &[&OpTime], total_ms: f64, quoted: bool, peak: Option<Peak>) -> String {
+    let counted = ops.iter().any(|op| op.work.is_counted());
+    let peak = peak.filter(|_| counted);
+    let mut s = String::from("| op | calls | ms | share of the ops |");
+    let mut rule = String::from("|---|---:|---:|---:|");
+    if counted {
+        s += " TFLOP/s | GB/s |";
+        rule += "---:|---:|";
+    }
+    if let Some(p) = peak {
+        let _ = write!(s, " of the roofline ({}) |", p.gpu);
+        rule += "---:|";
+    }
+    let _ = writeln!(s, "\n{rule}");
     for op in ops {
         let name = op.op.replace('|', "\\|");
         let name = if quoted { format!("`{name}`") } else { name };
         let share = 100.0 * op.ms / total_ms;
-        let _ = writeln!(s, "| {name} | {} | {:.3} | {share:.1}% |", op.calls, op.ms);
+        let _ = write!(s, "| {name} | {} | {:.3} | {share:.1}% |", op.calls, op.ms);
+        let rate = OpRate::of(op, peak);
+        let dash = || "–".to_string();
+        if counted {
+            let (flops, bytes) = (rate.flops.unwrap_or_else(dash), rate.bytes.unwrap_or_else(dash));
+            let _ = write!(s, " {flops} | {bytes} |");
+        }
+        if peak.is_some() {
+            let _ = write!(s, " {} |", rate.roofline.unwrap_or_else(dash));
+        }
+        s.push('\n');
     }
     s
 }
@@ -278,6 +345,7 @@ pub fn op_table(ops: &[&OpTime], total_ms: f64, quoted: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::op_work::Work;
     use crate::model::ModelSize;
 
     fn row(precision: Precision, outcome: std::result::Result<BenchOutcome, String>) -> BenchRow {
@@ -333,11 +401,20 @@ mod tests {
     /// of their sum; the log shows the slowest few.
     #[test]
     fn op_times_show_where_the_step_goes() {
-        let op = |op: &str, calls, ms| OpTime { op: op.into(), calls, ms };
+        let op = |op: &str, calls, ms, flops, bytes| OpTime {
+            op: op.into(),
+            calls,
+            ms,
+            work: Work { flops, bytes },
+        };
         let mut outcome = ran(400_000.0, Some("NVIDIA H100 80GB HBM3"));
         outcome.result.ops = OpTimes {
             clock: Some(OpClock::Device),
-            ops: vec![op("AdamW", 1, 1.0), op("matmul backward fc", 12, 3.0)],
+            ops: vec![
+                op("AdamW", 1, 1.0, 0.0, 2.68e9),
+                op("matmul backward fc", 12, 3.0, 1.5e12, 1e9),
+                op("copy to the host", 1, 0.001, 0.0, 0.0),
+            ],
             error: None,
         };
         let rows = [row(Precision::Bf16, Ok(outcome)), row(Precision::Fp16, Ok(ran(1.0, None)))];
@@ -347,15 +424,34 @@ mod tests {
         assert!(section.contains("### d12 bf16 (flash attention, fused)"), "{md}");
         assert!(!section.contains("### d12 fp16"), "rows without op times get no table: {md}");
         assert!(section.contains("The ops sum to 4.00 ms by the GPU's clock"), "{md}");
-        let slowest = section.find("| matmul backward fc | 12 | 3.000 | 75.0% |");
-        let adamw = section.find("| AdamW | 1 | 1.000 | 25.0% |");
+        assert!(section.contains("| TFLOP/s | GB/s | of the roofline (H100 SXM) |"), "{md}");
+        // 1.5 TFLOP in 3 ms; the roofline is 1.5e12 / 989.4e12 s = 1.52 ms.
+        let slowest =
+            section.find("| matmul backward fc | 12 | 3.000 | 75.0% | 500 | 333 | 51% (compute) |");
+        // 2.68 GB in 1 ms; the roofline is 2.68e9 / 3.35e12 s = 0.8 ms.
+        let adamw = section.find("| AdamW | 1 | 1.000 | 25.0% | – | 2680 | 80% (memory) |");
         assert!(slowest.zip(adamw).is_some_and(|(s, a)| s < a), "{md}");
+        assert!(section.contains("| copy to the host | 1 | 0.001 | 0.0% | – | – | – |"), "{md}");
         let ops = &rows[0].outcome.as_ref().unwrap().result.ops;
-        let lines = op_lines(ops, 1);
-        assert_eq!(lines.len(), 2, "{lines:?}");
-        assert!(lines[0].contains("by the GPU's clock: 4.00 ms in 13 ops"), "{lines:?}");
-        assert!(lines[1].ends_with("matmul backward fc (12 calls)"), "{lines:?}");
-        assert!(op_lines(&OpTimes::default(), 5).is_empty());
+        let lines = op_lines(ops, 2, rows[0].peak());
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        assert!(lines[0].contains("by the GPU's clock: 4.00 ms in 14 ops"), "{lines:?}");
+        assert!(
+            lines[1].ends_with(
+                "matmul backward fc (12 calls), 500 TFLOP/s, 51% (compute) of the roofline"
+            ),
+            "{lines:?}"
+        );
+        assert!(lines[2].ends_with("AdamW (1 call), 2680 GB/s, 80% (memory) of the roofline"));
+        assert!(op_lines(ops, 1, None)[1].ends_with("(12 calls), 500 TFLOP/s"));
+        assert!(op_lines(&OpTimes::default(), 5, None).is_empty());
+        let digits = [0.0, 0.0123, 3.354, 99.95, 512.4, 2680.0].map(three_digits);
+        assert_eq!(digits, ["0", "0.0123", "3.35", "100.0", "512", "2680"]);
+        // Without counted work (PyTorch's kernels) the table keeps its four columns.
+        let torch = [&ops.ops[2]];
+        assert!(op_table(&torch, 1.0, true, rows[0].peak()).starts_with(
+            "| op | calls | ms | share of the ops |\n|---|---:|---:|---:|\n| `copy to the host` |"
+        ));
 
         // A profiled step that failed costs its table only: the row keeps its timings.
         let mut failed = ran(300_000.0, Some("NVIDIA H100 80GB HBM3"));
@@ -369,7 +465,7 @@ mod tests {
             ),
             "{md}"
         );
-        let lines = op_lines(&rows[0].outcome.as_ref().unwrap().result.ops, 5);
+        let lines = op_lines(&rows[0].outcome.as_ref().unwrap().result.ops, 5, None);
         assert_eq!(
             lines,
             [

@@ -91,7 +91,7 @@ pub fn bench(args: BenchArgs) -> Result<()> {
             };
             log(&bench_line(&row));
             if let Ok(outcome) = &row.outcome {
-                for line in trainer::bench::op_lines(&outcome.result.ops, OP_LINES) {
+                for line in trainer::bench::op_lines(&outcome.result.ops, OP_LINES, row.peak()) {
                     log(&format!("  {line}"));
                 }
             }

@@ -16,7 +16,7 @@ pub use report::{chart, loss_tolerance, markdown};
 pub use rungs::{RUNGS, Rung, rung};
 pub use torch::{TorchMode, TorchOps, TorchRun, TorchVocabLoss, pytorch_missing};
 
-use crate::backend::{Backend, BackendJob, Compute, ResolvedDevice};
+use crate::backend::{Backend, BackendJob, Compute, Precision, ResolvedDevice};
 use crate::bench::{BenchRun, TimedSteps, timed_steps};
 use crate::checkpoint::{ModelDtype, write_model};
 use crate::data::{DataLoader, write_shard};
@@ -114,10 +114,14 @@ impl Ladder {
         mfu::flops_per_token(&self.options.config, self.options.t)
     }
 
+    /// This GPU's peak in `precision`, if it is in the table.
+    pub fn peak(&self, precision: Precision) -> Option<mfu::Peak> {
+        mfu::peak(self.gpu.as_deref()?, precision)
+    }
+
     /// MFU of `tokens_per_sec` in `rung`'s precision on this GPU, if its peak is known.
     pub fn mfu(&self, rung: &Rung, tokens_per_sec: f64) -> Option<f64> {
-        let peak = mfu::peak(self.gpu.as_deref()?, rung.precision)?;
-        Some(self.flops_per_token() * tokens_per_sec / peak.flops)
+        Some(self.flops_per_token() * tokens_per_sec / self.peak(rung.precision)?.flops)
     }
 
     /// The result of rung `id`, if it ran.

@@ -202,7 +202,8 @@ fn op_section(ladder: &Ladder) -> String {
                     ops.total_ms(),
                     clock_name(ops.clock)
                 );
-                s += &op_table(&ops.slowest_first(), ops.total_ms(), false);
+                let peak = ladder.peak(result.rung.precision);
+                s += &op_table(&ops.slowest_first(), ops.total_ms(), false, peak);
             }
         }
         match torch_ops(result) {
@@ -219,7 +220,7 @@ fn op_section(ladder: &Ladder) -> String {
                     ops.ops.len()
                 );
                 let slowest: Vec<&OpTime> = ops.ops.iter().collect();
-                s += &op_table(&slowest, ops.total_ms, true);
+                s += &op_table(&slowest, ops.total_ms, true, None);
             }
             None => {}
         }

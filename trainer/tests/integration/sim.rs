@@ -9,6 +9,7 @@ use crate::common::{random_params, trainer_ok};
 use gpu_host::kernels::gemm::{GemmEngine, WgmmaTile};
 use ptx_sim::Simulator;
 use trainer::backend::op_times::{OpClock, OpTimes};
+use trainer::backend::op_work::Work;
 use trainer::backend::ops::AttentionKind;
 use trainer::backend::{Backend, BackendJob, Compute, Precision, ResolvedDevice};
 use trainer::loss_scale::{LossScaleConfig, LossScaler};
@@ -458,6 +459,21 @@ fn op_times_name_the_same_ops_on_every_backend() {
         assert_eq!(count("AdamW"), Some(1));
         assert_eq!(count("GELU forward"), (!fuse).then_some(4));
         assert_eq!(count("residual + layernorm forward"), fuse.then_some(8));
+
+        // Both count the same work (f32 activations on both), and the matrix products add up
+        // to the model's FLOPs: per token 6 per matmul weight (12·C² per layer and the Vp·C
+        // head) plus the causal attention's 6·L·C·T, for two micro-batches.
+        let work = |times: &OpTimes| -> Vec<(String, Work)> {
+            times.ops.iter().map(|o| (o.op.clone(), o.work)).collect()
+        };
+        assert_eq!(work(&sim), work(&cpu), "fuse {fuse}");
+        let Gpt2Config { num_layers: l, channels: c, padded_vocab_size: vp, .. } = config();
+        let weights = 12 * l * c * c + vp * c;
+        let per_token = 6 * weights + 6 * l * c * T;
+        let flops: f64 = cpu.ops.iter().map(|o| o.work.flops).sum();
+        assert_eq!(flops, (2 * B * T * per_token) as f64, "fuse {fuse}");
+        let counted = |op: &str| cpu.ops.iter().find(|o| o.op == op).unwrap().work.is_counted();
+        assert!(counted("AdamW") && counted("layernorm backward") && !counted("copy to the host"));
     }
 }
 

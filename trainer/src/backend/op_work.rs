@@ -1,0 +1,251 @@
+//! The work of each backend op: the FLOPs of its matrix products and the bytes an ideal
+//! kernel moves, so that an op's time can be read as TFLOP/s, GB/s and a share of the GPU's
+//! roofline ([`Work::roofline_ms`]).
+//!
+//! Conventions, the same on every backend:
+//! - **FLOPs** are counted for the matrix products alone, 2 per multiply-add, as the MFU's
+//!   model count does ([`crate::mfu::flops_per_token`]): a linear layer's forward
+//!   `2·rows·in·out`, its backward `4·rows·in·out` (input and weight gradients); causal
+//!   attention half of the full products (forward `2·B·T²·C`, backward `4·B·T²·C`; flash
+//!   attention's recomputed scores are not model FLOPs). Bias adds, layernorms, softmax and
+//!   the optimizer count none: they are bound by memory.
+//! - **Bytes** are the minimum: every input element the op needs read once, every output
+//!   written once, an accumulated output (`+=`, the gradients) read and written. Gathers count
+//!   the rows they touch (the encoder's distinct tokens). Scratch and intermediates a kernel
+//!   keeps in memory (split-K partials, the naive attention's scores) are not counted, so a
+//!   kernel that spills them shows a lower share of the roofline. Host copies count none
+//!   (their bound is the PCIe link, not the GPU's memory).
+
+use super::ops::{Dims, Linear};
+use serde::Deserialize;
+use std::ops::AddAssign;
+
+/// Bytes of an f32 element (master weights, gradients, moments, statistics, losses).
+const F32: f64 = 4.0;
+/// Bytes of a token id.
+const ID: f64 = 4.0;
+
+/// FLOPs and minimal bytes of one or more calls of an op.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Deserialize)]
+pub struct Work {
+    /// Matrix-product FLOPs.
+    pub flops: f64,
+    /// Bytes read and written by an ideal kernel.
+    pub bytes: f64,
+}
+
+impl AddAssign for Work {
+    fn add_assign(&mut self, other: Self) {
+        self.flops += other.flops;
+        self.bytes += other.bytes;
+    }
+}
+
+impl Work {
+    /// Nothing counted (host copies).
+    pub const NONE: Self = Self { flops: 0.0, bytes: 0.0 };
+
+    fn bytes(bytes: f64) -> Self {
+        Self { flops: 0.0, bytes }
+    }
+
+    /// Whether anything is counted.
+    pub fn is_counted(&self) -> bool {
+        self.flops > 0.0 || self.bytes > 0.0
+    }
+
+    /// The least time the work takes on a GPU of peak `flops_per_s` and memory bandwidth
+    /// `bytes_per_s`, in milliseconds: the larger of its compute and memory times.
+    pub fn roofline_ms(&self, flops_per_s: f64, bytes_per_s: f64) -> f64 {
+        1e3 * (self.flops / flops_per_s).max(self.bytes / bytes_per_s)
+    }
+
+    /// Whether memory bounds the work at those peaks (its arithmetic intensity is below the
+    /// GPU's ridge point).
+    pub fn memory_bound(&self, flops_per_s: f64, bytes_per_s: f64) -> bool {
+        self.bytes / bytes_per_s >= self.flops / flops_per_s
+    }
+}
+
+/// `count` elements of `bytes` bytes.
+fn n(count: usize, bytes: f64) -> f64 {
+    count as f64 * bytes
+}
+
+/// A linear layer's forward, `act` bytes per activation and weight element: reads the
+/// input, the weight and the bias; writes the output and, with a fused GELU, the
+/// pre-activation.
+pub fn matmul_forward(shape: Linear, act: f64, bias: bool, gelu: bool) -> Work {
+    let Linear { rows, inp, out, .. } = shape;
+    let outputs = if gelu { 2 } else { 1 };
+    Work {
+        flops: 2.0 * (rows * inp * out) as f64,
+        bytes: n(rows * inp + out * inp + rows * out * outputs + usize::from(bias) * out, act),
+    }
+}
+
+/// A linear layer's backward: reads the output gradient, the input, the weight and (fused
+/// GELU backward) the pre-activation; writes the input gradient; accumulates the f32 weight
+/// and bias gradients.
+pub fn matmul_backward(shape: Linear, act: f64, bias: bool, gelu: bool) -> Work {
+    let Linear { rows, inp, out, .. } = shape;
+    let reads = rows * out + rows * inp + out * inp + usize::from(gelu) * rows * inp;
+    let accumulated = out * inp + usize::from(bias) * out;
+    Work {
+        flops: 4.0 * (rows * inp * out) as f64,
+        bytes: n(reads + rows * inp, act) + 2.0 * n(accumulated, F32),
+    }
+}
+
+/// Causal attention's forward: reads q, k, v; writes the output and what the backward needs
+/// (flash: the log-sum-exp of every row; naive: the probabilities, `B·NH·T·T`).
+pub fn attention_forward(dims: Dims, act: f64, flash: bool) -> Work {
+    let Dims { b, t, c, nh, .. } = dims;
+    let saved = if flash { n(b * nh * t, F32) } else { n(b * nh * t * t, act) };
+    Work { flops: 2.0 * (b * t * t * c) as f64, bytes: n(4 * b * t * c, act) + saved }
+}
+
+/// Causal attention's backward: reads q, k, v, the output gradient and what the forward saved
+/// (flash: also the output, for the row dot products); writes the q, k, v gradients.
+pub fn attention_backward(dims: Dims, act: f64, flash: bool) -> Work {
+    let Dims { b, t, c, nh, .. } = dims;
+    let saved = if flash { n(b * t * c, act) + n(b * nh * t, F32) } else { n(b * nh * t * t, act) };
+    Work { flops: 4.0 * (b * t * t * c) as f64, bytes: n(7 * b * t * c, act) + saved }
+}
+
+/// A layernorm of `rows × c`: reads the input, scale and shift; writes the output and the
+/// row statistics.
+pub fn layernorm_forward(rows: usize, c: usize, act: f64) -> Work {
+    Work::bytes(n(2 * rows * c + 2 * c, act) + n(2 * rows, F32))
+}
+
+/// A residual add fused with the layernorm of its sum: reads both inputs, scale and shift;
+/// writes the sum, the output and the statistics.
+pub fn residual_layernorm_forward(rows: usize, c: usize, act: f64) -> Work {
+    Work::bytes(n(4 * rows * c + 2 * c, act) + n(2 * rows, F32))
+}
+
+/// A layernorm's backward: reads the output gradient, the input, the scale and the
+/// statistics; accumulates the input gradient and the f32 scale and shift gradients.
+pub fn layernorm_backward(rows: usize, c: usize, act: f64) -> Work {
+    Work::bytes(n(4 * rows * c + c, act) + n(2 * rows, F32) + 2.0 * n(2 * c, F32))
+}
+
+/// Token and position embeddings: reads the ids, each token's row of `wte` and the first `t`
+/// rows of `wpe`; writes the sum.
+pub fn encoder_forward(dims: Dims, act: f64) -> Work {
+    let Dims { b, t, c, .. } = dims;
+    Work::bytes(n(b * t, ID) + n(2 * b * t * c + t * c, act))
+}
+
+/// The embeddings' backward: reads the ids and the output gradient; accumulates the f32
+/// gradient rows of the `distinct` tokens of the batch and of the first `t` positions.
+pub fn encoder_backward(dims: Dims, act: f64, distinct: usize) -> Work {
+    let Dims { b, t, c, .. } = dims;
+    Work::bytes(n(b * t, ID) + n(b * t * c, act) + 2.0 * n((distinct + t) * c, F32))
+}
+
+/// GELU of `len` elements: reads the input, writes the output.
+pub fn gelu_forward(len: usize, act: f64) -> Work {
+    Work::bytes(n(2 * len, act))
+}
+
+/// GELU's backward: reads the input and the output gradient, writes the input gradient.
+pub fn gelu_backward(len: usize, act: f64) -> Work {
+    Work::bytes(n(3 * len, act))
+}
+
+/// A residual add of `len` elements: reads two, writes one.
+pub fn residual_forward(len: usize, act: f64) -> Work {
+    Work::bytes(n(3 * len, act))
+}
+
+/// The fused classifier: reads the ids and each row's `v` real logits; writes the losses and,
+/// in training, the gradient over the row's `vp` columns.
+pub fn classifier(dims: Dims, act: f64, gradient: bool) -> Work {
+    let rows = dims.bt();
+    let written = if gradient { n(rows * dims.vp, act) } else { 0.0 };
+    Work::bytes(n(rows, ID + F32) + n(rows * dims.v, act) + written)
+}
+
+/// The gradient norm: reads `len` f32 gradients.
+pub fn grad_norm(len: usize) -> Work {
+    Work::bytes(n(len, F32))
+}
+
+/// AdamW over `len` parameters: reads the gradients, updates the f32 master weights and both
+/// moments, and rewrites the working copy (`working` bytes per element) if there is one.
+pub fn adamw(len: usize, working: Option<f64>) -> Work {
+    Work::bytes(n(len, 7.0 * F32 + working.unwrap_or(0.0)))
+}
+
+/// Writing `len` elements of `elem` bytes (zeroing).
+pub fn fill(len: usize, elem: f64) -> Work {
+    Work::bytes(n(len, elem))
+}
+
+/// The master weights rounded to the working copy: reads `len` f32, writes `len` of `act`.
+pub fn round_to_act(len: usize, act: f64) -> Work {
+    Work::bytes(n(len, F32 + act))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// GPT-2 124M at B = 16, T = 1024 in bf16.
+    const DIMS: Dims = Dims { b: 16, t: 1024, c: 768, nh: 12, v: 50257, vp: 50304 };
+    const BF16: f64 = 2.0;
+
+    #[test]
+    fn gpt2_small_linear_layers() {
+        let fc = Linear { layer: "fc", rows: 16384, inp: 768, out: 3072 };
+        let forward = matmul_forward(fc, BF16, true, true);
+        assert_eq!(forward.flops, 2.0 * 16384.0 * 768.0 * 3072.0);
+        // x, W, bias, out and pre-activation.
+        let bytes = 2.0 * (16384.0 * 768.0 + 3072.0 * 768.0 + 3072.0 + 2.0 * 16384.0 * 3072.0);
+        assert_eq!(forward.bytes, bytes);
+        let fc_proj = Linear { layer: "fc proj", rows: 16384, inp: 3072, out: 768 };
+        let backward = matmul_backward(fc_proj, BF16, true, true);
+        assert_eq!(backward.flops, 4.0 * 16384.0 * 3072.0 * 768.0);
+        // dout, x, W, pre-activation, dx; dW and dbias read and written in f32.
+        let bytes = 2.0 * (16384.0 * 768.0 + 3.0 * 16384.0 * 3072.0 + 768.0 * 3072.0)
+            + 8.0 * (768.0 * 3072.0 + 768.0);
+        assert_eq!(backward.bytes, bytes);
+        // Both are bound by compute on an H100 SXM (989.4 TFLOP/s bf16, 3.35 TB/s).
+        assert!(!forward.memory_bound(989.4e12, 3.35e12));
+        assert!(!backward.memory_bound(989.4e12, 3.35e12));
+    }
+
+    #[test]
+    fn attention_counts_the_causal_half_as_the_mfu_does() {
+        let forward = attention_forward(DIMS, BF16, true);
+        let backward = attention_backward(DIMS, BF16, true);
+        // 6·C·T per token per layer, as mfu::flops_per_token counts it.
+        assert_eq!((forward.flops + backward.flops) / 16384.0, 6.0 * 768.0 * 1024.0);
+        assert_eq!(forward.bytes, 2.0 * 4.0 * 16384.0 * 768.0 + 4.0 * 16.0 * 12.0 * 1024.0);
+        let naive = attention_forward(DIMS, BF16, false);
+        assert_eq!(naive.flops, forward.flops);
+        assert_eq!(naive.bytes - 2.0 * 4.0 * 16384.0 * 768.0, 2.0 * 16.0 * 12.0 * 1024.0 * 1024.0);
+    }
+
+    #[test]
+    fn memory_bound_ops() {
+        let rows = DIMS.bt();
+        let ln = layernorm_forward(rows, 768, BF16);
+        assert_eq!(ln.flops, 0.0);
+        assert_eq!(ln.bytes, 2.0 * (2.0 * 16384.0 * 768.0 + 1536.0) + 8.0 * 16384.0);
+        // The classifier reads the real columns and writes the padded row.
+        let train = classifier(DIMS, BF16, true);
+        let eval = classifier(DIMS, BF16, false);
+        assert_eq!(train.bytes - eval.bytes, 2.0 * 16384.0 * 50304.0);
+        assert_eq!(eval.bytes, 8.0 * 16384.0 + 2.0 * 16384.0 * 50257.0);
+        // AdamW: 7 f32 accesses per parameter, and the bf16 working copy.
+        assert_eq!(adamw(10, Some(BF16)).bytes, 300.0);
+        assert_eq!(adamw(10, None).bytes, 280.0);
+        assert!(ln.memory_bound(989.4e12, 3.35e12));
+        // 100 MB at 1 TB/s: 0.1 ms.
+        assert!((Work::bytes(1e8).roofline_ms(1e15, 1e12) - 0.1).abs() < 1e-12);
+        assert!(!Work::NONE.is_counted() && ln.is_counted());
+    }
+}
