@@ -4,7 +4,7 @@ mod memory;
 mod report;
 
 pub use memory::{memory_lines, memory_markdown};
-pub use report::{BenchOutcome, BenchRow, clock_name, markdown, op_lines, op_table};
+pub use report::{BenchOutcome, BenchRow, clock_name, markdown, op_lines, op_table, roofline_note};
 
 use crate::backend::Backend;
 use crate::backend::op_times::OpTimes;

@@ -200,8 +200,11 @@ pub fn op_lines(times: &OpTimes, most: usize, peak: Option<Peak>) -> Vec<String>
     }
     let total = times.total_ms();
     let calls: usize = times.ops.iter().map(|o| o.calls).sum();
+    let light = speed_of_light(times, peak).map_or(String::new(), |(p, roofline, took)| {
+        format!(" ({:.1}% of the speed of light on the {})", 100.0 * roofline / took, p.gpu)
+    });
     let mut lines = vec![format!(
-        "one more step, every op timed by {}: {total:.2} ms in {calls} ops; the slowest:",
+        "one more step, every op timed by {}: {total:.2} ms in {calls} ops{light}; the slowest:",
         clock_name(times.clock)
     )];
     for op in times.slowest_first().into_iter().take(most) {
@@ -300,8 +303,33 @@ fn op_sections(rows: &[BenchRow]) -> String {
             result.median_ms
         );
         s += &op_table(&ops.slowest_first(), total, false, row.peak());
+        s += &roofline_note(ops, row.peak());
     }
     s
+}
+
+/// The ops whose work is counted: their summed roofline and their summed time, in ms, on a GPU
+/// of known `peak` (none when there is no peak or no such op).
+fn speed_of_light(ops: &OpTimes, peak: Option<Peak>) -> Option<(Peak, f64, f64)> {
+    let counted: Vec<&OpTime> = ops.ops.iter().filter(|op| op.work.is_counted()).collect();
+    let p = peak.filter(|_| !counted.is_empty())?;
+    let roofline = counted.iter().map(|op| op.work.roofline_ms(p.flops, p.bytes_per_s)).sum();
+    Some((p, roofline, counted.iter().map(|op| op.ms).sum()))
+}
+
+/// A paragraph comparing the step's counted ops with their summed roofline on a GPU of known
+/// `peak` (empty otherwise): how far the step as a whole is from the speed of light.
+pub fn roofline_note(ops: &OpTimes, peak: Option<Peak>) -> String {
+    let Some((p, roofline, took)) = speed_of_light(ops, peak) else { return String::new() };
+    format!(
+        "\nAt the {}'s peaks ({:.1} TFLOP/s in this precision, {:.0} GB/s) the ops whose work \
+         is counted would take {roofline:.2} ms; they took {took:.2} ms, {:.1}% of the speed \
+         of light.\n",
+        p.gpu,
+        p.flops / 1e12,
+        p.bytes_per_s / 1e9,
+        100.0 * roofline / took
+    )
 }
 
 /// `ops`, in the order given, as a markdown table: calls, milliseconds and each op's share of
@@ -432,10 +460,25 @@ mod tests {
         let adamw = section.find("| AdamW | 1 | 1.000 | 25.0% | – | 2680 | 80% (memory) |");
         assert!(slowest.zip(adamw).is_some_and(|(s, a)| s < a), "{md}");
         assert!(section.contains("| copy to the host | 1 | 0.001 | 0.0% | – | – | – |"), "{md}");
-        let ops = &rows[0].outcome.as_ref().unwrap().result.ops;
+        // 1.516 + 0.8 ms of roofline against 4 ms.
+        assert!(
+            section.contains(
+                "At the H100 SXM's peaks (989.4 TFLOP/s in this precision, 3350 GB/s) the ops \
+                 whose work is counted would take 2.32 ms; they took 4.00 ms, 57.9% of the \
+                 speed of light."
+            ),
+            "{md}"
+        );
+        assert_eq!(roofline_note(&ops_of(&rows[0]), None), "");
+        let ops = &ops_of(&rows[0]);
         let lines = op_lines(ops, 2, rows[0].peak());
         assert_eq!(lines.len(), 3, "{lines:?}");
-        assert!(lines[0].contains("by the GPU's clock: 4.00 ms in 14 ops"), "{lines:?}");
+        assert!(
+            lines[0].contains(
+                "by the GPU's clock: 4.00 ms in 14 ops (57.9% of the speed of light on the H100 SXM)"
+            ),
+            "{lines:?}"
+        );
         assert!(
             lines[1].ends_with(
                 "matmul backward fc (12 calls), 500 TFLOP/s, 51% (compute) of the roofline"
@@ -472,6 +515,10 @@ mod tests {
                 "one more step, every op timed: failed (recording an event: out | of resources); the timings stand"
             ]
         );
+    }
+
+    fn ops_of(row: &BenchRow) -> OpTimes {
+        row.outcome.as_ref().unwrap().result.ops.clone()
     }
 
     /// Off a GPU the report says its timings mean nothing, and states no MFU.

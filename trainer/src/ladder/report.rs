@@ -4,7 +4,7 @@
 use super::{Ladder, Rung, RungResult, TorchOps, TorchVocabLoss};
 use crate::backend::Precision;
 use crate::backend::op_times::OpTime;
-use crate::bench::{clock_name, op_table};
+use crate::bench::{clock_name, op_table, roofline_note};
 use crate::error::Result;
 use crate::report::{ReportMeta, thousands};
 use gpu_host::kernels::gemm::{GemmEngine, WgmmaTile};
@@ -204,6 +204,7 @@ fn op_section(ladder: &Ladder) -> String {
                 );
                 let peak = ladder.peak(result.rung.precision);
                 s += &op_table(&ops.slowest_first(), ops.total_ms(), false, peak);
+                s += &roofline_note(ops, peak);
             }
         }
         match torch_ops(result) {
