@@ -1,7 +1,9 @@
 //! `cargo xtask train`: the main job. Trains on the bundled Shakespeare (prepared on first
 //! use): GPT-2 124M in bf16 with flash attention on the GPU when `nvidia-smi` lists one, else
-//! the small d2 model on the CPU; then prints a sample from the final checkpoint.
+//! the small d2 model on the CPU; then prints a sample from the final checkpoint. The PTX is
+//! built first whenever the run needs the kernels (a GPU, or `--device cuda|sim|sim-hopper`).
 
+use crate::build_ptx;
 use crate::cmd;
 use crate::trainer_bin::trainer;
 use anyhow::Result;
@@ -47,8 +49,9 @@ const GPU_DEFAULTS: &[&str] = &[
 ];
 
 /// The CPU run: d2 (L2 NH2 C128, 7M parameters) on B=8 × T=64 for 1000 steps: 80 to 150 s on
-/// 2 idle CPU cores, depending on the CPU (val loss 10.8 -> 5.9). Later options override these (the trainer's flags
-/// take the last occurrence).
+/// 2 idle CPU cores, depending on the CPU (val loss 10.8 -> 5.9). Later options override these
+/// (the trainer's flags take the last occurrence); `--model` is left out when the extra
+/// options start from a checkpoint (`--init`, `--resume`), which it would conflict with.
 const DEFAULTS: &[&str] = &[
     "--device",
     "cpu",
@@ -82,18 +85,49 @@ const DEFAULTS: &[&str] = &[
     "runs/shakespeare-d2/metrics.jsonl",
 ];
 
-/// The value of `--checkpoint-dir` in `args` (the last one wins), if any.
-fn checkpoint_dir(args: &[String]) -> Option<String> {
+/// The value of option `flag` (e.g. `--checkpoint-dir`) in `args`, the last one winning, if
+/// any.
+fn option_value(args: &[String], flag: &str) -> Option<String> {
     let mut found = None;
     let mut iter = args.iter();
     while let Some(arg) = iter.next() {
-        if arg == "--checkpoint-dir" {
+        if arg == flag {
             found = iter.next().cloned();
-        } else if let Some(value) = arg.strip_prefix("--checkpoint-dir=") {
+        } else if let Some(value) = arg.strip_prefix(flag).and_then(|v| v.strip_prefix('=')) {
             found = Some(value.to_string());
         }
     }
     found
+}
+
+/// Whether `args` name option `flag`, alone or with `=value`.
+fn has_option(args: &[String], flag: &str) -> bool {
+    args.iter().any(|a| a == flag || a.strip_prefix(flag).is_some_and(|v| v.starts_with('=')))
+}
+
+/// `defaults` without the fresh model's `--model` (and its value) when `extra` starts from a
+/// checkpoint.
+fn defaults_for(defaults: &[&'static str], extra: &[String]) -> Vec<&'static str> {
+    let from_checkpoint = has_option(extra, "--init") || has_option(extra, "--resume");
+    let mut kept = Vec::with_capacity(defaults.len());
+    let mut iter = defaults.iter();
+    while let Some(&arg) = iter.next() {
+        if from_checkpoint && arg == "--model" {
+            iter.next();
+        } else {
+            kept.push(arg);
+        }
+    }
+    kept
+}
+
+/// Whether the run needs the project's kernels: on the GPU, or a CUDA backend asked for.
+fn needs_kernels(gpu: bool, extra: &[String]) -> bool {
+    match option_value(extra, "--device").as_deref() {
+        Some("cuda" | "sim" | "sim-hopper") => true,
+        Some("cpu") => false,
+        _ => gpu,
+    }
 }
 
 /// Whether `nvidia-smi -L` lists a GPU.
@@ -109,16 +143,20 @@ pub fn run(extra: &[String]) -> Result<()> {
     let gpu = gpu_present();
     let (defaults, run_dir, device) =
         if gpu { (GPU_DEFAULTS, GPU_RUN_DIR, "cuda") } else { (DEFAULTS, RUN_DIR, "cpu") };
+    if needs_kernels(gpu, extra) {
+        build_ptx::run()?;
+    }
     println!("training on the {}", if gpu { "GPU (nvidia-smi lists one)" } else { "CPU" });
     let mut train = trainer()?;
-    train.arg("train").args(defaults).args(extra);
+    train.arg("train").args(defaults_for(defaults, extra)).args(extra);
     cmd::run(&mut train)?;
-    let dir = checkpoint_dir(extra).unwrap_or_else(|| run_dir.to_string());
+    let dir = option_value(extra, "--checkpoint-dir").unwrap_or_else(|| run_dir.to_string());
+    let device = option_value(extra, "--device").unwrap_or_else(|| device.to_string());
     println!("\nsample from {dir}:\n");
     cmd::run(trainer()?.args([
         "sample",
         "--device",
-        device,
+        &device,
         "--checkpoint",
         &dir,
         "--prompt",
@@ -134,13 +172,36 @@ pub fn run(extra: &[String]) -> Result<()> {
 mod tests {
     use super::*;
 
+    fn args(s: &[&str]) -> Vec<String> {
+        s.iter().map(|a| a.to_string()).collect()
+    }
+
     #[test]
     fn finds_the_last_checkpoint_dir() {
-        let args = |s: &[&str]| s.iter().map(|a| a.to_string()).collect::<Vec<_>>();
-        assert_eq!(checkpoint_dir(&args(&["--steps", "5"])), None);
-        assert_eq!(
-            checkpoint_dir(&args(&["--checkpoint-dir", "a", "--checkpoint-dir=b"])),
-            Some("b".into())
-        );
+        assert_eq!(option_value(&args(&["--steps", "5"]), "--checkpoint-dir"), None);
+        let dirs = args(&["--checkpoint-dir", "a", "--checkpoint-dir=b"]);
+        assert_eq!(option_value(&dirs, "--checkpoint-dir"), Some("b".into()));
+        assert_eq!(option_value(&args(&["--checkpoint-dirx=c"]), "--checkpoint-dir"), None);
+    }
+
+    /// Starting from a checkpoint drops the default `--model` (the trainer refuses both).
+    #[test]
+    fn a_checkpoint_replaces_the_default_model() {
+        let fresh = defaults_for(DEFAULTS, &args(&["--steps", "5"]));
+        assert_eq!(fresh, DEFAULTS);
+        let resumed = defaults_for(DEFAULTS, &args(&["--resume=runs/shakespeare-d2"]));
+        assert_eq!(resumed.len(), DEFAULTS.len() - 2);
+        assert!(!resumed.contains(&"--model") && !resumed.contains(&"d2"), "{resumed:?}");
+        assert!(!defaults_for(GPU_DEFAULTS, &args(&["--init", "x.bin"])).contains(&"d12"));
+    }
+
+    /// The PTX is built for the GPU and for the CUDA backends asked for, not for the CPU.
+    #[test]
+    fn kernels_are_built_when_the_run_needs_them() {
+        assert!(needs_kernels(true, &[]));
+        assert!(!needs_kernels(false, &[]));
+        assert!(needs_kernels(false, &args(&["--device", "sim"])));
+        assert!(needs_kernels(false, &args(&["--device=sim-hopper"])));
+        assert!(!needs_kernels(true, &args(&["--device", "cpu"])));
     }
 }

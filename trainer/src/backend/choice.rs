@@ -131,9 +131,7 @@ impl DeviceChoice {
             }),
             Self::Auto => match Gpu::new() {
                 Ok(gpu) => Ok(ResolvedDevice::Cuda(gpu)),
-                Err(GpuError::NoDriver(_) | GpuError::NoDevice | GpuError::PtxNotBuilt { .. }) => {
-                    Ok(ResolvedDevice::Cpu)
-                }
+                Err(GpuError::NoDriver(_) | GpuError::NoDevice) => Ok(ResolvedDevice::Cpu),
                 Err(e) => Err(Error::invalid(format!(
                     "a GPU is present but cannot be used: {e}; use --device cpu"
                 ))),
