@@ -186,7 +186,10 @@ impl Backend for CpuBackend {
         dims: Dims,
     ) -> Result<()> {
         self.timed(
-            || OpLabel::new(names::ENCODER_FORWARD, op_work::encoder_forward(dims, ACT)),
+            || {
+                let work = op_work::encoder_forward(dims, ACT, tokens.distinct());
+                OpLabel::new(names::ENCODER_FORWARD, work)
+            },
             || {
                 let (b, t, c) = (dims.b, dims.t, dims.c);
                 cpu_ref::encoder_forward(

@@ -456,7 +456,10 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
         dims: Dims,
     ) -> Result<()> {
         self.timed(
-            || OpLabel::new(names::ENCODER_FORWARD, op_work::encoder_forward(dims, Self::ACT)),
+            || {
+                let work = op_work::encoder_forward(dims, Self::ACT, tokens.distinct());
+                OpLabel::new(names::ENCODER_FORWARD, work)
+            },
             || Ok(encoder::encoder_forward(self.dev, tokens, dv(wte), dv(wpe), dvm(out), dims.c)?),
         )
     }

@@ -10,8 +10,8 @@
 //!   attention's recomputed scores are not model FLOPs). Bias adds, layernorms, softmax and
 //!   the optimizer count none: they are bound by memory.
 //! - **Bytes** are the minimum: every input element the op needs read once, every output
-//!   written once, an accumulated output (`+=`, the gradients) read and written. Gathers count
-//!   the rows they touch (the encoder's distinct tokens). Scratch and intermediates a kernel
+//!   written once, an accumulated output (`+=`, the gradients) read and written. The
+//!   embedding gathers and scatters count the rows of the batch's distinct tokens. Scratch and intermediates a kernel
 //!   keeps in memory (split-K partials, the naive attention's scores) are not counted, so a
 //!   kernel that spills them shows a lower share of the roofline. Host copies count none
 //!   (their bound is the PCIe link, not the GPU's memory).
@@ -131,11 +131,11 @@ pub fn layernorm_backward(rows: usize, c: usize, act: f64) -> Work {
     Work::bytes(n(4 * rows * c + c, act) + n(2 * rows, F32) + 2.0 * n(2 * c, F32))
 }
 
-/// Token and position embeddings: reads the ids, each token's row of `wte` and the first `t`
-/// rows of `wpe`; writes the sum.
-pub fn encoder_forward(dims: Dims, act: f64) -> Work {
+/// Token and position embeddings: reads the ids, the `wte` rows of the batch's `distinct`
+/// tokens and the first `t` rows of `wpe`; writes the sum.
+pub fn encoder_forward(dims: Dims, act: f64, distinct: usize) -> Work {
     let Dims { b, t, c, .. } = dims;
-    Work::bytes(n(b * t, ID) + n(2 * b * t * c + t * c, act))
+    Work::bytes(n(b * t, ID) + n((distinct + t) * c + b * t * c, act))
 }
 
 /// The embeddings' backward: reads the ids and the output gradient; accumulates the f32
