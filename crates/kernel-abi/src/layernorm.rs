@@ -2,12 +2,12 @@
 //! forward, and backward, for activations and parameters in f32, bf16 or f16 storage; the
 //! statistics (`mean`, `rstd`) and the parameter gradients are f32.
 //!
-//! Rows are `rows × c`, row-major. Every kernel accepts any `c` and any element-aligned
-//! pointers: a row goes through 16-byte accesses when `c % 8 == 0` and every pointer is 16-byte
+//! Rows are `rows × c`, row-major. Every kernel accepts any `c` (the backward: up to 6144) and
+//! any element-aligned pointers: a row goes through 16-byte accesses when `c % 8 == 0` and every pointer is 16-byte
 //! aligned, element by element otherwise.
 //!
 //! - **Forward** (one warp per row): `mean = Σx / c`, `var = Σ(x − mean)² / c` (two passes),
-//!   `rstd = 1 / sqrt(var + EPS)` (`sqrt.rn`, `div.rn`), `out = (x − mean)·rstd·weight + bias`.
+//!   `rstd = 1 / sqrt(var + EPS)` (`sqrt.rn`, `rcp.rn`), `out = (x − mean)·rstd·weight + bias`.
 //!   `mean` / `rstd` may be null (evaluation).
 //! - **Fused residual forward**: `residual = inp + inp2`, rounded to the storage type and
 //!   written, then the forward of that rounded residual, in the same pass over the row.
