@@ -6,7 +6,7 @@
 
 use super::memory::{host_available, host_shortfall, human_size};
 use super::op_times::{OpLabel, OpRecorder, host_stamp, names};
-use super::op_work::{self, Work};
+use super::op_work;
 use super::ops::{
     AdamWArgs, AdamWHyper, AttentionBackward, AttentionForward, AttentionSaved, AttentionSavedView,
     Classifier, Dims, LayerNormBackward, LayerNormForward, Linear, MatmulBackward, MatmulForward,
@@ -121,7 +121,7 @@ impl Backend for CpuBackend {
 
     fn upload<T: Element>(&self, src: &[T], dst: ViewMut<'_, Vec<T>>) -> Result<()> {
         self.timed(
-            || OpLabel::new(names::UPLOAD, Work::NONE),
+            || op_work::host_copy(names::UPLOAD),
             || {
                 dst.into_slice().copy_from_slice(src);
                 Ok(())
@@ -131,7 +131,7 @@ impl Backend for CpuBackend {
 
     fn download<T: Element>(&self, src: View<'_, Vec<T>>, dst: &mut [T]) -> Result<()> {
         self.timed(
-            || OpLabel::new(names::DOWNLOAD, Work::NONE),
+            || op_work::host_copy(names::DOWNLOAD),
             || {
                 dst.copy_from_slice(src.as_slice());
                 Ok(())
@@ -140,9 +140,9 @@ impl Backend for CpuBackend {
     }
 
     fn zero<T: Element>(&self, dst: ViewMut<'_, Vec<T>>) -> Result<()> {
-        let work = op_work::fill(dst.len(), size_of::<T>() as f64);
+        let len = dst.len();
         self.timed(
-            || OpLabel::new(names::ZERO, work),
+            || op_work::zero(len, size_of::<T>() as f64),
             || {
                 dst.into_slice().par_chunks_mut(1 << 16).for_each(|chunk| chunk.fill(T::default()));
                 Ok(())
@@ -151,9 +151,9 @@ impl Backend for CpuBackend {
     }
 
     fn round_to_act(&self, src: View<'_, Vec<f32>>, dst: ViewMut<'_, Vec<f32>>) -> Result<()> {
-        let work = op_work::round_to_act(src.len(), ACT);
+        let len = src.len();
         self.timed(
-            || OpLabel::new(names::ROUND_TO_ACT, work),
+            || op_work::round_to_act(len, ACT),
             || {
                 dst.into_slice().copy_from_slice(src.as_slice());
                 Ok(())
@@ -168,7 +168,7 @@ impl Backend for CpuBackend {
 
     fn replace_tokens(&self, tokens: &mut CpuTokens, ids: &[u32]) -> Result<()> {
         self.timed(
-            || OpLabel::new(names::TOKENS, Work::NONE),
+            || op_work::host_copy(names::TOKENS),
             || {
                 check_tokens("replace_tokens", ids, tokens.shape)?;
                 tokens.ids.copy_from_slice(ids);
@@ -186,10 +186,7 @@ impl Backend for CpuBackend {
         dims: Dims,
     ) -> Result<()> {
         self.timed(
-            || {
-                let work = op_work::encoder_forward(dims, ACT, tokens.distinct());
-                OpLabel::new(names::ENCODER_FORWARD, work)
-            },
+            || op_work::encoder_forward(dims, ACT, tokens.distinct()),
             || {
                 let (b, t, c) = (dims.b, dims.t, dims.c);
                 cpu_ref::encoder_forward(
@@ -214,10 +211,7 @@ impl Backend for CpuBackend {
         dims: Dims,
     ) -> Result<()> {
         self.timed(
-            || {
-                let work = op_work::encoder_backward(dims, ACT, tokens.distinct());
-                OpLabel::new(names::ENCODER_BACKWARD, work)
-            },
+            || op_work::encoder_backward(dims, ACT, tokens.distinct()),
             || {
                 let (b, t, c) = (dims.b, dims.t, dims.c);
                 let (dwte, dwpe) = weight_and_bias(grads);
@@ -235,7 +229,7 @@ impl Backend for CpuBackend {
         c: usize,
     ) -> Result<()> {
         self.timed(
-            || OpLabel::new(names::LAYERNORM_FORWARD, op_work::layernorm_forward(rows, c, ACT)),
+            || op_work::layernorm_forward(rows, c, ACT),
             || {
                 let LayerNormForward { out, stats, inp, weight, bias } = args;
                 cpu_ref::layernorm_forward(
@@ -260,10 +254,7 @@ impl Backend for CpuBackend {
         c: usize,
     ) -> Result<()> {
         self.timed(
-            || {
-                let work = op_work::residual_layernorm_forward(rows, c, ACT);
-                OpLabel::new(names::RESIDUAL_LAYERNORM_FORWARD, work)
-            },
+            || op_work::residual_layernorm_forward(rows, c, ACT),
             || {
                 let ResidualLayerNormForward { residual, inp1, inp2, out, stats, weight, bias } =
                     args;
@@ -291,7 +282,7 @@ impl Backend for CpuBackend {
         c: usize,
     ) -> Result<()> {
         self.timed(
-            || OpLabel::new(names::LAYERNORM_BACKWARD, op_work::layernorm_backward(rows, c, ACT)),
+            || op_work::layernorm_backward(rows, c, ACT),
             || {
                 let LayerNormBackward { dinp, grads, dout, inp, weight, mean, rstd } = args;
                 let (dweight, dbias) = weight_and_bias(grads);
@@ -313,9 +304,9 @@ impl Backend for CpuBackend {
     }
 
     fn matmul_forward(&self, args: MatmulForward<'_, Self>, shape: Linear) -> Result<()> {
-        let work = op_work::matmul_forward(shape, ACT, args.bias.is_some(), args.gelu());
+        let (bias, gelu) = (args.bias.is_some(), args.gelu());
         self.timed(
-            || OpLabel::new(names::matmul("forward", shape), work),
+            || op_work::matmul_forward(shape, ACT, bias, gelu),
             || {
                 let MatmulForward { out, inp, weight, bias, activation } = args;
                 let (inp, weight, bias) =
@@ -338,9 +329,8 @@ impl Backend for CpuBackend {
 
     fn matmul_backward(&self, args: MatmulBackward<'_, Self>, shape: Linear) -> Result<()> {
         let (bias, gelu) = (args.grads.bias.is_some(), args.gelu_pre_act.is_some());
-        let work = op_work::matmul_backward(shape, ACT, bias, gelu);
         self.timed(
-            || OpLabel::new(names::matmul("backward", shape), work),
+            || op_work::matmul_backward(shape, ACT, bias, gelu),
             || {
                 let MatmulBackward { dinp, grads, dout, inp, weight, gelu_pre_act } = args;
                 let Linear { rows, inp: c, out: oc, .. } = shape;
@@ -368,10 +358,7 @@ impl Backend for CpuBackend {
     fn attention_forward(&self, args: AttentionForward<'_, Self>, dims: Dims) -> Result<()> {
         let flash = matches!(args.saved, AttentionSaved::Lse(_));
         self.timed(
-            || {
-                let work = op_work::attention_forward(dims, ACT, flash);
-                OpLabel::new(names::attention("forward", flash), work)
-            },
+            || op_work::attention_forward(dims, ACT, flash),
             || {
                 let AttentionForward { out, saved, qkv } = args;
                 let AttentionSaved::Probs(att) = saved else {
@@ -397,10 +384,7 @@ impl Backend for CpuBackend {
     fn attention_backward(&self, args: AttentionBackward<'_, Self>, dims: Dims) -> Result<()> {
         let flash = matches!(args.saved, AttentionSavedView::Lse(_));
         self.timed(
-            || {
-                let work = op_work::attention_backward(dims, ACT, flash);
-                OpLabel::new(names::attention("backward", flash), work)
-            },
+            || op_work::attention_backward(dims, ACT, flash),
             || {
                 let AttentionBackward { dqkv, dout, qkv, saved, .. } = args;
                 let AttentionSavedView::Probs(att) = saved else {
@@ -425,9 +409,9 @@ impl Backend for CpuBackend {
     }
 
     fn gelu_forward(&self, out: ActMut<'_, Self>, inp: ActView<'_, Self>) -> Result<()> {
-        let work = op_work::gelu_forward(out.len(), ACT);
+        let len = out.len();
         self.timed(
-            || OpLabel::new(names::GELU_FORWARD, work),
+            || op_work::gelu_forward(len, ACT),
             || {
                 cpu_ref::gelu_forward(out.into_slice(), inp.as_slice());
                 Ok(())
@@ -441,9 +425,9 @@ impl Backend for CpuBackend {
         inp: ActView<'_, Self>,
         dout: ActView<'_, Self>,
     ) -> Result<()> {
-        let work = op_work::gelu_backward(dinp.len(), ACT);
+        let len = dinp.len();
         self.timed(
-            || OpLabel::new(names::GELU_BACKWARD, work),
+            || op_work::gelu_backward(len, ACT),
             || {
                 cpu_ref::gelu_backward(dinp.into_slice(), inp.as_slice(), dout.as_slice());
                 Ok(())
@@ -457,9 +441,9 @@ impl Backend for CpuBackend {
         inp1: ActView<'_, Self>,
         inp2: ActView<'_, Self>,
     ) -> Result<()> {
-        let work = op_work::residual_forward(out.len(), ACT);
+        let len = out.len();
         self.timed(
-            || OpLabel::new(names::RESIDUAL_FORWARD, work),
+            || op_work::residual_forward(len, ACT),
             || {
                 cpu_ref::residual_forward(out.into_slice(), inp1.as_slice(), inp2.as_slice());
                 Ok(())
@@ -468,9 +452,9 @@ impl Backend for CpuBackend {
     }
 
     fn fused_classifier(&self, args: Classifier<'_, Self>, dims: Dims) -> Result<()> {
-        let work = op_work::classifier(dims, ACT, args.dloss.is_some());
+        let gradient = args.dloss.is_some();
         self.timed(
-            || OpLabel::new(names::CLASSIFIER, work),
+            || op_work::classifier(dims, ACT, gradient),
             || {
                 let Classifier { logits, losses, targets, dloss } = args;
                 cpu_ref::fused_classifier(
@@ -488,9 +472,9 @@ impl Backend for CpuBackend {
     }
 
     fn grad_norm(&self, grads: View<'_, Vec<f32>>) -> Result<GradNorm> {
-        let work = op_work::grad_norm(grads.len());
+        let len = grads.len();
         self.timed(
-            || OpLabel::new(names::GRAD_NORM, work),
+            || op_work::grad_norm(len),
             || {
                 let norm = cpu_ref::global_norm(&[grads.as_slice()]);
                 Ok(GradNorm { norm, nonfinite: !norm.is_finite() })
@@ -515,10 +499,9 @@ impl Backend for CpuBackend {
         table: &Vec<ArenaTensor>,
         hyper: &AdamWHyper,
     ) -> Result<()> {
-        let working = args.working.is_some().then_some(ACT);
-        let work = op_work::adamw(args.params.len(), working);
+        let (len, working) = (args.params.len(), args.working.is_some().then_some(ACT));
         self.timed(
-            || OpLabel::new(names::ADAMW, work),
+            || op_work::adamw(len, working),
             || {
                 let AdamWArgs { params, grads, m, v, working } = args;
                 let step = cpu_ref::AdamWStep {

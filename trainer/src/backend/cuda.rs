@@ -7,7 +7,7 @@
 
 use super::memory::human_size;
 use super::op_times::{OpLabel, OpRecorder, Stamp, host_stamp, names};
-use super::op_work::{self, Work};
+use super::op_work;
 use super::ops::{
     AdamWArgs, AdamWHyper, AttentionBackward, AttentionForward, AttentionSaved, AttentionSavedView,
     Classifier, Dims, LayerNormBackward, LayerNormForward, Linear, MatmulBackward, MatmulForward,
@@ -408,30 +408,30 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
 
     fn upload<T: Element>(&self, src: &[T], dst: ViewMut<'_, DevBuf<D, T>>) -> Result<()> {
         self.timed(
-            || OpLabel::new(names::UPLOAD, Work::NONE),
+            || op_work::host_copy(names::UPLOAD),
             || Ok(self.dev.copy_to_device(src, dvm(dst))?),
         )
     }
 
     fn download<T: Element>(&self, src: View<'_, DevBuf<D, T>>, dst: &mut [T]) -> Result<()> {
         self.timed(
-            || OpLabel::new(names::DOWNLOAD, Work::NONE),
+            || op_work::host_copy(names::DOWNLOAD),
             || Ok(self.dev.copy_to_host(dv(src), dst)?),
         )
     }
 
     fn zero<T: Element>(&self, dst: ViewMut<'_, DevBuf<D, T>>) -> Result<()> {
-        let work = op_work::fill(dst.len(), size_of::<T>() as f64);
+        let len = dst.len();
         self.timed(
-            || OpLabel::new(names::ZERO, work),
+            || op_work::zero(len, size_of::<T>() as f64),
             || Ok(elementwise::fill(self.dev, dvm(dst), T::default())?),
         )
     }
 
     fn round_to_act(&self, src: F32View<'_, Self>, dst: ActMut<'_, Self>) -> Result<()> {
-        let work = op_work::round_to_act(src.len(), Self::ACT);
+        let len = src.len();
         self.timed(
-            || OpLabel::new(names::ROUND_TO_ACT, work),
+            || op_work::round_to_act(len, Self::ACT),
             || Ok(A::round_from_f32(self.dev, dv(src), dvm(dst))?),
         )
     }
@@ -442,7 +442,7 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
 
     fn replace_tokens(&self, tokens: &mut Tokens<D>, ids: &[u32]) -> Result<()> {
         self.timed(
-            || OpLabel::new(names::TOKENS, Work::NONE),
+            || op_work::host_copy(names::TOKENS),
             || tokens.replace(self.dev, ids).map_err(|e| Error::invalid(e.to_string())),
         )
     }
@@ -456,10 +456,7 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
         dims: Dims,
     ) -> Result<()> {
         self.timed(
-            || {
-                let work = op_work::encoder_forward(dims, Self::ACT, tokens.distinct());
-                OpLabel::new(names::ENCODER_FORWARD, work)
-            },
+            || op_work::encoder_forward(dims, Self::ACT, tokens.distinct()),
             || Ok(encoder::encoder_forward(self.dev, tokens, dv(wte), dv(wpe), dvm(out), dims.c)?),
         )
     }
@@ -472,10 +469,7 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
         dims: Dims,
     ) -> Result<()> {
         self.timed(
-            || {
-                let work = op_work::encoder_backward(dims, Self::ACT, tokens.distinct());
-                OpLabel::new(names::ENCODER_BACKWARD, work)
-            },
+            || op_work::encoder_backward(dims, Self::ACT, tokens.distinct()),
             || {
                 let (dwte, dwpe) = weight_and_bias(grads)?;
                 let dwpe = dwpe.expect("the encoder's grads name wpe as the bias");
@@ -491,10 +485,7 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
         c: usize,
     ) -> Result<()> {
         self.timed(
-            || {
-                let work = op_work::layernorm_forward(rows, c, Self::ACT);
-                OpLabel::new(names::LAYERNORM_FORWARD, work)
-            },
+            || op_work::layernorm_forward(rows, c, Self::ACT),
             || {
                 let LayerNormForward { out, stats, inp, weight, bias } = args;
                 let args = layernorm::LayerNormForward {
@@ -516,10 +507,7 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
         c: usize,
     ) -> Result<()> {
         self.timed(
-            || {
-                let work = op_work::residual_layernorm_forward(rows, c, Self::ACT);
-                OpLabel::new(names::RESIDUAL_LAYERNORM_FORWARD, work)
-            },
+            || op_work::residual_layernorm_forward(rows, c, Self::ACT),
             || {
                 let ResidualLayerNormForward { residual, inp1, inp2, out, stats, weight, bias } =
                     args;
@@ -544,10 +532,7 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
         c: usize,
     ) -> Result<()> {
         self.timed(
-            || {
-                let work = op_work::layernorm_backward(rows, c, Self::ACT);
-                OpLabel::new(names::LAYERNORM_BACKWARD, work)
-            },
+            || op_work::layernorm_backward(rows, c, Self::ACT),
             || {
                 let LayerNormBackward { dinp, grads, dout, inp, weight, mean, rstd } = args;
                 let (dweight, dbias) = weight_and_bias(grads)?;
@@ -572,9 +557,9 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
     }
 
     fn matmul_forward(&self, args: MatmulForward<'_, Self>, shape: Linear) -> Result<()> {
-        let work = op_work::matmul_forward(shape, Self::ACT, args.bias.is_some(), args.gelu());
+        let (bias, gelu) = (args.bias.is_some(), args.gelu());
         self.timed(
-            || OpLabel::new(names::matmul("forward", shape), work),
+            || op_work::matmul_forward(shape, Self::ACT, bias, gelu),
             || {
                 let MatmulForward { out, inp, weight, bias, activation } = args;
                 let spec = self.on_engine(GemmSpec::linear_forward(
@@ -597,9 +582,8 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
 
     fn matmul_backward(&self, args: MatmulBackward<'_, Self>, shape: Linear) -> Result<()> {
         let (bias, gelu) = (args.grads.bias.is_some(), args.gelu_pre_act.is_some());
-        let work = op_work::matmul_backward(shape, Self::ACT, bias, gelu);
         self.timed(
-            || OpLabel::new(names::matmul("backward", shape), work),
+            || op_work::matmul_backward(shape, Self::ACT, bias, gelu),
             || {
                 let MatmulBackward { dinp, grads, dout, inp, weight, gelu_pre_act } = args;
                 let (dweight, dbias) = weight_and_bias(grads)?;
@@ -648,10 +632,7 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
     fn attention_forward(&self, args: AttentionForward<'_, Self>, dims: Dims) -> Result<()> {
         let flash = matches!(args.saved, AttentionSaved::Lse(_));
         self.timed(
-            || {
-                let work = op_work::attention_forward(dims, Self::ACT, flash);
-                OpLabel::new(names::attention("forward", flash), work)
-            },
+            || op_work::attention_forward(dims, Self::ACT, flash),
             || {
                 let AttentionForward { out, saved, qkv } = args;
                 let shape = attention_shape(dims);
@@ -680,10 +661,7 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
     fn attention_backward(&self, args: AttentionBackward<'_, Self>, dims: Dims) -> Result<()> {
         let flash = matches!(args.saved, AttentionSavedView::Lse(_));
         self.timed(
-            || {
-                let work = op_work::attention_backward(dims, Self::ACT, flash);
-                OpLabel::new(names::attention("backward", flash), work)
-            },
+            || op_work::attention_backward(dims, Self::ACT, flash),
             || {
                 let AttentionBackward { dqkv, dout, qkv, out, saved } = args;
                 let shape = attention_shape(dims);
@@ -721,9 +699,9 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
     }
 
     fn gelu_forward(&self, out: ActMut<'_, Self>, inp: ActView<'_, Self>) -> Result<()> {
-        let work = op_work::gelu_forward(out.len(), Self::ACT);
+        let len = out.len();
         self.timed(
-            || OpLabel::new(names::GELU_FORWARD, work),
+            || op_work::gelu_forward(len, Self::ACT),
             || Ok(gelu::gelu_forward(self.dev, dv(inp), dvm(out))?),
         )
     }
@@ -734,9 +712,9 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
         inp: ActView<'_, Self>,
         dout: ActView<'_, Self>,
     ) -> Result<()> {
-        let work = op_work::gelu_backward(dinp.len(), Self::ACT);
+        let len = dinp.len();
         self.timed(
-            || OpLabel::new(names::GELU_BACKWARD, work),
+            || op_work::gelu_backward(len, Self::ACT),
             || Ok(gelu::gelu_backward(self.dev, dv(inp), dv(dout), dvm(dinp))?),
         )
     }
@@ -747,17 +725,17 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
         inp1: ActView<'_, Self>,
         inp2: ActView<'_, Self>,
     ) -> Result<()> {
-        let work = op_work::residual_forward(out.len(), Self::ACT);
+        let len = out.len();
         self.timed(
-            || OpLabel::new(names::RESIDUAL_FORWARD, work),
+            || op_work::residual_forward(len, Self::ACT),
             || Ok(elementwise::add(self.dev, dv(inp1), dv(inp2), dvm(out))?),
         )
     }
 
     fn fused_classifier(&self, args: Classifier<'_, Self>, dims: Dims) -> Result<()> {
-        let work = op_work::classifier(dims, Self::ACT, args.dloss.is_some());
+        let gradient = args.dloss.is_some();
         self.timed(
-            || OpLabel::new(names::CLASSIFIER, work),
+            || op_work::classifier(dims, Self::ACT, gradient),
             || {
                 let Classifier { logits, losses, targets, dloss } = args;
                 let gradient = match dloss {
@@ -776,9 +754,9 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
     }
 
     fn grad_norm(&self, grads: F32View<'_, Self>) -> Result<GradNorm> {
-        let work = op_work::grad_norm(grads.len());
+        let len = grads.len();
         self.timed(
-            || OpLabel::new(names::GRAD_NORM, work),
+            || op_work::grad_norm(len),
             || {
                 let mut scratch = self.scratch.borrow_mut();
                 let scratch = &mut *scratch;
@@ -816,10 +794,9 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
         table: &AdamWTable<D>,
         hyper: &AdamWHyper,
     ) -> Result<()> {
-        let working = args.working.is_some().then_some(Self::ACT);
-        let work = op_work::adamw(args.params.len(), working);
+        let (len, working) = (args.params.len(), args.working.is_some().then_some(Self::ACT));
         self.timed(
-            || OpLabel::new(names::ADAMW, work),
+            || op_work::adamw(len, working),
             || {
                 let AdamWArgs { params, grads, m, v, working } = args;
                 let rounding = match hyper.rounding {

@@ -1,6 +1,7 @@
 //! The work of each backend op: the FLOPs of its matrix products and the bytes an ideal
 //! kernel moves, so that an op's time can be read as TFLOP/s, GB/s and a share of the GPU's
-//! roofline ([`Work::roofline_ms`]).
+//! roofline ([`Work::roofline_ms`]). One function per op gives its [`OpLabel`]: the name it is
+//! recorded under ([`names`]) and its work, the same on every backend.
 //!
 //! Conventions, the same on every backend:
 //! - **FLOPs** are counted for the matrix products alone, 2 per multiply-add, as the MFU's
@@ -16,6 +17,7 @@
 //!   kernel that spills them shows a lower share of the roofline. Host copies count none
 //!   (their bound is the PCIe link, not the GPU's memory).
 
+use super::op_times::{OpLabel, names};
 use super::ops::{Dims, Linear};
 use serde::Deserialize;
 use std::ops::AddAssign;
@@ -45,10 +47,6 @@ impl Work {
     /// Nothing counted (host copies).
     pub const NONE: Self = Self { flops: 0.0, bytes: 0.0 };
 
-    fn bytes(bytes: f64) -> Self {
-        Self { flops: 0.0, bytes }
-    }
-
     /// Whether anything is counted.
     pub fn is_counted(&self) -> bool {
         self.flops > 0.0 || self.bytes > 0.0
@@ -72,121 +70,140 @@ fn n(count: usize, bytes: f64) -> f64 {
     count as f64 * bytes
 }
 
+/// An op that moves `bytes` and multiplies no matrices.
+fn memory_op(name: &str, bytes: f64) -> OpLabel {
+    OpLabel::new(name, Work { flops: 0.0, bytes })
+}
+
 /// A linear layer's forward, `act` bytes per activation and weight element: reads the
 /// input, the weight and the bias; writes the output and, with a fused GELU, the
 /// pre-activation.
-pub fn matmul_forward(shape: Linear, act: f64, bias: bool, gelu: bool) -> Work {
+pub fn matmul_forward(shape: Linear, act: f64, bias: bool, gelu: bool) -> OpLabel {
     let Linear { rows, inp, out, .. } = shape;
     let outputs = if gelu { 2 } else { 1 };
-    Work {
+    let work = Work {
         flops: 2.0 * (rows * inp * out) as f64,
         bytes: n(rows * inp + out * inp + rows * out * outputs + usize::from(bias) * out, act),
-    }
+    };
+    OpLabel::new(names::matmul("forward", shape), work)
 }
 
 /// A linear layer's backward: reads the output gradient, the input, the weight and (fused
 /// GELU backward) the pre-activation; writes the input gradient; accumulates the f32 weight
 /// and bias gradients.
-pub fn matmul_backward(shape: Linear, act: f64, bias: bool, gelu: bool) -> Work {
+pub fn matmul_backward(shape: Linear, act: f64, bias: bool, gelu: bool) -> OpLabel {
     let Linear { rows, inp, out, .. } = shape;
     let reads = rows * out + rows * inp + out * inp + usize::from(gelu) * rows * inp;
     let accumulated = out * inp + usize::from(bias) * out;
-    Work {
+    let work = Work {
         flops: 4.0 * (rows * inp * out) as f64,
         bytes: n(reads + rows * inp, act) + 2.0 * n(accumulated, F32),
-    }
+    };
+    OpLabel::new(names::matmul("backward", shape), work)
 }
 
 /// Causal attention's forward: reads q, k, v; writes the output and what the backward needs
 /// (flash: the log-sum-exp of every row; naive: the probabilities, `B·NH·T·T`).
-pub fn attention_forward(dims: Dims, act: f64, flash: bool) -> Work {
+pub fn attention_forward(dims: Dims, act: f64, flash: bool) -> OpLabel {
     let Dims { b, t, c, nh, .. } = dims;
     let saved = if flash { n(b * nh * t, F32) } else { n(b * nh * t * t, act) };
-    Work { flops: 2.0 * (b * t * t * c) as f64, bytes: n(4 * b * t * c, act) + saved }
+    let work = Work { flops: 2.0 * (b * t * t * c) as f64, bytes: n(4 * b * t * c, act) + saved };
+    OpLabel::new(names::attention("forward", flash), work)
 }
 
 /// Causal attention's backward: reads q, k, v, the output gradient and what the forward saved
 /// (flash: also the output, for the row dot products); writes the q, k, v gradients.
-pub fn attention_backward(dims: Dims, act: f64, flash: bool) -> Work {
+pub fn attention_backward(dims: Dims, act: f64, flash: bool) -> OpLabel {
     let Dims { b, t, c, nh, .. } = dims;
     let saved = if flash { n(b * t * c, act) + n(b * nh * t, F32) } else { n(b * nh * t * t, act) };
-    Work { flops: 4.0 * (b * t * t * c) as f64, bytes: n(7 * b * t * c, act) + saved }
+    let work = Work { flops: 4.0 * (b * t * t * c) as f64, bytes: n(7 * b * t * c, act) + saved };
+    OpLabel::new(names::attention("backward", flash), work)
 }
 
 /// A layernorm of `rows × c`: reads the input, scale and shift; writes the output and the
 /// row statistics.
-pub fn layernorm_forward(rows: usize, c: usize, act: f64) -> Work {
-    Work::bytes(n(2 * rows * c + 2 * c, act) + n(2 * rows, F32))
+pub fn layernorm_forward(rows: usize, c: usize, act: f64) -> OpLabel {
+    memory_op(names::LAYERNORM_FORWARD, n(2 * rows * c + 2 * c, act) + n(2 * rows, F32))
 }
 
 /// A residual add fused with the layernorm of its sum: reads both inputs, scale and shift;
 /// writes the sum, the output and the statistics.
-pub fn residual_layernorm_forward(rows: usize, c: usize, act: f64) -> Work {
-    Work::bytes(n(4 * rows * c + 2 * c, act) + n(2 * rows, F32))
+pub fn residual_layernorm_forward(rows: usize, c: usize, act: f64) -> OpLabel {
+    let bytes = n(4 * rows * c + 2 * c, act) + n(2 * rows, F32);
+    memory_op(names::RESIDUAL_LAYERNORM_FORWARD, bytes)
 }
 
 /// A layernorm's backward: reads the output gradient, the input, the scale and the
 /// statistics; accumulates the input gradient and the f32 scale and shift gradients.
-pub fn layernorm_backward(rows: usize, c: usize, act: f64) -> Work {
-    Work::bytes(n(4 * rows * c + c, act) + n(2 * rows, F32) + 2.0 * n(2 * c, F32))
+pub fn layernorm_backward(rows: usize, c: usize, act: f64) -> OpLabel {
+    let bytes = n(4 * rows * c + c, act) + n(2 * rows, F32) + 2.0 * n(2 * c, F32);
+    memory_op(names::LAYERNORM_BACKWARD, bytes)
 }
 
 /// Token and position embeddings: reads the ids, the `wte` rows of the batch's `distinct`
 /// tokens and the first `t` rows of `wpe`; writes the sum.
-pub fn encoder_forward(dims: Dims, act: f64, distinct: usize) -> Work {
+pub fn encoder_forward(dims: Dims, act: f64, distinct: usize) -> OpLabel {
     let Dims { b, t, c, .. } = dims;
-    Work::bytes(n(b * t, ID) + n((distinct + t) * c + b * t * c, act))
+    let bytes = n(b * t, ID) + n((distinct + t) * c + b * t * c, act);
+    memory_op(names::ENCODER_FORWARD, bytes)
 }
 
 /// The embeddings' backward: reads the ids and the output gradient; accumulates the f32
 /// gradient rows of the `distinct` tokens of the batch and of the first `t` positions.
-pub fn encoder_backward(dims: Dims, act: f64, distinct: usize) -> Work {
+pub fn encoder_backward(dims: Dims, act: f64, distinct: usize) -> OpLabel {
     let Dims { b, t, c, .. } = dims;
-    Work::bytes(n(b * t, ID) + n(b * t * c, act) + 2.0 * n((distinct + t) * c, F32))
+    let bytes = n(b * t, ID) + n(b * t * c, act) + 2.0 * n((distinct + t) * c, F32);
+    memory_op(names::ENCODER_BACKWARD, bytes)
 }
 
 /// GELU of `len` elements: reads the input, writes the output.
-pub fn gelu_forward(len: usize, act: f64) -> Work {
-    Work::bytes(n(2 * len, act))
+pub fn gelu_forward(len: usize, act: f64) -> OpLabel {
+    memory_op(names::GELU_FORWARD, n(2 * len, act))
 }
 
 /// GELU's backward: reads the input and the output gradient, writes the input gradient.
-pub fn gelu_backward(len: usize, act: f64) -> Work {
-    Work::bytes(n(3 * len, act))
+pub fn gelu_backward(len: usize, act: f64) -> OpLabel {
+    memory_op(names::GELU_BACKWARD, n(3 * len, act))
 }
 
 /// A residual add of `len` elements: reads two, writes one.
-pub fn residual_forward(len: usize, act: f64) -> Work {
-    Work::bytes(n(3 * len, act))
+pub fn residual_forward(len: usize, act: f64) -> OpLabel {
+    memory_op(names::RESIDUAL_FORWARD, n(3 * len, act))
 }
 
 /// The fused classifier: reads the ids and each row's `v` real logits; writes the losses and,
 /// in training, the gradient over the row's `vp` columns.
-pub fn classifier(dims: Dims, act: f64, gradient: bool) -> Work {
+pub fn classifier(dims: Dims, act: f64, gradient: bool) -> OpLabel {
     let rows = dims.bt();
     let written = if gradient { n(rows * dims.vp, act) } else { 0.0 };
-    Work::bytes(n(rows, ID + F32) + n(rows * dims.v, act) + written)
+    memory_op(names::CLASSIFIER, n(rows, ID + F32) + n(rows * dims.v, act) + written)
 }
 
 /// The gradient norm: reads `len` f32 gradients.
-pub fn grad_norm(len: usize) -> Work {
-    Work::bytes(n(len, F32))
+pub fn grad_norm(len: usize) -> OpLabel {
+    memory_op(names::GRAD_NORM, n(len, F32))
 }
 
 /// AdamW over `len` parameters: reads the gradients, updates the f32 master weights and both
 /// moments, and rewrites the working copy (`working` bytes per element) if there is one.
-pub fn adamw(len: usize, working: Option<f64>) -> Work {
-    Work::bytes(n(len, 7.0 * F32 + working.unwrap_or(0.0)))
+pub fn adamw(len: usize, working: Option<f64>) -> OpLabel {
+    memory_op(names::ADAMW, n(len, 7.0 * F32 + working.unwrap_or(0.0)))
 }
 
-/// Writing `len` elements of `elem` bytes (zeroing).
-pub fn fill(len: usize, elem: f64) -> Work {
-    Work::bytes(n(len, elem))
+/// Zeroing `len` elements of `elem` bytes.
+pub fn zero(len: usize, elem: f64) -> OpLabel {
+    memory_op(names::ZERO, n(len, elem))
 }
 
 /// The master weights rounded to the working copy: reads `len` f32, writes `len` of `act`.
-pub fn round_to_act(len: usize, act: f64) -> Work {
-    Work::bytes(n(len, F32 + act))
+pub fn round_to_act(len: usize, act: f64) -> OpLabel {
+    memory_op(names::ROUND_TO_ACT, n(len, F32 + act))
+}
+
+/// A host copy (`names::UPLOAD`, `names::DOWNLOAD`, `names::TOKENS`): no work counted, its
+/// bound is the PCIe link.
+pub fn host_copy(name: &str) -> OpLabel {
+    OpLabel::new(name, Work::NONE)
 }
 
 #[cfg(test)]
@@ -201,20 +218,21 @@ mod tests {
     fn gpt2_small_linear_layers() {
         let fc = Linear { layer: "fc", rows: 16384, inp: 768, out: 3072 };
         let forward = matmul_forward(fc, BF16, true, true);
-        assert_eq!(forward.flops, 2.0 * 16384.0 * 768.0 * 3072.0);
+        assert_eq!(forward.name, "matmul forward fc");
+        assert_eq!(forward.work.flops, 2.0 * 16384.0 * 768.0 * 3072.0);
         // x, W, bias, out and pre-activation.
         let bytes = 2.0 * (16384.0 * 768.0 + 3072.0 * 768.0 + 3072.0 + 2.0 * 16384.0 * 3072.0);
-        assert_eq!(forward.bytes, bytes);
+        assert_eq!(forward.work.bytes, bytes);
         let fc_proj = Linear { layer: "fc proj", rows: 16384, inp: 3072, out: 768 };
         let backward = matmul_backward(fc_proj, BF16, true, true);
-        assert_eq!(backward.flops, 4.0 * 16384.0 * 3072.0 * 768.0);
+        assert_eq!(backward.work.flops, 4.0 * 16384.0 * 3072.0 * 768.0);
         // dout, x, W, pre-activation, dx; dW and dbias read and written in f32.
         let bytes = 2.0 * (16384.0 * 768.0 + 3.0 * 16384.0 * 3072.0 + 768.0 * 3072.0)
             + 8.0 * (768.0 * 3072.0 + 768.0);
-        assert_eq!(backward.bytes, bytes);
+        assert_eq!(backward.work.bytes, bytes);
         // Both are bound by compute on an H100 SXM (989.4 TFLOP/s bf16, 3.35 TB/s).
-        assert!(!forward.memory_bound(989.4e12, 3.35e12));
-        assert!(!backward.memory_bound(989.4e12, 3.35e12));
+        assert!(!forward.work.memory_bound(989.4e12, 3.35e12));
+        assert!(!backward.work.memory_bound(989.4e12, 3.35e12));
     }
 
     #[test]
@@ -222,30 +240,33 @@ mod tests {
         let forward = attention_forward(DIMS, BF16, true);
         let backward = attention_backward(DIMS, BF16, true);
         // 6·C·T per token per layer, as mfu::flops_per_token counts it.
-        assert_eq!((forward.flops + backward.flops) / 16384.0, 6.0 * 768.0 * 1024.0);
-        assert_eq!(forward.bytes, 2.0 * 4.0 * 16384.0 * 768.0 + 4.0 * 16.0 * 12.0 * 1024.0);
+        assert_eq!((forward.work.flops + backward.work.flops) / 16384.0, 6.0 * 768.0 * 1024.0);
+        assert_eq!(forward.work.bytes, 2.0 * 4.0 * 16384.0 * 768.0 + 4.0 * 16.0 * 12.0 * 1024.0);
         let naive = attention_forward(DIMS, BF16, false);
-        assert_eq!(naive.flops, forward.flops);
-        assert_eq!(naive.bytes - 2.0 * 4.0 * 16384.0 * 768.0, 2.0 * 16.0 * 12.0 * 1024.0 * 1024.0);
+        assert_eq!(naive.work.flops, forward.work.flops);
+        assert_eq!(
+            naive.work.bytes - 2.0 * 4.0 * 16384.0 * 768.0,
+            2.0 * 16.0 * 12.0 * 1024.0 * 1024.0
+        );
     }
 
     #[test]
     fn memory_bound_ops() {
         let rows = DIMS.bt();
         let ln = layernorm_forward(rows, 768, BF16);
-        assert_eq!(ln.flops, 0.0);
-        assert_eq!(ln.bytes, 2.0 * (2.0 * 16384.0 * 768.0 + 1536.0) + 8.0 * 16384.0);
+        assert_eq!(ln.work.flops, 0.0);
+        assert_eq!(ln.work.bytes, 2.0 * (2.0 * 16384.0 * 768.0 + 1536.0) + 8.0 * 16384.0);
         // The classifier reads the real columns and writes the padded row.
         let train = classifier(DIMS, BF16, true);
         let eval = classifier(DIMS, BF16, false);
-        assert_eq!(train.bytes - eval.bytes, 2.0 * 16384.0 * 50304.0);
-        assert_eq!(eval.bytes, 8.0 * 16384.0 + 2.0 * 16384.0 * 50257.0);
+        assert_eq!(train.work.bytes - eval.work.bytes, 2.0 * 16384.0 * 50304.0);
+        assert_eq!(eval.work.bytes, 8.0 * 16384.0 + 2.0 * 16384.0 * 50257.0);
         // AdamW: 7 f32 accesses per parameter, and the bf16 working copy.
-        assert_eq!(adamw(10, Some(BF16)).bytes, 300.0);
-        assert_eq!(adamw(10, None).bytes, 280.0);
-        assert!(ln.memory_bound(989.4e12, 3.35e12));
+        assert_eq!(adamw(10, Some(BF16)).work.bytes, 300.0);
+        assert_eq!(adamw(10, None).work.bytes, 280.0);
+        assert!(ln.work.memory_bound(989.4e12, 3.35e12));
         // 100 MB at 1 TB/s: 0.1 ms.
-        assert!((Work::bytes(1e8).roofline_ms(1e15, 1e12) - 0.1).abs() < 1e-12);
-        assert!(!Work::NONE.is_counted() && ln.is_counted());
+        assert!((Work { flops: 0.0, bytes: 1e8 }.roofline_ms(1e15, 1e12) - 0.1).abs() < 1e-12);
+        assert!(!Work::NONE.is_counted() && ln.work.is_counted());
     }
 }
