@@ -18,10 +18,12 @@
 //! A checkpoint directory holds `model_NNNNNNNN.bin` and `state_NNNNNNNN.bin`, NNNNNNNN
 //! being the number of completed steps. Every file is written atomically.
 
+use crate::backend::check_host_memory;
 use crate::data::LoaderPosition;
 use crate::error::{Error, Result};
 use crate::io::{
-    read_bf16s_into, read_f32s_into, read_i32s, write_atomic, write_f32s, write_i32s, write_u16s,
+    open_regular, read_bf16s_into, read_f32s_into, read_i32s, write_atomic, write_f32s, write_i32s,
+    write_u16s,
 };
 use crate::model::{Gpt2Config, Params};
 use std::fs::File;
@@ -53,8 +55,7 @@ pub struct ModelCheckpoint {
 }
 
 fn open(path: &Path) -> Result<(BufReader<File>, u64)> {
-    let file = File::open(path).map_err(|e| Error::io(path, e))?;
-    let size = file.metadata().map_err(|e| Error::io(path, e))?.len();
+    let (file, size) = open_regular(path)?;
     Ok((BufReader::new(file), size))
 }
 
@@ -182,6 +183,7 @@ pub fn read_model(path: &Path) -> Result<ModelCheckpoint> {
             ),
         ));
     }
+    check_host_memory("the checkpoint's parameters", config.num_params() * 4)?;
     let params = Params::try_from_fn(|kind| {
         let mut tensor = vec![0.0f32; kind.len(&config)];
         let read = match dtype {
@@ -305,6 +307,25 @@ pub fn read_state(path: &Path, config: &Gpt2Config) -> Result<OptimizerState> {
             Ok::<_, Error>(tensor)
         })
     };
+    let corrupt = |what: String| Error::bad_file(path, format!("corrupt optimizer state: {what}"));
+    if h[7] > 1 {
+        return Err(corrupt(format!("shuffle flag {}, not 0 or 1", h[7])));
+    }
+    let loss_scale = match (h[14], h[15]) {
+        (0, _) => None,
+        (bits, clean) if bits <= u64::from(u32::MAX) && clean <= u64::from(u32::MAX) => {
+            let scale = f32::from_bits(bits as u32);
+            if !(scale.is_finite() && scale > 0.0) {
+                return Err(corrupt(format!("fp16 loss scale {scale}, not positive and finite")));
+            }
+            Some((scale, clean as u32))
+        }
+        (bits, clean) => {
+            return Err(corrupt(format!(
+                "fp16 loss-scale words {bits} and {clean} exceed 32 bits"
+            )));
+        }
+    };
     let m = read_moments()?;
     let v = read_moments()?;
     Ok(OptimizerState {
@@ -317,7 +338,7 @@ pub fn read_state(path: &Path, config: &Gpt2Config) -> Result<OptimizerState> {
         data_position: LoaderPosition { epoch: h[9], shard: h[10], window: h[11] },
         data_shards: h[12],
         data_tokens: h[13],
-        loss_scale: (h[14] != 0).then(|| (f32::from_bits(h[14] as u32), h[15] as u32)),
+        loss_scale,
         m,
         v,
     })
@@ -346,6 +367,17 @@ fn steps_of(dir: &Path, prefix: &str) -> Result<Vec<u64>> {
     }
     steps.sort_unstable();
     Ok(steps)
+}
+
+/// The checkpoint files (`model_NNNNNNNN.bin`, `state_NNNNNNNN.bin`) in `dir`; none when
+/// `dir` is not a directory.
+pub fn checkpoint_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    if !dir.is_dir() {
+        return Ok(Vec::new());
+    }
+    let models = steps_of(dir, "model_")?.into_iter().map(|s| model_path(dir, s));
+    let states = steps_of(dir, "state_")?.into_iter().map(|s| state_path(dir, s));
+    Ok(models.chain(states).collect())
 }
 
 /// The steps in `dir` with both a model and a state file, in increasing order.
@@ -534,6 +566,20 @@ mod tests {
                 .to_string()
                 .contains("not an optimizer-state file")
         );
+        // Header words that no run writes: a loss scale that is not positive and finite (an
+        // infinite one would skip every fp16 step), a shuffle flag other than 0 or 1.
+        let patched = |word: usize, value: u64| {
+            let mut patched = bytes.clone();
+            patched[8 * word..8 * word + 8].copy_from_slice(&value.to_le_bytes());
+            std::fs::write(&path, &patched).unwrap();
+            read_state(&path, &tiny()).unwrap_err().to_string()
+        };
+        for scale in [f32::INFINITY, f32::NAN, -1.0] {
+            let err = patched(14, u64::from(scale.to_bits()));
+            assert!(err.contains("fp16 loss scale") && err.contains("not positive"), "{err}");
+        }
+        assert!(patched(14, 1 << 40).contains("exceed 32 bits"));
+        assert!(patched(7, 2).contains("shuffle flag 2"));
     }
 
     #[test]

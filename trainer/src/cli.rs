@@ -121,7 +121,7 @@ impl From<AttentionArg> for AttentionKind {
 }
 
 /// `--gemm-engine`.
-#[derive(Clone, Copy, Debug, Default, ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum GemmEngineArg {
     /// The Hopper `wgmma` kernels where they apply (an H100/H200: TF32 forward GEMMs, BF16
     /// and FP16 in every layout), the portable `mma.sync` kernels elsewhere.
@@ -145,7 +145,7 @@ impl From<GemmEngineArg> for GemmEngine {
 }
 
 /// `--wgmma-tile`.
-#[derive(Clone, Copy, Debug, Default, ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum WgmmaTileArg {
     /// 128 × 256 for the forward and input-gradient GEMMs when those tiles still give every
     /// SM one, 128 × 128 otherwise.
@@ -373,6 +373,11 @@ pub struct TrainArgs {
     /// Checkpoint every N steps, and always after the last step (0: only after the last).
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub checkpoint_every: u64,
+    /// A run that does not resume first deletes the checkpoints (model_N.bin, state_N.bin) of
+    /// another run in --checkpoint-dir; without it they are an error, since `trainer sample`
+    /// and `--resume` would take the higher-step ones.
+    #[arg(long)]
+    pub overwrite: bool,
     /// Append one JSON object per step to PATH (step, train_loss, lr, grad_norm, step_ms,
     /// tokens_per_sec, val_loss); a loss plot is written next to it as PNG at the end.
     #[arg(long, value_name = "PATH")]
@@ -441,10 +446,11 @@ pub struct ConvertArgs {
 /// Options of `trainer shard`.
 #[derive(Args, Debug)]
 pub struct ShardArgs {
-    /// Text files, one document each (UTF-8), in this order.
+    /// Text files, one document each (UTF-8; anything else is an error), in this order.
     #[arg(required = true, value_name = "FILE")]
     pub inputs: Vec<PathBuf>,
-    /// Where to write train_NNNNNN.bin and val_NNNNNN.bin.
+    /// Where to write train_NNNNNN.bin and val_NNNNNN.bin (shards of those names already
+    /// there are replaced).
     #[arg(long, value_name = "DIR")]
     pub out_dir: PathBuf,
     /// Fraction of the tokens (the end of the stream) for validation.

@@ -5,6 +5,19 @@ use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
+/// Opens a regular file for reading, with its size. Anything else (a directory, a FIFO, a
+/// device) is an error naming it, checked before opening: a FIFO would block the open, a
+/// device never end.
+pub fn open_regular(path: &Path) -> Result<(File, u64)> {
+    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+    if !meta.is_file() {
+        let what = if meta.is_dir() { "a directory" } else { "not a regular file" };
+        return Err(Error::bad_file(path, format!("{what}, where a file is needed")));
+    }
+    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    Ok((file, meta.len()))
+}
+
 /// Elements converted per block when writing or reading arrays.
 const BLOCK: usize = 1 << 16;
 
@@ -35,9 +48,14 @@ pub fn write_atomic(
 
 /// Creates `dir` (and parents) and checks a file can be written in it.
 pub fn ensure_writable_dir(dir: &Path) -> Result<()> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(Error::invalid(format!("{} exists and is not a directory", dir.display())));
+    }
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     let probe = dir.join(format!(".write-test{}", std::process::id()));
-    File::create(&probe).map_err(|e| Error::io(dir, e))?;
+    File::create(&probe).map_err(|e| {
+        Error::invalid(format!("{}: cannot create files in this directory: {e}", dir.display()))
+    })?;
     std::fs::remove_file(&probe).map_err(|e| Error::io(dir, e))
 }
 

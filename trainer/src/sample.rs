@@ -99,6 +99,14 @@ pub fn generate<B: Backend>(
         for (logit, x) in logits.iter_mut().zip(&row) {
             *logit = x.to_f32();
         }
+        if let Some(bad) = logits.iter().position(|x| !x.is_finite()) {
+            return Err(Error::invalid(format!(
+                "the model's logit for token {bad} is {} after {} tokens: the checkpoint's \
+                 parameters are not finite (or overflow this precision)",
+                logits[bad],
+                tokens.len()
+            )));
+        }
         let next = pick(&logits, opts, &mut stream);
         on_token(next);
         tokens.push(next);

@@ -121,6 +121,12 @@ fn defaults_for(defaults: &[&'static str], extra: &[String]) -> Vec<&'static str
     kept
 }
 
+/// Whether a fresh run into the default checkpoint directory replaces the run there (the main
+/// job, run again): not when resuming, nor in a directory the user named.
+fn replaces_own_run(extra: &[String]) -> bool {
+    !has_option(extra, "--resume") && !has_option(extra, "--checkpoint-dir")
+}
+
 /// Whether the run needs the project's kernels: on the GPU, or a CUDA backend asked for.
 fn needs_kernels(gpu: bool, extra: &[String]) -> bool {
     match option_value(extra, "--device").as_deref() {
@@ -148,7 +154,11 @@ pub fn run(extra: &[String]) -> Result<()> {
     }
     println!("training on the {}", if gpu { "GPU (nvidia-smi lists one)" } else { "CPU" });
     let mut train = trainer()?;
-    train.arg("train").args(defaults_for(defaults, extra)).args(extra);
+    train.arg("train").args(defaults_for(defaults, extra));
+    if replaces_own_run(extra) {
+        train.arg("--overwrite");
+    }
+    train.args(extra);
     cmd::run(&mut train)?;
     let dir = option_value(extra, "--checkpoint-dir").unwrap_or_else(|| run_dir.to_string());
     let device = option_value(extra, "--device").unwrap_or_else(|| device.to_string());
@@ -193,6 +203,15 @@ mod tests {
         assert_eq!(resumed.len(), DEFAULTS.len() - 2);
         assert!(!resumed.contains(&"--model") && !resumed.contains(&"d2"), "{resumed:?}");
         assert!(!defaults_for(GPU_DEFAULTS, &args(&["--init", "x.bin"])).contains(&"d12"));
+    }
+
+    /// Run again, the main job replaces its own run; never one it resumes or one the user put
+    /// elsewhere.
+    #[test]
+    fn only_the_default_run_is_replaced() {
+        assert!(replaces_own_run(&args(&["--steps", "5"])));
+        assert!(!replaces_own_run(&args(&["--resume", "runs/shakespeare-d2"])));
+        assert!(!replaces_own_run(&args(&["--checkpoint-dir=mine"])));
     }
 
     /// The PTX is built for the GPU and for the CUDA backends asked for, not for the CPU.

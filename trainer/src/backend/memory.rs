@@ -27,6 +27,15 @@ fn parse_mem_available(meminfo: &str) -> Option<usize> {
     kib.checked_mul(1024)
 }
 
+/// Fails, naming `what`, when `bytes` of host memory are not available (see the module docs);
+/// passes where the kernel does not say how much is.
+pub(crate) fn check_host_memory(what: &str, bytes: usize) -> crate::error::Result<()> {
+    match host_shortfall(what, bytes, host_available()) {
+        Some(message) => Err(crate::error::Error::Backend(message)),
+        None => Ok(()),
+    }
+}
+
 /// Why `bytes` for `what` cannot be allocated on a host with `available` bytes free, if so.
 pub(super) fn host_shortfall(what: &str, bytes: usize, available: Option<usize>) -> Option<String> {
     let available = available?;

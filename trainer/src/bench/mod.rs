@@ -9,7 +9,7 @@ pub use report::{BenchOutcome, BenchRow, clock_name, markdown, op_lines, op_tabl
 use crate::backend::Backend;
 use crate::backend::op_times::OpTimes;
 use crate::error::Result;
-use crate::model::{Gpt2, Gpt2Config, ModelOptions, gpt2_init};
+use crate::model::{Gpt2, Gpt2Config, ModelOptions, checked_init};
 use crate::optim::AdamWConfig;
 use crate::rng;
 use crate::train::{BatchShape, BatchSource, Session};
@@ -123,7 +123,7 @@ pub fn bench<B: Backend>(
     options: ModelOptions,
     run: BenchRun,
 ) -> Result<BenchResult> {
-    let model = Gpt2::new(backend, *config, &gpt2_init(config, 0), options)?;
+    let model = Gpt2::new(backend, *config, &checked_init(config, 0)?, options)?;
     let adamw = AdamWConfig {
         beta1: 0.9,
         beta2: 0.95,

@@ -2,9 +2,12 @@
 
 use super::log;
 use crate::cli::{ConvertArgs, PrepareDataArgs, ShardArgs};
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, anyhow};
+use std::io::Read;
+use std::path::Path;
 use trainer::checkpoint::{ModelDtype, read_model, resolve_model_file, write_model};
 use trainer::data::{ShardingOptions, is_prepared, prepare_shakespeare, write_shards};
+use trainer::io::open_regular;
 
 pub fn convert(args: &ConvertArgs) -> Result<()> {
     let input = resolve_model_file(&args.input)?;
@@ -23,15 +26,7 @@ pub fn convert(args: &ConvertArgs) -> Result<()> {
 }
 
 pub fn shard(args: ShardArgs) -> Result<()> {
-    let documents = args
-        .inputs
-        .iter()
-        .map(|path| {
-            std::fs::read(path)
-                .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
-                .with_context(|| format!("reading {}", path.display()))
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let documents = args.inputs.iter().map(|path| read_text(path)).collect::<Result<Vec<_>>>()?;
     let options =
         ShardingOptions { val_fraction: args.val_fraction, shard_tokens: args.shard_tokens };
     let summary = write_shards(&documents, &args.out_dir, &options)?;
@@ -44,6 +39,21 @@ pub fn shard(args: ShardArgs) -> Result<()> {
         args.out_dir.display()
     ));
     Ok(())
+}
+
+/// The UTF-8 text of the regular file `path`, or an error naming the file (and the first
+/// byte that is not UTF-8).
+fn read_text(path: &Path) -> Result<String> {
+    let (mut file, _) = open_regular(path)?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).with_context(|| format!("reading {}", path.display()))?;
+    String::from_utf8(bytes).map_err(|e| {
+        anyhow!(
+            "{}: not UTF-8 text (byte {} is not valid UTF-8); `trainer shard` reads text files",
+            path.display(),
+            e.utf8_error().valid_up_to()
+        )
+    })
 }
 
 pub fn prepare_data(args: PrepareDataArgs) -> Result<()> {

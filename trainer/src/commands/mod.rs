@@ -13,7 +13,7 @@ pub(crate) use ladder::ladder;
 pub(crate) use sample::sample;
 pub(crate) use train::train;
 
-use crate::cli::KernelArgs;
+use crate::cli::{GemmEngineArg, KernelArgs, WgmmaTileArg};
 use anyhow::{Context, Result};
 use trainer::backend::ops::AttentionKind;
 use trainer::backend::{Compute, DeviceChoice, Precision, ResolvedDevice};
@@ -33,6 +33,14 @@ fn device_default<T>(value: Option<T>, gpu: bool, on_gpu: T, elsewhere: T) -> T 
 /// none is given) the precision and GEMM kernels to run with there.
 fn resolve_computes(args: &KernelArgs) -> Result<(ResolvedDevice, Vec<Compute>)> {
     let device = DeviceChoice::from(args.device).resolve()?;
+    let kernel_choice =
+        args.gemm_engine != GemmEngineArg::Auto || args.wgmma_tile != WgmmaTileArg::Auto;
+    if device.is_cpu() && kernel_choice {
+        anyhow::bail!(
+            "--gemm-engine and --wgmma-tile choose the CUDA backend's GEMM kernels; the CPU \
+             backend has none (use --device cuda, sim or sim-hopper)"
+        );
+    }
     let fastest = if device.is_cpu() { Precision::Fp32 } else { Precision::Bf16 };
     let precisions: Vec<Precision> = if args.precision.is_empty() {
         vec![fastest]

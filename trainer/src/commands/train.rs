@@ -76,6 +76,7 @@ pub fn train(args: TrainArgs) -> Result<()> {
         val_batches: args.val_batches,
         checkpoint_dir: args.checkpoint_dir.clone(),
         checkpoint_every: args.checkpoint_every,
+        overwrite: args.overwrite,
         metrics_jsonl: args.metrics_jsonl.clone(),
         attention: args.kernels.attention.map(AttentionKind::from),
         fuse: !args.kernels.no_fuse,

@@ -148,7 +148,11 @@ impl DataLoader {
         self.pos = pos;
         if !valid {
             return Err(Error::invalid(format!(
-                "data position {pos:?} is outside the {} shard(s) of the data",
+                "data position (epoch {}, shard {}, window {}) is outside the {} shard(s) of the \
+                 data",
+                pos.epoch,
+                pos.shard,
+                pos.window,
                 self.shards.len()
             )));
         }
@@ -156,7 +160,11 @@ impl DataLoader {
         let windows = self.windows(self.current_shard());
         if pos.window > windows {
             return Err(Error::invalid(format!(
-                "data position {pos:?} is outside shard {} ({windows} batches)",
+                "data position (epoch {}, shard {}, window {}) is outside shard {} ({windows} \
+                 batches)",
+                pos.epoch,
+                pos.shard,
+                pos.window,
                 self.shards[self.current_shard()].path().display()
             )));
         }

@@ -33,9 +33,27 @@ pub struct ShardSummary {
     pub val_tokens: usize,
 }
 
+/// Deletes the shards (`train_NNNNNN.bin`, `val_NNNNNN.bin`) an earlier sharding left in
+/// `dir`, so that globs over the new ones cannot pick them up.
+fn remove_shards(dir: &Path) -> Result<()> {
+    for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        let path = entry.map_err(|e| Error::io(dir, e))?.path();
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let digits = ["train_", "val_"]
+            .iter()
+            .find_map(|p| name.strip_prefix(p))
+            .and_then(|rest| rest.strip_suffix(".bin"));
+        if digits.is_some_and(|d| d.len() == 6 && d.bytes().all(|b| b.is_ascii_digit())) {
+            std::fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
+        }
+    }
+    Ok(())
+}
+
 /// Tokenizes `documents` (in the given order, EOT before each), splits the token stream into
 /// train (the first `1 - val_fraction`) and val (the rest), and writes
-/// `out_dir/{train,val}_NNNNNN.bin`.
+/// `out_dir/{train,val}_NNNNNN.bin`, replacing the shards an earlier run left there; inputs
+/// without any text are an error.
 pub fn write_shards(
     documents: &[String],
     out_dir: &Path,
@@ -57,9 +75,13 @@ pub fn write_shards(
         stream.push(EOT as u16);
         stream.extend(doc.into_iter().map(|t| t as u16));
     }
+    if stream.len() == documents.len() {
+        return Err(Error::invalid("the inputs hold no text to tokenize"));
+    }
     let val_tokens = (stream.len() as f64 * options.val_fraction).round() as usize;
     let (train, val) = stream.split_at(stream.len() - val_tokens);
     std::fs::create_dir_all(out_dir).map_err(|e| Error::io(out_dir, e))?;
+    remove_shards(out_dir)?;
     let write = |split: &str, tokens: &[u16]| -> Result<Vec<PathBuf>> {
         tokens
             .chunks(options.shard_tokens)

@@ -2,7 +2,7 @@
 //! count, then zeros) followed by the tokens as little-endian u16.
 
 use crate::error::{Error, Result};
-use crate::io::{decode_u16s, read_i32s, write_atomic, write_i32s, write_u16s};
+use crate::io::{decode_u16s, open_regular, read_i32s, write_atomic, write_i32s, write_u16s};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -40,8 +40,7 @@ pub struct Shard {
 impl Shard {
     /// Opens `path` and validates the header against the file size.
     pub fn open(path: &Path) -> Result<Self> {
-        let mut file = File::open(path).map_err(|e| Error::io(path, e))?;
-        let size = file.metadata().map_err(|e| Error::io(path, e))?.len();
+        let (mut file, size) = open_regular(path)?;
         if size < HEADER_BYTES {
             return Err(Error::bad_file(
                 path,

@@ -22,7 +22,7 @@ use crate::checkpoint::{ModelDtype, write_model};
 use crate::data::{DataLoader, write_shard};
 use crate::error::{Error, Result};
 use crate::mfu;
-use crate::model::{Gpt2, Gpt2Config, ModelOptions, ParamKind, Params, gpt2_init};
+use crate::model::{Gpt2, Gpt2Config, ModelOptions, ParamKind, Params, checked_init};
 use crate::optim::AdamWConfig;
 use crate::rng;
 use crate::train::{BatchShape, Session};
@@ -193,7 +193,7 @@ pub fn run(
     crate::optim::check_lr(options.lr)?;
     options.adamw.validate()?;
     std::fs::create_dir_all(&options.work_dir).map_err(|e| Error::io(&options.work_dir, e))?;
-    let params = gpt2_init(&config, options.seed);
+    let params = checked_init(&config, options.seed)?;
     let checkpoint = options.work_dir.join("ladder-init.bin");
     write_model(&checkpoint, &config, &params, ModelDtype::F32)?;
     let shard = token_shard(options)?;

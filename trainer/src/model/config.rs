@@ -1,6 +1,7 @@
 //! GPT-2 model dimensions and the named sizes.
 
 use crate::error::{Error, Result};
+use crate::report::thousands;
 
 /// GPT-2's BPE vocabulary size (50,000 merges + 256 bytes + `<|endoftext|>`).
 pub const GPT2_VOCAB_SIZE: usize = 50_257;
@@ -8,6 +9,9 @@ pub const GPT2_VOCAB_SIZE: usize = 50_257;
 pub const GPT2_MAX_SEQ_LEN: usize = 1024;
 /// The padded vocabulary is a multiple of this by default (50,257 -> 50,304).
 pub const VOCAB_PAD_MULTIPLE: usize = 128;
+/// The most elements one parameter tensor may hold: the kernels' per-tensor tables count in
+/// 32 bits (GPT-2 XL's largest, `wte`, holds 80.5M).
+pub const MAX_TENSOR_ELEMENTS: usize = u32::MAX as usize;
 
 /// The dimensions of a GPT-2 model (the fields of llm.c's checkpoint header).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,7 +92,8 @@ impl Gpt2Config {
         Self::gpt2_shape(layers, heads, channels)
     }
 
-    /// Checks the dimensions describe a model this trainer can build.
+    /// Checks the dimensions describe a model this trainer can build (every tensor at most
+    /// [`MAX_TENSOR_ELEMENTS`]).
     pub fn validate(&self) -> Result<()> {
         let Self { max_seq_len, vocab_size, padded_vocab_size, num_layers, num_heads, channels } =
             *self;
@@ -117,6 +122,19 @@ impl Gpt2Config {
                 "vocabulary size {vocab_size} does not fit the u16 tokens of the data shards"
             )));
         }
+        let too_large = super::ParamKind::ALL.iter().find(|k| k.len(self) > MAX_TENSOR_ELEMENTS);
+        if let Some(kind) = too_large {
+            let held = match kind.len(self) {
+                usize::MAX => "more than 2^64".to_string(),
+                n => thousands(n as f64),
+            };
+            return Err(Error::invalid(format!(
+                "model too large: its {} tensor would hold {held} elements, more than the {} one \
+                 tensor may hold",
+                kind.name(),
+                thousands(MAX_TENSOR_ELEMENTS as f64)
+            )));
+        }
         Ok(())
     }
 
@@ -125,9 +143,10 @@ impl Gpt2Config {
         self.channels / self.num_heads
     }
 
-    /// Number of parameters (the padded rows of `wte` included).
+    /// Number of parameters (the padded rows of `wte` included), saturating at `usize::MAX`
+    /// for dimensions that [`Gpt2Config::validate`] refuses.
     pub fn num_params(&self) -> usize {
-        super::ParamKind::ALL.iter().map(|k| k.len(self)).sum()
+        super::ParamKind::ALL.iter().map(|k| k.len(self)).fold(0, usize::saturating_add)
     }
 
     /// The same model with its vocabulary unpadded (`Vp = V`).
@@ -180,5 +199,31 @@ mod tests {
         let mut config = Gpt2Config::from_size(ModelSize::D2);
         config.padded_vocab_size = 100;
         assert!(config.validate().unwrap_err().to_string().contains("padded vocabulary"));
+    }
+
+    /// Dimensions whose tensors exceed 2^32 - 1 elements, or whose sizes overflow, are refused
+    /// by name before anything is allocated (a crafted checkpoint header cannot wrap the size
+    /// check).
+    #[test]
+    fn validate_refuses_tensors_too_large_and_sizes_that_overflow() {
+        let mut config = Gpt2Config::from_size(ModelSize::D2);
+        config.channels = 100_000;
+        config.num_heads = 1;
+        let message = config.validate().unwrap_err().to_string();
+        assert!(message.contains("model too large: its wte tensor would hold 5,030,400,000"));
+        assert!(message.contains("more than the 4,294,967,295 one tensor may hold"), "{message}");
+        let crafted = Gpt2Config {
+            max_seq_len: (1 << 31) - 14,
+            vocab_size: 50_257,
+            padded_vocab_size: (1 << 31) - 1,
+            num_layers: 1,
+            num_heads: 1,
+            channels: 1 << 30,
+        };
+        assert!(crafted.validate().unwrap_err().to_string().contains("model too large"));
+        let huge = Gpt2Config { channels: 1 << 40, num_heads: 1, ..crafted };
+        assert_eq!(huge.num_params(), usize::MAX, "saturates instead of wrapping");
+        assert!(huge.validate().unwrap_err().to_string().contains("more than 2^64 elements"));
+        assert!(Gpt2Config::from_size(ModelSize::D48).validate().is_ok());
     }
 }

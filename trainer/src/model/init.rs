@@ -1,6 +1,8 @@
 //! GPT-2 initialisation, on the host.
 
 use super::{Gpt2Config, ParamKind, Params};
+use crate::backend::check_host_memory;
+use crate::error::Result;
 use crate::rng;
 use rayon::prelude::*;
 
@@ -33,6 +35,15 @@ pub fn gpt2_init(config: &Gpt2Config, seed: u64) -> Params<Vec<f32>> {
         });
         values
     })
+}
+
+/// [`gpt2_init`] of a model that [`Gpt2Config::validate`] accepts and whose parameters fit
+/// the host's available memory; otherwise an error naming what is wrong, before anything is
+/// allocated.
+pub fn checked_init(config: &Gpt2Config, seed: u64) -> Result<Params<Vec<f32>>> {
+    config.validate()?;
+    check_host_memory("the model's parameters", config.num_params().saturating_mul(4))?;
+    Ok(gpt2_init(config, seed))
 }
 
 #[cfg(test)]

@@ -11,5 +11,5 @@ pub use config::{
     GPT2_MAX_SEQ_LEN, GPT2_VOCAB_SIZE, Gpt2Config, ModelSize, VOCAB_PAD_MULTIPLE, padded_vocab,
 };
 pub use gpt2::{Gpt2, ModelOptions};
-pub use init::{INIT_STD, gpt2_init};
+pub use init::{INIT_STD, checked_init, gpt2_init};
 pub use params::{NUM_PARAM_TENSORS, ParamKind, ParamLayout, Params};

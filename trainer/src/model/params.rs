@@ -80,19 +80,21 @@ impl ParamKind {
         ][self.index()]
     }
 
-    /// Elements of one layer's slice (the whole tensor for the non-layer tensors).
+    /// Elements of one layer's slice (the whole tensor for the non-layer tensors), saturating
+    /// at `usize::MAX` for dimensions no model has ([`Gpt2Config::validate`] refuses those).
     pub fn layer_len(self, config: &Gpt2Config) -> usize {
         let c = config.channels;
+        let times = |a: usize, b: usize| a.saturating_mul(b);
         match self {
-            Self::Wte => config.padded_vocab_size * c,
-            Self::Wpe => config.max_seq_len * c,
+            Self::Wte => times(config.padded_vocab_size, c),
+            Self::Wpe => times(config.max_seq_len, c),
             Self::Ln1w | Self::Ln1b | Self::Attprojb | Self::Ln2w | Self::Ln2b => c,
             Self::Fcprojb | Self::Lnfw | Self::Lnfb => c,
-            Self::Qkvw => 3 * c * c,
-            Self::Qkvb => 3 * c,
-            Self::Attprojw => c * c,
-            Self::Fcw | Self::Fcprojw => 4 * c * c,
-            Self::Fcb => 4 * c,
+            Self::Qkvw => times(3, times(c, c)),
+            Self::Qkvb => times(3, c),
+            Self::Attprojw => times(c, c),
+            Self::Fcw | Self::Fcprojw => times(4, times(c, c)),
+            Self::Fcb => times(4, c),
         }
     }
 
@@ -104,7 +106,7 @@ impl ParamKind {
     /// Number of elements.
     pub fn len(self, config: &Gpt2Config) -> usize {
         let layers = if self.per_layer() { config.num_layers } else { 1 };
-        layers * self.layer_len(config)
+        layers.saturating_mul(self.layer_len(config))
     }
 
     /// The elements of layer `l`.

@@ -49,6 +49,13 @@ impl MetricsLog {
     /// Opens `path` for a run starting at step `first_step`: records of earlier steps already
     /// in the file (from the run being resumed) are kept, later ones dropped.
     pub fn open(path: &Path, first_step: u64) -> Result<Self> {
+        if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("png")) {
+            return Err(Error::invalid(format!(
+                "--metrics-jsonl {}: the loss plot is written beside the metrics with the \
+                 extension .png, so the metrics path needs another one (e.g. .jsonl)",
+                path.display()
+            )));
+        }
         let mut records = Vec::new();
         if first_step > 0 && path.is_file() {
             let file = File::open(path).map_err(|e| Error::io(path, e))?;
@@ -207,5 +214,15 @@ mod tests {
         plot_losses(&records, &path).unwrap();
         let bytes = std::fs::read(&path).unwrap();
         assert_eq!(&bytes[1..4], b"PNG");
+    }
+
+    /// A metrics path the plot would overwrite is refused before anything is written.
+    #[test]
+    fn a_png_metrics_path_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.PNG");
+        let message = MetricsLog::open(&path, 0).err().unwrap().to_string();
+        assert!(message.contains("needs another one"), "{message}");
+        assert!(!path.exists());
     }
 }

@@ -6,15 +6,15 @@ use super::session::{BatchShape, Session};
 use crate::backend::Backend;
 use crate::backend::ops::AttentionKind;
 use crate::checkpoint::{
-    ModelDtype, OptimizerState, latest_resumable, model_path, read_model, read_state,
-    resumable_steps, state_path, write_model, write_state,
+    ModelDtype, OptimizerState, checkpoint_files, latest_resumable, model_path, read_model,
+    read_state, resumable_steps, state_path, write_model, write_state,
 };
 use crate::data::DataLoader;
 use crate::error::{Error, Result};
 use crate::io::ensure_writable_dir;
 use crate::loss_scale::{LossScaleConfig, LossScaler};
 use crate::mfu;
-use crate::model::{Gpt2, Gpt2Config, ModelOptions, Params, gpt2_init};
+use crate::model::{Gpt2, Gpt2Config, ModelOptions, Params, checked_init};
 use crate::optim::{AdamWConfig, LrConfig, LrSchedule};
 use crate::report::group_digits;
 use std::path::{Path, PathBuf};
@@ -70,6 +70,9 @@ pub struct TrainOptions {
     pub checkpoint_dir: Option<PathBuf>,
     /// Write a checkpoint every this many steps (and at the end); 0 only at the end.
     pub checkpoint_every: u64,
+    /// A run that does not resume may delete another run's checkpoints in `checkpoint_dir`
+    /// (else they are an error: `sample` and `--resume` would pick the higher-step ones).
+    pub overwrite: bool,
     /// Where to write the metrics (and, next to them, the loss plot).
     pub metrics_jsonl: Option<PathBuf>,
     /// Attention kind (`None`: the fastest for the backend's precision and the model).
@@ -103,15 +106,12 @@ struct Start {
 
 fn load_start(opts: &TrainOptions) -> Result<Start> {
     match &opts.model {
-        ModelSource::Fresh(config) => {
-            config.validate()?;
-            Ok(Start {
-                config: *config,
-                params: gpt2_init(config, opts.seed),
-                origin: format!("fresh GPT-2 initialisation (seed {})", opts.seed),
-                state: None,
-            })
-        }
+        ModelSource::Fresh(config) => Ok(Start {
+            config: *config,
+            params: checked_init(config, opts.seed)?,
+            origin: format!("fresh GPT-2 initialisation (seed {})", opts.seed),
+            state: None,
+        }),
         ModelSource::Init(path) => {
             let ckpt = read_model(path)?;
             let origin = format!("initialised from {}", path.display());
@@ -120,7 +120,14 @@ fn load_start(opts: &TrainOptions) -> Result<Start> {
         ModelSource::Resume(dir) => {
             let step = latest_resumable(dir)?;
             let ckpt = read_model(&model_path(dir, step))?;
-            let state = read_state(&state_path(dir, step), &ckpt.config)?;
+            let path = state_path(dir, step);
+            let state = read_state(&path, &ckpt.config)?;
+            if state.step != step {
+                return Err(Error::bad_file(
+                    &path,
+                    format!("corrupt optimizer state: it records step {}", state.step),
+                ));
+            }
             let origin = format!("resumed from {} at step {step}", dir.display());
             Ok(Start { config: ckpt.config, params: ckpt.params, origin, state: Some(state) })
         }
@@ -164,22 +171,46 @@ fn check_resume(
     Ok(())
 }
 
+/// Deletes the checkpoints of another run in `dir` when `overwrite` allows it, else refuses
+/// to mix this run's with them.
+fn clear_earlier_checkpoints(dir: &Path, overwrite: bool) -> Result<()> {
+    let earlier = checkpoint_files(dir)?;
+    let Some(last) = earlier.last() else { return Ok(()) };
+    if !overwrite {
+        return Err(Error::invalid(format!(
+            "--checkpoint-dir {} already holds another run's checkpoints ({} files, e.g. {}): \
+             --resume {} continues that run, --overwrite deletes them first, or choose another \
+             directory",
+            dir.display(),
+            earlier.len(),
+            last.display(),
+            dir.display()
+        )));
+    }
+    earlier.iter().try_for_each(|f| std::fs::remove_file(f).map_err(|e| Error::io(f, e)))
+}
+
 fn grad_accum_steps(opts: &TrainOptions) -> Result<usize> {
     let (b, t) = (opts.batch_size, opts.seq_len);
     if b == 0 || t == 0 || opts.steps == 0 {
         return Err(Error::invalid("--batch-size, --seq-len and --steps must be positive"));
     }
-    let total = opts.total_batch_tokens.unwrap_or(b * t);
-    if total == 0 || !total.is_multiple_of(b * t) {
+    let Some(bt) = b.checked_mul(t).filter(|&bt| bt <= u32::MAX as usize) else {
         return Err(Error::invalid(format!(
-            "--total-batch-tokens {total} is not a positive multiple of B×T = {b}×{t} = {}",
-            b * t
+            "--batch-size {b} × --seq-len {t} exceeds the {} tokens a micro-batch may hold",
+            group_digits(u64::from(u32::MAX))
+        )));
+    };
+    let total = opts.total_batch_tokens.unwrap_or(bt);
+    if total == 0 || !total.is_multiple_of(bt) {
+        return Err(Error::invalid(format!(
+            "--total-batch-tokens {total} is not a positive multiple of B×T = {b}×{t} = {bt}"
         )));
     }
     if opts.val_every > 0 && opts.val_data.is_some() && opts.val_batches == 0 {
         return Err(Error::invalid("--val-batches must be positive"));
     }
-    Ok(total / (b * t))
+    Ok(total / bt)
 }
 
 fn describe_data(loader: &DataLoader, pattern: &str) -> String {
@@ -299,7 +330,9 @@ pub fn run<B: Backend>(backend: &B, opts: &TrainOptions) -> Result<TrainReport> 
     let first_step = match &start.state {
         Some(state) => {
             check_resume(state, opts, accum, &train_data)?;
-            train_data.seek(state.data_position)?;
+            train_data.seek(state.data_position).map_err(|e| {
+                Error::invalid(format!("cannot resume from the optimizer state: {e}"))
+            })?;
             state.step
         }
         None => 0,
@@ -308,8 +341,17 @@ pub fn run<B: Backend>(backend: &B, opts: &TrainOptions) -> Result<TrainReport> 
         ModelSource::Resume(dir) => Some(dir.clone()),
         _ => None,
     });
-    if let Some(dir) = &checkpoint_dir {
-        ensure_writable_dir(dir)?;
+    match &checkpoint_dir {
+        Some(dir) => {
+            ensure_writable_dir(dir)?;
+            if first_step == 0 {
+                clear_earlier_checkpoints(dir, opts.overwrite)?;
+            }
+        }
+        None if opts.checkpoint_every > 0 => {
+            return Err(Error::invalid("--checkpoint-every needs --checkpoint-dir"));
+        }
+        None => {}
     }
     let mut metrics = match &opts.metrics_jsonl {
         Some(path) => Some(MetricsLog::open(path, first_step)?),

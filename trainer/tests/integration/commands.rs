@@ -1,8 +1,9 @@
 //! The other commands: help, shard, sample, convert, bench.
 
 use crate::common::{Files, arg, tiny, trainer, trainer_ok};
-use trainer::checkpoint::{ModelDtype, read_model};
+use trainer::checkpoint::{ModelDtype, read_model, write_model};
 use trainer::data::Shard;
+use trainer::model::{ParamKind, gpt2_init};
 
 #[test]
 fn train_help_lists_every_documented_flag() {
@@ -57,6 +58,47 @@ fn shard_command_writes_eot_separated_shards() {
     let read = |name: &str| Shard::open(&out.join(name)).unwrap().read_all().unwrap();
     assert_eq!(read("train_000000.bin"), [50256, 15496, 995]);
     assert_eq!(read("val_000000.bin"), [50256, 18435]);
+
+    // Shards an earlier sharding left in the directory are replaced, not mixed in.
+    let stale = out.join("train_000007.bin");
+    std::fs::copy(out.join("train_000000.bin"), &stale).unwrap();
+    trainer_ok(&["shard", "--out-dir", &arg(&out), &arg(&a)]);
+    assert!(!stale.exists());
+    assert_eq!(read("train_000000.bin"), [50256, 15496, 995]);
+}
+
+/// `trainer shard` refuses what is not UTF-8 text in a regular file, and inputs without text.
+#[test]
+fn shard_command_refuses_what_is_not_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = arg(&dir.path().join("shards"));
+    let fails = |input: &std::path::Path, wanted: &str| {
+        let result = trainer(&["shard", "--out-dir", &out, &arg(input)]);
+        let stderr = String::from_utf8_lossy(&result.stderr).into_owned();
+        assert!(!result.status.success() && stderr.contains(wanted), "{stderr}");
+    };
+    let binary = dir.path().join("bytes.txt");
+    std::fs::write(&binary, b"ok\xff\xfe").unwrap();
+    fails(&binary, "bytes.txt: not UTF-8 text (byte 2");
+    let empty = dir.path().join("empty.txt");
+    std::fs::write(&empty, b"").unwrap();
+    fails(&empty, "the inputs hold no text");
+    fails(std::path::Path::new("/dev/null"), "/dev/null: not a regular file");
+}
+
+/// A checkpoint whose parameters are not finite makes `sample` fail, not print garbage.
+#[test]
+fn sample_refuses_non_finite_logits() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nan.bin");
+    let mut params = gpt2_init(&tiny(), 1);
+    params.0[ParamKind::Wte.index()][0] = f32::NAN;
+    write_model(&path, &tiny(), &params, ModelDtype::F32).unwrap();
+    let ckpt = arg(&path);
+    let out = trainer(&["sample", "--device", "cpu", "--checkpoint", &ckpt, "--prompt", "x"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("parameters are not finite"), "{stderr}");
 }
 
 #[test]

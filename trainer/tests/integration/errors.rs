@@ -74,6 +74,110 @@ fn bad_checkpoints() {
     patch_word(&f.ckpt, 1, 3);
     truncate(&f.ckpt, 10);
     assert_mentions(&train_error(&f, &[]), &["truncated checkpoint"]);
+    // Dimensions whose size would wrap the size check (C = 2^30, Vp = 2^31 - 1) are refused
+    // from the header, before anything is allocated.
+    patch_word(&f.ckpt, 6, 1 << 30);
+    patch_word(&f.ckpt, 7, i32::MAX);
+    assert_mentions(
+        &train_error(&f, &[]),
+        &["init.bin", "corrupt checkpoint header", "model too large", "wte tensor"],
+    );
+    let dir = arg(f.dir.path());
+    assert_mentions(&train_error(&f, &["--init", &dir]), &["a directory, where a file is needed"]);
+}
+
+/// A fresh model too large for one tensor is refused before its initialisation.
+#[test]
+fn models_too_large_are_refused_at_once() {
+    let f = files();
+    let train = arg(&f.train);
+    let fresh = ["--n-layer", "1", "--n-head", "1", "--n-embd", "100000", "--max-seq-len", "32"];
+    let mut args = vec!["train", "--device", "cpu", "--train-data", &train, "--steps", "1"];
+    args.extend(fresh);
+    let out = trainer(&args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert_mentions(&stderr, &["model too large: its wte tensor would hold 5,030,400,000"]);
+    let bench =
+        ["bench", "--device", "cpu", "--model", "d2", "--padded-vocab", "100", "--steps", "1"];
+    let out = trainer(&bench);
+    assert!(!out.status.success(), "a padded vocabulary below V fails, without a panic");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_mentions(&stdout, &["padded vocabulary (100) is smaller than the vocabulary"]);
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
+}
+
+/// Options that cannot mean what they say are errors, not silently ignored.
+#[test]
+fn contradictory_options() {
+    let f = files();
+    let big = usize::MAX / 16;
+    let big = big.to_string();
+    assert_mentions(
+        &train_error(&f, &["--batch-size", &big, "--seq-len", "32"]),
+        &["--batch-size", "× --seq-len 32", "tokens a micro-batch may hold"],
+    );
+    assert_mentions(
+        &train_error(&f, &["--checkpoint-every", "1"]),
+        &["--checkpoint-every needs --checkpoint-dir"],
+    );
+    let png = arg(&f.path("m.png"));
+    assert_mentions(&train_error(&f, &["--metrics-jsonl", &png]), &["m.png", "needs another one"]);
+    assert_mentions(
+        &train_error(&f, &["--gemm-engine", "wgmma"]),
+        &["--gemm-engine", "the CPU backend has none"],
+    );
+    let file = f.path("a-file");
+    std::fs::write(&file, b"x").unwrap();
+    assert_mentions(
+        &train_error(&f, &["--checkpoint-dir", &arg(&file)]),
+        &["a-file exists and is not a directory"],
+    );
+}
+
+/// A run that does not resume refuses a checkpoint directory holding another run's
+/// checkpoints (`sample` and `--resume` would take the higher-step ones) unless told to
+/// delete them.
+#[test]
+fn runs_do_not_mix_their_checkpoints() {
+    let f = files();
+    let (ckpt, train, dir) = (arg(&f.ckpt), arg(&f.train), arg(&f.path("run")));
+    let run = |steps: &str, extra: &[&str]| {
+        let start = if extra.contains(&"--resume") { [].as_slice() } else { &["--init", &ckpt] };
+        let mut args = vec!["train", "--device", "cpu"];
+        args.extend(start);
+        args.extend([
+            "--train-data",
+            &train,
+            "--batch-size",
+            "2",
+            "--seq-len",
+            "16",
+            "--val-every",
+            "0",
+            "--checkpoint-dir",
+            &dir,
+            "--steps",
+            steps,
+        ]);
+        args.extend(extra);
+        trainer(&args)
+    };
+    assert!(run("3", &[]).status.success());
+    let again = run("2", &[]);
+    assert!(!again.status.success());
+    assert_mentions(
+        &String::from_utf8_lossy(&again.stderr),
+        &["already holds another run's checkpoints", "--resume", "--overwrite"],
+    );
+    assert!(run("2", &["--overwrite"]).status.success());
+    let mut left: Vec<String> = std::fs::read_dir(f.path("run"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["model_00000002.bin", "state_00000002.bin"]);
+    assert!(run("4", &["--resume", &dir]).status.success(), "resuming is not a fresh run");
 }
 
 #[test]
