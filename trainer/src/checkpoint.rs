@@ -178,7 +178,8 @@ pub fn read_model(path: &Path) -> Result<ModelCheckpoint> {
         return Err(Error::bad_file(
             path,
             format!(
-                "{what} checkpoint: a {} model needs {expected} bytes but the file has {size}",
+                "{what} checkpoint (or a corrupt header): a {} model needs {expected} bytes but \
+                 the file has {size}",
                 config.describe()
             ),
         ));

@@ -264,7 +264,8 @@ pub struct TrainArgs {
     #[command(flatten)]
     pub kernels: KernelArgs,
 
-    /// Start from the parameters of this llm.c checkpoint (fresh optimizer state).
+    /// Start from the parameters of this llm.c checkpoint, or of the highest-step model of a
+    /// checkpoint directory (fresh optimizer state).
     #[arg(long, value_name = "CKPT", conflicts_with_all = FRESH_MODEL, conflicts_with = "resume")]
     pub init: Option<PathBuf>,
     /// Continue the run checkpointed in DIR (its latest model_N.bin + state_N.bin). Pass the

@@ -7,7 +7,7 @@ use crate::backend::Backend;
 use crate::backend::ops::AttentionKind;
 use crate::checkpoint::{
     ModelDtype, OptimizerState, checkpoint_files, latest_resumable, model_path, read_model,
-    read_state, resumable_steps, state_path, write_model, write_state,
+    read_state, resolve_model_file, resumable_steps, state_path, write_model, write_state,
 };
 use crate::data::DataLoader;
 use crate::error::{Error, Result};
@@ -113,7 +113,7 @@ fn load_start(opts: &TrainOptions) -> Result<Start> {
             state: None,
         }),
         ModelSource::Init(path) => {
-            let ckpt = read_model(path)?;
+            let ckpt = read_model(&resolve_model_file(path)?)?;
             let origin = format!("initialised from {}", path.display());
             Ok(Start { config: ckpt.config, params: ckpt.params, origin, state: None })
         }

@@ -83,7 +83,13 @@ fn bad_checkpoints() {
         &["init.bin", "corrupt checkpoint header", "model too large", "wte tensor"],
     );
     let dir = arg(f.dir.path());
-    assert_mentions(&train_error(&f, &["--init", &dir]), &["a directory, where a file is needed"]);
+    assert_mentions(&train_error(&f, &["--init", &dir]), &["holds no model checkpoint"]);
+    let fifo = f.path("fifo.bin");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    if made.is_ok_and(|s| s.success()) {
+        let fifo = arg(&fifo);
+        assert_mentions(&train_error(&f, &["--init", &fifo]), &["not a regular file"]);
+    }
 }
 
 /// A fresh model too large for one tensor is refused before its initialisation.
