@@ -49,6 +49,9 @@ struct Executable {
 /// run it.
 pub fn run(dir: Option<PathBuf>) -> Result<()> {
     let dir = dir.unwrap_or_else(|| target_dir().join("gpu-bundle"));
+    if dir.exists() && !dir.is_dir() {
+        bail!("{} exists and is not a directory: name a folder for the bundle", dir.display());
+    }
     let modules = build_ptx::run()?;
     let cubin_stage = target_dir().join("cubin");
     if cubin_stage.exists() {

@@ -55,14 +55,22 @@ struct Imported {
     tally: [String; 2],
 }
 
+/// Reads every run first, so that one bad archive leaves the bench folder untouched, then
+/// copies their reports and records and rebuilds the validation.
 fn import(runs: &[PathBuf], bench_dir: &Path, scratch: &Path) -> Result<Imported> {
+    if bench_dir.exists() && !bench_dir.is_dir() {
+        bail!("--bench-dir {} exists and is not a directory", bench_dir.display());
+    }
     let records = bench_dir.join("gpu-runs");
+    let read: Vec<Run> = runs
+        .iter()
+        .enumerate()
+        .map(|(i, path)| Run::read(path, &results_folder(path, &scratch.join(i.to_string()))?))
+        .collect::<Result<_>>()?;
     let mut reports = Vec::new();
-    for (i, path) in runs.iter().enumerate() {
-        let folder = results_folder(path, &scratch.join(i.to_string()))?;
-        let run = Run::read(path, &folder)?;
-        reports.extend(copy_reports(&run, bench_dir)?);
-        keep_record(&run, &records)?;
+    for run in &read {
+        reports.extend(copy_reports(run, bench_dir)?);
+        keep_record(run, &records)?;
     }
     reports.sort();
     reports.dedup();
@@ -539,6 +547,11 @@ mod tests {
         let err =
             import(&[fake.path("r1/logs")], &bench, &fake.path("scratch")).err().expect("an error");
         assert!(err.to_string().contains("without summary.md"), "{err}");
+        // One bad archive among good ones leaves the bench folder as it was.
+        let fresh = fake.path("untouched-bench");
+        let mixed = [fake.path("one.tar.gz"), fake.path("r1/logs")];
+        assert!(import(&mixed, &fresh, &fake.path("scratch")).is_err());
+        assert!(!fresh.exists(), "nothing is copied before every run has been read");
     }
 
     /// Sessions accumulate: a second session's import keeps the first session's run (from its

@@ -72,7 +72,7 @@ enum Command {
     /// The speed ladder (fp32 → tf32 → bf16 → fused → flash → padded vocab, fp16 beside
     /// bf16), ours against PyTorch rung by rung on GPT-2 124M; writes bench/ladder-<gpu>.md and
     /// a chart. Without a GPU, `--device sim` checks that every rung trains on a tiny model.
-    /// Arguments go to `trainer ladder` (see `cargo xtask ladder --help`).
+    /// Arguments go to `trainer ladder` (`cargo xtask ladder -- --help` lists them).
     Ladder {
         /// Arguments for `trainer ladder`.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]

@@ -30,7 +30,7 @@ use gpu_host::kernels::gemm::{
 };
 use gpu_host::kernels::layernorm::{self, LayerNormStats};
 use gpu_host::kernels::{gelu, norm};
-use gpu_host::{Device, DeviceBuffer, DeviceElement, DeviceView, DeviceViewMut, GpuError};
+use gpu_host::{Device, DeviceBuffer, DeviceElement, DeviceView, DeviceViewMut, GpuError, PtxArch};
 use half::{bf16, f16};
 use std::cell::RefCell;
 use std::marker::PhantomData;
@@ -247,6 +247,26 @@ impl<'d, D: Device, A: CudaAct> CudaBackend<'d, D, A> {
                 <A as DeviceElement>::NAME
             )));
         }
+        let gemm_engine = match (precision, gemm_engine) {
+            // The FP32 rung runs the SIMT kernel whatever the engine (as --help says).
+            (Precision::Fp32, _) => GemmEngine::Auto,
+            (Precision::Tf32, GemmEngine::Wgmma) => {
+                return Err(Error::invalid(
+                    "--gemm-engine wgmma cannot train in tf32: wgmma reads TF32 operands K-major \
+                     only, which the backward GEMMs are not; --gemm-engine auto runs the forward \
+                     GEMMs on wgmma and the rest on mma.sync",
+                ));
+            }
+            (_, GemmEngine::Wgmma) if dev.ptx_arch() != PtxArch::Sm90a => {
+                return Err(Error::invalid(format!(
+                    "--gemm-engine wgmma needs the Hopper module (sm_90a: an H100 or H200, or \
+                     --device sim-hopper); {} runs the {} module",
+                    dev.describe(),
+                    dev.ptx_arch().name()
+                )));
+            }
+            (_, engine) => engine,
+        };
         let scratch = Scratch {
             act: None,
             f32: None,
@@ -269,6 +289,18 @@ impl<'d, D: Device, A: CudaAct> CudaBackend<'d, D, A> {
 
     fn gemm_precision(&self) -> GemmPrecision {
         self.gemm.precision
+    }
+
+    /// A GEMM's outcome; with `--gemm-engine wgmma` forced, a GEMM the Hopper kernels cannot
+    /// take says which option made it so.
+    fn gemm_result<R>(&self, result: gpu_host::Result<R>) -> Result<R> {
+        result.map_err(|e| match (&e, self.gemm.engine) {
+            (GpuError::InvalidArgument { .. }, GemmEngine::Wgmma) => Error::Backend(format!(
+                "{e} (--gemm-engine wgmma forces the Hopper kernels on every GEMM; \
+                 --gemm-engine auto runs the GEMMs they cannot take on mma.sync)"
+            )),
+            _ => e.into(),
+        })
     }
 
     /// `spec` on the backend's GEMM engine and Hopper tile ([`GemmConfig::apply`]).
@@ -575,7 +607,9 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
                     }
                 };
                 let epilogue = Epilogue { bias: bias.map(dv), activation };
-                Ok(gemm::gemm::<D, A, A>(self.dev, &spec, dv(inp), dv(weight), dvm(out), epilogue)?)
+                let done =
+                    gemm::gemm::<D, A, A>(self.dev, &spec, dv(inp), dv(weight), dvm(out), epilogue);
+                self.gemm_result(done)
             },
         )
     }
@@ -601,7 +635,9 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
                     None => gemm::Activation::None,
                 };
                 let epilogue = Epilogue { bias: None, activation };
-                gemm::gemm::<D, A, A>(self.dev, &spec, dout, dv(weight), dvm(dinp), epilogue)?;
+                let done =
+                    gemm::gemm::<D, A, A>(self.dev, &spec, dout, dv(weight), dvm(dinp), epilogue);
+                self.gemm_result(done)?;
                 let spec = self
                     .on_engine(GemmSpec::linear_backward_weight(
                         rows,
@@ -611,7 +647,7 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
                     ))
                     .with_split_k_for(self.multiprocessors, self.dev.ptx_arch());
                 self.with_scratch(0, spec.workspace_len(), "split-K workspace", |_, workspace| {
-                    Ok(gemm::gemm_split_k::<D, A, f32>(
+                    self.gemm_result(gemm::gemm_split_k::<D, A, f32>(
                         self.dev,
                         &spec,
                         dout,
@@ -619,7 +655,7 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
                         dweight,
                         Epilogue::default(),
                         workspace,
-                    )?)
+                    ))
                 })?;
                 if let Some(dbias) = dbias {
                     gemm::bias_grad::<D, A, f32>(self.dev, dout, rows, out_features, dbias, 1.0)?;
@@ -646,7 +682,9 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
                                 att: dvm(att),
                                 scratch,
                             };
-                            Ok(attention::attention_forward(self.dev, shape, self.gemm, args)?)
+                            let done =
+                                attention::attention_forward(self.dev, shape, self.gemm, args);
+                            self.gemm_result(done)
                         })
                     }
                     AttentionSaved::Lse(lse) => {
@@ -676,7 +714,9 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
                                 dqkv: dvm(dqkv),
                                 scratch,
                             };
-                            Ok(attention::attention_backward(self.dev, shape, self.gemm, args)?)
+                            let done =
+                                attention::attention_backward(self.dev, shape, self.gemm, args);
+                            self.gemm_result(done)
                         })
                     }
                     AttentionSavedView::Lse(lse) => {

@@ -1,7 +1,8 @@
 //! `trainer bench`: timed training steps per model and precision, and their report.
 
 use super::{
-    Provenance, device_default, device_slug, log, model_options, resolve_computes, write_report,
+    Provenance, check_report_path, device_default, device_slug, log, model_options,
+    resolve_computes, write_report,
 };
 use crate::cli::{BenchArgs, ModelArg};
 use anyhow::Result;
@@ -66,6 +67,9 @@ pub fn bench(args: BenchArgs) -> Result<()> {
     let report = args.report.as_ref().map(|path| {
         path.clone().unwrap_or_else(|| format!("bench/trainer-{}.md", device_slug(&device)).into())
     });
+    if let Some(path) = &report {
+        check_report_path("--report", path)?;
+    }
     let provenance = Provenance::now();
     let mut rows = Vec::new();
     let mut profiles = Vec::new();

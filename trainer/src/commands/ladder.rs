@@ -1,8 +1,9 @@
 //! `trainer ladder`: the speed ladder against PyTorch, and its report.
 
-use super::{Provenance, device_default, device_slug, log, write_report};
+use super::{Provenance, check_report_path, device_default, device_slug, log, write_report};
 use crate::cli::{LadderArgs, LadderModelArg, TorchArg};
 use anyhow::{Context, Result};
+use std::path::PathBuf;
 use trainer::backend::{DeviceChoice, ResolvedDevice};
 use trainer::data::ensure_shakespeare;
 use trainer::model::{Gpt2Config, ModelSize};
@@ -92,19 +93,25 @@ fn ladder_options(args: &LadderArgs, gpu: bool) -> Result<trainer::ladder::Ladde
     })
 }
 
-/// Writes the ladder's report (`--out`, else `bench/ladder-<device>[-<rungs>].md`) and chart.
+/// The ladder's report: `--out`, else `bench/ladder-<device>[-<rungs>].md` (a part of the
+/// ladder gets its own report, named after its rungs).
+fn report_path(args: &LadderArgs, slug: &str, rungs: &[&trainer::ladder::Rung]) -> PathBuf {
+    let part = if rungs.len() == trainer::ladder::RUNGS.len() {
+        String::new()
+    } else {
+        rungs.iter().map(|r| format!("-{}", r.id)).collect()
+    };
+    args.out.clone().unwrap_or_else(|| format!("bench/ladder-{slug}{part}.md").into())
+}
+
+/// Writes the ladder's report ([`report_path`]) and chart.
 fn write_ladder_report(
     args: &LadderArgs,
     slug: &str,
     ladder: &trainer::ladder::Ladder,
 ) -> Result<()> {
-    // A part of the ladder gets its own report, named after its rungs.
-    let part = if ladder.rungs.len() == trainer::ladder::RUNGS.len() {
-        String::new()
-    } else {
-        ladder.rungs.iter().map(|r| format!("-{}", r.rung.id)).collect()
-    };
-    let out = args.out.clone().unwrap_or_else(|| format!("bench/ladder-{slug}{part}.md").into());
+    let rungs: Vec<&trainer::ladder::Rung> = ladder.rungs.iter().map(|r| r.rung).collect();
+    let out = report_path(args, slug, &rungs);
     write_report(&out, &trainer::ladder::markdown(ladder, &Provenance::now().meta()))?;
     let png = out.with_extension("png");
     trainer::ladder::chart(ladder, &png)?;
@@ -116,6 +123,7 @@ pub fn ladder(args: &LadderArgs) -> Result<()> {
     let device = DeviceChoice::from(args.device).resolve()?;
     let options = ladder_options(args, matches!(device, ResolvedDevice::Cuda(_)))?;
     let slug = device_slug(&device);
+    check_report_path("--out", &report_path(args, &slug, &options.rungs))?;
     // The report is rewritten after each of our rungs, so a ladder stopped part-way (a time
     // limit, a crash in PyTorch's side) still leaves what it measured.
     let mut partial = |ladder: &trainer::ladder::Ladder| {

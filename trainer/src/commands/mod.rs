@@ -105,6 +105,17 @@ impl Provenance {
     }
 }
 
+/// Fails now, naming `flag`, where a report could not be written at `path` once the work is
+/// done: `path` a directory, or its folder one that cannot be created or written.
+fn check_report_path(flag: &str, path: &std::path::Path) -> Result<()> {
+    if path.is_dir() {
+        anyhow::bail!("{flag} {}: a directory; name the report's file", path.display());
+    }
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+    trainer::io::ensure_writable_dir(dir.unwrap_or(std::path::Path::new(".")))
+        .with_context(|| format!("{flag} {}", path.display()))
+}
+
 /// Writes `text` to `path` atomically, creating its folder.
 fn write_report(path: &std::path::Path, text: &str) -> Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {

@@ -192,6 +192,12 @@ pub fn run(
     }
     crate::optim::check_lr(options.lr)?;
     options.adamw.validate()?;
+    if let TorchMode::Required(script) = &options.torch {
+        // Said before our rungs run, not after them.
+        if let Some(reason) = torch::unavailable(script) {
+            return Err(Error::invalid(format!("--torch on: {reason}")));
+        }
+    }
     std::fs::create_dir_all(&options.work_dir).map_err(|e| Error::io(&options.work_dir, e))?;
     let params = checked_init(&config, options.seed)?;
     let checkpoint = options.work_dir.join("ladder-init.bin");

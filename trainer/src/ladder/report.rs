@@ -59,7 +59,9 @@ pub fn markdown(ladder: &Ladder, meta: &ReportMeta<'_>) -> String {
     let torch = ladder.rungs.iter().find_map(|r| r.torch.as_ref()?.as_ref().ok());
     match (torch, &ladder.torch_note) {
         (Some(t), _) => {
-            let _ = writeln!(s, "- PyTorch {} on {} (`bench/ladder_torch.py`)", t.torch, t.device);
+            let script =
+                ladder.options.torch.script().map_or("?".into(), |p| p.display().to_string());
+            let _ = writeln!(s, "- PyTorch {} on {} (`{script}`)", t.torch, t.device);
         }
         (None, Some(note)) => {
             let _ = writeln!(s, "- No PyTorch side: {note}");

@@ -20,6 +20,16 @@ pub enum TorchMode {
     Required(PathBuf),
 }
 
+impl TorchMode {
+    /// The script PyTorch's side runs, unless it is off.
+    pub fn script(&self) -> Option<&Path> {
+        match self {
+            TorchMode::Off => None,
+            TorchMode::Auto(script) | TorchMode::Required(script) => Some(script),
+        }
+    }
+}
+
 /// The logits PyTorch's loss covers on the padded-vocabulary rungs (`--torch-vocab-loss`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TorchVocabLoss {
@@ -116,17 +126,39 @@ pub(super) fn run(
     let missing = |note: String| {
         if required { Err(Error::invalid(format!("--torch on: {note}"))) } else { Ok(Err(note)) }
     };
-    if let Some(reason) = pytorch_missing() {
+    if let Some(reason) = unavailable(script) {
         return missing(reason);
     }
-    if !script.is_file() {
-        return missing(format!("the PyTorch script {} is missing", script.display()));
-    }
     match run_script(script, options, inputs, log) {
+        Ok(runs) if required => {
+            let failed: Vec<String> = options
+                .rungs
+                .iter()
+                .filter_map(|rung| match runs.iter().find(|(id, _)| id == rung.id) {
+                    Some((_, Ok(_))) => None,
+                    Some((_, Err(why))) => Some(format!("{}: {why}", rung.id)),
+                    None => Some(format!("{}: no result", rung.id)),
+                })
+                .collect();
+            if failed.is_empty() {
+                Ok(Ok(runs))
+            } else {
+                missing(format!("PyTorch's side failed on {}", failed.join("; ")))
+            }
+        }
         Ok(runs) => Ok(Ok(runs)),
         // Our rungs have run: a PyTorch failure becomes a note in the report (unless required).
         Err(e) => missing(e.to_string()),
     }
+}
+
+/// Why PyTorch's side cannot run `script` at all (no importable torch, no such script), or
+/// `None`.
+pub fn unavailable(script: &Path) -> Option<String> {
+    if !script.is_file() {
+        return Some(format!("the PyTorch script {} is missing", script.display()));
+    }
+    pytorch_missing()
 }
 
 /// Why `python3` cannot import torch, or `None` when it can.

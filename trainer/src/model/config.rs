@@ -98,11 +98,11 @@ impl Gpt2Config {
         let Self { max_seq_len, vocab_size, padded_vocab_size, num_layers, num_heads, channels } =
             *self;
         let positive = [
-            ("max_seq_len", max_seq_len),
+            ("max_seq_len (--max-seq-len)", max_seq_len),
             ("vocab_size", vocab_size),
-            ("num_layers", num_layers),
-            ("num_heads", num_heads),
-            ("channels", channels),
+            ("num_layers (--n-layer)", num_layers),
+            ("num_heads (--n-head)", num_heads),
+            ("channels (--n-embd)", channels),
         ];
         if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
             return Err(Error::invalid(format!("model {name} must be positive")));

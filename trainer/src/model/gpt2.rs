@@ -36,6 +36,28 @@ impl ModelOptions {
     }
 }
 
+/// Flash attention's kernels run 16-bit activations in heads of
+/// [`flash_head_size`](crate::backend::ops::flash_head_size) channels: anything else is an
+/// error naming the option, before the model is built.
+fn check_flash(precision: Precision, config: &Gpt2Config) -> Result<()> {
+    if !matches!(precision, Precision::Bf16 | Precision::Fp16) {
+        return Err(Error::invalid(
+            "flash attention runs on bf16 or fp16 activations; use --attention naive with fp32/tf32",
+        ));
+    }
+    let hd = crate::backend::ops::flash_head_size();
+    if config.head_size() != hd {
+        return Err(Error::invalid(format!(
+            "flash attention runs heads of {hd} channels; this model's are {} (--n-embd {} / \
+             --n-head {}): use --attention naive",
+            config.head_size(),
+            config.channels,
+            config.num_heads
+        )));
+    }
+    Ok(())
+}
+
 impl Default for ModelOptions {
     fn default() -> Self {
         Self { attention: AttentionKind::Naive, fuse: true }
@@ -62,6 +84,9 @@ impl<B: Backend> Gpt2<B> {
         options: ModelOptions,
     ) -> Result<Self> {
         config.validate()?;
+        if options.attention == AttentionKind::Flash {
+            check_flash(backend.precision(), &config)?;
+        }
         let layout = ParamLayout::new(&config);
         for (kind, tensor) in host.iter() {
             if tensor.len() != kind.len(&config) {

@@ -141,6 +141,51 @@ fn contradictory_options() {
     );
 }
 
+/// Flash attention the kernels cannot run is refused before the model is built, naming the
+/// option: fp32 activations, or heads other than 64 channels.
+#[test]
+fn flash_attention_it_cannot_run() {
+    let f = files();
+    assert_mentions(
+        &train_error(&f, &["--attention", "flash"]),
+        &["flash attention runs on bf16 or fp16", "--attention naive"],
+    );
+    let train = arg(&f.train);
+    let args = [
+        "train",
+        "--device",
+        "sim",
+        "--precision",
+        "bf16",
+        "--attention",
+        "flash",
+        "--n-layer",
+        "1",
+        "--n-head",
+        "4",
+        "--n-embd",
+        "64",
+        "--max-seq-len",
+        "32",
+        "--batch-size",
+        "1",
+        "--seq-len",
+        "16",
+        "--steps",
+        "1",
+        "--val-every",
+        "0",
+        "--train-data",
+        &train,
+    ];
+    let out = trainer(&args);
+    assert!(!out.status.success());
+    assert_mentions(
+        &String::from_utf8_lossy(&out.stderr),
+        &["heads of 64 channels; this model's are 16 (--n-embd 64 / --n-head 4)"],
+    );
+}
+
 /// A run that does not resume refuses a checkpoint directory holding another run's
 /// checkpoints (`sample` and `--resume` would take the higher-step ones) unless told to
 /// delete them.

@@ -175,27 +175,37 @@ fn cli_writes_the_report_and_rejects_bad_arguments() {
     let bad = trainer(&["ladder", "--device", "sim", "--rungs", "fp32,fp64"]);
     let err = String::from_utf8_lossy(&bad.stderr);
     assert!(!bad.status.success() && err.contains("unknown rung 'fp64'"), "{err}");
-    // PyTorch's side required but missing: the ladder fails, and the report written after our
-    // rung is what it leaves.
-    let missing = dir.path().join("none.py");
+    // PyTorch's side required: a missing script is an error before our rungs run (nothing is
+    // written); a script that fails after them leaves the report written after our rung.
     let partial = dir.path().join("bench/partial.md");
-    let bad = trainer(&[
-        "ladder",
-        "--device",
-        "sim",
-        "--rungs",
-        "vocab",
-        "--torch",
-        "on",
-        "--torch-script",
-        &arg(&missing),
-        "--out",
-        &arg(&partial),
-    ]);
+    let required = |script: &std::path::Path| {
+        trainer(&[
+            "ladder",
+            "--device",
+            "sim",
+            "--rungs",
+            "vocab",
+            "--torch",
+            "on",
+            "--torch-script",
+            &arg(script),
+            "--out",
+            &arg(&partial),
+        ])
+    };
+    let bad = required(&dir.path().join("none.py"));
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(!bad.status.success() && err.contains("--torch on") && err.contains("none.py"));
+    assert!(!partial.exists(), "the missing script is found before any rung runs");
+    let failing = dir.path().join("fails.py");
+    std::fs::write(&failing, "import sys\nsys.exit(3)\n").unwrap();
+    let bad = required(&failing);
     let err = String::from_utf8_lossy(&bad.stderr);
     assert!(!bad.status.success() && err.contains("--torch on"), "{err}");
-    let report = std::fs::read_to_string(&partial).unwrap();
-    assert!(report.contains("| vocab |") && report.contains("PyTorch's side had not run"));
+    if trainer::ladder::pytorch_missing().is_none() {
+        let report = std::fs::read_to_string(&partial).unwrap();
+        assert!(report.contains("| vocab |") && report.contains("PyTorch's side had not run"));
+    }
 }
 
 /// With `--op-times`, each side profiles one more step: our ops on the CPU backend's host

@@ -123,7 +123,18 @@ fn gemm_engine_choice_reaches_the_gemms() {
     let mma = bits(sim().run(on(GemmEngine::MmaSync), job()).unwrap());
     assert_eq!(auto, mma);
     let err = sim().run(on(GemmEngine::Wgmma), job()).unwrap_err().to_string();
-    assert!(err.contains("wgmma kernel cannot run") && err.contains("sm_80"), "{err}");
+    assert!(err.contains("--gemm-engine wgmma needs the Hopper module") && err.contains("sm_80"));
+    // On the Hopper module: the FP32 rung runs the SIMT kernel whatever the engine, and TF32
+    // cannot run every GEMM on wgmma, which is said before the model is built.
+    let hopper =
+        || ResolvedDevice::Sim(Simulator::hopper().expect("cargo xtask build-ptx has run"));
+    let fp32 = Compute { gemm_engine: GemmEngine::Wgmma, ..Compute::from(Precision::Fp32) };
+    let forced = bits(hopper().run(fp32, job()).unwrap());
+    let simt = bits(hopper().run(Compute::from(Precision::Fp32), job()).unwrap());
+    assert_eq!(forced, simt);
+    let tf32 = Compute { gemm_engine: GemmEngine::Wgmma, ..Compute::from(Precision::Tf32) };
+    let err = hopper().run(tf32, job()).unwrap_err().to_string();
+    assert!(err.contains("cannot train in tf32"), "{err}");
 }
 
 /// Asserts that every step of `got` applied and that its loss and gradient norm are within
