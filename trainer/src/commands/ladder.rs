@@ -143,5 +143,18 @@ pub fn ladder(args: &LadderArgs) -> Result<()> {
     if !failed.is_empty() {
         anyhow::bail!("{} of our rungs failed: {}", failed.len(), failed.join("; "));
     }
+    let disagree: Vec<&str> = ladder
+        .rungs
+        .iter()
+        .filter(|r| ladder.torch_agreement(r).is_some_and(|a| !a.agrees))
+        .map(|r| r.rung.id)
+        .collect();
+    if !disagree.is_empty() {
+        anyhow::bail!(
+            "our losses and PyTorch's differ beyond the tolerance (or in their step count) on \
+             {}: see the report's loss agreement",
+            disagree.join(", ")
+        );
+    }
     Ok(())
 }

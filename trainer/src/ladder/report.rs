@@ -273,9 +273,13 @@ fn loss_section(ladder: &Ladder) -> String {
     for result in &ladder.rungs {
         let ours = result.ours.as_ref().ok().map(|r| &r.steps);
         let torch = result.torch.as_ref().and_then(|t| t.as_ref().ok());
+        let steps = (ours.map(|o| o.losses.len()), torch.map(|t| t.losses.len()));
         let (diff, tolerance, agree) = match ladder.torch_agreement(result) {
             Some(a) => (
-                format!("{:.2e}", a.max_diff),
+                match steps {
+                    (Some(o), Some(t)) if o != t => format!("{o} steps vs {t}"),
+                    _ => format!("{:.2e}", a.max_diff),
+                },
                 format!("{:.2e}", a.tolerance),
                 if a.agrees { "yes" } else { "**no**" }.to_string(),
             ),
