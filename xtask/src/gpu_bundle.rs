@@ -290,3 +290,16 @@ fn report(dir: &Path, files: &[PathBuf]) -> Result<()> {
 
 #[cfg(test)]
 pub(crate) mod run_sh_tests;
+
+#[cfg(test)]
+mod tests {
+    /// A bundle folder that is a file is refused before anything is built.
+    #[test]
+    fn a_file_is_no_bundle_folder() {
+        let file = std::env::temp_dir().join(format!("gpu-bundle-file-{}", std::process::id()));
+        std::fs::write(&file, b"x").unwrap();
+        let err = super::run(Some(file.clone())).unwrap_err().to_string();
+        std::fs::remove_file(&file).unwrap();
+        assert!(err.contains("exists and is not a directory"), "{err}");
+    }
+}

@@ -279,6 +279,7 @@ fn bench_rejects_empty_or_too_long_runs() {
         (["--seq-len", "0"], "--batch-size, --seq-len and --steps must be positive"),
         (["--seq-len", "2048"], "--seq-len 2048 exceeds d2's maximum sequence length 1024"),
         (["--memory-profile", "--steps=1"], "--memory-profile needs --device sim or sim-hopper"),
+        (["--report", "/"], "--report /: a directory; name the report's file"),
     ] {
         let args: Vec<&str> = base.iter().chain(&extra).copied().collect();
         let out = trainer(&args);
