@@ -100,15 +100,11 @@ fn option_value(args: &[String], flag: &str) -> Option<String> {
     found
 }
 
-/// Whether `args` name option `flag`, alone or with `=value`.
-fn has_option(args: &[String], flag: &str) -> bool {
-    args.iter().any(|a| a == flag || a.strip_prefix(flag).is_some_and(|v| v.starts_with('=')))
-}
-
 /// `defaults` without the fresh model's `--model` (and its value) when `extra` starts from a
 /// checkpoint.
 fn defaults_for(defaults: &[&'static str], extra: &[String]) -> Vec<&'static str> {
-    let from_checkpoint = has_option(extra, "--init") || has_option(extra, "--resume");
+    let given = |flag| option_value(extra, flag).is_some();
+    let from_checkpoint = given("--init") || given("--resume");
     let mut kept = Vec::with_capacity(defaults.len());
     let mut iter = defaults.iter();
     while let Some(&arg) = iter.next() {
@@ -124,7 +120,7 @@ fn defaults_for(defaults: &[&'static str], extra: &[String]) -> Vec<&'static str
 /// Whether a fresh run into the default checkpoint directory replaces the run there (the main
 /// job, run again): not when resuming, nor in a directory the user named.
 fn replaces_own_run(extra: &[String]) -> bool {
-    !has_option(extra, "--resume") && !has_option(extra, "--checkpoint-dir")
+    option_value(extra, "--resume").is_none() && option_value(extra, "--checkpoint-dir").is_none()
 }
 
 /// Whether the run needs the project's kernels: on the GPU, or a CUDA backend asked for.

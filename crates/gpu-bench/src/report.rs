@@ -217,16 +217,17 @@ pub fn markdown(meta: &Meta, cublas_version: &str, rows: &[Row]) -> String {
     let _ = writeln!(
         s,
         "- Method: `cargo xtask bench gemm`. CUDA events around every launch, {} warm-up \
-         launches (at least one per operand copy), median of {} timed launches; operands rotated over enough copies to exceed \
-         2 × L2 ({} MB); uniform random data in [-1, 1). TFLOP/s = 2·M·N·K / time.",
+         launches (at least one per operand copy), median of {} timed launches; operands \
+         rotated over enough copies to exceed 2 × L2 ({} MB); uniform random data in [-1, 1). \
+         TFLOP/s = 2·M·N·K / time.",
         meta.warmup,
         meta.reps,
         meta.l2_bytes >> 20
     );
     let _ = writeln!(
         s,
-        "- Baselines (cuBLAS {cublas_version}): FP32 = `cublasSgemm` and cuBLASLt `COMPUTE_32F`; TF32 = `cublasGemmEx` and \
-         cuBLASLt with `CUBLAS_COMPUTE_32F_FAST_TF32`; BF16 / FP16 = `cublasGemmEx` and cuBLASLt \
+        "- Baselines (cuBLAS {cublas_version}): FP32 = `cublasSgemm` and cuBLASLt \
+         `COMPUTE_32F`; TF32 = `cublasGemmEx` and cuBLASLt with `CUBLAS_COMPUTE_32F_FAST_TF32`; BF16 / FP16 = `cublasGemmEx` and cuBLASLt \
          (16-bit in and out, f32 accumulation). \"% of cuBLAS\" is against the faster of the two. \
          \"diff\" = max |ours − cuBLAS| / max |cuBLAS| over 8 sampled rows."
     );

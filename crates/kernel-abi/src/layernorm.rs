@@ -3,8 +3,8 @@
 //! statistics (`mean`, `rstd`) and the parameter gradients are f32.
 //!
 //! Rows are `rows × c`, row-major. Every kernel accepts any `c` (the backward: up to 6144) and
-//! any element-aligned pointers: a row goes through 16-byte accesses when `c % 8 == 0` and every pointer is 16-byte
-//! aligned, element by element otherwise.
+//! any element-aligned pointers: a row goes through 16-byte accesses when `c % 8 == 0` and
+//! every pointer is 16-byte aligned, element by element otherwise.
 //!
 //! - **Forward** (one warp per row): `mean = Σx / c`, `var = Σ(x − mean)² / c` (two passes),
 //!   `rstd = 1 / sqrt(var + EPS)` (`sqrt.rn`, `rcp.rn`), `out = (x − mean)·rstd·weight + bias`.
@@ -16,10 +16,11 @@
 //!   gradient), and per channel `dweight += Σ_rows dout·norm`, `dbias += Σ_rows dout`.
 //!   Deterministic: block `b` owns rows `[b·R, (b+1)·R)` (`R` from [`backward_rows_per_block`],
 //!   a function of `c` alone), its warps take rows `w, w + W, …` in order and keep their own
-//!   channel sums in shared memory (permuted against bank conflicts, [`backward_sum_word`]), the block adds its warps' sums in warp order into its slot
-//!   of `partials`, and [`LAYERNORM_BACKWARD_REDUCE`] adds the slots in block order to
-//!   `dweight` / `dbias`. The result depends only on the inputs and `(rows, c)`: the
-//!   same bits on every run and every GPU.
+//!   channel sums in shared memory (permuted against bank conflicts, [`backward_sum_word`]),
+//!   the block writes its warps' sums, added in warp order, to its slot of `partials`, and
+//!   [`LAYERNORM_BACKWARD_REDUCE`] sums the slots in block order from 0 and adds the total to
+//!   `dweight` / `dbias`. The result depends only on the inputs and `(rows, c)`: the same
+//!   bits on every run and every GPU.
 
 use crate::kernel::{Kernel, KernelParams, KernelSig};
 use crate::ptr::{Bf16, DevicePtr, DevicePtrMut, F16};
@@ -59,14 +60,28 @@ pub const fn backward_sum_word(ch: u32) -> u32 {
     chunk * 8 + (ch % 8 + chunk / 4) % 8
 }
 
-/// Warps per block of the backward for `c` channels: as many as fit their two arrays of
-/// [`backward_sums_len`] f32 channel sums in [`BACKWARD_SHARED_BYTES`], at most
+/// Shared memory of one backward warp for `c` channels: two arrays of [`backward_sums_len`]
+/// f32 channel sums.
+#[inline]
+const fn backward_warp_shared_bytes(c: u32) -> u64 {
+    2 * 4 * backward_sums_len(c) as u64
+}
+
+/// Warps per block of the backward for `c` channels: as many as fit their channel sums
+/// ([`backward_warp_shared_bytes`]) in [`BACKWARD_SHARED_BYTES`], at most
 /// [`BACKWARD_MAX_WARPS`]; 0 when not even one fits (`c` > 6144).
 #[inline]
 pub const fn backward_warps(c: u32) -> u32 {
-    let per_warp = 2 * 4 * backward_sums_len(c) as u64;
+    let per_warp = backward_warp_shared_bytes(c);
     let fit = BACKWARD_SHARED_BYTES as u64 / if per_warp == 0 { 1 } else { per_warp };
     if fit > BACKWARD_MAX_WARPS as u64 { BACKWARD_MAX_WARPS } else { fit as u32 }
+}
+
+/// Dynamic shared memory of a backward block for `c` channels: its [`backward_warps`] warps'
+/// channel sums (at most [`BACKWARD_SHARED_BYTES`]).
+#[inline]
+pub const fn backward_shared_bytes(c: u32) -> u32 {
+    (backward_warps(c) as u64 * backward_warp_shared_bytes(c)) as u32
 }
 
 /// Rows per block of the backward for `c` channels.
@@ -221,6 +236,18 @@ mod tests {
 
     /// The permutation maps the channels one to one into the array, and the 32 lanes'
     /// updates of the same element of their chunks hit 32 different banks in every pass.
+    /// A block's shared memory is its warps' two arrays each: 48 KiB at GPT-2 small's
+    /// c = 768 (8 warps), 37.5 KiB at XL's 1600 (3 warps), none past 6144.
+    #[test]
+    fn backward_blocks_fit_their_shared_memory() {
+        assert_eq!((backward_warps(768), backward_shared_bytes(768)), (8, 48 * 1024));
+        assert_eq!((backward_warps(1600), backward_shared_bytes(1600)), (3, 38_400));
+        assert_eq!((backward_warps(6145), backward_shared_bytes(6145)), (0, 0));
+        for c in [1, 7, 300, 1000, 6144] {
+            assert!(backward_shared_bytes(c) <= BACKWARD_SHARED_BYTES, "c = {c}");
+        }
+    }
+
     #[test]
     fn backward_sums_are_a_conflict_free_permutation() {
         for c in [1, 7, 8, 100, 128, 768, 1000, 1600, 6144] {

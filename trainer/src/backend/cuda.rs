@@ -74,9 +74,7 @@ pub trait CudaAct:
 }
 
 fn no_flash() -> Error {
-    Error::invalid(
-        "flash attention runs on bf16 or fp16 activations; use --attention naive with fp32/tf32",
-    )
+    Error::invalid(super::ops::FLASH_NEEDS_16_BIT)
 }
 
 impl CudaAct for f32 {

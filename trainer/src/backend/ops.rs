@@ -83,6 +83,11 @@ pub struct ParamGrads<'a, B: Backend + ?Sized> {
     pub bias: Option<Range<usize>>,
 }
 
+/// Why flash attention cannot run in fp32 or tf32 (the model refuses it before it is built;
+/// the backends' own checks say the same).
+pub const FLASH_NEEDS_16_BIT: &str =
+    "flash attention runs on bf16 or fp16 activations; use --attention naive with fp32/tf32";
+
 /// The head size the flash attention kernels are built for.
 pub fn flash_head_size() -> usize {
     kernel_abi::flash::HD as usize

@@ -35,7 +35,8 @@ fn describe(instr: &InstrProfile) -> String {
 /// The log's lines for one configuration's profile: a summary, then one line per kernel that
 /// wastes transactions.
 pub fn memory_lines(kernels: &[KernelProfile]) -> Vec<String> {
-    let wasteful: Vec<&KernelProfile> = kernels.iter().filter(|k| worst(k).is_some()).collect();
+    let wasteful: Vec<(&KernelProfile, &InstrProfile)> =
+        kernels.iter().filter_map(|k| Some((k, worst(k)?))).collect();
     let mut lines = vec![format!(
         "memory profile (simulator): {} kernels, {} with uncoalesced global accesses or bank \
          conflicts{}",
@@ -43,9 +44,8 @@ pub fn memory_lines(kernels: &[KernelProfile]) -> Vec<String> {
         wasteful.len(),
         if wasteful.is_empty() { "" } else { ":" }
     )];
-    for kernel in wasteful {
-        let worst = worst(kernel).map(describe).unwrap_or_default();
-        lines.push(format!("  {}: worst {worst}", kernel.kernel));
+    for (kernel, instr) in wasteful {
+        lines.push(format!("  {}: worst {}", kernel.kernel, describe(instr)));
     }
     lines
 }

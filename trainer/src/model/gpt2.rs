@@ -41,9 +41,7 @@ impl ModelOptions {
 /// error naming the option, before the model is built.
 fn check_flash(precision: Precision, config: &Gpt2Config) -> Result<()> {
     if !matches!(precision, Precision::Bf16 | Precision::Fp16) {
-        return Err(Error::invalid(
-            "flash attention runs on bf16 or fp16 activations; use --attention naive with fp32/tf32",
-        ));
+        return Err(Error::invalid(crate::backend::ops::FLASH_NEEDS_16_BIT));
     }
     let hd = crate::backend::ops::flash_head_size();
     if config.head_size() != hd {

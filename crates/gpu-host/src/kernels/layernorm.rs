@@ -8,7 +8,7 @@ use crate::view::{DeviceView, DeviceViewMut};
 use kernel_abi::layernorm::{
     FORWARD_THREADS, LAYERNORM_BACKWARD_REDUCE, LayerNormBackwardParams,
     LayerNormBackwardReduceParams, LayerNormForwardParams, LayerNormKernels, REDUCE_THREADS,
-    backward_rows_per_block, backward_sums_len, backward_warps,
+    backward_rows_per_block, backward_shared_bytes, backward_warps,
 };
 use kernel_abi::{DevicePtr, DevicePtrMut};
 
@@ -252,7 +252,7 @@ pub fn layernorm_backward<D: Device, T: FloatElement>(
     let config = LaunchConfig {
         grid: (blocks as u32, 1, 1),
         block: (warps * 32, 1, 1),
-        shared_mem_bytes: warps * 2 * backward_sums_len(c as u32) * 4,
+        shared_mem_bytes: backward_shared_bytes(c as u32),
     };
     // SAFETY: every view was checked against (rows, c); `partials` holds `blocks × 2c` values;
     // shared memory holds each warp's two arrays of channel sums.
