@@ -36,6 +36,26 @@ pub(crate) fn check_host_memory(what: &str, bytes: usize) -> crate::error::Resul
     }
 }
 
+/// The least host memory that training `config` on `tokens` tokens a step takes on a backend
+/// that keeps its buffers in host memory (the CPU backend, the simulator): the f32 parameters
+/// twice (the host copy they start from and the backend's), their gradients, AdamW's two
+/// moments, and the 18·C values per token and layer that the backward pass keeps, each of
+/// `act_bytes` bytes. Logits, attention state and scratch come on top, so the real need is
+/// larger; this bound is what makes a model far too large for the host fail at once rather
+/// than after minutes of initialisation.
+pub(crate) fn training_host_bytes(
+    config: &crate::model::Gpt2Config,
+    tokens: usize,
+    act_bytes: usize,
+) -> usize {
+    let state = config.num_params().saturating_mul(5 * 4);
+    let saved = (18 * config.channels)
+        .saturating_mul(config.num_layers)
+        .saturating_mul(tokens)
+        .saturating_mul(act_bytes);
+    state.saturating_add(saved)
+}
+
 /// Why `bytes` for `what` cannot be allocated on a host with `available` bytes free, if so.
 pub(super) fn host_shortfall(what: &str, bytes: usize, available: Option<usize>) -> Option<String> {
     let available = available?;
@@ -74,5 +94,15 @@ mod tests {
              a smaller --model or --batch-size, or a GPU"
         );
         assert_eq!(human_size(3 << 19), "1.5 MiB");
+    }
+
+    #[test]
+    fn training_bound_counts_state_and_saved_activations() {
+        let config = crate::model::Gpt2Config::gpt2_shape(12, 12, 768);
+        let n = config.num_params();
+        let per_token = 18 * 768 * 12;
+        assert_eq!(training_host_bytes(&config, 1, 4), 20 * n + 4 * per_token);
+        assert_eq!(training_host_bytes(&config, 1024, 2), 20 * n + 2 * 1024 * per_token);
+        assert_eq!(training_host_bytes(&config, usize::MAX, 4), usize::MAX);
     }
 }

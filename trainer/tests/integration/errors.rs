@@ -92,7 +92,8 @@ fn bad_checkpoints() {
     }
 }
 
-/// A fresh model too large for one tensor is refused before its initialisation.
+/// A fresh model too large for one tensor, or a training state too large for the host, is
+/// refused before its initialisation.
 #[test]
 fn models_too_large_are_refused_at_once() {
     let f = files();
@@ -111,6 +112,15 @@ fn models_too_large_are_refused_at_once() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_mentions(&stdout, &["padded vocabulary (100) is smaller than the vocabulary"]);
     assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
+    let huge_batch = ["--model", "d2", "--batch-size", "100000", "--seq-len", "1024"];
+    let mut args = vec!["train", "--device", "cpu", "--train-data", &train, "--steps", "1"];
+    args.extend(huge_batch);
+    let out = trainer(&args);
+    assert!(!out.status.success());
+    assert_mentions(
+        &String::from_utf8_lossy(&out.stderr),
+        &["out of host memory allocating the training state of a 2-layer, 128-channel GPT-2"],
+    );
 }
 
 /// Options that cannot mean what they say are errors, not silently ignored.
