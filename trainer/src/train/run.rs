@@ -3,8 +3,8 @@
 use super::metrics::{MetricsLog, StepRecord, plot_losses};
 use super::progress::Progress;
 use super::session::{BatchShape, Session};
-use crate::backend::{Backend, check_host_memory, training_host_bytes};
 use crate::backend::ops::AttentionKind;
+use crate::backend::{Backend, check_host_memory, training_host_bytes};
 use crate::checkpoint::{
     ModelDtype, OptimizerState, checkpoint_files, latest_resumable, model_path, read_model,
     read_state, resolve_model_file, resumable_steps, state_path, write_model, write_state,
