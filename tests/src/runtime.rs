@@ -1,6 +1,6 @@
 //! The runtimes kernel tests run on, and their random inputs.
 
-use gpu_host::{Device, DeviceElement, Gpu, GpuError};
+use gpu_host::{Device, DeviceBuffer, DeviceElement, Gpu, GpuError};
 use ptx_sim::Simulator;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
@@ -138,4 +138,17 @@ pub fn poisoned<D: Device, T: DeviceElement>(
     let mut poison = T::zeroed();
     bytemuck::bytes_of_mut(&mut poison).fill(0xff);
     dev.upload(&vec![poison; len])
+}
+
+/// `data` on the device, `offset` elements into an allocation whose other elements are
+/// poisoned: `offset` not a multiple of 16 bytes takes the buffer off the 16-byte alignment
+/// that the kernels' vector paths need. View it with `.slice(offset..offset + data.len())`.
+pub fn upload_at<D: Device, T: DeviceElement>(
+    dev: &D,
+    data: &[T],
+    offset: usize,
+) -> Result<D::Buffer<T>, GpuError> {
+    let mut buf = poisoned(dev, offset + data.len())?;
+    dev.copy_to_device(data, buf.view_mut().slice_mut(offset..offset + data.len())?)?;
+    Ok(buf)
 }

@@ -1,7 +1,7 @@
 //! LayerNorm forward, fused residual + forward, and backward against `cpu_ref` (run on the
 //! widened inputs; results within a few f32 ulps of the f32 reference, plus one ulp for
-//! 16-bit storage). Rows mix scales from 1e-2 to 10, so `EPS` matters in some of them and
-//! a wrong epsilon fails. The backward's determinism is tested bit for bit.
+//! 16-bit storage). Rows mix scales from 1e-4 to 10, so `EPS` dominates some of them and
+//! an epsilon wrong by 1e-4 fails. The backward's determinism is tested bit for bit.
 
 use cpu_ref::precision::Element;
 use gpu_host::kernels::elementwise::FloatElement;
@@ -14,7 +14,7 @@ use gpu_host::{Device, DeviceBuffer, GpuError};
 use half::{bf16, f16};
 use integration_tests::{
     TestRng, Tolerance, assert_bits_eq, assert_close, assert_close_in, assert_floats_eq,
-    kernel_tests, poisoned, small_sizes,
+    kernel_tests, poisoned, small_sizes, upload_at,
 };
 
 /// The f32 reference sums each row sequentially (relative error up to ~c·2⁻²⁴ in its mean and
@@ -28,7 +28,7 @@ const RSTD: Tolerance = Tolerance { abs: 0.0, rel: 2e-5 };
 /// warp's 256-channel span, GPT-2's 768, and on a GPU GPT-2 124M at B = 16, T = 1024.
 fn shapes(dev: &impl Device) -> Vec<(usize, usize)> {
     let mut shapes: Vec<(usize, usize)> = (8..=16).map(|c| (13, c)).collect();
-    shapes.extend([(9, 1), (13, 300), (11, 768), (1, 768)]);
+    shapes.extend([ALIGNMENT_SHAPE, (9, 1), (13, 300), (11, 768), (1, 768)]);
     if !small_sizes(dev) {
         shapes.push((16 * 1024, 768));
     }
@@ -36,13 +36,14 @@ fn shapes(dev: &impl Device) -> Vec<(usize, usize)> {
 }
 
 /// Rows of `c` values `scale·(offset + u)`, `u` uniform in [-1, 1), with a per-row scale in
-/// [1e-2, 10] (the variance is comparable to EPS at the small end) and offset in [-3, 3)
-/// (a mean of up to 3 standard deviations: conditioned well enough for f32 tolerances),
-/// rounded to `T`.
+/// [1e-4, 10] (at the small end the variance is far below EPS, so that rstd is about
+/// EPS^-1/2 and an epsilon wrong by 1e-4 moves it by 5e-5, over `RSTD`) and offset in
+/// [-3, 3) (a mean of up to 3 standard deviations: conditioned well enough for f32
+/// tolerances), rounded to `T`.
 fn rows<T: Element>(rng: &mut TestRng, rows: usize, c: usize) -> Vec<T> {
     let mut out = Vec::with_capacity(rows * c);
     for _ in 0..rows {
-        let scale = 10f32.powf(rng.scalar(-2.0, 1.0));
+        let scale = 10f32.powf(rng.scalar(-4.0, 1.0));
         let offset = scale * rng.scalar(-3.0, 3.0);
         out.extend(rng.uniform(c, -1.0, 1.0).into_iter().map(|u| T::from_f32(offset + scale * u)));
     }
@@ -71,114 +72,157 @@ fn reference_forward<T: Element>(
     (out, mean, rstd)
 }
 
+/// Offsets (in elements) of each buffer from 16-byte alignment, in the kernel's argument
+/// order: all aligned, all off, and, on a shape of the vector path, each buffer off alone (so
+/// that the vector path's test of every pointer is needed).
+fn offset_cases<const N: usize>(shape: (usize, usize)) -> Vec<[usize; N]> {
+    let mut cases = vec![[0; N], [1; N]];
+    if shape == ALIGNMENT_SHAPE {
+        cases.extend((0..N).map(|k| std::array::from_fn(|i| usize::from(i == k))));
+    }
+    cases
+}
+
+/// The shape on which each buffer is misaligned alone: c % 8 == 0, so all-aligned buffers run
+/// the vector path.
+const ALIGNMENT_SHAPE: (usize, usize) = (3, 16);
+
 fn check_forward<T: FloatElement + Element>(dev: &impl Device) {
     let mut rng = TestRng::new();
     for (r, c) in shapes(dev) {
-        for offset in [0, 1] {
-            let inp = rows::<T>(&mut rng, r, c);
-            let weight = values::<T>(&mut rng, c, -2.0, 2.0);
-            let bias = values::<T>(&mut rng, c, -1.0, 1.0);
-            let (want, want_mean, want_rstd) = reference_forward(&inp, &weight, &bias, r, c);
-            // `offset` shifts the input and output windows off 16-byte alignment.
-            let mut dinp = poisoned::<_, T>(dev, offset + r * c).unwrap();
-            dev.copy_to_device(&inp, dinp.view_mut().slice_mut(offset..offset + r * c).unwrap())
-                .unwrap();
-            let (dw, db) = (dev.upload(&weight).unwrap(), dev.upload(&bias).unwrap());
-            let mut out = poisoned::<_, T>(dev, offset + r * c).unwrap();
-            let (mut mean, mut rstd) =
-                (poisoned::<_, f32>(dev, r).unwrap(), poisoned::<_, f32>(dev, r).unwrap());
-            let args = LayerNormForward {
-                inp: dinp.view().slice(offset..offset + r * c).unwrap(),
-                weight: dw.view(),
-                bias: db.view(),
-                out: out.view_mut().slice_mut(offset..offset + r * c).unwrap(),
-                stats: Some(LayerNormStats { mean: mean.view_mut(), rstd: rstd.view_mut() }),
-            };
-            layernorm_forward(dev, c, args).unwrap();
-            let what = format!(
-                "layernorm_forward_{} rows={r} c={c} offset={offset}",
-                <T as Element>::NAME
-            );
-            let got = dev.download(out.view().slice(offset..offset + r * c).unwrap()).unwrap();
-            assert_close_in(&what, rng.seed(), &got, &want, OUT);
-            let got_mean = dev.download(mean.view()).unwrap();
-            assert_close(&format!("{what} mean"), rng.seed(), &got_mean, &want_mean, MEAN);
-            let got_rstd = dev.download(rstd.view()).unwrap();
-            assert_close(&format!("{what} rstd"), rng.seed(), &got_rstd, &want_rstd, RSTD);
-
-            // Without statistics (evaluation): the same output, bit for bit.
-            let mut out2 = poisoned::<_, T>(dev, r * c).unwrap();
-            let args = LayerNormForward {
-                inp: dinp.view().slice(offset..offset + r * c).unwrap(),
-                weight: dw.view(),
-                bias: db.view(),
-                out: out2.view_mut(),
-                stats: None,
-            };
-            layernorm_forward(dev, c, args).unwrap();
-            assert_bits_eq(
-                &format!("{what} no stats"),
-                rng.seed(),
-                &dev.download(out2.view()).unwrap(),
-                &got,
-            );
+        for offsets in offset_cases::<4>((r, c)) {
+            forward_case::<T>(dev, &mut rng, (r, c), offsets);
         }
     }
+}
+
+/// One forward problem, with `[inp, weight, bias, out]` placed `offsets` elements into their
+/// allocations.
+fn forward_case<T: FloatElement + Element>(
+    dev: &impl Device,
+    rng: &mut TestRng,
+    (r, c): (usize, usize),
+    offsets: [usize; 4],
+) {
+    let inp = rows::<T>(rng, r, c);
+    let weight = values::<T>(rng, c, -2.0, 2.0);
+    let bias = values::<T>(rng, c, -1.0, 1.0);
+    let (want, want_mean, want_rstd) = reference_forward(&inp, &weight, &bias, r, c);
+    let [o_inp, o_w, o_b, o_out] = offsets;
+    let dinp = upload_at(dev, &inp, o_inp).unwrap();
+    let dw = upload_at(dev, &weight, o_w).unwrap();
+    let db = upload_at(dev, &bias, o_b).unwrap();
+    let mut out = poisoned::<_, T>(dev, o_out + r * c).unwrap();
+    let (mut mean, mut rstd) =
+        (poisoned::<_, f32>(dev, r).unwrap(), poisoned::<_, f32>(dev, r).unwrap());
+    let args = LayerNormForward {
+        inp: dinp.view().slice(o_inp..o_inp + r * c).unwrap(),
+        weight: dw.view().slice(o_w..o_w + c).unwrap(),
+        bias: db.view().slice(o_b..o_b + c).unwrap(),
+        out: out.view_mut().slice_mut(o_out..o_out + r * c).unwrap(),
+        stats: Some(LayerNormStats { mean: mean.view_mut(), rstd: rstd.view_mut() }),
+    };
+    layernorm_forward(dev, c, args).unwrap();
+    let what =
+        format!("layernorm_forward_{} rows={r} c={c} offsets={offsets:?}", <T as Element>::NAME);
+    let got = dev.download(out.view().slice(o_out..o_out + r * c).unwrap()).unwrap();
+    assert_close_in(&what, rng.seed(), &got, &want, OUT);
+    let got_mean = dev.download(mean.view()).unwrap();
+    assert_close(&format!("{what} mean"), rng.seed(), &got_mean, &want_mean, MEAN);
+    let got_rstd = dev.download(rstd.view()).unwrap();
+    assert_close(&format!("{what} rstd"), rng.seed(), &got_rstd, &want_rstd, RSTD);
+
+    // Without statistics (evaluation): the same output, bit for bit.
+    let mut out2 = poisoned::<_, T>(dev, r * c).unwrap();
+    let args = LayerNormForward {
+        inp: dinp.view().slice(o_inp..o_inp + r * c).unwrap(),
+        weight: dw.view().slice(o_w..o_w + c).unwrap(),
+        bias: db.view().slice(o_b..o_b + c).unwrap(),
+        out: out2.view_mut(),
+        stats: None,
+    };
+    layernorm_forward(dev, c, args).unwrap();
+    assert_bits_eq(
+        &format!("{what} no stats"),
+        rng.seed(),
+        &dev.download(out2.view()).unwrap(),
+        &got,
+    );
 }
 
 fn check_residual_forward<T: FloatElement + Element>(dev: &impl Device) {
     let mut rng = TestRng::new();
     for (r, c) in shapes(dev) {
-        let inp1 = rows::<T>(&mut rng, r, c);
-        let inp2 = values::<T>(&mut rng, r * c, -1.0, 1.0);
-        let weight = values::<T>(&mut rng, c, -2.0, 2.0);
-        let bias = values::<T>(&mut rng, c, -1.0, 1.0);
-        let mut sum = vec![0.0; r * c];
-        cpu_ref::residual_forward(&mut sum, &widen(&inp1), &widen(&inp2));
-        let want_residual: Vec<T> = sum.iter().map(|&v| T::from_f32(v)).collect();
-        let (want, want_mean, want_rstd) = reference_forward(&want_residual, &weight, &bias, r, c);
-
-        let (d1, d2) = (dev.upload(&inp1).unwrap(), dev.upload(&inp2).unwrap());
-        let (dw, db) = (dev.upload(&weight).unwrap(), dev.upload(&bias).unwrap());
-        let mut residual = poisoned::<_, T>(dev, r * c).unwrap();
-        let mut out = poisoned::<_, T>(dev, r * c).unwrap();
-        let (mut mean, mut rstd) =
-            (poisoned::<_, f32>(dev, r).unwrap(), poisoned::<_, f32>(dev, r).unwrap());
-        let args = ResidualLayerNormForward {
-            inp1: d1.view(),
-            inp2: d2.view(),
-            residual: residual.view_mut(),
-            weight: dw.view(),
-            bias: db.view(),
-            out: out.view_mut(),
-            stats: Some(LayerNormStats { mean: mean.view_mut(), rstd: rstd.view_mut() }),
-        };
-        residual_layernorm_forward(dev, c, args).unwrap();
-        let what = format!("residual_layernorm_forward_{} rows={r} c={c}", <T as Element>::NAME);
-        let got_residual = dev.download(residual.view()).unwrap();
-        assert_floats_eq(&format!("{what} residual"), rng.seed(), &got_residual, &want_residual);
-        assert_close_in(&what, rng.seed(), &dev.download(out.view()).unwrap(), &want, OUT);
-        assert_close(
-            &format!("{what} mean"),
-            rng.seed(),
-            &dev.download(mean.view()).unwrap(),
-            &want_mean,
-            MEAN,
-        );
-        assert_close(
-            &format!("{what} rstd"),
-            rng.seed(),
-            &dev.download(rstd.view()).unwrap(),
-            &want_rstd,
-            RSTD,
-        );
+        for offsets in offset_cases::<6>((r, c)) {
+            residual_forward_case::<T>(dev, &mut rng, (r, c), offsets);
+        }
     }
+}
+
+/// One fused residual + forward problem, with `[inp1, inp2, residual, weight, bias, out]`
+/// placed `offsets` elements into their allocations.
+fn residual_forward_case<T: FloatElement + Element>(
+    dev: &impl Device,
+    rng: &mut TestRng,
+    (r, c): (usize, usize),
+    offsets: [usize; 6],
+) {
+    let inp1 = rows::<T>(rng, r, c);
+    let inp2 = values::<T>(rng, r * c, -1.0, 1.0);
+    let weight = values::<T>(rng, c, -2.0, 2.0);
+    let bias = values::<T>(rng, c, -1.0, 1.0);
+    let mut sum = vec![0.0; r * c];
+    cpu_ref::residual_forward(&mut sum, &widen(&inp1), &widen(&inp2));
+    let want_residual: Vec<T> = sum.iter().map(|&v| T::from_f32(v)).collect();
+    let (want, want_mean, want_rstd) = reference_forward(&want_residual, &weight, &bias, r, c);
+
+    let [o1, o2, o_res, o_w, o_b, o_out] = offsets;
+    let (d1, d2) = (upload_at(dev, &inp1, o1).unwrap(), upload_at(dev, &inp2, o2).unwrap());
+    let (dw, db) = (upload_at(dev, &weight, o_w).unwrap(), upload_at(dev, &bias, o_b).unwrap());
+    let mut residual = poisoned::<_, T>(dev, o_res + r * c).unwrap();
+    let mut out = poisoned::<_, T>(dev, o_out + r * c).unwrap();
+    let (mut mean, mut rstd) =
+        (poisoned::<_, f32>(dev, r).unwrap(), poisoned::<_, f32>(dev, r).unwrap());
+    let args = ResidualLayerNormForward {
+        inp1: d1.view().slice(o1..o1 + r * c).unwrap(),
+        inp2: d2.view().slice(o2..o2 + r * c).unwrap(),
+        residual: residual.view_mut().slice_mut(o_res..o_res + r * c).unwrap(),
+        weight: dw.view().slice(o_w..o_w + c).unwrap(),
+        bias: db.view().slice(o_b..o_b + c).unwrap(),
+        out: out.view_mut().slice_mut(o_out..o_out + r * c).unwrap(),
+        stats: Some(LayerNormStats { mean: mean.view_mut(), rstd: rstd.view_mut() }),
+    };
+    residual_layernorm_forward(dev, c, args).unwrap();
+    let what = format!(
+        "residual_layernorm_forward_{} rows={r} c={c} offsets={offsets:?}",
+        <T as Element>::NAME
+    );
+    let got_residual = dev.download(residual.view().slice(o_res..o_res + r * c).unwrap()).unwrap();
+    assert_floats_eq(&format!("{what} residual"), rng.seed(), &got_residual, &want_residual);
+    let got = dev.download(out.view().slice(o_out..o_out + r * c).unwrap()).unwrap();
+    assert_close_in(&what, rng.seed(), &got, &want, OUT);
+    assert_close(
+        &format!("{what} mean"),
+        rng.seed(),
+        &dev.download(mean.view()).unwrap(),
+        &want_mean,
+        MEAN,
+    );
+    assert_close(
+        &format!("{what} rstd"),
+        rng.seed(),
+        &dev.download(rstd.view()).unwrap(),
+        &want_rstd,
+        RSTD,
+    );
 }
 
 /// Host copies of one backward problem.
 struct BackwardCase<T> {
     rows: usize,
     c: usize,
+    /// Element offsets of `[dout, inp, weight, dinp]` from 16-byte alignment.
+    offsets: [usize; 4],
     dout: Vec<T>,
     inp: Vec<T>,
     weight: Vec<T>,
@@ -190,13 +234,14 @@ struct BackwardCase<T> {
 }
 
 impl<T: FloatElement + Element> BackwardCase<T> {
-    fn new(rng: &mut TestRng, r: usize, c: usize) -> Self {
+    fn new(rng: &mut TestRng, (r, c): (usize, usize), offsets: [usize; 4]) -> Self {
         let inp = rows::<T>(rng, r, c);
         let weight = values::<T>(rng, c, -2.0, 2.0);
         let (_, mean, rstd) = reference_forward(&inp, &weight, &weight, r, c);
         Self {
             rows: r,
             c,
+            offsets,
             dout: values(rng, r * c, -1.0, 1.0),
             inp,
             weight,
@@ -229,54 +274,82 @@ impl<T: FloatElement + Element> BackwardCase<T> {
 
     /// Runs the kernels on fresh device copies (scratch poisoned): (dinp, dweight, dbias).
     fn run<D: Device>(&self, dev: &D) -> (Vec<T>, Vec<f32>, Vec<f32>) {
-        let up = |x: &[T]| dev.upload(x).unwrap();
-        let (dout, inp, weight) = (up(&self.dout), up(&self.inp), up(&self.weight));
+        let [o_dout, o_inp, o_w, o_dinp] = self.offsets;
+        let (n, c) = (self.rows * self.c, self.c);
+        let dout = upload_at(dev, &self.dout, o_dout).unwrap();
+        let inp = upload_at(dev, &self.inp, o_inp).unwrap();
+        let weight = upload_at(dev, &self.weight, o_w).unwrap();
         let (mean, rstd) = (dev.upload(&self.mean).unwrap(), dev.upload(&self.rstd).unwrap());
-        let mut dinp = up(&self.dinp);
+        let mut dinp = upload_at(dev, &self.dinp, o_dinp).unwrap();
         let (mut dw, mut db) =
             (dev.upload(&self.dweight).unwrap(), dev.upload(&self.dbias).unwrap());
         let mut scratch =
             poisoned::<_, f32>(dev, layernorm_backward_scratch_len(self.rows, self.c)).unwrap();
         let args = LayerNormBackward {
-            dout: dout.view(),
-            inp: inp.view(),
-            weight: weight.view(),
+            dout: dout.view().slice(o_dout..o_dout + n).unwrap(),
+            inp: inp.view().slice(o_inp..o_inp + n).unwrap(),
+            weight: weight.view().slice(o_w..o_w + c).unwrap(),
             mean: mean.view(),
             rstd: rstd.view(),
-            dinp: dinp.view_mut(),
+            dinp: dinp.view_mut().slice_mut(o_dinp..o_dinp + n).unwrap(),
             dweight: dw.view_mut(),
             dbias: db.view_mut(),
             scratch: scratch.view_mut(),
         };
         layernorm_backward(dev, self.c, args).unwrap();
         (
-            dev.download(dinp.view()).unwrap(),
+            dev.download(dinp.view().slice(o_dinp..o_dinp + n).unwrap()).unwrap(),
             dev.download(dw.view()).unwrap(),
             dev.download(db.view()).unwrap(),
         )
     }
 }
 
+/// The backward's shapes: the forward's, and on every device some that run several blocks
+/// (a block takes `backward_rows_per_block(c)` rows, 32 up to c = 768), with fewer than 8
+/// warps per block at c = 1024 and 1600: the per-block partial sums and their reduction.
+fn backward_shapes(dev: &impl Device) -> Vec<(usize, usize)> {
+    let mut shapes = shapes(dev);
+    shapes.extend([(70, 768), (33, 1024), (40, 1600)]);
+    shapes
+}
+
 fn check_backward<T: FloatElement + Element>(dev: &impl Device) {
     let mut rng = TestRng::new();
-    for (r, c) in shapes(dev) {
-        let case = BackwardCase::<T>::new(&mut rng, r, c);
-        let (want_dinp, want_dw, want_db) = case.reference();
-        let (dinp, dw, db) = case.run(dev);
-        let what = format!("layernorm_backward_{} rows={r} c={c}", <T as Element>::NAME);
-        // dinp: rstd (up to 100 in the small-scale rows) amplifies the row sums' rounding.
-        let dinp_tol = Tolerance { abs: 2e-5, rel: 1e-5 };
-        assert_close_in(&format!("{what} dinp"), rng.seed(), &dinp, &want_dinp, dinp_tol);
-        // Parameter gradients: sums over the rows in another order.
-        let sum_tol = Tolerance { abs: 1e-5 * (r as f64).sqrt(), rel: 1e-5 };
-        assert_close(&format!("{what} dweight"), rng.seed(), &dw, &want_dw, sum_tol);
-        assert_close(&format!("{what} dbias"), rng.seed(), &db, &want_db, sum_tol);
-
-        let (dinp2, dw2, db2) = case.run(dev);
-        assert_bits_eq(&format!("{what} dinp, second run"), rng.seed(), &dinp2, &dinp);
-        assert_bits_eq(&format!("{what} dweight, second run"), rng.seed(), &dw2, &dw);
-        assert_bits_eq(&format!("{what} dbias, second run"), rng.seed(), &db2, &db);
+    for (r, c) in backward_shapes(dev) {
+        // The scalar path is the c % 8 != 0 shapes'; misaligned buffers take it too.
+        let offsets =
+            if (r, c) == ALIGNMENT_SHAPE { offset_cases::<4>((r, c)) } else { vec![[0; 4]] };
+        for offsets in offsets {
+            backward_case::<T>(dev, &mut rng, (r, c), offsets);
+        }
     }
+}
+
+/// One backward problem, twice (the second run bit for bit like the first).
+fn backward_case<T: FloatElement + Element>(
+    dev: &impl Device,
+    rng: &mut TestRng,
+    (r, c): (usize, usize),
+    offsets: [usize; 4],
+) {
+    let case = BackwardCase::<T>::new(rng, (r, c), offsets);
+    let (want_dinp, want_dw, want_db) = case.reference();
+    let (dinp, dw, db) = case.run(dev);
+    let what =
+        format!("layernorm_backward_{} rows={r} c={c} offsets={offsets:?}", <T as Element>::NAME);
+    // dinp: rstd (up to 100 in the small-scale rows) amplifies the row sums' rounding.
+    let dinp_tol = Tolerance { abs: 2e-5, rel: 1e-5 };
+    assert_close_in(&format!("{what} dinp"), rng.seed(), &dinp, &want_dinp, dinp_tol);
+    // Parameter gradients: sums over the rows in another order.
+    let sum_tol = Tolerance { abs: 1e-5 * (r as f64).sqrt(), rel: 1e-5 };
+    assert_close(&format!("{what} dweight"), rng.seed(), &dw, &want_dw, sum_tol);
+    assert_close(&format!("{what} dbias"), rng.seed(), &db, &want_db, sum_tol);
+
+    let (dinp2, dw2, db2) = case.run(dev);
+    assert_bits_eq(&format!("{what} dinp, second run"), rng.seed(), &dinp2, &dinp);
+    assert_bits_eq(&format!("{what} dweight, second run"), rng.seed(), &dw2, &dw);
+    assert_bits_eq(&format!("{what} dbias, second run"), rng.seed(), &db2, &db);
 }
 
 /// Bad shapes are rejected before launch, naming the argument.
