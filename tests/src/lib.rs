@@ -10,7 +10,9 @@ pub mod check;
 pub mod runtime;
 
 pub use check::{Tolerance, assert_bits_eq, assert_close, assert_close_in, assert_floats_eq};
-pub use runtime::{TestRng, gpu, hopper_sim, poisoned, sim, small_sizes, upload_at};
+pub use runtime::{
+    TestRng, alignment_cases, gpu, hopper_sim, poisoned, sim, small_sizes, upload_at,
+};
 
 /// Declares kernel tests: each `name => function` (a path resolved in the calling module)
 /// becomes two `#[test]`s:

@@ -152,3 +152,12 @@ pub fn upload_at<D: Device, T: DeviceElement>(
     dev.copy_to_device(data, buf.view_mut().slice_mut(offset..offset + data.len())?)?;
     Ok(buf)
 }
+
+/// Element offsets for the `N` buffers of a kernel with a 16-byte vector path, for
+/// [`upload_at`]: all aligned, all one element off, and each buffer one element off alone,
+/// so that the vector path's alignment test of every pointer is needed.
+pub fn alignment_cases<const N: usize>() -> Vec<[usize; N]> {
+    let mut cases = vec![[0; N], [1; N]];
+    cases.extend((0..N).map(|k| std::array::from_fn(|i| usize::from(i == k))));
+    cases
+}

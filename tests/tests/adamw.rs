@@ -10,7 +10,7 @@ use gpu_host::kernels::adamw::{
 };
 use gpu_host::{Device, DeviceBuffer, DeviceElement, DeviceView, DeviceViewMut, GpuError};
 use half::{bf16, f16};
-use integration_tests::{TestRng, assert_bits_eq, kernel_tests, poisoned, small_sizes};
+use integration_tests::{TestRng, assert_bits_eq, kernel_tests, poisoned, small_sizes, upload_at};
 use kernel_abi::adamw::AdamWKernel;
 use std::ops::Range;
 
@@ -164,14 +164,6 @@ fn poison<T: DeviceElement>() -> T {
     v
 }
 
-/// `data` at element `offset` of a poisoned buffer.
-fn upload_at<D: Device, T: DeviceElement>(dev: &D, data: &[T], offset: usize) -> D::Buffer<T> {
-    let mut buf = poisoned::<D, T>(dev, offset + data.len()).unwrap();
-    dev.copy_to_device(data, buf.view_mut().slice_mut(offset..offset + data.len()).unwrap())
-        .unwrap();
-    buf
-}
-
 /// Runs the kernel on `s` with every view at element `offset` of its buffer.
 fn run<D: Device, G, W: WorkingElement>(
     dev: &D,
@@ -186,10 +178,10 @@ where
 {
     let n = s.params.len();
     let window = offset..offset + n;
-    let mut params = upload_at(dev, &s.params, offset);
-    let grads = upload_at(dev, &s.grads, offset);
-    let mut m = upload_at(dev, &s.m, offset);
-    let mut v = upload_at(dev, &s.v, offset);
+    let mut params = upload_at(dev, &s.params, offset).unwrap();
+    let grads = upload_at(dev, &s.grads, offset).unwrap();
+    let mut m = upload_at(dev, &s.m, offset).unwrap();
+    let mut v = upload_at(dev, &s.v, offset).unwrap();
     let mut working = poisoned::<D, W>(dev, offset + n).unwrap();
     let bufs = AdamWBuffers {
         params: params.view_mut().slice_mut(window.clone()).unwrap(),
@@ -223,7 +215,8 @@ fn compare<W: DeviceElement>(what: &str, seed: u64, got: &Outcome<W>, want: &Out
 }
 
 /// Every rounding the working type has, with and without a working copy, at view offsets 0
-/// (aligned) and 1 (every tensor on the scalar path).
+/// (aligned), 1 (every tensor on the scalar path) and 4 (the f32 buffers 16-byte aligned, the
+/// 16-bit ones 8 bytes off: the vector path needs each buffer's alignment tested).
 fn check_adamw<G, W>(dev: &impl Device)
 where
     G: DeviceElement<Abi: AdamWKernel<W::Abi>> + Element,
@@ -239,7 +232,7 @@ where
         cases.push((WorkingRounding::Stochastic { seed }, true));
     }
     for (rounding, with_working) in cases {
-        for offset in [0, 1] {
+        for offset in [0, 1, 4] {
             let s = State::<G>::random(&mut rng, arena_len);
             let h = hyper(&mut rng, rounding);
             let got = run::<_, G, W>(dev, &table, &s, &h, with_working, offset);

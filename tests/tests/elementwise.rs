@@ -7,13 +7,17 @@ use gpu_host::kernels::elementwise::{
 };
 use gpu_host::{Device, DeviceBuffer, DeviceElement, GpuError};
 use half::{bf16, f16};
-use integration_tests::{TestRng, assert_bits_eq, assert_floats_eq, kernel_tests, poisoned};
+use integration_tests::{
+    TestRng, alignment_cases, assert_bits_eq, assert_floats_eq, kernel_tests, poisoned, upload_at,
+};
 
-/// Lengths around the 8-element vector chunk, a few blocks, and a long odd length.
-const LENGTHS: &[usize] = &[1, 7, 8, 9, 1000, 4099, 100_003];
+/// Lengths around the 8-element vector chunk (every residue mod 8), a few blocks, and a long
+/// odd length.
+const LENGTHS: &[usize] = &[1, 7, 8, 9, 10, 12, 13, 14, 1000, 4099, 100_003];
 
-/// Element offsets of the views: 0 keeps 16-byte alignment (vector path), 1 breaks it
-/// (scalar path).
+/// Element offsets of the output view (fill): 0 keeps 16-byte alignment (vector path), 1
+/// breaks it (scalar path). Kernels with inputs take [`alignment_cases`]: each buffer off
+/// alone too.
 const OFFSETS: &[usize] = &[0, 1];
 
 /// Values spread over many binades (including f16 subnormals and f16 overflow), both signs.
@@ -63,25 +67,33 @@ fn check_fill<T: FloatElement + Element>(dev: &impl Device) {
 fn check_add<T: FloatElement + Element>(dev: &impl Device) {
     let mut rng = TestRng::new();
     for &n in LENGTHS {
-        for &offset in OFFSETS {
+        for [o_a, o_b, offset] in alignment_cases() {
             let (a, b) = (spread::<T>(&mut rng, n), spread::<T>(&mut rng, n));
-            let (da, db) = (dev.upload(&a).unwrap(), dev.upload(&b).unwrap());
-            let got = run_into(dev, n, offset, |out| add(dev, da.view(), db.view(), out));
+            let (da, db) = (upload_at(dev, &a, o_a).unwrap(), upload_at(dev, &b, o_b).unwrap());
+            let (va, vb) =
+                (da.view().slice(o_a..o_a + n).unwrap(), db.view().slice(o_b..o_b + n).unwrap());
+            let got = run_into(dev, n, offset, |out| add(dev, va, vb, out));
             let mut want = vec![poison::<T>(); offset + n];
             cpu_ref::elementwise::add(&a, &b, &mut want[offset..]);
             assert_floats_eq(
-                &format!("add_{} n={n} offset={offset}", <T as DeviceElement>::NAME),
+                &format!(
+                    "add_{} n={n} offsets a={o_a} b={o_b} out={offset}",
+                    <T as DeviceElement>::NAME
+                ),
                 rng.seed(),
                 &got,
                 &want,
             );
 
-            // In place: acc += b.
-            let mut acc = dev.upload(&a).unwrap();
-            add_assign(dev, acc.view_mut(), db.view()).unwrap();
-            let got = dev.download(acc.view()).unwrap();
+            // In place: acc += b, with acc where a was.
+            let mut acc = upload_at(dev, &a, o_a).unwrap();
+            add_assign(dev, acc.view_mut().slice_mut(o_a..o_a + n).unwrap(), vb).unwrap();
+            let got = dev.download(acc.view().slice(o_a..o_a + n).unwrap()).unwrap();
             assert_floats_eq(
-                &format!("add_assign_{} n={n}", <T as DeviceElement>::NAME),
+                &format!(
+                    "add_assign_{} n={n} offsets acc={o_a} b={o_b}",
+                    <T as DeviceElement>::NAME
+                ),
                 rng.seed(),
                 &got,
                 &want[offset..],
@@ -93,23 +105,25 @@ fn check_add<T: FloatElement + Element>(dev: &impl Device) {
 fn check_scale<T: FloatElement + Element>(dev: &impl Device) {
     let mut rng = TestRng::new();
     for &n in LENGTHS {
-        for &offset in OFFSETS {
+        for [o_x, offset] in alignment_cases() {
             let x = spread::<T>(&mut rng, n);
             let alpha = rng.scalar(-2.0, 2.0);
-            let dx = dev.upload(&x).unwrap();
-            let got = run_into(dev, n, offset, |out| scale(dev, dx.view(), alpha, out));
+            let dx = upload_at(dev, &x, o_x).unwrap();
+            let vx = dx.view().slice(o_x..o_x + n).unwrap();
+            let got = run_into(dev, n, offset, |out| scale(dev, vx, alpha, out));
             let mut want = vec![poison::<T>(); offset + n];
             cpu_ref::elementwise::scale(&x, alpha, &mut want[offset..]);
             assert_floats_eq(
-                &format!("scale_{} n={n} offset={offset}", <T as DeviceElement>::NAME),
+                &format!("scale_{} n={n} offsets x={o_x} out={offset}", <T as DeviceElement>::NAME),
                 rng.seed(),
                 &got,
                 &want,
             );
 
-            let mut inplace = dev.upload(&x).unwrap();
-            scale_in_place(dev, inplace.view_mut(), alpha).unwrap();
-            let got = dev.download(inplace.view()).unwrap();
+            let mut inplace = upload_at(dev, &x, o_x).unwrap();
+            scale_in_place(dev, inplace.view_mut().slice_mut(o_x..o_x + n).unwrap(), alpha)
+                .unwrap();
+            let got = dev.download(inplace.view().slice(o_x..o_x + n).unwrap()).unwrap();
             assert_floats_eq(
                 &format!("scale_in_place_{} n={n}", <T as DeviceElement>::NAME),
                 rng.seed(),
@@ -123,14 +137,15 @@ fn check_scale<T: FloatElement + Element>(dev: &impl Device) {
 fn check_cast<S: CastTo<T> + Element, T: DeviceElement + Element>(dev: &impl Device) {
     let mut rng = TestRng::new();
     for &n in LENGTHS {
-        for &offset in OFFSETS {
+        for [o_src, offset] in alignment_cases() {
             let src = spread::<S>(&mut rng, n);
-            let dsrc = dev.upload(&src).unwrap();
-            let got = run_into(dev, n, offset, |out| cast(dev, dsrc.view(), out));
+            let dsrc = upload_at(dev, &src, o_src).unwrap();
+            let vsrc = dsrc.view().slice(o_src..o_src + n).unwrap();
+            let got = run_into(dev, n, offset, |out| cast(dev, vsrc, out));
             let mut want = vec![poison::<T>(); offset + n];
             cpu_ref::elementwise::cast(&src, &mut want[offset..]);
             let what = format!(
-                "cast_{}_{} n={n} offset={offset}",
+                "cast_{}_{} n={n} offsets src={o_src} out={offset}",
                 <S as DeviceElement>::NAME,
                 <T as DeviceElement>::NAME
             );

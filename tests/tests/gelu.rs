@@ -9,7 +9,8 @@ use gpu_host::kernels::gelu::{gelu_backward, gelu_backward_in_place, gelu_forwar
 use gpu_host::{Device, DeviceBuffer, GpuError};
 use half::{bf16, f16};
 use integration_tests::{
-    TestRng, Tolerance, assert_bits_eq, assert_close_in, kernel_tests, poisoned, small_sizes,
+    TestRng, Tolerance, alignment_cases, assert_bits_eq, assert_close_in, kernel_tests, poisoned,
+    small_sizes, upload_at,
 };
 
 /// f32 storage: the kernels round `u` in f32 and use `ex2.approx` (2 ulp); the relative error
@@ -35,19 +36,28 @@ fn inputs<T: Element>(rng: &mut TestRng, n: usize) -> (Vec<T>, Vec<f32>) {
     (x, wide)
 }
 
+/// Buffer offsets for length `n`: every [`alignment_cases`] on the small lengths, aligned
+/// only on GPT-2's.
+fn offsets<const N: usize>(n: usize) -> Vec<[usize; N]> {
+    if n > 100_000 { vec![[0; N]] } else { alignment_cases() }
+}
+
 fn check_forward<T: FloatElement + Element>(dev: &impl Device) {
     let mut rng = TestRng::new();
     for n in lengths(dev) {
-        for offset in [0, 1] {
+        for [o_x, offset] in offsets(n) {
             let (x, wide) = inputs::<T>(&mut rng, n);
-            let dx = dev.upload(&x).unwrap();
+            let dx = upload_at(dev, &x, o_x).unwrap();
             let mut out = poisoned::<_, T>(dev, offset + n).unwrap();
             let window = out.view_mut().slice_mut(offset..offset + n).unwrap();
-            gelu_forward(dev, dx.view(), window).unwrap();
+            gelu_forward(dev, dx.view().slice(o_x..o_x + n).unwrap(), window).unwrap();
             let got = dev.download(out.view().slice(offset..offset + n).unwrap()).unwrap();
             let want: Vec<f32> = wide.iter().map(|&v| gelu(v as f64) as f32).collect();
             assert_close_in(
-                &format!("gelu_forward_{} n={n} offset={offset}", <T as Element>::NAME),
+                &format!(
+                    "gelu_forward_{} n={n} offsets inp={o_x} out={offset}",
+                    <T as Element>::NAME
+                ),
                 rng.seed(),
                 &got,
                 &want,
@@ -60,7 +70,7 @@ fn check_forward<T: FloatElement + Element>(dev: &impl Device) {
 fn check_backward<T: FloatElement + Element>(dev: &impl Device) {
     let mut rng = TestRng::new();
     for n in lengths(dev) {
-        for offset in [0, 1] {
+        for [o_x, o_g, offset] in offsets(n) {
             let (x, wide) = inputs::<T>(&mut rng, n);
             let g: Vec<T> = rng.uniform(n, -2.0, 2.0).into_iter().map(T::from_f32).collect();
             let want: Vec<f32> = wide
@@ -68,18 +78,24 @@ fn check_backward<T: FloatElement + Element>(dev: &impl Device) {
                 .zip(&g)
                 .map(|(&x, g)| (gelu_grad(x as f64) * g.to_f32() as f64) as f32)
                 .collect();
-            let (dx, dg) = (dev.upload(&x).unwrap(), dev.upload(&g).unwrap());
+            let (dx, dg) = (upload_at(dev, &x, o_x).unwrap(), upload_at(dev, &g, o_g).unwrap());
+            let (vx, vg) =
+                (dx.view().slice(o_x..o_x + n).unwrap(), dg.view().slice(o_g..o_g + n).unwrap());
             let mut dinp = poisoned::<_, T>(dev, offset + n).unwrap();
             let window = dinp.view_mut().slice_mut(offset..offset + n).unwrap();
-            gelu_backward(dev, dx.view(), dg.view(), window).unwrap();
+            gelu_backward(dev, vx, vg, window).unwrap();
             let got = dev.download(dinp.view().slice(offset..offset + n).unwrap()).unwrap();
-            let what = format!("gelu_backward_{} n={n} offset={offset}", <T as Element>::NAME);
+            let what = format!(
+                "gelu_backward_{} n={n} offsets inp={o_x} dout={o_g} dinp={offset}",
+                <T as Element>::NAME
+            );
             assert_close_in(&what, rng.seed(), &got, &want, BACKWARD);
 
             // In place: the gradient buffer becomes dinp, bit for bit the same.
-            let mut grad = dev.upload(&g).unwrap();
-            gelu_backward_in_place(dev, dx.view(), grad.view_mut()).unwrap();
-            let in_place = dev.download(grad.view()).unwrap();
+            let mut grad = upload_at(dev, &g, o_g).unwrap();
+            gelu_backward_in_place(dev, vx, grad.view_mut().slice_mut(o_g..o_g + n).unwrap())
+                .unwrap();
+            let in_place = dev.download(grad.view().slice(o_g..o_g + n).unwrap()).unwrap();
             assert_bits_eq(&format!("{what} in place"), rng.seed(), &in_place, &got);
         }
     }

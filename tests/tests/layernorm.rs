@@ -13,8 +13,8 @@ use gpu_host::kernels::layernorm::{
 use gpu_host::{Device, DeviceBuffer, GpuError};
 use half::{bf16, f16};
 use integration_tests::{
-    TestRng, Tolerance, assert_bits_eq, assert_close, assert_close_in, assert_floats_eq,
-    kernel_tests, poisoned, small_sizes, upload_at,
+    TestRng, Tolerance, alignment_cases, assert_bits_eq, assert_close, assert_close_in,
+    assert_floats_eq, kernel_tests, poisoned, small_sizes, upload_at,
 };
 
 /// The f32 reference sums each row sequentially (relative error up to ~c·2⁻²⁴ in its mean and
@@ -76,11 +76,7 @@ fn reference_forward<T: Element>(
 /// order: all aligned, all off, and, on a shape of the vector path, each buffer off alone (so
 /// that the vector path's test of every pointer is needed).
 fn offset_cases<const N: usize>(shape: (usize, usize)) -> Vec<[usize; N]> {
-    let mut cases = vec![[0; N], [1; N]];
-    if shape == ALIGNMENT_SHAPE {
-        cases.extend((0..N).map(|k| std::array::from_fn(|i| usize::from(i == k))));
-    }
-    cases
+    if shape == ALIGNMENT_SHAPE { alignment_cases() } else { vec![[0; N], [1; N]] }
 }
 
 /// The shape on which each buffer is misaligned alone: c % 8 == 0, so all-aligned buffers run
