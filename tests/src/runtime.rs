@@ -97,6 +97,14 @@ impl TestRng {
         Self { rng: StdRng::seed_from_u64(seed), seed }
     }
 
+    /// Two sources in the same state, seeded from this one (to give two launches the same
+    /// inputs); their failure messages name this source's seed, which reproduces them.
+    pub fn twins(&mut self) -> (Self, Self) {
+        let state: u64 = self.rng.random();
+        let twin = || Self { rng: StdRng::seed_from_u64(state), seed: self.seed };
+        (twin(), twin())
+    }
+
     /// The seed (rerun with `TEST_SEED=<seed>` to reproduce).
     pub fn seed(&self) -> u64 {
         self.seed

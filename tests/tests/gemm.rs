@@ -21,7 +21,7 @@ use gpu_host::kernels::gemm::{
 };
 use gpu_host::{Device, DeviceBuffer, DeviceElement, GpuError};
 use half::{bf16, f16};
-use integration_tests::{TestRng, kernel_tests, poisoned, small_sizes};
+use integration_tests::{TestRng, assert_bits_eq, kernel_tests, poisoned, small_sizes, upload_at};
 use std::fmt::Write;
 
 const LAYOUTS: [(Layout, Layout); 4] = [
@@ -42,20 +42,22 @@ enum Act {
     DGelu,
 }
 
-/// One launch: the spec, the epilogue, and element offsets of the A/B/C views inside their
-/// buffers (an odd offset breaks 16-byte alignment and exercises the fallback paths).
+/// One launch: the spec, the epilogue, and element offsets of the A/B/C views and of the bias
+/// and pre-activation views inside their buffers (an odd offset breaks 16-byte alignment and
+/// exercises the fallback paths).
 #[derive(Clone, Copy, Debug)]
 struct Case {
     spec: GemmSpec,
     bias: bool,
     act: Act,
     offsets: [usize; 3],
+    epilogue_offsets: [usize; 2],
 }
 
 impl Case {
     fn new(m: usize, n: usize, k: usize, layouts: (Layout, Layout), precision: Precision) -> Self {
         let spec = GemmSpec::new(m, n, k, layouts.0, layouts.1, precision);
-        Self { spec, bias: false, act: Act::None, offsets: [0; 3] }
+        Self { spec, bias: false, act: Act::None, offsets: [0; 3], epilogue_offsets: [0; 2] }
     }
 
     /// Leading dimensions rounded up to a multiple of 8 elements plus 8 (16-byte aligned rows
@@ -168,9 +170,9 @@ fn assert_matches<O: DeviceElement + Element>(
     panic!("{msg}\n  (TEST_SEED={seed} reproduces)");
 }
 
-/// Runs `case` with input type `I` and output type `O` and checks C (and a stored
-/// pre-activation) against the reference.
-fn run<D: Device, I, O>(dev: &D, rng: &mut TestRng, case: &Case)
+/// Runs `case` with input type `I` and output type `O`, checks C (and a stored
+/// pre-activation) against the reference, and returns C's buffer.
+fn run<D: Device, I, O>(dev: &D, rng: &mut TestRng, case: &Case) -> Vec<O>
 where
     I: GemmTypes<O> + Element,
     O: GemmOutput + Element,
@@ -199,16 +201,22 @@ where
         )
         .unwrap_or(GemmEngine::MmaSync);
     let g = reference_gemm(s, engine);
-    let (mut dc, mut dpre) = (dev.upload(&c0).unwrap(), dev.upload(&pre0).unwrap());
-    let dbias = bias.as_ref().map(|v| dev.upload(v).unwrap());
+    // The pre-activation buffer sits `p_off` elements into its allocation, its elements
+    // indexed like C's.
+    let [bias_off, p_off] = case.epilogue_offsets;
+    let mut dc = dev.upload(&c0).unwrap();
+    let mut dpre = upload_at(dev, &pre0, p_off).unwrap();
+    let dbias = bias.as_ref().map(|v| upload_at(dev, v, bias_off).unwrap());
     {
-        let pre_view = dpre.view_mut().slice_mut(c_off..c_total).unwrap();
+        let pre_range = p_off + c_off..p_off + c_total;
+        let pre_view = dpre.view_mut().slice_mut(pre_range.clone()).unwrap();
         let activation = match case.act {
             Act::None => Activation::None,
             Act::Gelu { store } => Activation::Gelu { pre_act: store.then_some(pre_view) },
-            Act::DGelu => Activation::DGelu { pre_act: dpre.view().slice(c_off..c_total).unwrap() },
+            Act::DGelu => Activation::DGelu { pre_act: dpre.view().slice(pre_range).unwrap() },
         };
-        let epilogue = Epilogue { bias: dbias.as_ref().map(|d| d.view()), activation };
+        let bias_view = dbias.as_ref().map(|d| d.view().slice(bias_off..bias_off + s.n).unwrap());
+        let epilogue = Epilogue { bias: bias_view, activation };
         let a_view = da.view().slice(a_off..a_off + s.a_len()).unwrap();
         let b_view = db.view().slice(b_off..b_off + s.b_len()).unwrap();
         let c_view = dc.view_mut().slice_mut(c_off..c_total).unwrap();
@@ -221,7 +229,7 @@ where
         launched.unwrap_or_else(|e| panic!("launch of {case:?} failed: {e}"));
     }
     let got = dev.download(dc.view()).unwrap();
-    let got_pre = dev.download(dpre.view()).unwrap();
+    let got_pre = dev.download(dpre.view().slice(p_off..p_off + c_total).unwrap()).unwrap();
 
     // Reference output and pre-activation, on the same buffers (so untouched regions match).
     let (a_in, b_in) = (&a[a_off..], &b[b_off..]);
@@ -245,6 +253,7 @@ where
     let floor = if <O as DeviceElement>::NAME == "f16" { 2f64.powi(-24) } else { 1e-30 };
     let rows: Vec<usize> = (0..s.m).collect();
     let (mut tol, mut tol_pre) = (vec![None; c_total], vec![None; c_total]);
+    let mut typical = vec![None; c_total];
     for z in 0..s.batch {
         let abs = g.products(a_in, b_in, z, &rows, true);
         for m in 0..s.m {
@@ -267,12 +276,18 @@ where
                     }
                 };
                 tol[c_off + at] = Some(t + want_abs * out_round + floor);
+                // A random walk of K f32 roundings of partial sums up to S, and GELU's own.
+                let gelu = if case.act == Act::None { 0.0 } else { v.abs() * 2f64.powi(-21) };
+                typical[c_off + at] = Some(mag * 2f64.powi(-24) + gelu + want_abs * out_round);
                 tol_pre[c_off + at] = Some(err_v + v.abs() * out_round + floor);
             }
         }
     }
     let what = format!("{}→{} {case:?}", <I as DeviceElement>::NAME, <O as DeviceElement>::NAME);
     assert_matches(&what, rng.seed(), &got, &want, &tol);
+    if <O as DeviceElement>::NAME == "f32" && small_sizes(dev) {
+        assert_rms_error(&what, rng.seed(), &got, &want, &typical);
+    }
     if case.act == (Act::Gelu { store: true }) {
         assert_matches(
             &format!("pre-activation of {what}"),
@@ -282,6 +297,36 @@ where
             &tol_pre,
         );
     }
+    got
+}
+
+/// Fails unless the root-mean-square difference of `got` and `want` over the matrix elements
+/// (where `typical` is `Some`) is at most the root mean square of `typical`: per element
+/// `2⁻²⁴·S` (a random walk of f32 roundings of partial sums up to S), GELU's `2⁻²¹·|v|` and
+/// the output's rounding. That is far below the per-element worst case of [`assert_matches`]
+/// (`(K + 8)·2⁻²³·S`), so that on the simulator an alpha, beta or bias off by 1e-5 fails;
+/// measured there, every case's error is at most 0.35 of it.
+fn assert_rms_error<O: DeviceElement + Element>(
+    what: &str,
+    seed: u64,
+    got: &[O],
+    want: &[O],
+    typical: &[Option<f64>],
+) {
+    let (mut err, mut allowed) = (0.0, 0.0);
+    for ((g, w), t) in got.iter().zip(want).zip(typical) {
+        if let Some(t) = t {
+            err += (g.to_f32() as f64 - w.to_f32() as f64).powi(2);
+            allowed += t * t;
+        }
+    }
+    assert!(
+        err <= allowed,
+        "{what}: root-mean-square error {:.3e} over the typical {:.3e}\n  (TEST_SEED={seed} \
+         reproduces)",
+        err.sqrt(),
+        allowed.sqrt()
+    );
 }
 
 /// A 2×2-block problem with partial tiles in M, N and K, for runtimes that interpret the PTX;
@@ -313,7 +358,9 @@ fn check_layouts<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
 
 /// Bias, GELU (with and without the stored pre-activation), GELU backward, beta ≠ 0 and
 /// beta = 1 accumulation, spread over the layouts; vector epilogue (aligned rows) except one
-/// case with dense, unaligned rows.
+/// case with dense, unaligned rows; then aligned C with the bias, the stored pre-activation
+/// or the loaded pre-activation alone off 16-byte alignment (each must turn the vector
+/// epilogue off).
 fn check_epilogues<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
     dev: &D,
     precision: Precision,
@@ -338,10 +385,21 @@ fn check_epilogues<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element
         case.spec.alpha = if i % 2 == 0 { 1.0 } else { rng.scalar(-1.5, -0.5) };
         run::<D, I, O>(dev, &mut rng, &case);
     }
+    let misaligned = [
+        (Act::Gelu { store: true }, [1, 0]),
+        (Act::Gelu { store: true }, [0, 1]),
+        (Act::DGelu, [0, 1]),
+    ];
+    for (i, (act, epilogue_offsets)) in misaligned.into_iter().enumerate() {
+        let mut case = Case::new(m, n, k, LAYOUTS[i + 1], precision).aligned();
+        (case.act, case.bias, case.epilogue_offsets) = (act, true, epilogue_offsets);
+        run::<D, I, O>(dev, &mut rng, &case);
+    }
 }
 
 /// Batched products with gaps between batches, a broadcast operand (stride 0) and a bias:
-/// aligned rows and strides, then odd ones.
+/// aligned rows and strides, then odd ones; then aligned rows with one batch stride (of A, B
+/// or C) alone odd, which must turn that operand's vector path off.
 fn check_batched<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
     dev: &D,
     precision: Precision,
@@ -362,11 +420,39 @@ fn check_batched<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
         case.bias = true;
         run::<D, I, O>(dev, &mut rng, &case);
     }
+    for odd in 0..3 {
+        let mut case = batches(Case::new(m, n, k, LAYOUTS[odd], precision).aligned(), 2);
+        let s = &mut case.spec;
+        match odd {
+            0 => s.stride_a += 1,
+            1 => s.stride_b += 1,
+            _ => s.stride_c += 1,
+        }
+        run::<D, I, O>(dev, &mut rng, &case);
+    }
+}
+
+/// Aligned rows with N and K in every residue class mod 8 (M = 20, N = 64 + r, K = 32 + r),
+/// in every layout: the partial 16-byte chunks of the K edge (`cp.async` zero fill) and of
+/// the N edge (the epilogue's partial runs).
+fn check_residues<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
+    dev: &D,
+    precision: Precision,
+) {
+    let mut rng = TestRng::new();
+    for r in 0..8 {
+        for layouts in LAYOUTS {
+            let case = Case::new(20, 64 + r, 32 + r, layouts, precision).aligned();
+            run::<D, I, O>(dev, &mut rng, &case);
+        }
+    }
 }
 
 /// Split-K: slices that divide the K steps and ones that do not, more slices requested than
 /// there are K steps, with the epilogues (bias, GELU with stored pre-activation, GELU
-/// backward, beta ≠ 0), batches, aligned and unaligned rows.
+/// backward, beta ≠ 0), batches, aligned and unaligned rows, N a multiple of 4 (16-byte
+/// workspace rows) and not (131: the element-wise partial sums). The reduction sums the slices
+/// in order, so a second launch on the same inputs gives the same bits.
 fn check_split_k<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
     dev: &D,
     precision: Precision,
@@ -379,6 +465,7 @@ fn check_split_k<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
         (64, true, Act::None, true, 1.0, 1),
     ];
     for (i, (split, aligned, act, bias, beta, batch)) in cases.into_iter().enumerate() {
+        let n = if i == 1 { 131 } else { n };
         let case = Case::new(m, n, if i == 2 { 40 } else { k }, LAYOUTS[(i + 1) % 4], precision);
         let mut case = if aligned { case.aligned() } else { case.odd_padded() };
         (case.act, case.bias) = (act, bias);
@@ -388,7 +475,12 @@ fn check_split_k<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
         s.stride_b = s.b_len();
         s.stride_c = s.c_len();
         assert!(s.split_plan().0 > 1, "case {i} must split: {:?}", s.split_plan());
-        run::<D, I, O>(dev, &mut rng, &case);
+        let (mut first, mut second) = rng.twins();
+        let got = run::<D, I, O>(dev, &mut first, &case);
+        if i < 2 {
+            let again = run::<D, I, O>(dev, &mut second, &case);
+            assert_bits_eq(&format!("split-K case {i}, second launch"), rng.seed(), &again, &got);
+        }
     }
 }
 
@@ -494,7 +586,8 @@ fn check_sampled<D: Device, I: GemmTypes<O> + Element, O: FloatElement + GemmOut
     assert_matches(&what, rng.seed(), &got, &want, &tol);
 }
 
-/// Column sums: vector and scalar paths (N not a multiple of 8, odd ld), beta 0 and ≠ 0.
+/// Column sums: vector and scalar paths (N not a multiple of 8, odd ld), beta 0 and ≠ 0;
+/// deterministic (a second launch gives the same bits).
 fn check_bias_grad<D: Device, T, O>(dev: &D)
 where
     T: gpu_host::kernels::gemm::BiasGradElement<O> + Element,
@@ -511,6 +604,11 @@ where
             if beta != 0.0 { dev.upload(&db0).unwrap() } else { poisoned(dev, n).unwrap() };
         bias_grad(dev, ddy.view(), rows, ld, ddb.view_mut(), beta).unwrap();
         let got = dev.download(ddb.view()).unwrap();
+        let mut again =
+            if beta != 0.0 { dev.upload(&db0).unwrap() } else { poisoned(dev, n).unwrap() };
+        bias_grad(dev, ddy.view(), rows, ld, again.view_mut(), beta).unwrap();
+        let again = dev.download(again.view()).unwrap();
+        assert_bits_eq(&format!("bias_grad n={n}, second launch"), rng.seed(), &again, &got);
         let mut want = db0.clone();
         reference::bias_grad(&dy, rows, ld, &mut want, beta);
         let tol: Vec<Option<f64>> = want
@@ -587,6 +685,9 @@ macro_rules! precision_tests {
             pub fn split_k(dev: &impl Device) {
                 check_split_k::<_, $in, $out>(dev, Precision::$precision);
             }
+            pub fn residues(dev: &impl Device) {
+                check_residues::<_, $in, $out>(dev, Precision::$precision);
+            }
         }
     )*};
 }
@@ -623,35 +724,41 @@ kernel_tests! {
     gemm_fp32_batched => fp32::batched;
     gemm_fp32_unaligned_and_edges => fp32::unaligned_and_edges;
     gemm_fp32_split_k => fp32::split_k;
+    gemm_fp32_residues => fp32::residues;
     gemm_fp32_gpt2_shapes => gpt2_fp32;
     gemm_tf32_layouts => tf32::layouts;
     gemm_tf32_epilogues => tf32::epilogues;
     gemm_tf32_batched => tf32::batched;
     gemm_tf32_unaligned_and_edges => tf32::unaligned_and_edges;
     gemm_tf32_split_k => tf32::split_k;
+    gemm_tf32_residues => tf32::residues;
     gemm_tf32_gpt2_shapes => gpt2_tf32;
     gemm_bf16_layouts => bf16_bf16::layouts;
     gemm_bf16_epilogues => bf16_bf16::epilogues;
     gemm_bf16_batched => bf16_bf16::batched;
     gemm_bf16_unaligned_and_edges => bf16_bf16::unaligned_and_edges;
     gemm_bf16_split_k => bf16_bf16::split_k;
+    gemm_bf16_residues => bf16_bf16::residues;
     gemm_bf16_gpt2_shapes => gpt2_bf16;
     gemm_bf16_f32out_layouts => bf16_f32::layouts;
     gemm_bf16_f32out_epilogues => bf16_f32::epilogues;
     gemm_bf16_f32out_batched => bf16_f32::batched;
     gemm_bf16_f32out_unaligned_and_edges => bf16_f32::unaligned_and_edges;
     gemm_bf16_f32out_split_k => bf16_f32::split_k;
+    gemm_bf16_f32out_residues => bf16_f32::residues;
     gemm_f16_layouts => f16_f16::layouts;
     gemm_f16_epilogues => f16_f16::epilogues;
     gemm_f16_batched => f16_f16::batched;
     gemm_f16_unaligned_and_edges => f16_f16::unaligned_and_edges;
     gemm_f16_split_k => f16_f16::split_k;
+    gemm_f16_residues => f16_f16::residues;
     gemm_f16_gpt2_shapes => gpt2_f16;
     gemm_f16_f32out_layouts => f16_f32::layouts;
     gemm_f16_f32out_epilogues => f16_f32::epilogues;
     gemm_f16_f32out_batched => f16_f32::batched;
     gemm_f16_f32out_unaligned_and_edges => f16_f32::unaligned_and_edges;
     gemm_f16_f32out_split_k => f16_f32::split_k;
+    gemm_f16_f32out_residues => f16_f32::residues;
     bias_grad_f32 => check_bias_grad::<_, f32, f32>;
     bias_grad_bf16 => check_bias_grad::<_, bf16, bf16>;
     bias_grad_f16 => check_bias_grad::<_, f16, f16>;
