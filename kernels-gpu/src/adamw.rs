@@ -97,6 +97,13 @@ fn aligned16<T>(p: *const T) -> bool {
     (p as usize).is_multiple_of(16)
 }
 
+/// The kernel body.
+///
+/// # Safety
+/// Launched by `gpu-host`'s `adamw` with one block row (`blockIdx.y`) per entry of the device
+/// table, whose entries it checked lie inside an arena of `arena_len` elements, after checking
+/// that `params`, `grads`, `m`, `v` and `working` (unless null) hold `arena_len` elements each;
+/// the written buffers are distinct mutable borrows, overlapping no other buffer.
 #[inline(always)]
 unsafe fn adamw<G: Elem, W: Working>(p: AdamWParams<G, W>) {
     // SAFETY: the launcher launches one block row per table entry.

@@ -82,6 +82,12 @@ fn vectorizable<const N: usize>(d: HeadDims, addrs: [u64; N]) -> bool {
     d.hd.is_multiple_of(CHUNK) && addrs.iter().all(|a| a.is_multiple_of(16))
 }
 
+/// The kernel body.
+///
+/// # Safety
+/// Launched by `gpu-host`'s `attention_permute` with the grid `(⌈T·chunks / threads⌉, NH, B)`
+/// of `dims`, after checking that `qkv` holds B·T·3C elements and `q`, `k`, `v` B·NH·T·hd
+/// each; the outputs are mutable borrows, overlapping neither each other nor `qkv`.
 #[inline(always)]
 unsafe fn permute<T: Copy>(p: PermuteParams<T>) {
     let d = p.dims;
@@ -99,6 +105,11 @@ unsafe fn permute<T: Copy>(p: PermuteParams<T>) {
     }
 }
 
+/// The kernel body.
+///
+/// # Safety
+/// As [`permute`], launched by `attention_permute_backward`: `dq`, `dk`, `dv` hold B·NH·T·hd
+/// elements each and `dqkv` (a mutable borrow, overlapping none of them) B·T·3C.
 #[inline(always)]
 unsafe fn permute_backward<T: Copy>(p: PermuteBackwardParams<T>) {
     let d = p.dims;
@@ -114,6 +125,12 @@ unsafe fn permute_backward<T: Copy>(p: PermuteBackwardParams<T>) {
     }
 }
 
+/// The kernel body.
+///
+/// # Safety
+/// Launched by `gpu-host`'s `attention_unpermute` with the grid `(⌈T·chunks / threads⌉, NH, B)`
+/// of `dims`, after checking that `y` and `out` hold B·T·C elements each; `out` (a mutable
+/// borrow) does not overlap `y`.
 #[inline(always)]
 unsafe fn unpermute<T: Copy>(p: UnpermuteParams<T>) {
     let d = p.dims;
@@ -126,6 +143,11 @@ unsafe fn unpermute<T: Copy>(p: UnpermuteParams<T>) {
     };
 }
 
+/// The kernel body.
+///
+/// # Safety
+/// As [`unpermute`], launched by `attention_unpermute_backward`: `dout` and `dy` hold B·T·C
+/// elements each and `dy` (a mutable borrow) does not overlap `dout`.
 #[inline(always)]
 unsafe fn unpermute_backward<T: Copy>(p: UnpermuteBackwardParams<T>) {
     let d = p.dims;
@@ -149,6 +171,13 @@ fn softmax_row(t: u32) -> Option<(usize, usize)> {
     Some((row as usize, (block_idx_y() as usize * t + row as usize) * t))
 }
 
+/// The kernel body.
+///
+/// # Safety
+/// Launched by `gpu-host`'s `causal_softmax_forward` (or `_in_place`: `out == inp`) with
+/// blocks of `SOFTMAX_THREADS` (whole warps) and the grid `(⌈T / warps⌉, matrices)`, after
+/// checking that `inp` and `out` hold `matrices · T · T` elements; out of place, they are
+/// disjoint. Each row's warp is converged at the shuffles (the row test is warp-uniform).
 #[inline(always)]
 unsafe fn softmax_forward<T: Elem>(p: SoftmaxForwardParams<T>) {
     let Some((row, offset)) = softmax_row(p.t) else { return };
@@ -190,6 +219,13 @@ unsafe fn softmax_forward<T: Elem>(p: SoftmaxForwardParams<T>) {
     });
 }
 
+/// The kernel body.
+///
+/// # Safety
+/// Launched by `gpu-host`'s `causal_softmax_backward` (or `_in_place`: `dpreatt == datt`)
+/// with the geometry of [`softmax_forward`], after checking that `att`, `datt` and `dpreatt`
+/// hold `matrices · T · T` elements; `dpreatt` (a mutable borrow) overlaps no input except,
+/// in place, exactly `datt`.
 #[inline(always)]
 unsafe fn softmax_backward<T: Elem>(p: SoftmaxBackwardParams<T>) {
     let Some((row, offset)) = softmax_row(p.t) else { return };

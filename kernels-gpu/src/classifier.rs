@@ -81,6 +81,13 @@ impl RowSplit {
     }
 }
 
+/// The kernel body.
+///
+/// # Safety
+/// Launched by `gpu-host`'s `fused_classifier` with one block of `BLOCK_THREADS` per row and
+/// 8 bytes of dynamic shared memory per warp, after checking `0 < v <= vp`, that `logits` holds
+/// `rows × vp` elements and `losses` and `targets` `rows` (targets are not checked: the body
+/// guards `target < v`); every thread reaches [`block_normaliser`] (block-uniform flow).
 #[inline(always)]
 unsafe fn fused_classifier<T: Elem>(p: ClassifierParams<T>) {
     let row = block_idx_x() as usize;

@@ -35,6 +35,11 @@ pub(crate) fn for_each_chunk(
     }
 }
 
+/// The kernel body.
+///
+/// # Safety
+/// Launched by `gpu-host`'s `fill` on a one-dimensional grid (grid-stride), with `out` a
+/// live view of `n` elements.
 #[inline(always)]
 unsafe fn fill<T: Elem>(p: FillParams<T>) {
     let out = p.out.as_mut_ptr();
@@ -56,6 +61,12 @@ unsafe fn fill<T: Elem>(p: FillParams<T>) {
     );
 }
 
+/// The kernel body.
+///
+/// # Safety
+/// Launched by `gpu-host`'s `add` / `add_assign` on a one-dimensional grid, after checking
+/// that `a`, `b` and `out` hold `n` elements each; `out` (a mutable borrow) overlaps no input
+/// except, in place, exactly `a`.
 #[inline(always)]
 unsafe fn add<T: Elem>(p: AddParams<T>) {
     let (a, b, out) = (p.a.as_ptr(), p.b.as_ptr(), p.out.as_mut_ptr());
@@ -76,6 +87,12 @@ unsafe fn add<T: Elem>(p: AddParams<T>) {
     );
 }
 
+/// The kernel body.
+///
+/// # Safety
+/// Launched by `gpu-host`'s `scale` / `scale_in_place` on a one-dimensional grid, after
+/// checking that `x` and `out` hold `n` elements each; `out` is disjoint from `x` or, in place,
+/// exactly `x`.
 #[inline(always)]
 unsafe fn scale<T: Elem>(p: ScaleParams<T>) {
     let (x, out, alpha) = (p.x.as_ptr(), p.out.as_mut_ptr(), p.alpha);
@@ -95,6 +112,11 @@ unsafe fn scale<T: Elem>(p: ScaleParams<T>) {
     );
 }
 
+/// The kernel body.
+///
+/// # Safety
+/// Launched by `gpu-host`'s `cast` on a one-dimensional grid, after checking that `src` and
+/// `dst` hold `n` elements each; `dst` (a mutable borrow) does not overlap `src`.
 #[inline(always)]
 unsafe fn cast<S: Elem, D: Elem>(p: CastParams<S, D>) {
     let (src, dst) = (p.src.as_ptr(), p.dst.as_mut_ptr());

@@ -33,6 +33,13 @@ fn div_rem(a: u64, b: u64) -> (u64, u64) {
     }
 }
 
+/// The kernel body.
+///
+/// # Safety
+/// Launched by `gpu-host`'s `encoder_forward` on a one-dimensional grid, with the ids of a
+/// `Tokens` batch (each checked `< vocab` at upload), after checking that `wte` has at least
+/// `vocab` rows of `c`, `wpe` at least `t`, `out` exactly `rows = b·t`, and that `rows` and
+/// `c` fit `u32` (`c <= 2^32 − 33`).
 #[inline(always)]
 unsafe fn forward<T: Elem>(p: EncoderForwardParams<T>) {
     let vector = vectorized(p.c, p.out.addr() | p.wte.addr() | p.wpe.addr());
@@ -124,6 +131,13 @@ unsafe fn accumulate<T: Elem>(
     }
 }
 
+/// The kernel body.
+///
+/// # Safety
+/// Launched by `gpu-host`'s `encoder_backward` with the buckets of a `Tokens` batch (distinct
+/// ids `< vocab`, each bucket's rows of `dout` increasing, together a partition of `0..b·t`),
+/// after checking that `dwte` has at least `vocab` rows of `c`, `dwpe` at least `t` and `dout`
+/// `b·t`; `dwte` and `dwpe` are disjoint mutable borrows, so no two work items share a word.
 #[inline(always)]
 unsafe fn backward<T: Elem>(p: EncoderBackwardParams<T>) {
     let vector = vectorized(p.c, p.dwte.addr() | p.dwpe.addr() | p.dout.addr());

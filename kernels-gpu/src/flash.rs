@@ -162,6 +162,13 @@ unsafe fn quad_sum(mut x: f32) -> f32 {
     }
 }
 
+/// The kernel body.
+///
+/// # Safety
+/// Launched by `gpu-host`'s `flash_attention_forward` with `FORWARD_THREADS` threads, the grid
+/// `(⌈T / BLOCK_Q⌉, NH, B)` and `FORWARD_SHARED_BYTES` of dynamic shared memory, after checking
+/// `C = NH·HD`, the (B, T, 3C), (B, T, C) and (B, NH, T) lengths of `qkv`, `out` and `lse`,
+/// `B·NH·T <= u32::MAX`, and `qkv` 16-byte and `out` 4-byte aligned.
 #[inline(always)]
 unsafe fn forward<Op: FlashOp>(p: FlashForwardParams<Op::In>) {
     let q_tile = grid_dim_x() - 1 - block_idx_x();

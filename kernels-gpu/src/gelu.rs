@@ -40,6 +40,11 @@ pub fn gelu_grad(x: f32) -> f32 {
     s + 2.0 * x * s * (1.0 - s) * du
 }
 
+/// The kernel body.
+///
+/// # Safety
+/// Launched by `gpu-host`'s `gelu_forward` on a one-dimensional grid, after checking that
+/// `inp` and `out` hold `n` elements each; `out` (a mutable borrow) does not overlap `inp`.
 #[inline(always)]
 unsafe fn forward<T: Elem>(p: GeluForwardParams<T>) {
     let (inp, out) = (p.inp.as_ptr(), p.out.as_mut_ptr());
@@ -53,6 +58,12 @@ unsafe fn forward<T: Elem>(p: GeluForwardParams<T>) {
     );
 }
 
+/// The kernel body.
+///
+/// # Safety
+/// Launched by `gpu-host`'s `gelu_backward` / `gelu_backward_in_place` on a one-dimensional
+/// grid, after checking that `inp`, `dout` and `dinp` hold `n` elements each; `dinp` (a mutable
+/// borrow) overlaps no input except, in place, exactly `dout`.
 #[inline(always)]
 unsafe fn backward<T: Elem>(p: GeluBackwardParams<T>) {
     let (inp, dout, dinp) = (p.inp.as_ptr(), p.dout.as_ptr(), p.dinp.as_mut_ptr());

@@ -32,6 +32,13 @@ fn chunk_sum(v: [f32; 8], count: usize, f: impl Fn(f32) -> f32) -> f32 {
     s
 }
 
+/// The kernel body.
+///
+/// # Safety
+/// Launched by `gpu-host`'s `layernorm_forward` / `residual_layernorm_forward` (`FUSED`) with
+/// blocks of `FORWARD_THREADS` (whole warps, one per row), after checking that `inp`, `out`
+/// (and, fused, `inp2`, `residual`) hold `rows × c`, `weight` and `bias` `c`, and `mean` and
+/// `rstd` `rows` or are null; the written buffers are disjoint mutable borrows.
 #[inline(always)]
 unsafe fn forward<T: Elem, const FUSED: bool>(p: LayerNormForwardParams<T>) {
     let warps = block_dim_x() / 32;
@@ -113,6 +120,13 @@ unsafe fn forward<T: Elem, const FUSED: bool>(p: LayerNormForwardParams<T>) {
     }
 }
 
+/// The kernel body.
+///
+/// # Safety
+/// Launched by `gpu-host`'s `layernorm_backward` with `backward_warps(c)` warps per block,
+/// `⌈rows / backward_rows_per_block(c)⌉` blocks and `backward_shared_bytes(c)` of dynamic
+/// shared memory, after checking the `rows × c`, `c` and `rows` lengths, `c <= 6144` and
+/// `partials` for `blocks × 2c` values; every thread reaches the `bar_sync`.
 #[inline(always)]
 unsafe fn backward<T: Elem>(p: LayerNormBackwardParams<T>) {
     let c = p.c as usize;
@@ -225,6 +239,11 @@ unsafe fn backward<T: Elem>(p: LayerNormBackwardParams<T>) {
     }
 }
 
+/// The kernel body.
+///
+/// # Safety
+/// Launched by `gpu-host`'s `layernorm_backward` on a one-dimensional grid right after
+/// [`backward`] wrote `partials` (`blocks × 2c` values); `dweight` and `dbias` hold `c` values.
 #[inline(always)]
 unsafe fn backward_reduce(p: LayerNormBackwardReduceParams) {
     let i = (block_idx_x() * block_dim_x() + thread_idx_x()) as usize;

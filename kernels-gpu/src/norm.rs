@@ -31,6 +31,12 @@ impl Partial {
     }
 }
 
+/// The kernel body.
+///
+/// # Safety
+/// Launched by `gpu-host`'s `grad_norm` with `partial_blocks(n)` blocks of `BLOCK_THREADS` and
+/// 16 bytes of dynamic shared memory per warp, `x` holding `n` elements and `partials` at least
+/// `2 · MAX_PARTIAL_BLOCKS` words; every thread reaches `block_sum_f64`.
 #[inline(always)]
 unsafe fn partials<T: Elem>(p: GradNormPartialsParams<T>) {
     let x = p.x.as_ptr();
@@ -75,6 +81,12 @@ unsafe fn partials<T: Elem>(p: GradNormPartialsParams<T>) {
     }
 }
 
+/// The kernel body.
+///
+/// # Safety
+/// Launched by `gpu-host`'s `grad_norm` right after [`partials`], with one block of
+/// `BLOCK_THREADS` and the same shared memory; `partials` holds the `num_partials` pairs it
+/// wrote and `out` two f32; every thread reaches `block_sum_f64`.
 #[inline(always)]
 unsafe fn finish(p: GradNormFinishParams) {
     let partials = p.partials.as_ptr();

@@ -8,6 +8,9 @@ use kernel_abi::fragment::{self, Coord};
 use kernel_abi::probe::{CpAsyncProbeParams, LdmatrixProbeParams, MmaProbeParams, WarpProbeParams};
 
 /// Reads the accumulator fragment of `c` (16×8 row-major) for this lane.
+///
+/// # Safety
+/// `c` must point to 128 readable f32 (the 16×8 tile); `lane < 32`.
 #[inline(always)]
 unsafe fn load_acc(c: *const f32, lane: u32) -> [f32; 4] {
     core::array::from_fn(|i| {
@@ -18,6 +21,9 @@ unsafe fn load_acc(c: *const f32, lane: u32) -> [f32; 4] {
 }
 
 /// Writes this lane's accumulator fragment to `d` (16×8 row-major).
+///
+/// # Safety
+/// `d` must point to 128 writable f32 (the 16×8 tile); `lane < 32`.
 #[inline(always)]
 unsafe fn store_acc(d: *mut f32, lane: u32, v: [f32; 4]) {
     for (i, value) in v.into_iter().enumerate() {
@@ -28,6 +34,10 @@ unsafe fn store_acc(d: *mut f32, lane: u32, v: [f32; 4]) {
 }
 
 /// Packs this lane's m16n8k16 A and B fragments from 16-bit words in global memory.
+///
+/// # Safety
+/// `p.a` and `p.b` must hold the 16×16 and 8×16 16-bit tiles (128 and 64 words, as the
+/// `gpu-host` `mma` launcher checks); `lane < 32`.
 #[inline(always)]
 unsafe fn load_16bit_fragments(p: &MmaProbeParams, lane: u32) -> ([u32; 4], [u32; 2]) {
     let (a, b) = (p.a.as_ptr().cast::<u16>(), p.b.as_ptr().cast::<u16>());

@@ -53,6 +53,11 @@ const _: () = assert!(DOT_THREADS == DOT_ROWS * ROW_CHUNKS, "dot: one lane per 8
 
 /// `D[b,h,i] = Σ_d dout[b,i,h,d] · out[b,i,h,d]`: 8 lanes per position, 8 values each, summed
 /// over the 8 lanes with three butterflies (a fixed order: deterministic).
+///
+/// # Safety
+/// Launched by `gpu-host`'s `flash_attention_backward` with `DOT_THREADS` threads and the grid
+/// `(⌈T / DOT_ROWS⌉, NH, B)`, after checking `C = NH·HD`, that `out` and `dout` hold (B, T, C)
+/// elements and are 16-byte aligned, and that `d` holds `B·NH·T <= u32::MAX` values.
 #[inline(always)]
 unsafe fn dot<T: Elem>(p: FlashDotParams<T>) {
     let (b, h) = (block_idx_z(), block_idx_y());
@@ -209,6 +214,12 @@ unsafe fn mma_acc_tile<Op: FlashOp>(x: &[[f32; 4]; 8], tile: u32, acc: &mut [[f3
 }
 
 /// dK and dV of one key/value tile (see the module doc).
+///
+/// # Safety
+/// Launched by `gpu-host`'s `flash_attention_backward` once [`dot`] has written `d`, with
+/// `BACKWARD_THREADS` threads, the grid `(⌈T / BLOCK_KV⌉, NH, B)` and `BACKWARD_SHARED_BYTES` of
+/// dynamic shared memory, after checking every buffer's length for the shape (`C = NH·HD`,
+/// `B·NH·T <= u32::MAX`), and `qkv` and `dout` 16-byte and `dqkv` 4-byte aligned.
 #[inline(always)]
 unsafe fn dkdv<Op: FlashOp>(p: FlashBackwardParams<Op::In>) {
     let (kv_tile, tiles) = (block_idx_x(), grid_dim_x());
@@ -302,6 +313,9 @@ unsafe fn dkdv<Op: FlashOp>(p: FlashBackwardParams<Op::In>) {
 }
 
 /// dQ of one query tile (see the module doc).
+///
+/// # Safety
+/// As [`dkdv`]: the same launcher, parameters and geometry, launched right after it.
 #[inline(always)]
 unsafe fn dq<Op: FlashOp>(p: FlashBackwardParams<Op::In>) {
     let q_tile = grid_dim_x() - 1 - block_idx_x();

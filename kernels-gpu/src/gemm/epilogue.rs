@@ -184,6 +184,10 @@ impl<O: Elem> Epilogue<O> {
     );
 
     /// The scalar epilogue of one element at offset `at` of the batch's C, column `col`.
+    ///
+    /// # Safety
+    /// `at` is the offset in the batch's C (and pre-activation) of an element of a row `< M` and
+    /// of column `col < N`; the buffers as [`Epilogue::new`] or [`Epilogue::partials`] requires.
     #[inline(always)]
     unsafe fn store_one(&self, at: usize, col: usize, mut v: f32) {
         // SAFETY: the caller guarantees (row, col) is inside the matrices.

@@ -77,6 +77,10 @@ impl<const ALONG_K: bool> Operand<ALONG_K> {
     }
 
     /// Loads this thread's 4 elements of k-tile `kt` (zeros outside the matrix).
+    ///
+    /// # Safety
+    /// `self` comes from [`Operand::new`] on a batch's matrix (its base, `ld` and `outer_len ×
+    /// k_len` extent) that lies inside a buffer the launcher validated.
     #[inline(always)]
     unsafe fn load(&self, kt: u32) -> [f32; 4] {
         let k = kt * BK + self.k;
@@ -102,6 +106,10 @@ impl<const ALONG_K: bool> Operand<ALONG_K> {
     /// Starts the copy of k-tile `kt` into the shared tile at `tile`: along K, returns the
     /// loaded registers (for [`Operand::finish`]); otherwise copies (asynchronously when
     /// aligned) and returns nothing useful.
+    ///
+    /// # Safety
+    /// As [`Operand::load`]; `tile` is one of this block's `TILE_BYTES` shared tiles, 16-byte
+    /// aligned, that no thread reads before a `cp.async` wait and a barrier after this call.
     #[inline(always)]
     unsafe fn begin(&self, kt: u32, tile: u32) -> [f32; 4] {
         if ALONG_K {
@@ -126,6 +134,9 @@ impl<const ALONG_K: bool> Operand<ALONG_K> {
     }
 
     /// Completes [`Operand::begin`]: stores the registers of an operand along K.
+    ///
+    /// # Safety
+    /// As [`Operand::store`].
     #[inline(always)]
     unsafe fn finish(&self, tile: u32, v: [f32; 4]) {
         if ALONG_K {
@@ -135,6 +146,10 @@ impl<const ALONG_K: bool> Operand<ALONG_K> {
     }
 
     /// Stores the 4 loaded elements into the k-major shared tile at `tile`.
+    ///
+    /// # Safety
+    /// `tile` is one of this block's `TILE_BYTES` (`BK × ROW_FLOATS` f32) shared tiles, 16-byte
+    /// aligned, that no thread reads before the next barrier.
     #[inline(always)]
     unsafe fn store(&self, tile: u32, v: [f32; 4]) {
         // SAFETY: rows k < BK and columns < 128 of a tile of BK × ROW_FLOATS floats.
@@ -152,6 +167,10 @@ impl<const ALONG_K: bool> Operand<ALONG_K> {
 }
 
 /// 4 floats of row `k` of a shared tile starting at column `col`.
+///
+/// # Safety
+/// `tile` is a 16-byte aligned `BK × ROW_FLOATS` shared tile made visible by a barrier;
+/// `k < BK` and `col` is a multiple of 4 with `col + 4 <= ROW_FLOATS`.
 #[inline(always)]
 unsafe fn ld4(tile: u32, k: u32, col: u32) -> [f32; 4] {
     // SAFETY: the caller passes k < BK and col + 4 <= 128 of a tile.

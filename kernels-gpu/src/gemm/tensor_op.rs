@@ -37,6 +37,9 @@ pub struct F16Op;
 pub struct Tf32Op;
 
 /// 8 16-bit elements (`valid` of them read) packed as 4 words.
+///
+/// # Safety
+/// `p` must have `valid` readable elements, as [`TensorOp::load_chunk`] requires.
 #[inline(always)]
 unsafe fn load_chunk_16(p: *const u16, valid: u32) -> [u32; 4] {
     // SAFETY: only the first `valid` elements are read (the caller's contract).
