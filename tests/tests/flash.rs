@@ -92,10 +92,14 @@ fn check_argument_errors(dev: &impl Device) {
     let qkv = dev.alloc::<bf16>(4 * 3 * 128).unwrap();
     let mut out = dev.alloc::<bf16>(4 * 128).unwrap();
     let mut lse = dev.alloc::<f32>(8).unwrap();
+    // b·nh·t and 3·b·t·c wrap to 2 and 384 in 64 bits: checked, not wrapped.
+    let wrapping = AttentionShape { b: 3, t: 0x5555_5555_5555_5556, c: 64, nh: 1 };
     let bad = [
         (AttentionShape { nh: 4, ..shape }, "shape"),
         (AttentionShape { t: 5, ..shape }, "qkv"),
         (AttentionShape { b: 0, ..shape }, "qkv"),
+        (wrapping, "shape"),
+        (AttentionShape { b: 1, t: 1 << 32, c: 64, nh: 1 }, "shape"),
     ];
     for (s, arg) in bad {
         let args = FlashForward { qkv: qkv.view(), out: out.view_mut(), lse: lse.view_mut() };
@@ -258,6 +262,7 @@ fn check_backward_argument_errors(dev: &impl Device) {
         (shape, 0..n - 1, 8, 3 * n, "dout"),
         (shape, 0..n, 7, 3 * n, "d_scratch"),
         (shape, 0..n, 8, 3 * n - 2, "dqkv"),
+        (AttentionShape { b: 3, t: 0x5555_5555_5555_5556, c: 64, nh: 1 }, 0..n, 8, 3 * n, "shape"),
     ];
     for (s, dout_range, d_len, dqkv_len, arg) in cases {
         let dout_at = dout_range.start;

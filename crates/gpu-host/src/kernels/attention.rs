@@ -84,6 +84,9 @@ impl AttentionShape {
         if self.t.saturating_mul(chunks) > i32::MAX as usize || hd > u32::MAX as usize {
             return bad("t", format!("t = {} with head size {hd} is too large", self.t));
         }
+        if self.c > u32::MAX as usize {
+            return bad("c", format!("{} channels exceed the kernels' 32-bit row index", self.c));
+        }
         let product =
             |factors: [usize; 4]| factors.iter().try_fold(1usize, |a, &f| a.checked_mul(f));
         if product([3, self.b, self.t, self.c]).is_none()

@@ -22,8 +22,9 @@ pub trait FlashElement: DeviceElement<Abi: FlashKernels> {}
 impl FlashElement for bf16 {}
 impl FlashElement for f16 {}
 
-/// Checks that the kernels support `shape` (head size [`HD`]) and that its grid and indices
-/// fit their 16- and 32-bit ranges.
+/// Checks that the kernels support `shape` (head size [`HD`]) and that its grid, its indices
+/// and its buffer lengths fit their 16- and 32-bit ranges and `usize` (checked products: a
+/// wrapped length would let views too short for the kernel pass the length checks).
 fn check_shape(op: &'static str, shape: AttentionShape) -> Result<()> {
     let AttentionShape { b, t, c, nh } = shape;
     if nh == 0 || !c.is_multiple_of(nh) || c / nh != HD as usize {
@@ -33,7 +34,14 @@ fn check_shape(op: &'static str, shape: AttentionShape) -> Result<()> {
             format!("head size c / nh = {c} / {nh} must be {HD} (the kernels' head size)"),
         ));
     }
-    if b > u16::MAX as usize || nh > u16::MAX as usize || b * nh * t > u32::MAX as usize {
+    let rows = b.checked_mul(nh).and_then(|bnh| bnh.checked_mul(t));
+    let qkv = [b, t, c].iter().try_fold(3usize, |len, &f| len.checked_mul(f));
+    let fits = b <= u16::MAX as usize
+        && nh <= u16::MAX as usize
+        && t <= u32::MAX as usize
+        && rows.is_some_and(|rows| rows <= u32::MAX as usize)
+        && qkv.is_some();
+    if !fits {
         return Err(GpuError::invalid(op, "shape", format!("{shape:?} is too large")));
     }
     Ok(())
