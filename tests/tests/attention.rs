@@ -144,8 +144,9 @@ fn check_permutes<T: FloatElement + Element>(dev: &impl Device) {
     }
 }
 
-/// (matrices, t, scale): T = 1, T below, at and across the warp's 256-column span, T not a
-/// multiple of 8 (scalar path), two head-size scales; B·NH = 48 at T = 1024 on a GPU.
+/// (matrices, t, scale): T = 1, T below, at and across the warp's 256-column span (264: the
+/// 16-byte path past 256 columns; 300: scalar), T not a multiple of 8 (scalar path), two
+/// head-size scales; B·NH = 48 at T = 1024 on a GPU.
 fn softmax_shapes(dev: &impl Device) -> Vec<SoftmaxShape> {
     let scale = |hd: f32| 1.0 / hd.sqrt();
     let mut shapes = vec![
@@ -155,6 +156,7 @@ fn softmax_shapes(dev: &impl Device) -> Vec<SoftmaxShape> {
         SoftmaxShape { matrices: 2, t: 37, scale: scale(64.0) },
         SoftmaxShape { matrices: 2, t: 64, scale: scale(12.0) },
         SoftmaxShape { matrices: 1, t: 300, scale: scale(64.0) },
+        SoftmaxShape { matrices: 1, t: 264, scale: scale(64.0) },
     ];
     if !small_sizes(dev) {
         shapes.push(SoftmaxShape { matrices: 48, t: 1024, scale: scale(64.0) });

@@ -22,10 +22,12 @@ fn grad_tolerance(dloss: f32) -> Tolerance {
 }
 
 /// (rows, v, vp): GPT-2's vocabulary padded and unpadded, a vocabulary that fits in one
-/// vector, odd widths (rows start at every alignment), and on a GPU B·T = 16·1024 rows.
+/// vector, odd widths (rows start at every alignment), rows narrower than their scalar head
+/// to the next 16-byte boundary (vp = 5: up to 7 16-bit elements), and on a GPU B·T = 16·1024
+/// rows.
 fn shapes(dev: &impl Device) -> Vec<(usize, usize, usize)> {
     let mut shapes =
-        vec![(3, 50257, 50304), (2, 50257, 50257), (7, 5, 8), (9, 19, 24), (11, 13, 21)];
+        vec![(3, 50257, 50304), (2, 50257, 50257), (7, 5, 8), (9, 19, 24), (11, 13, 21), (5, 3, 5)];
     if !small_sizes(dev) {
         shapes.push((16 * 1024, 50257, 50304));
     }
@@ -97,7 +99,9 @@ fn check_classifier<T: FloatElement + Element>(dev: &impl Device) {
 }
 
 /// A target outside the vocabulary gives a NaN loss for its row only, and no out-of-row access
-/// (the simulator checks every access).
+/// (the simulator checks every access): the in-range row's loss and gradient match the
+/// reference, and the other rows' gradients are the softmax (no target column), zero in the
+/// padding.
 fn check_out_of_range_target(dev: &impl Device) {
     let mut rng = TestRng::new();
     let (rows, v, vp) = (3, 19, 24);
@@ -109,7 +113,19 @@ fn check_out_of_range_target(dev: &impl Device) {
         Classifier { logits: buf.view_mut(), losses: losses.view_mut(), targets: tgt.view() };
     fused_classifier(dev, Vocab { v, vp }, LogitsGradient::Write { dloss: 1.0 }, args).unwrap();
     let got = dev.download(losses.view()).unwrap();
-    assert!(got[0].is_finite() && got[1].is_nan() && got[2].is_nan(), "losses {got:?}");
+    assert!(got[1].is_nan() && got[2].is_nan(), "losses {got:?}");
+    let grad = dev.download(buf.view()).unwrap();
+    let (mut want_grad, mut want_loss) = (x[..vp].to_vec(), [0.0]);
+    cpu_ref::fused_classifier(&mut want_grad, &mut want_loss, &[1], 1.0, 1, v, vp);
+    let seed = rng.seed();
+    assert_close("in-range row's loss", seed, &got[..1], &want_loss, LOSS);
+    assert_close("in-range row's dlogits", seed, &grad[..vp], &want_grad, grad_tolerance(1.0));
+    for row in 1..rows {
+        let g = &grad[row * vp..(row + 1) * vp];
+        let sum: f32 = g[..v].iter().sum();
+        let softmax = g[..v].iter().all(|p| p.is_finite() && *p > 0.0) && (sum - 1.0).abs() < 1e-5;
+        assert!(softmax && g[v..].iter().all(|&p| p == 0.0), "row {row}'s gradient {g:?}");
+    }
 }
 
 /// Bad shapes and factors are rejected before launch, naming the argument.

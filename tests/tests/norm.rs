@@ -7,7 +7,7 @@ use gpu_host::kernels::norm::{GRAD_NORM_WORKSPACE_LEN, grad_norm};
 use gpu_host::{Device, DeviceBuffer, GpuError};
 use half::{bf16, f16};
 use integration_tests::{
-    TestRng, assert_bits_eq, assert_close, kernel_tests, poisoned, small_sizes,
+    TestRng, assert_bits_eq, assert_close, assert_floats_eq, kernel_tests, poisoned, small_sizes,
 };
 
 /// Every residue mod 8 at a small and a middling length, several full blocks with a partial
@@ -69,7 +69,8 @@ fn check_grad_norm<T: FloatElement + Element>(dev: &impl Device) {
     }
 }
 
-/// ±inf and NaN anywhere (vector body, partial chunk, unaligned view) set the flag.
+/// ±inf and NaN anywhere (vector body, partial chunk, unaligned view) set the flag, and the
+/// norm is what the reference gives (inf or NaN).
 fn check_nonfinite<T: FloatElement + Element>(dev: &impl Device) {
     let mut rng = TestRng::new();
     for (n, at) in [(1000, 0), (1003, 1001), (20_000, 12_345)] {
@@ -83,7 +84,10 @@ fn check_nonfinite<T: FloatElement + Element>(dev: &impl Device) {
                     <T as Element>::NAME
                 );
                 assert_eq!(got[1], 1.0, "{what}: flag not set (seed {})", rng.seed());
-                assert_eq!(reference(&x)[1], 1.0);
+                let want = reference(&x);
+                assert_eq!(want[1], 1.0);
+                // The norm itself: inf for ±inf, NaN for NaN, written (not the poison).
+                assert_floats_eq(&format!("{what} norm"), rng.seed(), &got[..1], &want[..1]);
             }
         }
     }
