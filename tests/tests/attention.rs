@@ -495,6 +495,8 @@ fn check_argument_errors(dev: &impl Device) {
     assert_names(forward(AttentionShape { nh: 0, ..s }, fp32, s.att_len(), full), op, "nh");
     let wide = AttentionShape { b: 1, t: 1, c: 1 << 32, nh: 2 };
     assert_names(forward(wide, fp32, s.att_len(), full), op, "c");
+    let many = AttentionShape { b: 300, t: 1, c: 600, nh: 300 };
+    assert_names(forward(many, fp32, s.att_len(), full), op, "b");
     assert_names(forward(AttentionShape { t: 5, ..s }, fp32, s.att_len(), full), op, "qkv");
     assert_names(forward(s, fp32, s.att_len() - 1, full), op, "att");
     assert_names(forward(s, fp32, s.att_len(), full - 1), op, "scratch");

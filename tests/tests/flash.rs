@@ -129,6 +129,11 @@ fn check_argument_errors(dev: &impl Device) {
     let args = FlashForward { qkv: misaligned, out: out.view_mut(), lse: lse.view_mut() };
     let err = flash_attention_forward(dev, shape, args).unwrap_err();
     assert!(err.to_string().contains("16-byte aligned"), "{err}");
+    let mut wide_out = dev.alloc::<bf16>(4 * 128 + 1).unwrap();
+    let out_at_1 = wide_out.view_mut().slice_mut(1..1 + 4 * 128).unwrap();
+    let args = FlashForward { qkv: qkv.view(), out: out_at_1, lse: lse.view_mut() };
+    let err = flash_attention_forward(dev, shape, args).unwrap_err();
+    assert!(matches!(&err, GpuError::InvalidArgument { arg: "out", .. }), "{err}");
 }
 
 /// `Σ_d dout·out` per (b, h, i), in f64, from the 16-bit values.
@@ -286,6 +291,27 @@ fn check_backward_argument_errors(dev: &impl Device) {
         assert!(
             matches!(&err, GpuError::InvalidArgument { op: "flash_attention_backward", arg: a, .. } if *a == arg),
             "{s:?} dout at {dout_at}: {err}"
+        );
+    }
+    // qkv and out one element off 16-byte alignment, dqkv off 4-byte alignment.
+    let wide_qkv = dev.alloc::<bf16>(3 * n + 1).unwrap();
+    let wide_out = dev.alloc::<bf16>(n + 1).unwrap();
+    let mut wide_dqkv = dev.alloc::<bf16>(3 * n + 1).unwrap();
+    for arg in ["qkv", "out", "dqkv"] {
+        let (qkv_at, out_at, dqkv_at) =
+            (usize::from(arg == "qkv"), usize::from(arg == "out"), usize::from(arg == "dqkv"));
+        let args = FlashBackward {
+            qkv: wide_qkv.view().slice(qkv_at..qkv_at + 3 * n).unwrap(),
+            out: wide_out.view().slice(out_at..out_at + n).unwrap(),
+            dout: dout.view().slice(0..n).unwrap(),
+            lse: lse.view(),
+            d_scratch: d.view_mut(),
+            dqkv: wide_dqkv.view_mut().slice_mut(dqkv_at..dqkv_at + 3 * n).unwrap(),
+        };
+        let err = flash_attention_backward(dev, shape, args).unwrap_err();
+        assert!(
+            matches!(&err, GpuError::InvalidArgument { arg: a, .. } if *a == arg),
+            "{arg} misaligned: {err}"
         );
     }
 }

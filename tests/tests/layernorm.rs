@@ -334,7 +334,8 @@ fn backward_case<T: FloatElement + Element>(
     let (dinp, dw, db) = case.run(dev);
     let what =
         format!("layernorm_backward_{} rows={r} c={c} offsets={offsets:?}", <T as Element>::NAME);
-    // dinp: rstd (up to 100 in the small-scale rows) amplifies the row sums' rounding.
+    // dinp: rstd (up to EPS^-1/2 ≈ 316 in the small-scale rows) amplifies the row sums'
+    // rounding.
     let dinp_tol = Tolerance { abs: 2e-5, rel: 1e-5 };
     assert_close_in(&format!("{what} dinp"), rng.seed(), &dinp, &want_dinp, dinp_tol);
     // Parameter gradients: sums over the rows in another order.
@@ -400,6 +401,27 @@ fn check_argument_errors(dev: &impl Device) {
         matches!(&err, GpuError::InvalidArgument { op: "layernorm_backward", arg: "scratch", .. }),
         "{err}"
     );
+
+    // One warp's channel sums no longer fit in shared memory past 6144 channels.
+    let c = 6145;
+    let row = dev.upload(&vec![1.0f32; c]).unwrap();
+    let stats1 = dev.upload(&[1.0f32]).unwrap();
+    let (mut dinp, mut dw, mut db) =
+        (dev.alloc::<f32>(c).unwrap(), dev.alloc::<f32>(c).unwrap(), dev.alloc::<f32>(c).unwrap());
+    let mut scratch = dev.alloc::<f32>(4 * c).unwrap();
+    let args = LayerNormBackward {
+        dout: row.view(),
+        inp: row.view(),
+        weight: row.view(),
+        mean: stats1.view(),
+        rstd: stats1.view(),
+        dinp: dinp.view_mut(),
+        dweight: dw.view_mut(),
+        dbias: db.view_mut(),
+        scratch: scratch.view_mut(),
+    };
+    let err = layernorm_backward(dev, c, args).unwrap_err();
+    assert!(matches!(&err, GpuError::InvalidArgument { arg: "c", .. }), "{err}");
 }
 
 kernel_tests! {
