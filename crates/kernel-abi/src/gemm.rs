@@ -112,10 +112,13 @@ pub struct GemmParams<I: Copy, O: Copy> {
     pub split_k: u32,
     /// K tiles per slice: slice `s` multiplies K tiles `[s·k_tiles_per_split, …)`.
     pub k_tiles_per_split: u32,
+    /// Zero. The 4 bytes after the 13 u32/f32 fields, explicit: the struct has no padding,
+    /// so [`crate::gemm_wgmma::WgmmaGemmParams`], which embeds it, has none inside either.
+    pub _pad: u32,
 }
 
-// SAFETY: #[repr(C)] struct of device pointers (8 bytes), u64s, then u32/f32 fields; the only
-// padding is at the tail, which the device never reads.
+// SAFETY: #[repr(C)] struct of 7 device pointers (8 bytes each), 3 u64s and 14 u32/f32
+// fields: 136 bytes, no padding (the test `gemm_params_have_no_padding` checks it).
 unsafe impl<I: Copy + 'static, O: Copy + 'static> KernelParams for GemmParams<I, O> {}
 
 /// Bias gradient: `db[n] = beta · db[n] + Σ_m dy[m·ld + n]` for `n < N` (f32 sums, rounded
@@ -460,6 +463,21 @@ mod tests {
     use crate::fragment::{self, ldmatrix_row_provider};
     use std::collections::BTreeSet;
     use std::vec::Vec;
+
+    /// The GEMM parameters are 136 bytes of fields without padding, and the Hopper kernels'
+    /// add their tensor maps right after them: no padding inside either struct.
+    #[test]
+    fn gemm_params_have_no_padding() {
+        use crate::gemm_wgmma::WgmmaGemmParams;
+        use core::mem::{offset_of, size_of};
+        type P = GemmParams<f32, f32>;
+        let fields = 7 * 8 + 3 * 8 + 14 * 4;
+        assert_eq!(size_of::<P>(), fields);
+        assert_eq!(offset_of!(P, _pad) + 4, fields);
+        type W = WgmmaGemmParams<f32, f32>;
+        assert_eq!(offset_of!(W, tmap_a), size_of::<P>());
+        assert_eq!(offset_of!(W, units), size_of::<P>() + 16);
+    }
 
     /// Shared memory serves 32 banks of 4 bytes; a request is conflict-free when no two
     /// distinct 4-byte words it touches share a bank.

@@ -73,8 +73,9 @@ pub struct WgmmaGemmParams<I: Copy, O: Copy> {
     pub units: u32,
 }
 
-// SAFETY: #[repr(C)] struct of a GemmParams (itself KernelParams), two device pointers and a
-// u32; the only padding is at the tail, which the device never reads.
+// SAFETY: #[repr(C)] struct of a GemmParams (136 bytes without padding), two device pointers
+// and a u32: the only padding is the 4 bytes at the tail, which the device never reads (the
+// test `gemm_params_have_no_padding` checks the layout).
 unsafe impl<I: Copy + 'static, O: Copy + 'static> KernelParams for WgmmaGemmParams<I, O> {}
 
 /// Geometry of the Hopper GEMM.

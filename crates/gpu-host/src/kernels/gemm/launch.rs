@@ -219,6 +219,7 @@ fn launch<D: Device, I: GemmTypes<O>, O: GemmOutput>(
         tiles_n: tiles_n as u32,
         split_k: slices as u32,
         k_tiles_per_split: steps_per_slice as u32,
+        _pad: 0,
     };
     if let Some((tile, kernel)) = wgmma {
         // SAFETY: as for the mma.sync launch below (same views, shape and workspace checks);
@@ -308,6 +309,7 @@ fn split_reduce<D: Device, I: Copy + 'static, O: GemmOutput>(
         tiles_n: params.tiles_n,
         split_k: params.split_k,
         k_tiles_per_split: params.k_tiles_per_split,
+        _pad: 0,
     };
     let config = LaunchConfig {
         grid: (reduce_blocks, 1, spec.batch as u32),
