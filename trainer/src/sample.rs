@@ -83,13 +83,13 @@ pub fn generate<B: Backend>(
         )));
     }
     let mut tokens = if prompt.is_empty() { vec![EOT] } else { prompt.to_vec() };
-    let capacity = (tokens.len() + opts.max_tokens).min(config.max_seq_len);
+    let capacity = tokens.len().saturating_add(opts.max_tokens).min(config.max_seq_len);
     let mut acts = Activations::new(backend, &config, model.options().attention, 1, capacity)?;
     let mut stream = rng::stream(opts.seed, &[rng::family::SAMPLE]);
     let (v, vp) = (config.vocab_size, config.padded_vocab_size);
     let mut row = vec![B::Act::default(); v];
     let mut logits = vec![0.0f32; v];
-    let mut generated = Vec::with_capacity(opts.max_tokens);
+    let mut generated = Vec::with_capacity(opts.max_tokens.min(1 << 16));
     for _ in 0..opts.max_tokens {
         let context = &tokens[tokens.len().saturating_sub(capacity)..];
         let t = context.len();

@@ -195,6 +195,10 @@ fn download_ptxas(dest: &Path) -> Result<()> {
         format!("no pinned ptxas wheel for {arch}; set PTXAS to a ptxas (CUDA 12.8 or newer)")
     })?;
     let download_dir = dest.with_file_name("wheel");
+    // A wheel left by an interrupted run would fail the digest on every later run.
+    if download_dir.exists() {
+        std::fs::remove_dir_all(&download_dir)?;
+    }
     std::fs::create_dir_all(&download_dir)?;
     eprintln!("check-ptx: fetching ptxas from PyPI ({WHEEL_PACKAGE}=={WHEEL_VERSION}, ~40 MB)");
     let pip = cmd::run(
@@ -220,9 +224,7 @@ fn download_ptxas(dest: &Path) -> Result<()> {
     let mut member = archive.by_name(WHEEL_MEMBER).context("ptxas missing from the wheel")?;
     let mut binary = Vec::new();
     member.read_to_end(&mut binary)?;
-    cmd::write_atomic(dest, &binary)?;
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(dest, std::fs::Permissions::from_mode(0o755))?;
+    cmd::write_executable_atomic(dest, &binary)?;
     std::fs::remove_dir_all(&download_dir)?;
     Ok(())
 }

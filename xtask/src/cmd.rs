@@ -40,8 +40,21 @@ pub fn output(cmd: &mut Command) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// Writes `contents` to `path` atomically (temporary file in the same folder, then rename).
+/// Writes `contents` to `path` atomically (temporary file in the same folder, synced, then
+/// renamed; removed on failure).
 pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
+    write_via_temp(path, contents, None)
+}
+
+/// Like [`write_atomic`] for a program: the temporary file is made executable before the
+/// rename, so that `path` never exists without its mode.
+pub fn write_executable_atomic(path: &Path, contents: &[u8]) -> Result<()> {
+    write_via_temp(path, contents, Some(0o755))
+}
+
+fn write_via_temp(path: &Path, contents: &[u8], mode: Option<u32>) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
     let dir = path.parent().context("path has no parent folder")?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let tmp = dir.join(format!(
@@ -49,7 +62,18 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
         path.file_name().and_then(|n| n.to_str()).unwrap_or("file"),
         std::process::id()
     ));
-    std::fs::write(&tmp, contents).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
+    let written = (|| -> std::io::Result<()> {
+        let mut file = std::fs::File::create(&tmp)?;
+        file.write_all(contents)?;
+        if let Some(mode) = mode {
+            file.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        }
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e).with_context(|| format!("writing {}", path.display()));
+    }
     Ok(())
 }

@@ -110,7 +110,7 @@ pub fn run(dir: Option<PathBuf>) -> Result<()> {
         files.push(dest);
     }
     let run_sh = dir.join("run.sh");
-    write_executable(&run_sh, RUN_SH.as_bytes())?;
+    cmd::write_executable_atomic(&run_sh, RUN_SH.as_bytes())?;
     files.push(run_sh);
     let manifest = manifest(&dir, &files, glibc)?;
     cmd::write_atomic(&dir.join("MANIFEST.txt"), manifest.as_bytes())?;
@@ -226,16 +226,6 @@ fn shakespeare_shards() -> Result<Vec<PathBuf>> {
         cmd::run(trainer_bin::trainer()?.args(["prepare-data", "--data-dir"]).arg(&data))?;
     }
     Ok(shards)
-}
-
-fn write_executable(path: &Path, contents: &[u8]) -> Result<()> {
-    cmd::write_atomic(path, contents)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        fs::set_permissions(path, fs::Permissions::from_mode(0o755))?;
-    }
-    Ok(())
 }
 
 /// `commit:`, `dirty:`, `built:`, `glibc:` and `files:` lines (run.sh reads the commit from

@@ -69,13 +69,19 @@ fn benchmark_names() -> Vec<String> {
         .collect()
 }
 
-/// Writes `text` to `path` atomically (temporary file in the same folder, then rename).
+/// Writes `text` to `path` atomically (temporary file in the same folder, then rename; the
+/// temporary file removed on failure).
 fn write_atomic(path: &Path, text: &str) -> Result<()> {
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let tmp = dir.join(format!(".{}.tmp", std::process::id()));
-    std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("report");
+    let tmp = dir.join(format!(".{name}.tmp{}", std::process::id()));
+    let written = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, path));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e).with_context(|| format!("writing {}", path.display()));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

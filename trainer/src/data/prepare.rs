@@ -65,8 +65,12 @@ pub fn write_shards(
             options.val_fraction
         )));
     }
-    if options.shard_tokens == 0 {
-        return Err(Error::invalid("shards must hold at least one token"));
+    if options.shard_tokens == 0 || options.shard_tokens > i32::MAX as usize {
+        return Err(Error::invalid(format!(
+            "shards hold 1 to {} tokens (llm.c's header counts them in an i32), got {}",
+            i32::MAX,
+            options.shard_tokens
+        )));
     }
     let tokenizer = Tokenizer::new();
     let encoded: Vec<Vec<u32>> = documents.par_iter().map(|d| tokenizer.encode(d)).collect();
@@ -120,5 +124,9 @@ mod tests {
         assert_eq!(read(&summary.val[0]), [50256, 18435]);
         let bad = ShardingOptions { val_fraction: 1.0, shard_tokens: 2 };
         assert!(write_shards(&docs, dir.path(), &bad).is_err());
+        // Refused before the earlier shards are replaced.
+        let too_big = ShardingOptions { val_fraction: 0.4, shard_tokens: 1 << 31 };
+        assert!(write_shards(&docs, dir.path(), &too_big).is_err());
+        assert_eq!(read(&summary.val[0]), [50256, 18435]);
     }
 }

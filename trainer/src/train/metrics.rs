@@ -5,7 +5,7 @@ use crate::io::write_atomic;
 use plotters::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// One line of the metrics file.
@@ -47,7 +47,9 @@ pub struct MetricsLog {
 
 impl MetricsLog {
     /// Opens `path` for a run starting at step `first_step`: records of earlier steps already
-    /// in the file (from the run being resumed) are kept, later ones dropped.
+    /// in the file (from the run being resumed) are kept, later ones dropped, and so is an
+    /// unterminated last line that does not parse (a record cut short when that run was
+    /// killed).
     pub fn open(path: &Path, first_step: u64) -> Result<Self> {
         if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("png")) {
             return Err(Error::invalid(format!(
@@ -58,11 +60,16 @@ impl MetricsLog {
         }
         let mut records = Vec::new();
         if first_step > 0 && path.is_file() {
-            let file = File::open(path).map_err(|e| Error::io(path, e))?;
-            for line in BufReader::new(file).lines() {
-                let line = line.map_err(|e| Error::io(path, e))?;
-                let record: StepRecord = serde_json::from_str(&line)
-                    .map_err(|e| Error::bad_file(path, format!("not a metrics line: {e}")))?;
+            let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+            let lines: Vec<&str> = text.lines().collect();
+            for (i, line) in lines.iter().enumerate() {
+                let record: StepRecord = match serde_json::from_str(line) {
+                    Ok(record) => record,
+                    Err(_) if i + 1 == lines.len() && !text.ends_with('\n') => break,
+                    Err(e) => {
+                        return Err(Error::bad_file(path, format!("not a metrics line: {e}")));
+                    }
+                };
                 if record.step < first_step {
                     records.push(record);
                 }
@@ -117,9 +124,13 @@ pub(crate) fn render_png(
     let _ =
         plotters::style::register_font("sans-serif", FontStyle::Normal, dejavu::sans::regular());
     let tmp = path.with_extension("tmp.png");
-    draw(&tmp)
-        .map_err(|e| Error::io(path, std::io::Error::other(format!("plotting failed: {e}"))))?;
-    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+    let drawn = draw(&tmp)
+        .map_err(|e| Error::io(path, std::io::Error::other(format!("plotting failed: {e}"))))
+        .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e)));
+    if drawn.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    drawn
 }
 
 fn draw(
@@ -214,6 +225,27 @@ mod tests {
         plot_losses(&records, &path).unwrap();
         let bytes = std::fs::read(&path).unwrap();
         assert_eq!(&bytes[1..4], b"PNG");
+    }
+
+    /// A record cut short by a killed run is dropped on resume; a bad line elsewhere is an error.
+    #[test]
+    fn resume_drops_a_torn_last_line_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("metrics.jsonl");
+        let mut log = MetricsLog::open(&path, 0).unwrap();
+        for step in 0..3 {
+            log.append(record(step, None)).unwrap();
+        }
+        drop(log);
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text.push_str("{\"step\":3,\"train_lo");
+        std::fs::write(&path, &text).unwrap();
+        let log = MetricsLog::open(&path, 3).unwrap();
+        assert_eq!(log.records().len(), 3);
+        drop(log);
+        std::fs::write(&path, "{\"step\":0,\"train_lo\n").unwrap();
+        let message = MetricsLog::open(&path, 3).err().unwrap().to_string();
+        assert!(message.contains("not a metrics line"), "{message}");
     }
 
     /// A metrics path the plot would overwrite is refused before anything is written.

@@ -231,7 +231,7 @@ impl<'b, B: Backend> Session<'b, B> {
         let loss_scale = self.scaler.as_ref().map(LossScaler::scale);
         let loss = self.forward_backward(data)?;
         let norm = backend.grad_norm(View::all(&self.grads))?;
-        let unscale = 1.0 / loss_scale.unwrap_or(1.0);
+        let unscale = self.scaler.as_ref().map_or(1.0, LossScaler::unscale_factor);
         let grad_norm = norm.norm * unscale;
         let skipped = match &mut self.scaler {
             Some(scaler) => scaler.update(norm.nonfinite) == StepDecision::Skip,

@@ -43,7 +43,7 @@ fn rehearse(dir: &Path, scratch: &Path) -> Result<usize> {
     fs::create_dir_all(&fake)?;
     fs::create_dir_all(scratch.join("tmp"))?;
     for (name, script) in [("nvidia-smi", FAKE_NVIDIA_SMI), ("compute-sanitizer", FAKE_SANITIZER)] {
-        super::write_executable(&fake.join(name), script.as_bytes())?;
+        crate::cmd::write_executable_atomic(&fake.join(name), script.as_bytes())?;
     }
     let path = std::env::var_os("PATH").unwrap_or_default();
     let path = std::env::join_paths(std::iter::once(fake).chain(std::env::split_paths(&path)))?;

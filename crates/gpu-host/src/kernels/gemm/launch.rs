@@ -49,6 +49,17 @@ pub(super) fn validate(spec: &GemmSpec) -> Result<()> {
     if spec.batch == 0 || spec.batch > 65_535 {
         return Err(invalid("batch", format!("{} is not in 1..=65535", spec.batch)));
     }
+    // 32-bit dimensions first: the batch span below cannot overflow then.
+    for (arg, value) in [
+        ("m", spec.m),
+        ("n", spec.n),
+        ("k", spec.k),
+        ("lda", spec.lda),
+        ("ldb", spec.ldb),
+        ("ldc", spec.ldc),
+    ] {
+        to_u32(arg, value)?;
+    }
     if spec.batch > 1 && spec.m > 0 && spec.n > 0 {
         let matrix = (spec.m - 1) * spec.ldc + spec.n;
         if spec.stride_c < matrix {
@@ -60,16 +71,6 @@ pub(super) fn validate(spec: &GemmSpec) -> Result<()> {
                 ),
             ));
         }
-    }
-    for (arg, value) in [
-        ("m", spec.m),
-        ("n", spec.n),
-        ("k", spec.k),
-        ("lda", spec.lda),
-        ("ldb", spec.ldb),
-        ("ldc", spec.ldc),
-    ] {
-        to_u32(arg, value)?;
     }
     Ok(())
 }
