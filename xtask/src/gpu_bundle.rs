@@ -114,6 +114,7 @@ pub fn run(dir: Option<PathBuf>) -> Result<()> {
     files.push(run_sh);
     let manifest = manifest(&dir, &files, glibc)?;
     cmd::write_atomic(&dir.join("MANIFEST.txt"), manifest.as_bytes())?;
+    fs::remove_file(dir.join(BUILDING_MARKER))?;
     report(&dir, &files)?;
     rehearse::run(&dir)
 }
@@ -147,10 +148,16 @@ fn cargo_executables(args: &[&str], kind: &str) -> Result<Vec<Executable>> {
     Ok(exes)
 }
 
-/// Empties `dir`, refusing to delete a folder that is not a bundle.
+/// The file that marks a bundle folder being filled (written first, removed once MANIFEST.txt
+/// is): a build interrupted half-way leaves a folder the next build may replace.
+const BUILDING_MARKER: &str = ".gpu-bundle-building";
+
+/// Empties `dir` and marks it as a bundle being built, refusing to delete a folder that is
+/// not a bundle (complete, or marked by an interrupted build).
 fn prepare_dir(dir: &Path) -> Result<()> {
     if dir.exists() {
-        let is_bundle = dir.join("MANIFEST.txt").exists() && dir.join("run.sh").exists();
+        let is_bundle = (dir.join("MANIFEST.txt").exists() && dir.join("run.sh").exists())
+            || dir.join(BUILDING_MARKER).exists();
         let is_empty = fs::read_dir(dir)?.next().is_none();
         if !is_bundle && !is_empty {
             bail!(
@@ -161,7 +168,8 @@ fn prepare_dir(dir: &Path) -> Result<()> {
         }
         fs::remove_dir_all(dir).with_context(|| format!("removing {}", dir.display()))?;
     }
-    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))
+    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    cmd::write_atomic(&dir.join(BUILDING_MARKER), b"a GPU bundle is being built here\n")
 }
 
 /// Packs every job, as many at a time as there are cores (`xz -9` takes several seconds and
@@ -291,5 +299,22 @@ mod tests {
         let err = super::run(Some(file.clone())).unwrap_err().to_string();
         std::fs::remove_file(&file).unwrap();
         assert!(err.contains("exists and is not a directory"), "{err}");
+    }
+
+    /// A folder left by an interrupted build is replaced; one with other files is not.
+    #[test]
+    fn interrupted_bundles_are_replaced_other_folders_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let bundle = dir.path().join("bundle");
+        super::prepare_dir(&bundle).unwrap();
+        std::fs::write(bundle.join("half-packed.xz"), b"x").unwrap();
+        super::prepare_dir(&bundle).unwrap();
+        assert!(!bundle.join("half-packed.xz").exists());
+        let other = dir.path().join("other");
+        std::fs::create_dir(&other).unwrap();
+        std::fs::write(other.join("notes.txt"), b"x").unwrap();
+        let err = super::prepare_dir(&other).unwrap_err().to_string();
+        assert!(err.contains("is not a GPU bundle"), "{err}");
+        assert!(other.join("notes.txt").exists());
     }
 }

@@ -3,7 +3,8 @@
 //! bookkeeping (summary rows, exit status, the budget, the archive a kill leaves behind), which
 //! a GPU session depends on and cannot afford to debug on device time.
 
-use super::{RUN_SH, write_executable};
+use super::RUN_SH;
+use crate::cmd::write_executable_atomic;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -16,7 +17,7 @@ use std::time::{Duration, Instant};
 fn run_sh_without_a_gpu_exits_2_with_one_line() {
     let scratch = Scratch::new("no-gpu");
     let script = scratch.0.join("run.sh");
-    write_executable(&script, RUN_SH.as_bytes()).unwrap();
+    write_executable_atomic(&script, RUN_SH.as_bytes()).unwrap();
     let empty_path = scratch.0.join("no-bin");
     fs::create_dir_all(&empty_path).unwrap();
     let bash = ["/bin/bash", "/usr/bin/bash"].into_iter().find(|p| Path::new(p).exists());
@@ -366,7 +367,7 @@ impl FakeBundle {
         fs::create_dir_all(fake.path("bundle")).unwrap();
         fs::create_dir_all(fake.path("tmp")).unwrap();
         fs::write(fake.path("bundle/MANIFEST.txt"), "commit: fake\nfiles:\n").unwrap();
-        write_executable(&fake.path("bundle/run.sh"), RUN_SH.as_bytes()).unwrap();
+        write_executable_atomic(&fake.path("bundle/run.sh"), RUN_SH.as_bytes()).unwrap();
         fake.packed(
             "bin/gpu-bench",
             "case $1 in info) echo 'headline: Fake GPU, 1 SM' ;; list) echo gemm ;; \
@@ -414,7 +415,7 @@ impl FakeBundle {
     fn script(&self, relative: &str, body: &str) {
         let path = self.path(relative);
         fs::create_dir_all(path.parent().unwrap()).unwrap();
-        write_executable(&path, format!("#!/bin/sh\n{body}\n").as_bytes()).unwrap();
+        write_executable_atomic(&path, format!("#!/bin/sh\n{body}\n").as_bytes()).unwrap();
     }
 
     /// A script under `bundle/`, xz-compressed as the bundle's binaries are (by python3's
