@@ -4,7 +4,7 @@
 //! - [`elem`], [`warp`]: element conversions and warp collectives built on it;
 //! - [`reduce`]: block-wide sums; [`softmax`]: online softmax statistics;
 //! - one module per kernel family ([`elementwise`], [`gemm`], [`encoder`], [`gelu`],
-//!   [`layernorm`], [`classifier`], [`norm`], [`adamw`], [`flash`], [`probe`]); entry points are
+//!   [`layernorm`], [`classifier`], [`grad_norm`], [`adamw`], [`flash`], [`probe`]); entry points are
 //!   `#[unsafe(no_mangle)] extern "ptx-kernel"` functions taking one `kernel_abi` struct,
 //!   defined through `entry::entries!`.
 //!
@@ -29,7 +29,7 @@ pub mod flash;
 pub mod gelu;
 pub mod gemm;
 pub mod layernorm;
-pub mod norm;
+pub mod grad_norm;
 pub mod probe;
 pub mod reduce;
 pub mod softmax;

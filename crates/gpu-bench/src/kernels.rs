@@ -24,12 +24,12 @@ use gpu_host::kernels::classifier::{Classifier, LogitsGradient, Vocab, fused_cla
 use gpu_host::kernels::elementwise::{FloatElement, add, fill};
 use gpu_host::kernels::encoder::{TokenShape, Tokens, encoder_backward, encoder_forward};
 use gpu_host::kernels::gelu::{gelu_backward, gelu_forward};
+use gpu_host::kernels::grad_norm::{GRAD_NORM_WORKSPACE_LEN, grad_norm};
 use gpu_host::kernels::layernorm::{
     LayerNormBackward, LayerNormForward, LayerNormStats, ResidualLayerNormForward,
     layernorm_backward, layernorm_backward_scratch_len, layernorm_forward,
     residual_layernorm_forward,
 };
-use gpu_host::kernels::norm::{GRAD_NORM_WORKSPACE_LEN, grad_norm};
 use gpu_host::{Device, DeviceBuffer, DeviceElement, Gpu};
 use half::bf16;
 use kernel_abi::Bf16;

@@ -86,7 +86,7 @@ pub const ALL_KERNELS: &[&[KernelSig]] = &[
     crate::elementwise::KERNELS,
     crate::probe::KERNELS,
     crate::gemm::KERNELS,
-    crate::norm::KERNELS,
+    crate::grad_norm::KERNELS,
     crate::adamw::KERNELS,
     crate::gelu::KERNELS,
     crate::layernorm::KERNELS,

@@ -22,9 +22,9 @@ pub mod fragment;
 pub mod gelu;
 pub mod gemm;
 pub mod gemm_wgmma;
+pub mod grad_norm;
 pub mod kernel;
 pub mod layernorm;
-pub mod norm;
 pub mod probe;
 pub mod ptr;
 

@@ -16,12 +16,12 @@ use gpu_host::kernels::adamw::{
 };
 use gpu_host::kernels::elementwise::{add, cast, fill, scale};
 use gpu_host::kernels::encoder::{TokenShape, Tokens, encoder_backward, encoder_forward};
+use gpu_host::kernels::grad_norm::{GRAD_NORM_WORKSPACE_LEN, grad_norm};
 use gpu_host::kernels::layernorm::{
     LayerNormBackward, LayerNormForward, LayerNormStats, ResidualLayerNormForward,
     layernorm_backward, layernorm_backward_scratch_len, layernorm_forward,
     residual_layernorm_forward,
 };
-use gpu_host::kernels::norm::{GRAD_NORM_WORKSPACE_LEN, grad_norm};
 use gpu_host::kernels::probe::{self, MmaKind};
 use gpu_host::{Device, DeviceBuffer, Gpu, LaunchConfig};
 use half::{bf16, f16};

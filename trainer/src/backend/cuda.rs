@@ -29,7 +29,7 @@ use gpu_host::kernels::gemm::{
     Precision as GemmPrecision, WgmmaTile,
 };
 use gpu_host::kernels::layernorm::{self, LayerNormStats};
-use gpu_host::kernels::{gelu, norm};
+use gpu_host::kernels::{gelu, grad_norm};
 use gpu_host::{Device, DeviceBuffer, DeviceElement, DeviceView, DeviceViewMut, GpuError, PtxArch};
 use half::{bf16, f16};
 use std::cell::RefCell;
@@ -269,7 +269,7 @@ impl<'d, D: Device, A: CudaAct> CudaBackend<'d, D, A> {
             act: None,
             f32: None,
             norm_workspace: dev
-                .alloc(norm::GRAD_NORM_WORKSPACE_LEN)
+                .alloc(grad_norm::GRAD_NORM_WORKSPACE_LEN)
                 .map_err(|e| alloc_error("the gradient-norm workspace", e))?,
             norm_out: dev.alloc(2).map_err(|e| alloc_error("the gradient norm", e))?,
         };
@@ -798,7 +798,7 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
             || {
                 let mut scratch = self.scratch.borrow_mut();
                 let scratch = &mut *scratch;
-                norm::grad_norm(
+                grad_norm::grad_norm(
                     self.dev,
                     dv(grads),
                     scratch.norm_workspace.view_mut(),

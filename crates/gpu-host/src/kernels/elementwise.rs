@@ -15,8 +15,8 @@ use kernel_abi::elementwise::{
 };
 use kernel_abi::encoder::EncoderKernels;
 use kernel_abi::gelu::GeluKernels;
+use kernel_abi::grad_norm::GradNormKernels;
 use kernel_abi::layernorm::LayerNormKernels;
-use kernel_abi::norm::GradNormKernels;
 
 /// A storage type of activations and parameters, `f32`, `bf16` or `f16`: one that has every
 /// elementwise, encoder, GELU, layernorm, classifier, gradient-norm and attention kernel.

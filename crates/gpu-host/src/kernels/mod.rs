@@ -13,8 +13,8 @@ pub mod encoder;
 pub mod flash;
 pub mod gelu;
 pub mod gemm;
+pub mod grad_norm;
 pub mod layernorm;
-pub mod norm;
 pub mod probe;
 
 use crate::error::{GpuError, Result};

@@ -5,7 +5,7 @@ use crate::elem::Elem;
 use crate::entry::entries;
 use crate::reduce::block_sum_f64;
 use crate::unroll::unroll;
-use kernel_abi::norm::{BLOCK_THREADS, CHUNK, GradNormFinishParams, GradNormPartialsParams};
+use kernel_abi::grad_norm::{BLOCK_THREADS, CHUNK, GradNormFinishParams, GradNormPartialsParams};
 use kernel_abi::{Bf16, F16};
 
 const WARPS: u32 = BLOCK_THREADS / 32;
@@ -111,7 +111,7 @@ unsafe fn finish(p: GradNormFinishParams) {
     }
 }
 
-entries! { "norm";
+entries! { "grad_norm";
     grad_norm_partials_f32(GradNormPartialsParams<f32>) => partials::<f32>;
     grad_norm_partials_bf16(GradNormPartialsParams<Bf16>) => partials::<Bf16>;
     grad_norm_partials_f16(GradNormPartialsParams<F16>) => partials::<F16>;

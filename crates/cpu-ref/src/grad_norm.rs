@@ -35,7 +35,7 @@ pub struct GradNorm {
 /// in f32 per thread over its chunks, f64 across threads (warp butterfly, then warps in
 /// order) and across blocks; it reproduces the kernels' bits.
 pub fn grad_norm_kernel_order<T: Element>(x: &[T]) -> GradNorm {
-    use kernel_abi::norm::{BLOCK_THREADS, CHUNK, partial_blocks};
+    use kernel_abi::grad_norm::{BLOCK_THREADS, CHUNK, partial_blocks};
     let (threads_per_block, chunk) = (BLOCK_THREADS as usize, CHUNK as usize);
     let blocks = partial_blocks(x.len() as u64) as usize;
     let threads = blocks * threads_per_block;

@@ -3,7 +3,7 @@
 
 use cpu_ref::precision::Element;
 use gpu_host::kernels::elementwise::FloatElement;
-use gpu_host::kernels::norm::{GRAD_NORM_WORKSPACE_LEN, grad_norm};
+use gpu_host::kernels::grad_norm::{GRAD_NORM_WORKSPACE_LEN, grad_norm};
 use gpu_host::{Device, DeviceBuffer, GpuError};
 use half::{bf16, f16};
 use integration_tests::{

@@ -6,7 +6,7 @@ use crate::device::{Device, LaunchConfig};
 use crate::element::DeviceElement;
 use crate::error::{GpuError, Result};
 use crate::view::{DeviceView, DeviceViewMut};
-use kernel_abi::norm::{
+use kernel_abi::grad_norm::{
     BLOCK_THREADS, GRAD_NORM_FINISH, GradNormFinishParams, GradNormKernels, GradNormPartialsParams,
     WORKSPACE_WORDS, partial_blocks,
 };
