@@ -420,12 +420,12 @@ fn check_batched<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
         case.bias = true;
         run::<D, I, O>(dev, &mut rng, &case);
     }
-    for odd in 0..3 {
-        let mut case = batches(Case::new(m, n, k, LAYOUTS[odd], precision).aligned(), 2);
+    for (odd, layouts) in ["a", "b", "c"].into_iter().zip(LAYOUTS) {
+        let mut case = batches(Case::new(m, n, k, layouts, precision).aligned(), 2);
         let s = &mut case.spec;
         match odd {
-            0 => s.stride_a += 1,
-            1 => s.stride_b += 1,
+            "a" => s.stride_a += 1,
+            "b" => s.stride_b += 1,
             _ => s.stride_c += 1,
         }
         run::<D, I, O>(dev, &mut rng, &case);
