@@ -211,6 +211,14 @@ fn op_outputs<D: Device>(dev: &D, seed: u64) -> Outputs<u8> {
         bytemuck::cast_slice(&dev.download(y.view()).unwrap()),
     );
     record(
+        "residual_layernorm_forward residual",
+        bytemuck::cast_slice(&dev.download(residual.view()).unwrap()),
+    );
+    record(
+        "residual_layernorm_forward mean",
+        bytemuck::cast_slice(&dev.download(mean.view()).unwrap()),
+    );
+    record(
         "residual_layernorm_forward rstd",
         bytemuck::cast_slice(&dev.download(rstd.view()).unwrap()),
     );
@@ -224,6 +232,8 @@ fn op_outputs<D: Device>(dev: &D, seed: u64) -> Outputs<u8> {
     };
     layernorm_forward(dev, c, args).unwrap();
     record("layernorm_forward out", bytemuck::cast_slice(&dev.download(y.view()).unwrap()));
+    record("layernorm_forward mean", bytemuck::cast_slice(&dev.download(mean.view()).unwrap()));
+    record("layernorm_forward rstd", bytemuck::cast_slice(&dev.download(rstd.view()).unwrap()));
     let mut dinp = dev.upload(&bf(rng.uniform(rows * c, -1.0, 1.0))).unwrap();
     let (mut dw, mut db) = (
         dev.upload(&rng.uniform(c, -1.0, 1.0)).unwrap(),
@@ -244,6 +254,7 @@ fn op_outputs<D: Device>(dev: &D, seed: u64) -> Outputs<u8> {
     layernorm_backward(dev, c, args).unwrap();
     record("layernorm_backward dinp", bytemuck::cast_slice(&dev.download(dinp.view()).unwrap()));
     record("layernorm_backward dweight", bytemuck::cast_slice(&dev.download(dw.view()).unwrap()));
+    record("layernorm_backward dbias", bytemuck::cast_slice(&dev.download(db.view()).unwrap()));
 
     let (b, t, vocab) = (3, 11, 50);
     let ids: Vec<u32> = rng.u16s(b * t).iter().map(|v| u32::from(*v) % vocab as u32).collect();
@@ -403,7 +414,7 @@ fn project_kernels_agree_bit_for_bit() {
 fn op_kernels_run_on_the_simulator() {
     let seed = TestRng::new().seed();
     let (a, b) = (op_outputs(sim(), seed), op_outputs(sim(), seed));
-    assert_eq!(a.len(), 13);
+    assert_eq!(a.len(), 18);
     for ((name, x), (_, y)) in a.iter().zip(&b) {
         assert!(x == y, "{name} differs between two simulator runs (TEST_SEED={seed})");
     }
