@@ -1,8 +1,7 @@
 //! Planted bugs: each check of the simulator fires, and its message names the kernel, block,
 //! thread, PTX line, instruction and address.
 
-mod common;
-use common::*;
+use crate::common::*;
 use gpu_host::{Device, DeviceBuffer, LaunchConfig, SimErrorKind};
 use ptx_sim::{SimOptions, Simulator};
 

@@ -1,7 +1,6 @@
 //! Loads, stores, address spaces, atomics and cp.async groups.
 
-mod common;
-use common::*;
+use crate::common::*;
 use gpu_host::LaunchConfig;
 
 #[test]

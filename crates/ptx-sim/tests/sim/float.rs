@@ -1,8 +1,7 @@
 //! Floating-point instructions on hand-computed values: exact IEEE rounding, .ftz, .sat,
 //! NaN rules, the .approx functions, comparisons.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 /// Runs `ops` (each computing `%f1`, with `%f2 = a`, `%f3 = b`, `%f4 = c` preset per op) and
 /// returns the bits of `%f1` after each.

@@ -1,7 +1,5 @@
 //! Helpers for tests that run hand-written PTX on the simulator.
 
-#![allow(dead_code)]
-
 use gpu_host::{Device, DeviceBuffer, GpuError, LaunchConfig, SimErrorKind};
 use ptx_sim::{SimOptions, Simulator};
 

@@ -1,8 +1,7 @@
 //! Warp collectives: shfl.sync modes with segments and clamps, vote, redux, activemask,
 //! bar.warp.sync.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 const STORE_R9: &str =
     "\tmul.wide.u32 %rd30, %r0, 4;\n\tadd.s64 %rd31, %rd0, %rd30;\n\tst.global.u32 [%rd31], %r9;\n";

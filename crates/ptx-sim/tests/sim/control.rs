@@ -1,8 +1,7 @@
 //! The execution model: per-lane program counters, divergence and reconvergence, loops,
 //! barriers, special registers, partial warps.
 
-mod common;
-use common::*;
+use crate::common::*;
 use gpu_host::{GpuError, LaunchConfig};
 use ptx_sim::{SimOptions, Simulator};
 

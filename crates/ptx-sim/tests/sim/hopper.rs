@@ -3,9 +3,8 @@
 //! written out here independently), zero-filled out-of-bounds boxes, elect.sync, and one
 //! planted bug per rule the simulator enforces.
 
-mod common;
-
-use common::expect_err;
+use crate::common;
+use crate::common::expect_err;
 use gpu_host::{
     Device, DeviceBuffer, GpuError, LaunchConfig, SimErrorKind, TensorMapDesc, TensorMapElem,
     TensorMapLayers, TensorMapSwizzle,

@@ -1,8 +1,7 @@
 //! mma.sync and ldmatrix on hand-written PTX, with fragments built on the host from the PTX
 //! ISA layouts (`kernel_abi::fragment`).
 
-mod common;
-use common::*;
+use crate::common::*;
 use gpu_host::{LaunchConfig, SimErrorKind};
 use half::bf16;
 use kernel_abi::fragment;

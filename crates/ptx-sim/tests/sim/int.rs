@@ -1,7 +1,6 @@
 //! Integer and bitwise instructions on hand-computed values.
 
-mod common;
-use common::*;
+use crate::common::*;
 use gpu_host::SimErrorKind;
 
 /// Runs `ops` (each computing `%r1`) and returns `%r1` after each.

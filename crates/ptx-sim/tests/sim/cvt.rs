@@ -1,8 +1,7 @@
 //! `cvt` on hand-computed values: every rounding mode and saturation the kernels use,
 //! f32 ↔ bf16/f16/tf32, float ↔ integer.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 /// Runs `cvt_op` with `%f2` (or `%r2` for integer sources) = `input`; returns `%r1`.
 fn each(cases: &[(&str, u32)]) -> Vec<u32> {

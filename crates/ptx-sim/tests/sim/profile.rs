@@ -2,8 +2,7 @@
 //! patterns have known costs: coalesced and strided global accesses, a bank conflict and a
 //! broadcast in shared memory, `ldmatrix` rows with and without a conflict.
 
-mod common;
-use common::*;
+use crate::common::*;
 use gpu_host::LaunchConfig;
 use ptx_sim::profile::{AccessKind, KernelProfile};
 use ptx_sim::{SimOptions, Simulator};
