@@ -5,11 +5,12 @@ use cpu_ref::precision::Element;
 use gpu_host::kernels::elementwise::{
     CastTo, FloatElement, add, add_assign, cast, fill, scale, scale_in_place,
 };
-use gpu_host::{Device, DeviceBuffer, DeviceElement, GpuError};
+use gpu_host::{Device, DeviceBuffer, DeviceElement, GpuError, LaunchConfig};
 use half::{bf16, f16};
 use integration_tests::{
     TestRng, alignment_cases, assert_bits_eq, assert_floats_eq, kernel_tests, poisoned, upload_at,
 };
+use kernel_abi::elementwise::{AddParams, BLOCK_THREADS, ElementwiseKernels};
 
 /// Lengths around the 8-element vector chunk (every residue mod 8), a few blocks, and a long
 /// odd length.
@@ -154,6 +155,36 @@ fn check_cast<S: CastTo<T> + Element, T: DeviceElement + Element>(dev: &impl Dev
     }
 }
 
+/// The grid-stride loop that every elementwise and GELU kernel shares, on a grid of 3 blocks
+/// (768 threads) for up to 10,003 elements: the launchers cap the grid at `MAX_BLOCKS`, which
+/// only 134 M elements reach, so here the kernel is launched directly with a small grid; both
+/// the vector body (1250 chunks) and the scalar path take several strides per thread.
+fn check_grid_stride<T: FloatElement + Element>(dev: &impl Device) {
+    let mut rng = TestRng::new();
+    let n = 10_003;
+    for offset in [0, 1] {
+        let (a, b) = (spread::<T>(&mut rng, n), spread::<T>(&mut rng, n));
+        let (da, db) = (upload_at(dev, &a, offset).unwrap(), upload_at(dev, &b, offset).unwrap());
+        let mut out = poisoned::<_, T>(dev, offset + n).unwrap();
+        let window = offset..offset + n;
+        let params = AddParams {
+            a: da.view().slice(window.clone()).unwrap().ptr(),
+            b: db.view().slice(window.clone()).unwrap().ptr(),
+            out: out.view_mut().slice_mut(window.clone()).unwrap().ptr(),
+            n: n as u64,
+        };
+        let config = LaunchConfig::linear(3, BLOCK_THREADS);
+        // SAFETY: the three views hold `n` elements each, as the parameters say; the kernel
+        // reads and writes only those.
+        unsafe { dev.launch(<T as DeviceElement>::Abi::ADD, config, params) }.unwrap();
+        let got = dev.download(out.view().slice(window).unwrap()).unwrap();
+        let mut want = vec![poison::<T>(); n];
+        cpu_ref::elementwise::add(&a, &b, &mut want);
+        let what = format!("add_{} grid-stride offset={offset}", <T as DeviceElement>::NAME);
+        assert_floats_eq(&what, rng.seed(), &got, &want);
+    }
+}
+
 /// Mismatched lengths are rejected before launch, naming the argument.
 fn check_length_errors(dev: &impl Device) {
     let a = dev.upload(&[1.0f32; 10]).unwrap();
@@ -183,4 +214,6 @@ kernel_tests! {
     cast_f32_f16 => check_cast::<f32, f16>;
     cast_f16_f32 => check_cast::<f16, f32>;
     length_errors => check_length_errors;
+    grid_stride_f32 => check_grid_stride::<f32>;
+    grid_stride_bf16 => check_grid_stride::<bf16>;
 }

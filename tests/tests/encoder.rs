@@ -6,9 +6,10 @@
 use cpu_ref::precision::Element;
 use gpu_host::kernels::elementwise::FloatElement;
 use gpu_host::kernels::encoder::{TokenShape, Tokens, encoder_backward, encoder_forward};
-use gpu_host::{Device, DeviceBuffer, DeviceElement, GpuError};
+use gpu_host::{Device, DeviceBuffer, DeviceElement, GpuError, LaunchConfig};
 use half::{bf16, f16};
 use integration_tests::{TestRng, assert_bits_eq, kernel_tests, poisoned, small_sizes};
+use kernel_abi::encoder::{BLOCK_THREADS, EncoderForwardParams, EncoderKernels};
 
 /// How the token ids of a case are drawn.
 #[derive(Clone, Copy, Debug)]
@@ -163,6 +164,40 @@ fn check_forward<T: FloatElement + Element>(dev: &impl Device) {
     }
 }
 
+/// The forward's warp-stride loop on a grid of 2 blocks (16 warps) for 3 × 37 rows of 264
+/// channels: the launcher caps the grid at `MAX_BLOCKS` blocks of 8 warps, which only 524 k
+/// rows reach, so here the kernel is launched directly with a small grid.
+fn check_forward_warp_stride<T: FloatElement + Element>(dev: &impl Device) {
+    let mut rng = TestRng::new();
+    let case =
+        Case { b: 3, t: 37, c: 264, vocab: 50, vp: 56, max_t: 40, ids: Ids::Uniform, offset: 0 };
+    let Case { b, t, c, .. } = case;
+    let ids = token_ids(&mut rng, &case);
+    let wte = random::<T>(&mut rng, case.vp * c);
+    let wpe = random::<T>(&mut rng, case.max_t * c);
+    let tokens = Tokens::upload(dev, &ids, case.shape()).unwrap();
+    let (dwte, dwpe) = (dev.upload(&wte).unwrap(), dev.upload(&wpe).unwrap());
+    let mut out = poisoned::<_, T>(dev, b * t * c).unwrap();
+    let params = EncoderForwardParams {
+        out: out.view_mut().ptr(),
+        tokens: tokens.ids().ptr(),
+        wte: dwte.view().ptr(),
+        wpe: dwpe.view().ptr(),
+        rows: (b * t) as u32,
+        t: t as u32,
+        c: c as u32,
+    };
+    let config = LaunchConfig::linear(2, BLOCK_THREADS);
+    // SAFETY: `out` holds b·t·c elements, the ids are below `vocab` ≤ vp rows of `wte`, `wpe`
+    // holds max_t ≥ t rows: what the kernel reads and writes for these parameters.
+    unsafe { dev.launch(<T as DeviceElement>::Abi::FORWARD, config, params) }.unwrap();
+    let got = dev.download(out.view()).unwrap();
+    let mut want = vec![poison::<T>(); b * t * c];
+    cpu_ref::encoder_forward(&mut want, &ids, &wte, &wpe, b, t, c);
+    let what = case.label("encoder_forward warp-stride", <T as Element>::NAME);
+    assert_bits_eq(&what, rng.seed(), &got, &want);
+}
+
 /// Runs the backward from `dwte0` / `dwpe0` (windows at `case.offset`) and returns both
 /// whole buffers afterwards.
 fn run_backward<D: Device, T: FloatElement>(
@@ -311,4 +346,6 @@ kernel_tests! {
     encoder_backward_f16 => check_backward::<f16>;
     encoder_tokens_replace => check_tokens_replace;
     encoder_bad_arguments => check_bad_arguments;
+    encoder_forward_warp_stride_f32 => check_forward_warp_stride::<f32>;
+    encoder_forward_warp_stride_bf16 => check_forward_warp_stride::<bf16>;
 }
