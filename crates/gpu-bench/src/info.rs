@@ -1,5 +1,6 @@
 //! `gpu-bench info`: the facts about the GPU that every report quotes (name, compute
-//! capability, SMs, memory, L2, clocks, driver), read from the driver through `gpu-host`.
+//! capability, SMs, memory, L2, clocks, driver, and the cuBLAS the GEMM baselines load), read
+//! from the driver through `gpu-host`.
 
 use anyhow::{Context, Result};
 use cudarc::driver::sys::CUdevice_attribute as Attr;
@@ -14,6 +15,7 @@ pub fn run() -> Result<()> {
     let ctx = gpu.context();
     let attribute = |a: Attr| ctx.attribute(a).with_context(|| format!("reading {a:?}"));
     let driver = driver_api_version();
+    let cublas = crate::cublas::version().unwrap_or_else(|e| format!("missing: {e}"));
     let l2_mib = attribute(Attr::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as f64 / (1 << 20) as f64;
     let sm_clock_mhz = attribute(Attr::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)? / 1000;
     let mem_clock_mhz = attribute(Attr::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE)? / 1000;
@@ -42,13 +44,15 @@ pub fn run() -> Result<()> {
         ("max SM clock", format!("{sm_clock_mhz} MHz")),
         ("memory clock", format!("{mem_clock_mhz} MHz, {bus_bits}-bit bus")),
         ("CUDA driver API", driver.clone()),
+        ("cuBLAS (GEMM baselines)", cublas.clone()),
     ];
     for (key, value) in &lines {
         println!("{key}: {value}");
     }
+    let cublas_short = if cublas.starts_with("missing") { "missing" } else { &cublas };
     println!(
         "headline: {}, cc {major}.{minor}, {} SMs, L2 {l2_mib:.0} MiB, driver API {driver}, \
-         kernels from the {}, opened in {open_seconds:.1} s",
+         cuBLAS {cublas_short}, kernels from the {}, opened in {open_seconds:.1} s",
         info.name,
         info.multiprocessors,
         info.kernel_code.label()

@@ -131,14 +131,17 @@ done
 # cudarc, built against CUDA 12.8, opens libcublas.so / libcublasLt.so or their .so.12 (.11, …):
 # a CUDA 13 machine has libcublas.so.13, under the unversioned name only where the toolkit's
 # development files are installed on the loader's path. Where cudarc's names do not load, link
-# the newest versioned libraries found ($CUBLAS_LIB_DIRS, the loader's cache, the toolkit,
-# PyTorch's wheels) under those names, on LD_LIBRARY_PATH.
+# the newest versioned libraries found ($CUBLAS_LIB_DIRS, PyTorch's wheels, the loader's cache,
+# the toolkit) under those names and their own in a folder of the bundle's, and put only that
+# folder on LD_LIBRARY_PATH: the PyTorch processes the ladder and the attention benchmark start
+# inherit it, and PyTorch's wheels come first so that both sides load the same cuBLAS (a
+# toolkit folder on the path would hand PyTorch the toolkit's other libraries too).
 can_load() { python3 -c 'import ctypes, sys; [ctypes.CDLL(n) for n in sys.argv[1:]]' "$@" 2>/dev/null; }
 cublas_dirs() {
     echo ${CUBLAS_LIB_DIRS:-}
+    python3 -c 'import glob, nvidia; print(" ".join(d for p in nvidia.__path__ for d in glob.glob(p + "/*/lib")))' 2>/dev/null
     ldconfig -p 2>/dev/null | sed -n 's/.*libcublas\.so\.[0-9]* .*=> \(.*\)\/[^/]*$/\1/p'
     echo /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib
-    python3 -c 'import glob, nvidia; print(" ".join(d for p in nvidia.__path__ for d in glob.glob(p + "/*/lib")))' 2>/dev/null
 }
 link_cublas() {
     local lib_dir blas blas_lt
@@ -151,7 +154,11 @@ link_cublas() {
             mkdir -p "$work/lib"
             ln -sf "$blas" "$work/lib/libcublas.so"
             ln -sf "$blas_lt" "$work/lib/libcublasLt.so"
-            export LD_LIBRARY_PATH=$work/lib:$lib_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+            # libcublas needs libcublasLt by its versioned name: beside the links, not by
+            # putting $lib_dir on the path.
+            ln -sf "$blas" "$work/lib/${blas##*/}"
+            ln -sf "$blas_lt" "$work/lib/${blas_lt##*/}"
+            export LD_LIBRARY_PATH=$work/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
             echo "run.sh: cuBLAS for cudarc: $blas"
             return
         fi

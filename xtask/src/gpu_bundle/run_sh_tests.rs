@@ -192,7 +192,8 @@ fn run_sh_stops_when_the_executables_do_not_run_here() {
 }
 
 /// Where cuBLAS exists only under a versioned name cudarc does not try (`libcublas.so.13`),
-/// run.sh links it under `libcublas.so` on `LD_LIBRARY_PATH`, so the GEMM baselines load.
+/// run.sh links it under `libcublas.so` (and its own name) in a folder it puts on
+/// `LD_LIBRARY_PATH`, the library's folder staying off it, so the GEMM baselines load.
 /// Two copies of this process's libc stand in for the two libraries.
 #[test]
 fn run_sh_links_a_cublas_cudarc_does_not_name() {
@@ -210,13 +211,18 @@ fn run_sh_links_a_cublas_cudarc_does_not_name() {
     fake.packed(
         "bin/gpu-bench",
         "case $1 in info) python3 -c 'import ctypes; ctypes.CDLL(\"libcublas.so\"); \
-         ctypes.CDLL(\"libcublasLt.so\")' && echo 'headline: cuBLAS loads' ;; esac",
+         ctypes.CDLL(\"libcublasLt.so\")' \
+         && echo \"headline: cuBLAS loads; path $LD_LIBRARY_PATH links: $(ls ${LD_LIBRARY_PATH%%:*} | tr '\\n' ' ')\" ;; esac",
     );
     let dirs = format!("/nonexistent {}", libs.display());
     let out = fake.run(&["info", "--out", "r"], &[("CUBLAS_LIB_DIRS", &dirs)]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let want = format!("run.sh: cuBLAS for cudarc: {}/libcublas.so.13", libs.display());
     assert!(text(&out).contains(&want), "{}", text(&out));
+    let summary = fake.read("r/summary.md");
+    let links = "links: libcublas.so libcublas.so.13 libcublasLt.so libcublasLt.so.13 ";
+    assert!(summary.contains(links), "{summary}");
+    assert!(!summary.contains(&libs.display().to_string()), "the library folder is on the path");
     assert!(fake.read("r/summary.md").contains("cuBLAS loads"), "{}", fake.read("r/summary.md"));
 }
 
