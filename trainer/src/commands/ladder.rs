@@ -124,8 +124,8 @@ pub fn ladder(args: &LadderArgs) -> Result<()> {
     let options = ladder_options(args, matches!(device, ResolvedDevice::Cuda(_)))?;
     let slug = device_slug(&device);
     check_report_path("--out", &report_path(args, &slug, &options.rungs))?;
-    // The report is rewritten after each of our rungs, so a ladder stopped part-way (a time
-    // limit, a crash in PyTorch's side) still leaves what it measured.
+    // The report is rewritten after each rung of either side, so a ladder stopped part-way (a
+    // time limit, a crash in PyTorch's side) still leaves what both sides measured.
     let mut partial = |ladder: &trainer::ladder::Ladder| {
         if let Err(e) = write_ladder_report(args, &slug, ladder) {
             log(&format!("could not write the report so far: {e:#}"));

@@ -103,7 +103,7 @@ pub struct Ladder {
     pub kernels: bool,
     /// One entry per rung, in order.
     pub rungs: Vec<RungResult>,
-    /// Why there is no PyTorch side, when there is none.
+    /// Why there is no PyTorch side, or why it is incomplete (still running or stopped).
     pub torch_note: Option<String>,
 }
 
@@ -176,9 +176,13 @@ pub struct LossAgreement {
 const TORCH_PENDING: &str = "PyTorch's side had not run when this report was written (the \
                              ladder was stopped, or is still running)";
 
+/// What a report written while PyTorch's side runs says about it.
+const TORCH_RUNNING: &str = "PyTorch's side was still running when this report was written (or \
+                             was stopped): the rungs without its figures had not finished there";
+
 /// Runs the ladder on `device`; `log` receives a line per rung (and PyTorch's progress),
-/// `partial` the ladder so far after each of our rungs (to write a report that survives the
-/// run being stopped).
+/// `partial` the ladder so far after each of our rungs and each of PyTorch's (to write a
+/// report that survives the run being stopped).
 pub fn run(
     device: &ResolvedDevice,
     options: &LadderOptions,
@@ -252,7 +256,14 @@ pub fn run(
     }
     let torch_device = if ladder.gpu.is_some() { "cuda" } else { "cpu" };
     let inputs = torch::Inputs { checkpoint: &checkpoint, shard: &shard, device: torch_device };
-    match torch::run(&options.torch, options, &inputs, log)? {
+    let mut each = |id: &str, run: &std::result::Result<torch::TorchRun, String>| {
+        if let Some(result) = ladder.rungs.iter_mut().find(|r| r.rung.id == id) {
+            result.torch = Some(run.clone());
+        }
+        ladder.torch_note = Some(TORCH_RUNNING.into());
+        partial(&ladder);
+    };
+    match torch::run(&options.torch, options, &inputs, log, &mut each)? {
         Ok(runs) => {
             ladder.torch_note = None;
             for result in &mut ladder.rungs {

@@ -58,10 +58,13 @@ pub fn markdown(ladder: &Ladder, meta: &ReportMeta<'_>) -> String {
     }
     let torch = ladder.rungs.iter().find_map(|r| r.torch.as_ref()?.as_ref().ok());
     match (torch, &ladder.torch_note) {
-        (Some(t), _) => {
+        (Some(t), note) => {
             let script =
                 ladder.options.torch.script().map_or("?".into(), |p| p.display().to_string());
             let _ = writeln!(s, "- PyTorch {} on {} (`{script}`)", t.torch, t.device);
+            if let Some(note) = note {
+                let _ = writeln!(s, "- PyTorch's side is incomplete: {note}");
+            }
         }
         (None, Some(note)) => {
             let _ = writeln!(s, "- No PyTorch side: {note}");

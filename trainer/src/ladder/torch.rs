@@ -111,12 +111,18 @@ pub(super) struct Inputs<'a> {
 /// Per rung id: PyTorch's run or why that rung failed there.
 pub(super) type TorchRuns = Vec<(String, std::result::Result<TorchRun, String>)>;
 
-/// Runs the script over `options.rungs`. `Ok(Err(note))`: no PyTorch side, and why.
+/// What [`run`] hands over after each rung PyTorch finishes: its id and its run (or why it
+/// failed there).
+pub(super) type EachRung<'a> = dyn FnMut(&str, &std::result::Result<TorchRun, String>) + 'a;
+
+/// Runs the script over `options.rungs`, calling `each` as every rung's result arrives.
+/// `Ok(Err(note))`: no PyTorch side (or a failed one), and why.
 pub(super) fn run(
     mode: &TorchMode,
     options: &LadderOptions,
     inputs: &Inputs<'_>,
     log: &mut dyn FnMut(&str),
+    each: &mut EachRung<'_>,
 ) -> Result<std::result::Result<TorchRuns, String>> {
     let (script, required) = match mode {
         TorchMode::Off => return Ok(Err("PyTorch was not run (--torch off)".into())),
@@ -129,7 +135,7 @@ pub(super) fn run(
     if let Some(reason) = unavailable(script) {
         return missing(reason);
     }
-    match run_script(script, options, inputs, log) {
+    match run_script(script, options, inputs, log, each) {
         Ok(runs) if required => {
             let failed: Vec<String> = options
                 .rungs
@@ -174,12 +180,14 @@ pub fn pytorch_missing() -> Option<String> {
     }
 }
 
-/// Runs `script` and collects its rungs; any failure (spawn, output, exit status) is an error.
+/// Runs `script` and collects its rungs, handing each to `each` as it arrives; any failure
+/// (spawn, output, exit status) is an error.
 fn run_script(
     script: &Path,
     options: &LadderOptions,
     inputs: &Inputs<'_>,
     log: &mut dyn FnMut(&str),
+    each: &mut EachRung<'_>,
 ) -> Result<TorchRuns> {
     let ids: Vec<&str> = options.rungs.iter().map(|r| r.id).collect();
     let a = &options.adamw;
@@ -225,6 +233,7 @@ fn run_script(
             )),
             Err(e) => log(&format!("torch {:6} failed: {e}", parsed.rung)),
         }
+        each(&parsed.rung, &run);
         runs.push((parsed.rung, run));
     }
     let status = child.wait().map_err(|e| Error::io(script, e))?;
