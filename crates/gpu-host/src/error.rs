@@ -133,7 +133,8 @@ pub enum SimErrorKind {
     AsyncProxyHazard,
     /// A warp-collective or barrier rule of the PTX ISA was broken: lanes of an `.aligned`
     /// instruction at different instructions, a member mask naming an exited lane or a lane
-    /// that never arrives.
+    /// that never arrives, the warps of a warpgroup not issuing the same `wgmma.*` /
+    /// `setmaxnreg` instructions together.
     IllegalCollective,
     /// Every live thread of a block waits and none can proceed.
     Deadlock,

@@ -145,7 +145,15 @@ impl Block<'_> {
             Clocks::join(&mut barrier.collecting, vc);
         }
         if arrive {
-            // `pending` is never 0 here: a phase completes (and resets it) as soon as it is.
+            // `pending` is 0 here only while the phase waits for its transactions (after the
+            // last expected arrival, before the TMA bytes land): one arrival too many.
+            if barrier.pending == 0 {
+                let (expected, left) = (barrier.expected, barrier.tx);
+                let what = format!(
+                    "an arrival on the mbarrier at shared address {at:#x} beyond its {expected} expected arrivals (the phase still waits for {left} transaction bytes): the arrive count is wrong, or an arrival belongs to the next phase before this one completed"
+                );
+                return Err(self.fault(SimErrorKind::AsyncProxyHazard, w, lane, pc, what));
+            }
             barrier.pending -= 1;
         }
         if barrier.pending == 0 && barrier.tx == 0 {
@@ -295,6 +303,16 @@ impl Block<'_> {
         }
         let esize = tm.elem_bytes as u64;
         let row_bytes = tm.box_dims[0] as u64 * esize;
+        if tm.swizzle_bytes != 0 && row_bytes != tm.swizzle_bytes as u64 {
+            // The ISA allows an inner box narrower than the swizzle span; where the hardware
+            // puts its rows then is not written down, so the simulator does not guess.
+            let what = format!(
+                "a swizzled box whose rows ({row_bytes} bytes) are not exactly the map's {}-byte \
+                 swizzle span: the simulator models only rows as wide as the span",
+                tm.swizzle_bytes
+            );
+            return Err(self.fault(SimErrorKind::Unsupported, w, lane, pc, what));
+        }
         let bytes = row_bytes * tm.box_dims[1] as u64;
         self.shared_range(w, lane, pc, at, bytes as usize, "TMA destination")?;
         let bar_at = self.mbarrier_addr(w, lane, pc, bar)?;

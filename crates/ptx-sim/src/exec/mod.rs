@@ -112,6 +112,8 @@ struct Warp {
     clock: u64,
     /// `wgmma` in flight.
     wgmma: wgmma::WgmmaState,
+    /// Warpgroup-scope instructions (`wgmma.*`, `setmaxnreg`) this warp has executed.
+    warpgroup_ops: usize,
 }
 
 impl Warp {
@@ -172,6 +174,9 @@ struct Block<'a> {
     tensormaps: HashMap<(usize, u64), bool>,
     /// Shared ranges that in-flight wgmmas read.
     inflight: Vec<wgmma::InflightRead>,
+    /// Per warpgroup (warps 4g .. 4g + 3), the PTX instruction of each warpgroup-scope
+    /// instruction it issued, in order, as the first of its warps to get there executed it.
+    warpgroups: HashMap<u32, Vec<u32>>,
     /// Whether the current scheduling round executed anything but failed mbarrier waits.
     progress: bool,
     /// This block's memory-access counts, when profiling.
@@ -199,6 +204,7 @@ impl<'a> Block<'a> {
             mbarriers: HashMap::new(),
             tensormaps: HashMap::new(),
             inflight: Vec::new(),
+            warpgroups: HashMap::new(),
             progress: false,
             profile: launch.profile.map(|_| InstrCounts::new()),
         }
@@ -220,6 +226,7 @@ impl<'a> Block<'a> {
             warp_sync: 0,
             clock: 0,
             wgmma: wgmma::WgmmaState::default(),
+            warpgroup_ops: 0,
         }
     }
 
@@ -252,7 +259,7 @@ impl<'a> Block<'a> {
                 continue;
             }
             if warps.iter().all(|w| w.mask_of(Lane::Barrier) == 0) {
-                return Ok(());
+                return self.check_warpgroups_complete(&warps);
             }
             self.complete_barrier(&mut warps)?;
         }

@@ -99,11 +99,23 @@ impl Block<'_> {
                 self.ldmatrix(w, pc, n, trans, d, addr, space)?
             }
             Op::Elect { d, p, .. } => self.elect(w, waiting, d, p),
-            Op::Setmaxnreg { .. } => {}
-            Op::WgmmaFence => self.wgmma_fence(w),
-            Op::WgmmaCommit => self.wgmma_commit(w),
-            Op::WgmmaWait { n } => self.wgmma_wait(w, n),
-            Op::Wgmma(ref op) => self.wgmma(w, pc, op)?,
+            Op::Setmaxnreg { .. } => self.warpgroup_step(w, pc)?,
+            Op::WgmmaFence => {
+                self.warpgroup_step(w, pc)?;
+                self.wgmma_fence(w)
+            }
+            Op::WgmmaCommit => {
+                self.warpgroup_step(w, pc)?;
+                self.wgmma_commit(w)
+            }
+            Op::WgmmaWait { n } => {
+                self.warpgroup_step(w, pc)?;
+                self.wgmma_wait(w, n)
+            }
+            Op::Wgmma(ref op) => {
+                self.warpgroup_step(w, pc)?;
+                self.wgmma(w, pc, op)?
+            }
             ref other => unreachable!("{other:?} is not a collective"),
         }
         for lane in bits(waiting) {
@@ -181,6 +193,68 @@ impl Block<'_> {
             w.set(d, lane, value);
             if let Some(p) = p {
                 w.set(p, lane, valid as u64);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Block<'_> {
+    /// `w` executes the warpgroup-scope instruction at `pc` (`wgmma.*`, `setmaxnreg`): the
+    /// four warps of a warpgroup must issue the same such instructions in the same order, so
+    /// this warp's k-th one must be the instruction its group's k-th one was.
+    pub(super) fn warpgroup_step(&mut self, w: &mut Warp, pc: u32) -> Result<(), GpuError> {
+        let group = w.index / 4;
+        let issued = self.warpgroups.entry(group).or_default();
+        let k = w.warpgroup_ops;
+        w.warpgroup_ops += 1;
+        match issued.get(k) {
+            None => issued.push(pc),
+            Some(&first) if first != pc => {
+                let what = format!(
+                    "warpgroup-scope instruction {} of warp {} (in warpgroup {group}, warps {}..={}) is at PTX line {}, where another warp of the warpgroup executed PTX line {}: wgmma and setmaxnreg are issued by the four warps of a warpgroup together",
+                    k + 1,
+                    w.index,
+                    4 * group,
+                    4 * group + 3,
+                    self.kernel.info[pc as usize].line,
+                    self.kernel.info[first as usize].line,
+                );
+                let lane = bits(w.exists).next().unwrap_or(0);
+                return Err(self.fault(SimErrorKind::IllegalCollective, w, lane, pc, what));
+            }
+            Some(_) => {}
+        }
+        Ok(())
+    }
+
+    /// At the end of the block: every warp of a warpgroup that issued warpgroup-scope
+    /// instructions issued all of them (a warp that skipped some, or a warpgroup the block
+    /// has fewer than four warps of, is an error).
+    pub(super) fn check_warpgroups_complete(&self, warps: &[Warp]) -> Result<(), GpuError> {
+        for (&group, issued) in &self.warpgroups {
+            let members = (4 * group..4 * group + 4).map(|i| warps.get(i as usize));
+            for (i, member) in (4 * group..).zip(members) {
+                let done = member.map_or(0, |m| m.warpgroup_ops);
+                if done == issued.len() {
+                    continue;
+                }
+                let reporter =
+                    member.or_else(|| warps.get(4 * group as usize)).unwrap_or(&warps[0]);
+                let pc = issued[done];
+                let what = match member {
+                    Some(_) => format!(
+                        "warp {i} executed {done} of the {} warpgroup-scope instructions (wgmma, setmaxnreg) that warpgroup {group} issued; the first it skipped is at PTX line {}: the four warps of a warpgroup issue them together",
+                        issued.len(),
+                        self.kernel.info[pc as usize].line,
+                    ),
+                    None => format!(
+                        "warpgroup {group} issued warpgroup-scope instructions (wgmma, setmaxnreg; the first at PTX line {}) but the block has no warp {i}: a warpgroup is four whole warps",
+                        self.kernel.info[issued[0] as usize].line,
+                    ),
+                };
+                let lane = bits(reporter.exists).next().unwrap_or(0);
+                return Err(self.fault(SimErrorKind::IllegalCollective, reporter, lane, pc, what));
             }
         }
         Ok(())

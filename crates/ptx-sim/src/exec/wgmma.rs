@@ -135,7 +135,19 @@ fn decode_desc(d: u64) -> Result<Desc, String> {
         2 => 64,
         _ => 32,
     };
-    Ok(Desc { start: field(0), lbo: field(16), sbo: field(32), span })
+    let start = field(0);
+    // The swizzle pattern repeats every 8 rows of 128 bytes (every 8·span bytes): a start in
+    // a later row of it is what the base-offset field is for, which the ISA leaves to the
+    // hardware with base offset 0. Starts that only move along K inside the first row
+    // (CUTLASS's and DeepGEMM's k-steps) are modelled.
+    let period = 8 * span as u64;
+    if span != 0 && start % period >= 128 {
+        return Err(format!(
+            "matrix descriptor {d:#018x} starts at {start:#x}, {} bytes into its {period}-byte swizzle pattern (past its first 128-byte row) with base offset 0: not modelled",
+            start % period
+        ));
+    }
+    Ok(Desc { start, lbo: field(16), sbo: field(32), span })
 }
 
 impl Desc {

@@ -36,6 +36,9 @@ struct Variant {
     /// The scope at which thread 0 acquires the two tensor maps before its TMA loads
     /// (`fence.proxy.tensormap::generic.acquire.<scope>`; `None`: it does not, a bug).
     acquire_maps: Option<&'static str>,
+    /// Bytes added to the start of A's descriptors (128: into the second row of the swizzle
+    /// pattern, which needs the base-offset field the simulator does not model).
+    a_start_offset: usize,
 }
 
 const GOOD: Variant = Variant {
@@ -46,6 +49,7 @@ const GOOD: Variant = Variant {
     arrive: true,
     generic_store: None,
     acquire_maps: Some("sys"),
+    a_start_offset: 0,
 };
 
 /// The module: `k(out, maps)`, 128 threads; A tile at the dynamic shared base (1024-aligned),
@@ -55,10 +59,11 @@ fn module(v: Variant) -> String {
     let acc: Vec<String> = (0..N / 2).map(|i| format!("%f{i}")).collect();
     let acc = acc.join(", ");
     let desc = |reg: &str, base: &str, kk: usize| {
+        let extra = if reg == "%rd3" { v.a_start_offset } else { 0 };
         format!(
             "\tcvt.u64.u32 {reg}, {base};\n\tadd.u64 {reg}, {reg}, {off};\n\tshr.u64 {reg}, {reg}, 4;\n\
              \tand.b64 {reg}, {reg}, 16383;\n\tor.b64 {reg}, {reg}, {bits};\n",
-            off = 32 * kk,
+            off = 32 * kk + extra,
             bits = (1u64 << 16) | ((1024u64 >> 4) << 32) | (1u64 << 62),
         )
     };
@@ -214,6 +219,11 @@ fn tma_zero_fills_rows_and_columns_outside_the_tensor() {
 /// `dst_offset` bytes past the 1024-aligned dynamic shared base; the kernel copies those
 /// shared bytes back verbatim after the wait.
 fn swizzled_box(dst_offset: u32) -> Result<(Vec<u16>, Vec<u16>), GpuError> {
+    swizzled_box_of(64, dst_offset)
+}
+
+/// [`swizzled_box`] with boxes of `box_cols` of the 64 columns.
+fn swizzled_box_of(box_cols: u32, dst_offset: u32) -> Result<(Vec<u16>, Vec<u16>), GpuError> {
     let body = "\
         \t@%p0 bra INITED;\n\tmbarrier.init.shared::cta.b64 [%r3], 1;\nINITED:\n\tbar.sync 0;\n\
         \t@%p0 bra WAIT;\n\tmbarrier.arrive.expect_tx.shared::cta.b64 _, [%r3], 1024;\n\
@@ -239,7 +249,7 @@ fn swizzled_box(dst_offset: u32) -> Result<(Vec<u16>, Vec<u16>), GpuError> {
         elem: TensorMapElem::Bf16,
         dims: [64, 8],
         row_stride_bytes: 128,
-        box_dims: [64, 8],
+        box_dims: [box_cols, 8],
         swizzle: TensorMapSwizzle::B128,
         layers: None,
     })?;
@@ -268,6 +278,17 @@ fn tma_writes_the_128_byte_swizzle_of_the_isa() {
 #[test]
 fn a_128_byte_swizzled_box_must_start_on_a_1024_byte_boundary() {
     expect_err(swizzled_box(512), SimErrorKind::Misaligned, &["not 1024-byte aligned"]);
+}
+
+/// Rows narrower than the swizzle span are legal on the hardware, which places them in a way
+/// the ISA does not write down: the simulator refuses them rather than guess.
+#[test]
+fn a_box_narrower_than_its_swizzle_span_is_not_modelled() {
+    expect_err(
+        swizzled_box_of(32, 0),
+        SimErrorKind::Unsupported,
+        &["rows (64 bytes) are not exactly the map's 128-byte swizzle span"],
+    );
 }
 
 /// Thread 0 copies one unswizzled 8 × 16-element box with `copy` (a `cp.async.bulk.tensor`
@@ -400,6 +421,12 @@ fn tma_through_a_tensor_map_not_acquired_at_system_scope_is_reported() {
     );
     let v = Variant { acquire_maps: Some("gpu"), ..GOOD };
     expect_err(tile_product(v, M, K), SimErrorKind::AsyncProxyHazard, &["at system scope"]);
+    let v = Variant { a_start_offset: 128, ..GOOD };
+    expect_err(
+        tile_product(v, M, K),
+        SimErrorKind::Unsupported,
+        &["128 bytes into its 1024-byte swizzle pattern", "not modelled"],
+    );
 }
 
 #[test]
@@ -411,4 +438,54 @@ fn elect_sync_elects_the_lowest_member() {
     assert!(out[..4].iter().all(|&x| x == u32::MAX));
     assert_eq!(out[4], 104);
     assert!(out[5..].iter().all(|&x| x == 4));
+}
+
+/// `setmaxnreg` (like every `wgmma.*`) is issued by the four warps of a warpgroup together:
+/// all four pass; one warp alone, warps at different instructions and a block without the
+/// whole warpgroup are errors naming the rule.
+#[test]
+fn warpgroup_instructions_need_the_whole_warpgroup() {
+    let setmaxnreg = "\tsetmaxnreg.inc.sync.aligned.u32 232;\n";
+    let warp_is =
+        |cond: &str, n: u32| format!("\tshr.u32 %r1, %r0, 5;\n\tsetp.{cond}.u32 %p1, %r1, {n};\n");
+    common::run(setmaxnreg, common::block(128), &[], 1).unwrap();
+
+    let only_warp_0 = format!("{}\t@%p1 bra DONE;\n{setmaxnreg}DONE:\n", warp_is("ne", 0));
+    expect_err(
+        common::run(&only_warp_0, common::block(128), &[], 1),
+        SimErrorKind::IllegalCollective,
+        &["warp 1 executed 0 of the 1 warpgroup-scope instructions", "together"],
+    );
+
+    let split = format!(
+        "{}\t@%p1 bra OTHER;\n{setmaxnreg}\tbra.uni DONE;\nOTHER:\n{setmaxnreg}DONE:\n",
+        warp_is("eq", 2)
+    );
+    expect_err(
+        common::run(&split, common::block(128), &[], 1),
+        SimErrorKind::IllegalCollective,
+        &["warpgroup-scope instruction 1 of warp 2", "another warp of the warpgroup"],
+    );
+
+    expect_err(
+        common::run(setmaxnreg, common::block(64), &[], 1),
+        SimErrorKind::IllegalCollective,
+        &["the block has no warp 2", "four whole warps"],
+    );
+}
+
+/// An arrival beyond the expected count while the phase still waits for its transaction bytes
+/// is reported (it used to underflow the pending count).
+#[test]
+fn an_extra_arrival_before_the_bytes_land_is_an_error() {
+    let body = "\tmov.u32 %r1, smem;\n\tsetp.ne.u32 %p0, %r0, 0;\n\t@%p0 bra DONE;\n\
+                \tmbarrier.init.shared::cta.b64 [%r1], 1;\n\
+                \tmbarrier.arrive.expect_tx.shared::cta.b64 _, [%r1], 1024;\n\
+                \tmbarrier.arrive.shared::cta.b64 _, [%r1];\nDONE:\n";
+    let config = LaunchConfig { shared_mem_bytes: 16, ..common::block(32) };
+    expect_err(
+        common::run(body, config, &[], 1),
+        SimErrorKind::AsyncProxyHazard,
+        &["beyond its 1 expected arrivals", "waits for 1024 transaction bytes"],
+    );
 }
