@@ -2,7 +2,9 @@
 //!
 //! Linux overcommits: a `Vec` of 25 GiB is granted on a 24 GiB machine, and the process is
 //! killed when the zeros are written. The CPU backend therefore compares each allocation with
-//! `MemAvailable` first, so that a model too large for the host is an error naming the buffer.
+//! `MemAvailable` first, so that a model too large for the host is an error naming the buffer;
+//! training and benchmarking on a host-memory backend first compare the training state's lower
+//! bound, so that a model far too large fails before minutes of initialisation.
 
 /// `3.42 GiB` from 1 GiB up, else `12.5 MiB`.
 pub(super) fn human_size(bytes: usize) -> String {
@@ -43,7 +45,7 @@ pub(crate) fn check_host_memory(what: &str, bytes: usize) -> crate::error::Resul
 /// `act_bytes` bytes. Logits, attention state and scratch come on top, so the real need is
 /// larger; this bound is what makes a model far too large for the host fail at once rather
 /// than after minutes of initialisation.
-pub(crate) fn training_host_bytes(
+fn training_host_bytes(
     config: &crate::model::Gpt2Config,
     tokens: usize,
     act_bytes: usize,
@@ -54,6 +56,31 @@ pub(crate) fn training_host_bytes(
         .saturating_mul(tokens)
         .saturating_mul(act_bytes);
     state.saturating_add(saved)
+}
+
+/// On a backend that keeps its buffers in host memory (no GPU), fails at once when the host
+/// cannot hold what training `config` takes at least, `held` bytes of it already loaded.
+pub(crate) fn check_training_fits<B: super::Backend>(
+    backend: &B,
+    config: &crate::model::Gpt2Config,
+    tokens: usize,
+    held: usize,
+) -> crate::error::Result<()> {
+    if backend.gpu_name().is_some() {
+        return Ok(());
+    }
+    config.validate()?;
+    let need = training_host_bytes(config, tokens, size_of::<B::Act>());
+    check_host_memory(
+        &format!(
+            "the training state of a {}-layer, {}-channel GPT-2 on {} (parameters, gradients, \
+             AdamW moments, saved activations, at least)",
+            config.num_layers,
+            config.channels,
+            backend.describe()
+        ),
+        need.saturating_sub(held),
+    )
 }
 
 /// Why `bytes` for `what` cannot be allocated on a host with `available` bytes free, if so.

@@ -27,7 +27,7 @@ pub use cpu_ref::GradNorm;
 pub use cpu_ref::adamw::ArenaTensor;
 pub use cuda::{CudaAct, CudaBackend, CudaOptions};
 pub use gpu_host::kernels::encoder::TokenShape;
-pub(crate) use memory::{check_host_memory, training_host_bytes};
+pub(crate) use memory::{check_host_memory, check_training_fits};
 pub use view::{Storage, View, ViewMut};
 
 use crate::error::Result;

@@ -7,6 +7,7 @@ pub use memory::{memory_lines, memory_markdown};
 pub use report::{BenchOutcome, BenchRow, clock_name, markdown, op_lines, op_table, roofline_note};
 
 use crate::backend::Backend;
+use crate::backend::check_training_fits;
 use crate::backend::op_times::OpTimes;
 use crate::error::Result;
 use crate::model::{Gpt2, Gpt2Config, ModelOptions, checked_init};
@@ -123,6 +124,7 @@ pub fn bench<B: Backend>(
     options: ModelOptions,
     run: BenchRun,
 ) -> Result<BenchResult> {
+    check_training_fits(backend, config, run.b.saturating_mul(run.t), 0)?;
     let model = Gpt2::new(backend, *config, &checked_init(config, 0)?, options)?;
     let adamw = AdamWConfig {
         beta1: 0.9,

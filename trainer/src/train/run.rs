@@ -4,7 +4,7 @@ use super::metrics::{MetricsLog, StepRecord, plot_losses};
 use super::progress::Progress;
 use super::session::{BatchShape, Session};
 use crate::backend::ops::AttentionKind;
-use crate::backend::{Backend, check_host_memory, training_host_bytes};
+use crate::backend::{Backend, check_training_fits};
 use crate::checkpoint::{
     ModelDtype, OptimizerState, checkpoint_files, latest_resumable, model_path, read_model,
     read_state, resolve_model_file, resumable_steps, state_path, write_model, write_state,
@@ -297,31 +297,6 @@ impl Summary<'_> {
     }
 }
 
-/// On a backend that keeps its buffers in host memory (no GPU), fails at once when the host
-/// cannot hold what training `config` takes at least, `held` bytes of it already loaded.
-fn check_host_footprint<B: Backend>(
-    backend: &B,
-    config: &Gpt2Config,
-    tokens: usize,
-    held: usize,
-) -> Result<()> {
-    if backend.gpu_name().is_some() {
-        return Ok(());
-    }
-    config.validate()?;
-    let need = training_host_bytes(config, tokens, size_of::<B::Act>());
-    check_host_memory(
-        &format!(
-            "the training state of a {}-layer, {}-channel GPT-2 on {} (parameters, gradients, \
-             AdamW moments, saved activations, at least)",
-            config.num_layers,
-            config.channels,
-            backend.describe()
-        ),
-        need.saturating_sub(held),
-    )
-}
-
 /// Runs training on `backend` as `opts` says, printing a summary and progress.
 pub fn run<B: Backend>(backend: &B, opts: &TrainOptions) -> Result<TrainReport> {
     let accum = grad_accum_steps(opts)?;
@@ -337,13 +312,13 @@ pub fn run<B: Backend>(backend: &B, opts: &TrainOptions) -> Result<TrainReport> 
     let (b, t) = (opts.batch_size, opts.seq_len);
     let tokens = b.saturating_mul(t);
     if let ModelSource::Fresh(config) = &opts.model {
-        check_host_footprint(backend, config, tokens, 0)?;
+        check_training_fits(backend, config, tokens, 0)?;
     }
     let start = load_start(opts)?;
     let config = start.config;
     if !matches!(opts.model, ModelSource::Fresh(_)) {
         let moments = start.state.as_ref().map_or(0, |_| 2);
-        check_host_footprint(backend, &config, tokens, (1 + moments) * 4 * config.num_params())?;
+        check_training_fits(backend, &config, tokens, (1 + moments) * 4 * config.num_params())?;
     }
     if t > config.max_seq_len {
         return Err(Error::invalid(format!(

@@ -121,6 +121,13 @@ fn models_too_large_are_refused_at_once() {
         &String::from_utf8_lossy(&out.stderr),
         &["out of host memory allocating the training state of a 2-layer, 128-channel GPT-2"],
     );
+    let bench = ["bench", "--device", "cpu", "--model", "d2", "--batch-size", "100000"];
+    let out = trainer(&[&bench[..], &["--seq-len", "1024", "--steps", "1"]].concat());
+    assert!(!out.status.success());
+    assert_mentions(
+        &String::from_utf8_lossy(&out.stdout),
+        &["failed: backend: out of host memory allocating the training state"],
+    );
 }
 
 /// Options that cannot mean what they say are errors, not silently ignored.
