@@ -16,7 +16,9 @@ pub use report::{chart, loss_tolerance, markdown};
 pub use rungs::{RUNGS, Rung, rung};
 pub use torch::{TorchMode, TorchOps, TorchRun, TorchVocabLoss, pytorch_missing};
 
-use crate::backend::{Backend, BackendJob, Compute, Precision, ResolvedDevice};
+use crate::backend::{
+    Backend, BackendJob, Compute, Precision, ResolvedDevice, check_training_fits,
+};
 use crate::bench::{BenchRun, TimedSteps, timed_steps};
 use crate::checkpoint::{ModelDtype, write_model};
 use crate::data::{DataLoader, write_shard};
@@ -321,6 +323,8 @@ impl BackendJob for RungJob<'_> {
     fn run<B: Backend>(self, backend: &B) -> Result<RungRun> {
         let LadderOptions { b, t, warmup, steps, lr, adamw, op_times, .. } = *self.options;
         let options = ModelOptions { attention: self.rung.attention, fuse: self.rung.fuse };
+        let held = self.config.num_params().saturating_mul(4);
+        check_training_fits(backend, &self.config, b.saturating_mul(t), held)?;
         let model = Gpt2::new(backend, self.config, self.params, options)?;
         let shape = BatchShape { b, t, grad_accum_steps: 1 };
         let mut session = Session::new(backend, model, adamw, shape)?;
