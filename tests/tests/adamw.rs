@@ -299,11 +299,13 @@ fn expect_invalid<T>(result: Result<T, GpuError>, op: &str, arg: &str) {
 
 fn check_bad_arguments(dev: &impl Device) {
     let entry = |offset, len| AdamWTensor { offset, len, weight_decay: 0.1 };
-    let bad_tables: [&[AdamWTensor]; 4] = [
+    // The last: an offset whose end wraps past 2^64 to 8, inside the arena if unchecked.
+    let bad_tables: [&[AdamWTensor]; 5] = [
         &[],
         &[entry(10, 5), entry(0, 5)],
         &[entry(0, 6), entry(5, 5)],
         &[entry(0, 5), entry(10, 91)],
+        &[entry(u64::MAX - 7, 16)],
     ];
     for entries in bad_tables {
         expect_invalid(AdamWTable::new(dev, entries, 100), "adamw_table", "tensors");

@@ -664,6 +664,15 @@ fn check_argument_errors(dev: &impl Device) {
     let mut db = dev.alloc::<f32>(8).unwrap();
     let err = bias_grad(dev, a.view(), 9, 8, db.view_mut(), 0.0).unwrap_err();
     assert!(err.to_string().contains("`dy`"), "unexpected error: {err}");
+    // The row loop steps by a block's threads in 32 bits: rows stop a block short of 2^32.
+    let err = bias_grad(dev, a.view(), u32::MAX as usize, 8, db.view_mut(), 0.0).unwrap_err();
+    assert!(err.to_string().contains("`rows`"), "unexpected error: {err}");
+    // A batch stride whose span wraps past 2^64 (C's extent would wrap to 0): refused, not
+    // launched on views too short for it.
+    let wrapping = GemmSpec { batch: 2, stride_c: usize::MAX - 7, ..s };
+    let err =
+        gemm(dev, &wrapping, a.view(), a.view(), c.view_mut(), Epilogue::default()).unwrap_err();
+    assert!(matches!(&err, GpuError::InvalidArgument { arg: "c", .. }), "{err}");
 }
 
 /// Instantiates the per-precision checks for one (input, output) type pair.

@@ -45,10 +45,15 @@ impl<D: Device> AdamWTable<D> {
                     e.offset
                 ));
             }
-            end = e.offset + u64::from(e.len);
-            if end > arena_len as u64 {
-                return bad(format!("entry {i} ends at {end}, past the arena of {arena_len}"));
-            }
+            end = match e.offset.checked_add(u64::from(e.len)) {
+                Some(end) if end <= arena_len as u64 => end,
+                _ => {
+                    return bad(format!(
+                        "entry {i} (offset {}, {} elements) ends past the arena of {arena_len}",
+                        e.offset, e.len
+                    ));
+                }
+            };
             if !e.weight_decay.is_finite() {
                 return bad(format!("entry {i} has weight decay {}", e.weight_decay));
             }

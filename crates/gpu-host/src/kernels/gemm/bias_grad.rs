@@ -50,6 +50,16 @@ pub fn bias_grad<D: Device, T: BiasGradElement<O>, O: DeviceElement>(
     if ld < n.max(1) {
         return Err(GpuError::invalid(OP, "ld", format!("{ld} is smaller than N = {n}")));
     }
+    // 32-bit fields first (then the length below cannot overflow); the kernel's row loop
+    // steps by a block's threads in 32 bits, so rows stop a block short of 2^32.
+    let max_rows = (u32::MAX - bg::THREADS) as usize;
+    if rows > max_rows {
+        return Err(GpuError::invalid(OP, "rows", format!("{rows} exceeds {max_rows}")));
+    }
+    for (arg, value) in [("ld", ld), ("db", n)] {
+        u32::try_from(value)
+            .map_err(|_| GpuError::invalid(OP, arg, format!("{value} does not fit in 32 bits")))?;
+    }
     let needed = if rows == 0 || n == 0 { 0 } else { (rows - 1) * ld + n };
     if dy.len() < needed {
         return Err(GpuError::invalid(
@@ -60,10 +70,6 @@ pub fn bias_grad<D: Device, T: BiasGradElement<O>, O: DeviceElement>(
                 dy.len()
             ),
         ));
-    }
-    for (arg, value) in [("rows", rows), ("ld", ld), ("db", n)] {
-        u32::try_from(value)
-            .map_err(|_| GpuError::invalid(OP, arg, format!("{value} does not fit in 32 bits")))?;
     }
     if n == 0 {
         return Ok(());

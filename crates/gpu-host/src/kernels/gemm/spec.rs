@@ -403,10 +403,16 @@ impl GemmSpec {
     }
 }
 
-/// Elements spanned by `batch` matrices of `rows` stored rows of `cols` elements `ld` apart.
+/// Elements spanned by `batch` matrices of `rows` stored rows of `cols` elements `ld` apart;
+/// `usize::MAX` where that does not fit (no view is that long, so the launch's length checks
+/// fail instead of a wrapped, small extent passing them).
 fn extent(batch: usize, stride: usize, rows: usize, cols: usize, ld: usize) -> usize {
     if batch == 0 || rows == 0 || cols == 0 {
         return 0;
     }
-    (batch - 1) * stride + (rows - 1) * ld + cols
+    (batch - 1)
+        .checked_mul(stride)
+        .and_then(|batches| (rows - 1).checked_mul(ld)?.checked_add(batches))
+        .and_then(|span| span.checked_add(cols))
+        .unwrap_or(usize::MAX)
 }
