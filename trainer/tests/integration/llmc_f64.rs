@@ -25,6 +25,44 @@ const FCPROJB: usize = 13;
 const LNFW: usize = 14;
 const LNFB: usize = 15;
 
+/// The tensors the trainer decays (its docs: "the weight matrices and embeddings"), written out
+/// here rather than taken from the trainer.
+pub const MATRICES_AND_EMBEDDINGS: [bool; 16] = {
+    let mut decays = [false; 16];
+    let mut k = 0;
+    while k < 16 {
+        decays[k] = matches!(k, WTE | WPE | QKVW | ATTPROJW | FCW | FCPROJW);
+        k += 1;
+    }
+    decays
+};
+
+/// One AdamW update of [`Model::adamw`].
+#[derive(Clone, Copy, Debug)]
+pub struct Update {
+    pub lr: f64,
+    pub beta1: f64,
+    pub beta2: f64,
+    pub eps: f64,
+    pub weight_decay: f64,
+    /// Whether tensor `k` (checkpoint order) decays.
+    pub decays: [bool; 16],
+    /// Multiplies every gradient before the moments see it (the clip factor).
+    pub grad_scale: f64,
+}
+
+impl Update {
+    /// llm.c's update without weight decay or clipping.
+    pub fn plain(lr: f64, beta1: f64, beta2: f64, eps: f64) -> Self {
+        Update { lr, beta1, beta2, eps, weight_decay: 0.0, decays: [true; 16], grad_scale: 1.0 }
+    }
+}
+
+/// The global L2 norm of `grads`.
+pub fn norm(grads: &[Vec<f64>]) -> f64 {
+    grads.iter().flatten().map(|g| g * g).sum::<f64>().sqrt()
+}
+
 /// Dimensions from the checkpoint header.
 #[derive(Clone, Copy, Debug)]
 pub struct Dims {
@@ -491,20 +529,15 @@ impl Model {
         (loss, grads)
     }
 
-    /// llm.c's gpt2_update: AdamW on every parameter.
-    pub fn adamw(
-        &mut self,
-        grads: &[Vec<f64>],
-        lr: f64,
-        beta1: f64,
-        beta2: f64,
-        eps: f64,
-        weight_decay: f64,
-    ) {
+    /// llm.c's gpt2_update (AdamW, decay inside the step), with the trainer's choice of the
+    /// tensors that decay and a factor on every gradient (the clip factor).
+    pub fn adamw(&mut self, grads: &[Vec<f64>], u: &Update) {
+        let Update { lr, beta1, beta2, eps, weight_decay, decays, grad_scale } = *u;
         self.t += 1;
         for k in 0..16 {
+            let weight_decay = if decays[k] { weight_decay } else { 0.0 };
             for i in 0..self.params[k].len() {
-                let g = grads[k][i];
+                let g = grad_scale * grads[k][i];
                 self.m[k][i] = beta1 * self.m[k][i] + (1.0 - beta1) * g;
                 self.v[k][i] = beta2 * self.v[k][i] + (1.0 - beta2) * g * g;
                 let m_hat = self.m[k][i] / (1.0 - beta1.powi(self.t));
