@@ -256,13 +256,27 @@ impl BackendJob for ResumeJob {
             let model = Gpt2::new(backend, config(), params, self.options)?;
             Session::new(backend, model, plain_adamw(), shape)
         };
+        // fp16: a scale that grows after 3 clean steps, so that it changes between the
+        // checkpoint (step 2) and the end (step 4): a resume that lost the scaler's clean-step
+        // count would scale step 4 differently.
+        let growing = LossScaleConfig { growth_interval: 3, ..LossScaleConfig::default() };
+        let grow_fast = |s: &mut Session<'_, Bk>| {
+            if s.scaler().is_some() {
+                s.set_scaler(LossScaler::new(growing));
+            }
+        };
         let mut data = batch(7);
         let mut straight = session(&params())?;
+        grow_fast(&mut straight);
         for t in 1..=4 {
             straight.train_step(&mut data, 1e-3, t)?;
         }
+        if let Some(scaler) = straight.scaler() {
+            assert_eq!(scaler.scale(), 2.0 * growing.init_scale, "the scale grew once");
+        }
         let mut data = batch(7);
         let mut first = session(&params())?;
+        grow_fast(&mut first);
         for t in 1..=2 {
             first.train_step(&mut data, 1e-3, t)?;
         }
@@ -277,6 +291,7 @@ impl BackendJob for ResumeJob {
         }
         assert!(straight.params()? == resumed.params()?, "{:?}: parameters differ", self.options);
         assert!(straight.moments()? == resumed.moments()?, "{:?}: moments differ", self.options);
+        assert_eq!(straight.scaler(), resumed.scaler(), "{:?}: loss scalers differ", self.options);
         Ok(())
     }
 }
@@ -303,19 +318,24 @@ impl BackendJob for OverflowJob {
         let huge = LossScaleConfig { init_scale: 16_777_216.0, ..LossScaleConfig::default() };
         session.set_scaler(LossScaler::new(huge));
         let before = session.params()?;
+        let moments_before = session.moments()?;
         let mut data = batch(8);
         let first = session.train_step(&mut data, 1e-3, 1)?;
         assert!(first.skipped, "a 2^24 loss scale overflows fp16: {first:?}");
         assert!(first.loss.is_finite());
         assert_eq!(first.loss_scale, Some(16_777_216.0));
         assert!(session.params()? == before, "a skipped step leaves the parameters alone");
+        assert!(session.moments()? == moments_before, "a skipped step leaves the moments alone");
         assert_eq!(session.scaler().map(LossScaler::scale), Some(8_388_608.0));
         let mut t = 1;
         while session.train_step(&mut data, 1e-3, t)?.skipped {
             t += 1;
             assert!(t < 20, "the scale never came down");
         }
-        assert!(session.params()? != before, "an applied step changes the parameters");
+        let after = session.params()?;
+        assert!(after != before, "an applied step changes the parameters");
+        let finite = |p: &Params<Vec<f32>>| p.iter().all(|(_, t)| t.iter().all(|x| x.is_finite()));
+        assert!(finite(&after), "the applied step left non-finite parameters");
         Ok(())
     }
 }
