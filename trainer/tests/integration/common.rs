@@ -128,6 +128,24 @@ impl BatchSource for FixedBatch {
     }
 }
 
+/// The batches of `batches` in turn: micro-batches that differ, so that a gradient
+/// accumulation that overwrites instead of adding shows.
+pub struct CyclingBatches {
+    /// The batches, handed out in order, then again from the first.
+    pub batches: Vec<FixedBatch>,
+    /// The next one.
+    pub next: usize,
+}
+
+impl BatchSource for CyclingBatches {
+    fn next_batch(&mut self, inputs: &mut [u32], targets: &mut [u32]) -> trainer::Result<()> {
+        let at = self.next % self.batches.len();
+        let batch = &mut self.batches[at];
+        self.next += 1;
+        batch.next_batch(inputs, targets)
+    }
+}
+
 /// AdamW at llm.c's test settings: no weight decay, no clipping.
 pub fn plain_adamw() -> AdamWConfig {
     AdamWConfig {

@@ -4,7 +4,9 @@
 //! The model is tiny (L=2, C=128 in 2 heads of 64 so flash attention applies, V=96 padded to
 //! 128, B=2, T=16) so the whole file takes seconds to a minute of simulation.
 
-use crate::common::{Files, FixedBatch, arg, metrics, one_step_grads, plain_adamw, tokens};
+use crate::common::{
+    CyclingBatches, Files, FixedBatch, arg, metrics, one_step_grads, plain_adamw, tokens,
+};
 use crate::common::{random_params, trainer_ok};
 use gpu_host::kernels::gemm::{GemmEngine, WgmmaTile};
 use ptx_sim::Simulator;
@@ -64,7 +66,8 @@ fn two_micro_batch_session<Bk: Backend>(
     Session::new(backend, model, plain_adamw(), shape)
 }
 
-/// `steps` optimizer steps from [`params`] on a fixed batch: each step's output.
+/// `steps` optimizer steps from [`params`], the two micro-batches of each step different (the
+/// same two every step): each step's output.
 struct TrainJob {
     options: ModelOptions,
     steps: u32,
@@ -74,7 +77,7 @@ impl BackendJob for TrainJob {
     type Output = Vec<StepOutput>;
     fn run<Bk: Backend>(self, backend: &Bk) -> trainer::Result<Vec<StepOutput>> {
         let mut session = two_micro_batch_session(backend, self.options)?;
-        let mut data = batch(6);
+        let mut data = CyclingBatches { batches: vec![batch(6), batch(16)], next: 0 };
         (1..=self.steps).map(|t| session.train_step(&mut data, 1e-3, t)).collect()
     }
 }
