@@ -150,7 +150,8 @@ fn forty_steps_reproduce_llmc_losses() {
 }
 
 /// Gradient accumulation: a step over two micro-batches is the reference's step on the mean of
-/// their losses and gradients.
+/// their losses and gradients; validation is the reference's loss on the val shard's first
+/// windows before the step's update.
 #[test]
 fn gradient_accumulation_matches_reference() {
     let config = tiny();
@@ -184,8 +185,12 @@ fn gradient_accumulation_matches_reference() {
         "--grad-clip",
         "0",
         "--no-shuffle",
+        "--val-data",
+        &arg(&files.val),
         "--val-every",
-        "0",
+        "2",
+        "--val-batches",
+        "2",
         "--metrics-jsonl",
         &arg(&metrics_path),
     ]);
@@ -193,7 +198,21 @@ fn gradient_accumulation_matches_reference() {
     let got: Vec<f64> = records.iter().map(|r| r["train_loss"].as_f64().unwrap()).collect();
     let mut model = llmc_f64::read_checkpoint(&files.ckpt);
     let data = llmc_f64::read_shard(&files.train);
+    let val = llmc_f64::read_shard(&files.val);
     for (step, &loss) in got.iter().enumerate() {
+        // Validation at steps 0 and 2 (every 2nd, and the last), before the step's update:
+        // the mean loss of the val shard's first two windows.
+        let val_loss = records[step].get("val_loss").and_then(|v| v.as_f64());
+        assert_eq!(val_loss.is_some(), step % 2 == 0, "step {step}: {:?}", records[step]);
+        if let Some(val_loss) = val_loss {
+            let want: f64 = (0..2)
+                .map(|w| {
+                    let window = &val[w * b * t..(w + 1) * b * t + 1];
+                    model.loss_and_grads(&window[..b * t], &window[1..], b, t).0 / 2.0
+                })
+                .sum();
+            assert!((val_loss - want).abs() < 1e-4, "step {step}: val {val_loss} vs {want}");
+        }
         let mut mean_loss = 0.0;
         let mut mean_grads: Vec<Vec<f64>> =
             model.params.iter().map(|p| vec![0.0; p.len()]).collect();
