@@ -334,10 +334,15 @@ fn backward_case<T: FloatElement + Element>(
     let (dinp, dw, db) = case.run(dev);
     let what =
         format!("layernorm_backward_{} rows={r} c={c} offsets={offsets:?}", <T as Element>::NAME);
-    // dinp: rstd (up to EPS^-1/2 ≈ 316 in the small-scale rows) amplifies the row sums'
-    // rounding.
-    let dinp_tol = Tolerance { abs: 2e-5, rel: 1e-5 };
-    assert_close_in(&format!("{what} dinp"), rng.seed(), &dinp, &want_dinp, dinp_tol);
+    // dinp: rstd (up to EPS^-1/2 ≈ 316 in the small-scale rows) multiplies the row sums'
+    // rounding, so each row's absolute allowance grows with its rstd past 100.
+    for row in 0..r {
+        let scale = (f64::from(case.rstd[row]) / 100.0).max(1.0);
+        let dinp_tol = Tolerance { abs: 2e-5 * scale, rel: 1e-5 };
+        let cols = row * c..(row + 1) * c;
+        let (got, want) = (&dinp[cols.clone()], &want_dinp[cols]);
+        assert_close_in(&format!("{what} dinp row {row}"), rng.seed(), got, want, dinp_tol);
+    }
     // Parameter gradients: sums over the rows in another order.
     let sum_tol = Tolerance { abs: 1e-5 * (r as f64).sqrt(), rel: 1e-5 };
     assert_close(&format!("{what} dweight"), rng.seed(), &dw, &want_dw, sum_tol);
