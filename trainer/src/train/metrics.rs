@@ -217,6 +217,32 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 2);
     }
 
+    /// An fp16 step the scaler skipped: `"skipped": true`, a `null` gradient norm, its loss
+    /// scale; the plot takes it too.
+    #[test]
+    fn a_skipped_step_is_written_as_such() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("metrics.jsonl");
+        let mut log = MetricsLog::open(&path, 0).unwrap();
+        let skipped = StepRecord {
+            grad_norm: None,
+            loss_scale: Some(65536.0),
+            skipped: true,
+            ..record(0, None)
+        };
+        log.append(skipped.clone()).unwrap();
+        log.append(StepRecord { loss_scale: Some(32768.0), ..record(1, None) }).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let first: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        assert_eq!(first["skipped"], serde_json::Value::Bool(true));
+        assert!(first["grad_norm"].is_null(), "{first}");
+        assert_eq!(first["loss_scale"].as_f64(), Some(65536.0));
+        assert!(!text.lines().nth(1).unwrap().contains("skipped"), "only skipped steps say so");
+        let reopened = MetricsLog::open(&path, 2).unwrap();
+        assert_eq!(reopened.records()[0], skipped);
+        plot_losses(reopened.records(), &dir.path().join("loss.png")).unwrap();
+    }
+
     #[test]
     fn plot_is_a_png() {
         let dir = tempfile::tempdir().unwrap();
