@@ -1,4 +1,4 @@
-//! Global gradient norm in two deterministic passes (see `kernel_abi::norm` for the order).
+//! Global gradient norm in two deterministic passes (see `kernel_abi::grad_norm` for the order).
 
 use crate::arch::{grid_stride_1d, thread_idx_x};
 use crate::elem::Elem;

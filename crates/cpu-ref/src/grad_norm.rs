@@ -31,7 +31,7 @@ pub struct GradNorm {
     pub nonfinite: bool,
 }
 
-/// The GPU's gradient norm in the kernels' exact order (`kernel_abi::norm`): squares added
+/// The GPU's gradient norm in the kernels' exact order (`kernel_abi::grad_norm`): squares added
 /// in f32 per thread over its chunks, f64 across threads (warp butterfly, then warps in
 /// order) and across blocks; it reproduces the kernels' bits.
 pub fn grad_norm_kernel_order<T: Element>(x: &[T]) -> GradNorm {

@@ -97,22 +97,30 @@
 //!   at once (elements outside the tensor are zero) in the map's 32/64/128-byte swizzle, and
 //!   completes its bytes on the barrier. The issuing thread must have acquired the map with
 //!   `fence.proxy.tensormap::generic.acquire.sys` (the host wrote it), and a swizzled box must
-//!   start on its pattern's repeat (1024 bytes for the 128-byte swizzle).
+//!   start on its pattern's repeat (1024 bytes for the 128-byte swizzle) and have rows exactly
+//!   as wide as the swizzle span (narrower rows are legal on the hardware, which places them
+//!   in a way the ISA does not write down: refused as `Unsupported`).
 //! - `wgmma.mma_async` (m64nNk16 bf16/f16, m64nNk8 tf32, f32 accumulators, A from a
 //!   descriptor or registers, B from a descriptor, K-major or (bf16/f16, `imm-trans` 1)
-//!   M/N-major, all swizzle modes and the interleaved layout), executed per
-//!   warp (each warp owns 16 of the 64 rows) with the numerics of `mma.sync`; results reach
-//!   the registers at the `wgmma.wait_group` that retires their group. `wgmma.fence`,
-//!   `commit_group`, `wait_group`.
+//!   M/N-major, all swizzle modes and the interleaved layout; a swizzled descriptor must start
+//!   in the first 128-byte row of its pattern, as the k-steps of CUTLASS do, else `Unsupported`),
+//!   executed per warp (each warp owns 16 of the 64 rows) with the numerics of `mma.sync`;
+//!   results reach the registers at the `wgmma.wait_group` that retires their group.
+//!   `wgmma.fence`, `commit_group`, `wait_group`.
 //! - `fence.proxy.async`, `elect.sync`, `setmaxnreg` (checked and otherwise a no-op: the
 //!   simulator has no register file limit).
+//! - The four warps of a warpgroup (warps 4g .. 4g + 3) must issue the same `wgmma.*` and
+//!   `setmaxnreg` instructions in the same order, and all of them (kind `IllegalCollective`:
+//!   a warp at another instruction, one that skipped some, a block without the whole
+//!   warpgroup).
 //!
 //! Their rules are checked (errors of kind `AsyncProxyHazard` unless noted): an access to a
 //! wgmma's accumulators or A registers before the `wait_group` retiring it; a wgmma whose
 //! registers other instructions wrote, without `wgmma.fence` since the last commit; shared
 //! bytes written (by threads or TMA) while an in-flight wgmma reads them; TMA or wgmma
 //! touching bytes a thread wrote through the generic proxy without a `fence.proxy.async`
-//! since; an uninitialised mbarrier, a transaction count beyond ±(2^20-1). Ordering through
+//! since; an uninitialised mbarrier, a transaction count beyond ±(2^20-1), an arrival beyond
+//! the expected count while the phase still waits for its bytes. Ordering through
 //! mbarriers is part of the race check: each thread has a vector clock; arrivals and TMA
 //! completions release into the phase, a successful wait acquires it, so a consumer reading
 //! a stage before its phase completed, or a producer overwriting a stage before the consumers
@@ -164,7 +172,10 @@
 //! Function calls (`call`; device functions must be inlined, as the project's are), module
 //! `.global`/`.const` variables, textures and surfaces, clusters (and the cluster forms of
 //! mbarriers and TMA), TMA stores, multicast, 1/3/4/5-D and im2col tensor copies,
-//! non-tensor `cp.async.bulk`, sparse and integer/fp8 wgmma, descriptor base offsets other than 0, timing of asynchronous copies
+//! non-tensor `cp.async.bulk`, sparse and integer/fp8 wgmma, descriptor base offsets other than 0
+//! (and so descriptors starting past the first row of their swizzle pattern), swizzled TMA
+//! boxes narrower than the swizzle span, the tensor cores' internal accumulation (the
+//! simulator sums exact products in f64, more accurately than the hardware), timing of asynchronous copies
 //! (they complete at issue), half-precision arithmetic instructions (`add.f16` ...), other `mma` shapes and
 //! types, `bar.arrive`/`bar.red` and partial-block barriers, `.rz/.rm/.rp` on float
 //! arithmetic, global-memory races (only shared memory is race-checked), cache behaviour and

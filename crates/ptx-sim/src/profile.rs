@@ -13,8 +13,8 @@
 //!   `ldmatrix`. A phase takes as many wavefronts as the most distinct 4-byte words any bank
 //!   holds among its addresses (lanes reading the same word share it).
 //!
-//! Enabled by [`crate::SimOptions::memory_profile`]; read with
-//! [`crate::Simulator::memory_profile`]. TMA and `wgmma` (the asynchronous proxy) are not
+//! Switched on by [`crate::Simulator::start_memory_profile`]; read with
+//! [`crate::Simulator::take_memory_profile`]. TMA and `wgmma` (the asynchronous proxy) are not
 //! counted: their shared-memory layout is the swizzle's, fixed by the hardware.
 
 use std::collections::{BTreeMap, HashMap};

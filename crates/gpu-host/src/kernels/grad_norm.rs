@@ -18,7 +18,7 @@ pub const GRAD_NORM_WORKSPACE_LEN: usize = WORKSPACE_WORDS;
 const SHARED_BYTES: u32 = BLOCK_THREADS / 32 * 16;
 
 /// Writes `out = [‖grads‖₂, nonfinite]`: the L2 norm of every element (squares summed in f32
-/// per thread, f64 across threads, in the fixed order of `kernel_abi::norm`: the same bits
+/// per thread, f64 across threads, in the fixed order of `kernel_abi::grad_norm`: the same bits
 /// for the same `grads` on every run and GPU, whatever the view's alignment) and `1.0` if any
 /// element is ±inf or NaN, else `0.0`. `workspace` (at least [`GRAD_NORM_WORKSPACE_LEN`]
 /// words, contents irrelevant) carries the per-block partials between the two launches.

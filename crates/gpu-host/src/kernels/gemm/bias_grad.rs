@@ -36,7 +36,8 @@ impl BiasGradElement<f32> for f16 {
 
 /// `db[n] = beta · db[n] + Σ_{m < rows} dy[m · ld + n]` for `n < db.len()`: the bias gradient of
 /// a linear layer from its output gradient `dy` (rows × N, row-major, leading dimension `ld`).
-/// f32 sums in a fixed order (deterministic), rounded once.
+/// f32 sums in a fixed order (deterministic), rounded once. `rows` is at most
+/// `u32::MAX - THREADS` (the kernel's 32-bit row loop steps by a block's threads).
 pub fn bias_grad<D: Device, T: BiasGradElement<O>, O: DeviceElement>(
     dev: &D,
     dy: DeviceView<'_, T>,
