@@ -353,7 +353,7 @@ impl Device for Simulator {
         self.arch
     }
 
-    /// [`SIM_MULTIPROCESSORS`] (4), so that persistent kernels loop.
+    /// `SIM_MULTIPROCESSORS` (4), so that persistent kernels loop.
     fn multiprocessors(&self) -> u32 {
         SIM_MULTIPROCESSORS
     }
