@@ -17,6 +17,7 @@ use gpu_host::{Device, DeviceBuffer, GpuError};
 use half::{bf16, f16};
 use integration_tests::{
     TestRng, Tolerance, assert_bits_eq, assert_close_in, kernel_tests, poisoned, small_sizes,
+    upload_at,
 };
 
 /// (b, t, c, nh): T = 1, T not a multiple of 8 or of the GEMM tiles, several tiles (T = 130),
@@ -89,9 +90,7 @@ fn check_permutes<T: FloatElement + Element>(dev: &impl Device) {
             let qkv = random_bits::<T>(&mut rng, s.qkv_len());
             let mut want = vec![T::from_f32(0.0); 3 * n];
             for_each_element(s, 3, |head, token| want[head] = qkv[token]);
-            let mut dqkv = poisoned::<_, T>(dev, offset + s.qkv_len()).unwrap();
-            dev.copy_to_device(&qkv, dqkv.view_mut().slice_mut(window(s.qkv_len())).unwrap())
-                .unwrap();
+            let dqkv = upload_at(dev, &qkv, offset).unwrap();
             let mut heads = poisoned::<_, T>(dev, offset + 3 * n).unwrap();
             let (q, rest) =
                 heads.view_mut().slice_mut(window(3 * n)).unwrap().split_at_mut(n).unwrap();
@@ -104,9 +103,7 @@ fn check_permutes<T: FloatElement + Element>(dev: &impl Device) {
             let grads = random_bits::<T>(&mut rng, 3 * n);
             let mut want = vec![T::from_f32(0.0); s.qkv_len()];
             for_each_element(s, 3, |head, token| want[token] = grads[head]);
-            let mut dgrads = poisoned::<_, T>(dev, offset + 3 * n).unwrap();
-            dev.copy_to_device(&grads, dgrads.view_mut().slice_mut(window(3 * n)).unwrap())
-                .unwrap();
+            let dgrads = upload_at(dev, &grads, offset).unwrap();
             let mut out = poisoned::<_, T>(dev, offset + s.qkv_len()).unwrap();
             let g = dgrads.view().slice(window(3 * n)).unwrap();
             let args = PermuteBackward {
@@ -122,8 +119,7 @@ fn check_permutes<T: FloatElement + Element>(dev: &impl Device) {
             let y = random_bits::<T>(&mut rng, n);
             let mut want = vec![T::from_f32(0.0); n];
             for_each_element(s, 1, |head, token| want[token] = y[head]);
-            let mut dy = poisoned::<_, T>(dev, offset + n).unwrap();
-            dev.copy_to_device(&y, dy.view_mut().slice_mut(window(n)).unwrap()).unwrap();
+            let dy = upload_at(dev, &y, offset).unwrap();
             let mut out = poisoned::<_, T>(dev, offset + n).unwrap();
             let (y_view, out_view) =
                 (dy.view().slice(window(n)).unwrap(), out.view_mut().slice_mut(window(n)).unwrap());
@@ -229,8 +225,7 @@ fn check_softmax_forward<T: FloatElement + Element>(dev: &impl Device) {
             let x = masked_with_nan(s, values::<T>(&mut rng, n, -30.0, 30.0));
             let want: Vec<f32> =
                 softmax_reference(s, &widen(&x)).into_iter().map(|v| v as f32).collect();
-            let mut inp = poisoned::<_, T>(dev, offset + n).unwrap();
-            dev.copy_to_device(&x, inp.view_mut().slice_mut(window.clone()).unwrap()).unwrap();
+            let mut inp = upload_at(dev, &x, offset).unwrap();
             let mut out = poisoned::<_, T>(dev, offset + n).unwrap();
             let out_view = out.view_mut().slice_mut(window.clone()).unwrap();
             causal_softmax_forward(dev, s, inp.view().slice(window.clone()).unwrap(), out_view)
@@ -285,11 +280,7 @@ fn check_softmax_backward<T: FloatElement + Element>(dev: &impl Device) {
             let p = masked_with_nan(s, probabilities::<T>(&mut rng, s));
             let dp = masked_with_nan(s, values::<T>(&mut rng, n, -1.0, 1.0));
             let want = softmax_backward_reference(s, &widen(&p), &widen(&dp));
-            let upload = |x: &[T]| {
-                let mut buf = poisoned::<_, T>(dev, offset + n).unwrap();
-                dev.copy_to_device(x, buf.view_mut().slice_mut(window.clone()).unwrap()).unwrap();
-                buf
-            };
+            let upload = |x: &[T]| upload_at(dev, x, offset).unwrap();
             let (att, mut datt) = (upload(&p), upload(&dp));
             let mut dpreatt = poisoned::<_, T>(dev, offset + n).unwrap();
             let args = SoftmaxBackward {

@@ -10,7 +10,7 @@ use gpu_host::{Device, DeviceBuffer, GpuError};
 use half::{bf16, f16};
 use integration_tests::{
     TestRng, Tolerance, assert_bits_eq, assert_close, assert_close_in, kernel_tests, poisoned,
-    small_sizes,
+    small_sizes, upload_at,
 };
 
 /// Losses (≈ ln V): the reference sums in f64, the kernel in f32 per thread, then merges.
@@ -54,9 +54,8 @@ fn check_classifier<T: FloatElement + Element>(dev: &impl Device) {
             let mut want_loss = vec![0.0; rows];
             cpu_ref::fused_classifier(&mut want_grad, &mut want_loss, &tgt, dloss, rows, v, vp);
 
-            let mut buf = poisoned::<_, T>(dev, offset + rows * vp).unwrap();
+            let mut buf = upload_at(dev, &x, offset).unwrap();
             let window = offset..offset + rows * vp;
-            dev.copy_to_device(&x, buf.view_mut().slice_mut(window.clone()).unwrap()).unwrap();
             let dtgt = dev.upload(&tgt).unwrap();
             let mut losses = poisoned::<_, f32>(dev, rows).unwrap();
             let args = Classifier {
@@ -81,8 +80,7 @@ fn check_classifier<T: FloatElement + Element>(dev: &impl Device) {
             );
 
             // Evaluation on the same layout: the same losses, bit for bit, logits untouched.
-            let mut eval = poisoned::<_, T>(dev, offset + rows * vp).unwrap();
-            dev.copy_to_device(&x, eval.view_mut().slice_mut(window.clone()).unwrap()).unwrap();
+            let mut eval = upload_at(dev, &x, offset).unwrap();
             let mut losses2 = poisoned::<_, f32>(dev, rows).unwrap();
             let args = Classifier {
                 logits: eval.view_mut().slice_mut(window.clone()).unwrap(),

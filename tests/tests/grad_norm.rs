@@ -8,6 +8,7 @@ use gpu_host::{Device, DeviceBuffer, GpuError};
 use half::{bf16, f16};
 use integration_tests::{
     TestRng, assert_bits_eq, assert_close, assert_floats_eq, kernel_tests, poisoned, small_sizes,
+    upload_at,
 };
 
 /// Every residue mod 8 at a small and a middling length, several full blocks with a partial
@@ -35,9 +36,7 @@ fn spread<T: Element>(rng: &mut TestRng, n: usize) -> Vec<T> {
 
 /// Runs both passes on `x` placed at element `offset` of a poisoned buffer; returns `out`.
 fn run<D: Device, T: FloatElement>(dev: &D, x: &[T], offset: usize) -> [f32; 2] {
-    let mut buf = poisoned::<D, T>(dev, offset + x.len()).unwrap();
-    let window = buf.view_mut().slice_mut(offset..offset + x.len()).unwrap();
-    dev.copy_to_device(x, window).unwrap();
+    let buf = upload_at(dev, x, offset).unwrap();
     let mut workspace = poisoned::<D, u64>(dev, GRAD_NORM_WORKSPACE_LEN).unwrap();
     let mut out = poisoned::<D, f32>(dev, 2).unwrap();
     let grads = buf.view().slice(offset..offset + x.len()).unwrap();

@@ -98,13 +98,16 @@ fn bad_checkpoints() {
 fn models_too_large_are_refused_at_once() {
     let f = files();
     let train = arg(&f.train);
-    let fresh = ["--n-layer", "1", "--n-head", "1", "--n-embd", "100000", "--max-seq-len", "32"];
-    let mut args = vec!["train", "--device", "cpu", "--train-data", &train, "--steps", "1"];
-    args.extend(fresh);
-    let out = trainer(&args);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert_mentions(&stderr, &["model too large: its wte tensor would hold 5,030,400,000"]);
+    // A fresh model of `shape` fails, naming `why`.
+    let fresh_fails = |shape: &[&str], why: &str| {
+        let mut args = vec!["train", "--device", "cpu", "--train-data", &train, "--steps", "1"];
+        args.extend(shape);
+        let out = trainer(&args);
+        assert!(!out.status.success(), "trainer {args:?} should fail");
+        assert_mentions(&String::from_utf8_lossy(&out.stderr), &[why]);
+    };
+    let wide = ["--n-layer", "1", "--n-head", "1", "--n-embd", "100000", "--max-seq-len", "32"];
+    fresh_fails(&wide, "model too large: its wte tensor would hold 5,030,400,000");
     let bench =
         ["bench", "--device", "cpu", "--model", "d2", "--padded-vocab", "100", "--steps", "1"];
     let out = trainer(&bench);
@@ -113,13 +116,9 @@ fn models_too_large_are_refused_at_once() {
     assert_mentions(&stdout, &["padded vocabulary (100) is smaller than the vocabulary"]);
     assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
     let huge_batch = ["--model", "d2", "--batch-size", "100000", "--seq-len", "1024"];
-    let mut args = vec!["train", "--device", "cpu", "--train-data", &train, "--steps", "1"];
-    args.extend(huge_batch);
-    let out = trainer(&args);
-    assert!(!out.status.success());
-    assert_mentions(
-        &String::from_utf8_lossy(&out.stderr),
-        &["out of host memory allocating the training state of a 2-layer, 128-channel GPT-2"],
+    fresh_fails(
+        &huge_batch,
+        "out of host memory allocating the training state of a 2-layer, 128-channel GPT-2",
     );
     let bench = ["bench", "--device", "cpu", "--model", "d2", "--batch-size", "100000"];
     let out = trainer(&[&bench[..], &["--seq-len", "1024", "--steps", "1"]].concat());
