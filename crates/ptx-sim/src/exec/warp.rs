@@ -52,6 +52,17 @@ impl Block<'_> {
         if required & !waiting != 0 {
             return Ok(());
         }
+        let warpgroup_scope = matches!(
+            op,
+            Op::Setmaxnreg { .. }
+                | Op::WgmmaFence
+                | Op::WgmmaCommit
+                | Op::WgmmaWait { .. }
+                | Op::Wgmma(_)
+        );
+        if warpgroup_scope {
+            self.warpgroup_step(w, pc)?;
+        }
         match *op {
             Op::Shfl { mode, d, p, a, b, c, .. } => {
                 self.shfl(w, pc, waiting, mode, d, p, [a, b, c])?
@@ -99,23 +110,11 @@ impl Block<'_> {
                 self.ldmatrix(w, pc, n, trans, d, addr, space)?
             }
             Op::Elect { d, p, .. } => self.elect(w, waiting, d, p),
-            Op::Setmaxnreg { .. } => self.warpgroup_step(w, pc)?,
-            Op::WgmmaFence => {
-                self.warpgroup_step(w, pc)?;
-                self.wgmma_fence(w)
-            }
-            Op::WgmmaCommit => {
-                self.warpgroup_step(w, pc)?;
-                self.wgmma_commit(w)
-            }
-            Op::WgmmaWait { n } => {
-                self.warpgroup_step(w, pc)?;
-                self.wgmma_wait(w, n)
-            }
-            Op::Wgmma(ref op) => {
-                self.warpgroup_step(w, pc)?;
-                self.wgmma(w, pc, op)?
-            }
+            Op::Setmaxnreg { .. } => {}
+            Op::WgmmaFence => self.wgmma_fence(w),
+            Op::WgmmaCommit => self.wgmma_commit(w),
+            Op::WgmmaWait { n } => self.wgmma_wait(w, n),
+            Op::Wgmma(ref op) => self.wgmma(w, pc, op)?,
             ref other => unreachable!("{other:?} is not a collective"),
         }
         for lane in bits(waiting) {
