@@ -265,16 +265,9 @@ pub fn run(
         ladder.torch_note = Some(TORCH_RUNNING.into());
         partial(&ladder);
     };
-    match torch::run(&options.torch, options, &inputs, log, &mut each)? {
-        Ok(runs) => {
-            ladder.torch_note = None;
-            for result in &mut ladder.rungs {
-                result.torch =
-                    runs.iter().find(|(id, _)| id == result.rung.id).map(|(_, r)| r.clone());
-            }
-        }
-        Err(note) => ladder.torch_note = Some(note),
-    }
+    // `each` has attached every rung PyTorch reported; what is left is whether its side is
+    // complete.
+    ladder.torch_note = torch::run(&options.torch, options, &inputs, log, &mut each)?.err();
     Ok(ladder)
 }
 
