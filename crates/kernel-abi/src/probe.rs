@@ -48,11 +48,12 @@ pub struct LdmatrixProbeParams {
 /// `cp.async` with zero-fill: lane `l` copies 16 bytes from `src + 16 l` into shared memory,
 /// reading only `min(16, src_bytes - 16 l)` of them (0 when past the end) and zero-filling the
 /// rest; after `cp.async.wait_group 0` and a barrier, shared memory (512 bytes) is copied to
-/// `out`.
+/// `out`. The source holds whole 16-byte windows past `src_bytes` (compute-sanitizer's memcheck
+/// counts all 16 bytes of a partial copy as read): bytes the hardware must not copy.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct CpAsyncProbeParams {
-    /// Source bytes (at least `src_bytes` readable).
+    /// Source bytes (`src_bytes` rounded up to a multiple of 16 readable).
     pub src: DevicePtr<u8>,
     /// 512 bytes.
     pub out: DevicePtrMut<u8>,

@@ -11,7 +11,10 @@ use core::arch::asm;
 /// # Safety
 /// `dst` must be a 16-byte aligned shared address of 16 bytes; `src` a 16-byte aligned
 /// global address with `src_bytes` readable bytes (pass any valid aligned address when
-/// `src_bytes` is 0); `src_bytes <= 16`. The destination must not be read before a
+/// `src_bytes` is 0); `src_bytes <= 16`. The hardware reads only `src_bytes`, but
+/// compute-sanitizer's memcheck reports all 16 bytes as read when `0 < src_bytes < 16`
+/// (H200, CUDA 13, 2026-11-26), and so does ptx-sim: kernels keep the whole 16 bytes inside
+/// the allocation, or load edge chunks otherwise. The destination must not be read before a
 /// [`cp_async_wait_group`] that covers this copy. Minimum sm_80.
 #[inline(always)]
 pub unsafe fn cp_async_cg_16(dst: u32, src: *const u8, src_bytes: u32) {

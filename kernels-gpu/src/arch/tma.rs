@@ -28,7 +28,9 @@ use kernel_abi::gemm_wgmma::TensorMap;
 /// aligned and not modified while the copy may read it; `dst` a shared address of the box's
 /// size aligned as the swizzle mode requires (1024 bytes for the 128-byte swizzle), which no
 /// thread reads or writes until `bar`'s phase completes; `bar` an initialised mbarrier whose
-/// current phase expects these bytes (`mbarrier.arrive.expect_tx`). Minimum sm_90.
+/// current phase expects these bytes (`mbarrier.arrive.expect_tx`); `x` times the element
+/// size a multiple of 16 bytes (otherwise the hardware raises an illegal instruction). Minimum
+/// sm_90.
 #[inline(always)]
 pub unsafe fn load_3d(dst: u32, tmap: *const TensorMap, [x, y, z]: [i32; 3], bar: u32) {
     // SAFETY: the tensor map, destination and barrier are the caller's contract.

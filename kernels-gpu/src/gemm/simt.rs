@@ -119,15 +119,17 @@ impl<const ALONG_K: bool> Operand<ALONG_K> {
         let k = kt * BK + self.k;
         let valid = if k < self.k_len { self.line_valid } else { 0 };
         let p = self.line.wrapping_add((k as u64 * self.ld as u64) as usize);
-        // SAFETY: `valid` elements from `p` are inside the matrix; cp.async needs a 16-byte
-        // aligned source (aligned base, ld and stride, column a multiple of 4) and gets the
-        // line itself when nothing is read; the destination is this thread's 16 bytes.
+        // SAFETY: `valid` elements from `p` are inside the matrix; cp.async copies whole
+        // chunks only (compute-sanitizer's memcheck counts all 16 bytes of a partial one as
+        // read) from a 16-byte aligned source (aligned base, ld and stride, column a multiple
+        // of 4); edge chunks read their `valid` elements (none when 0) and store the chunk
+        // zero-filled. The destination is this thread's 16 bytes.
         unsafe {
-            if self.vector {
-                let src = if valid > 0 { p } else { self.line };
-                cp_async::cp_async_cg_16(tile + self.smem_offset, src.cast(), valid * 4);
+            if self.vector && valid == 4 {
+                cp_async::cp_async_cg_16(tile + self.smem_offset, p.cast(), 16);
             } else {
-                self.store(tile, self.load(kt));
+                let v = core::array::from_fn(|e| if (e as u32) < valid { *p.add(e) } else { 0.0 });
+                self.store(tile, v);
             }
         }
         [0.0; 4]

@@ -95,12 +95,13 @@ impl<T: TensorOp, const K_MAJOR: bool> TileCopy<T, K_MAJOR> {
             let dst = tile + self.smem_offset + i * Self::ROW_STEP * Self::ROW_CHUNKS * 16;
             let src = self.base.wrapping_add((g_row as u64 * self.ld + g_col as u64) as usize);
             // SAFETY: `valid` elements from `src` are inside the matrix (row and column bounds
-            // above); cp.async needs a 16-byte aligned source (aligned base, ld and stride,
-            // column a multiple of the chunk) and gets the matrix base when nothing is read.
+            // above); cp.async copies whole chunks only (compute-sanitizer's memcheck counts
+            // all 16 bytes of a partial one as read) from a 16-byte aligned source (aligned
+            // base, ld and stride, column a multiple of the chunk); edge chunks are loaded
+            // element by element (none when `valid` is 0) and stored zero-filled.
             unsafe {
-                if self.vector {
-                    let src = if valid > 0 { src } else { self.base };
-                    cp_async::cp_async_cg_16(dst, src.cast(), valid * Self::ELEM_BYTES);
+                if self.vector && valid == Self::CHUNK_ELEMS {
+                    cp_async::cp_async_cg_16(dst, src.cast(), 16);
                 } else {
                     smem::st_shared_v4_u32(dst, T::load_chunk(src, valid));
                 }

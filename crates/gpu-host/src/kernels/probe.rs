@@ -87,26 +87,32 @@ pub fn ldmatrix<D: Device>(
     unsafe { dev.launch(PROBE_LDMATRIX, config, params) }
 }
 
-/// `cp.async` of `src` (its first `src_bytes`, zero-filled to 512 bytes) through shared
-/// memory into `out` (512 bytes).
+/// `cp.async` of the first `src_bytes` of `src` (zero-filled to 512 bytes) through shared
+/// memory into `out` (512 bytes). `src` holds at least `src_bytes` rounded up to a multiple of 16: the
+/// bytes past `src_bytes` in a partial copy's window are readable but must not be copied.
 pub fn cp_async<D: Device>(
     dev: &D,
     src: DeviceView<'_, u8>,
+    src_bytes: usize,
     mut out: DeviceViewMut<'_, u8>,
 ) -> Result<()> {
-    if src.len() > 512 {
+    if src_bytes > 512 {
+        return Err(GpuError::invalid("probe_cp_async", "src_bytes", format!("{src_bytes} > 512")));
+    }
+    if src.len() < src_bytes.next_multiple_of(16) {
         return Err(GpuError::invalid(
             "probe_cp_async",
             "src",
-            format!("{} bytes > 512", src.len()),
+            format!("{} bytes < {src_bytes} rounded up to a multiple of 16", src.len()),
         ));
     }
     check_len("probe_cp_async", "out", out.len(), 512, "bytes")?;
     check_aligned("probe_cp_async", "src", src.addr(), 16)?;
     check_aligned("probe_cp_async", "out", out.addr(), 16)?;
-    let params = CpAsyncProbeParams { src: src.ptr(), out: out.ptr(), src_bytes: src.len() as u32 };
+    let params = CpAsyncProbeParams { src: src.ptr(), out: out.ptr(), src_bytes: src_bytes as u32 };
     let config = LaunchConfig { shared_mem_bytes: 512, ..WARP };
-    // SAFETY: the kernel reads at most `src.len()` bytes of `src` and writes 512 of `out`.
+    // SAFETY: the kernel reads the 16-byte windows of the first `src_bytes` bytes of `src`,
+    // which holds them whole (checked), and writes 512 bytes of `out`.
     unsafe { dev.launch(PROBE_CP_ASYNC, config, params) }
 }
 

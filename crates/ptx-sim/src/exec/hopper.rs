@@ -288,6 +288,17 @@ impl Block<'_> {
             return Err(self.fault(SimErrorKind::Unsupported, w, lane, pc, what));
         }
         let [x0, y0, z] = coords.map(|c| self.read(w, c, lane) as u32 as i32 as i64);
+        // The box's first element, along the contiguous dimension, must be 16-byte aligned in
+        // the tensor's coordinates (negative ones included): an H200 raised
+        // CUDA_ERROR_ILLEGAL_INSTRUCTION for a bf16 box at x = 60 (2026-11-26).
+        if (x0 * tm.elem_bytes as i64) % 16 != 0 {
+            let what = format!(
+                "TMA box at inner coordinate {x0}: {x0} × {} bytes is not a multiple of 16 \
+                 (the hardware raises an illegal instruction)",
+                tm.elem_bytes
+            );
+            return Err(self.fault(SimErrorKind::Misaligned, w, lane, pc, what));
+        }
         let at = self.address(w, dst, lane);
         // The swizzle pattern repeats every 8 rows of 16-byte chunks × the span's chunks: a
         // swizzled box starts on that boundary (CUTLASS asserts 1024 bytes for 128-byte

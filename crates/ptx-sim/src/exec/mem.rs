@@ -232,17 +232,24 @@ impl Block<'_> {
                 let (d, s) = (self.address(w, dst, lane), self.address(w, src, lane));
                 self.check_aligned(w, lane, pc, d, cp_size, || "cp.async destination".into())?;
                 self.check_aligned(w, lane, pc, s, cp_size, || "cp.async source".into())?;
+                // The hardware reads `n` bytes, but compute-sanitizer's memcheck counts the
+                // whole cp-size window of a copy that reads anything (H200, 2026-11-26): the
+                // window must lie inside the allocation, and the bytes past `n` are zeros.
                 let mut data = [0u8; 16];
                 if n > 0 {
-                    self.launch.global.load(s, &mut data[..n]).map_err(|m| {
+                    self.launch.global.load(s, &mut data[..cp_size]).map_err(|m| {
                         self.fault(
                             SimErrorKind::OutOfBounds,
                             w,
                             lane,
                             pc,
-                            format!("cp.async source read of {m}"),
+                            format!(
+                                "cp.async source window (cp-size {cp_size}, src-size {n}; \
+                                 memcheck counts the whole window) read of {m}"
+                            ),
                         )
                     })?;
+                    data[n..].fill(0);
                 }
                 let start = self.shared_range(w, lane, pc, d, cp_size, "cp.async destination")?;
                 let access = self.access(w, lane, pc, false);

@@ -219,16 +219,20 @@ fn tma_zero_fills_rows_and_columns_outside_the_tensor() {
 /// `dst_offset` bytes past the 1024-aligned dynamic shared base; the kernel copies those
 /// shared bytes back verbatim after the wait.
 fn swizzled_box(dst_offset: u32) -> Result<(Vec<u16>, Vec<u16>), GpuError> {
-    swizzled_box_of(64, dst_offset)
+    swizzled_box_of(64, dst_offset, 0)
 }
 
-/// [`swizzled_box`] with boxes of `box_cols` of the 64 columns.
-fn swizzled_box_of(box_cols: u32, dst_offset: u32) -> Result<(Vec<u16>, Vec<u16>), GpuError> {
+/// [`swizzled_box`] with boxes of `box_cols` of the 64 columns, starting at column `x`.
+fn swizzled_box_of(
+    box_cols: u32,
+    dst_offset: u32,
+    x: i32,
+) -> Result<(Vec<u16>, Vec<u16>), GpuError> {
     let body = "\
         \t@%p0 bra INITED;\n\tmbarrier.init.shared::cta.b64 [%r3], 1;\nINITED:\n\tbar.sync 0;\n\
         \t@%p0 bra WAIT;\n\tmbarrier.arrive.expect_tx.shared::cta.b64 _, [%r3], 1024;\n\
         \tfence.proxy.tensormap::generic.acquire.sys [%rd1], 128;\n\
-        \tcp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r1], [%rd1, {%r4, %r4}], [%r3];\n\
+        \tcp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r1], [%rd1, {%r9, %r4}], [%r3];\n\
         WAIT:\n\tmbarrier.try_wait.parity.shared::cta.b64 %p1, [%r3], 0;\n\t@!%p1 bra WAIT;\n\
         \tshl.b32 %r5, %r0, 3;\n\tadd.u32 %r6, %r1, %r5;\n\tld.shared.v2.u32 {%r7, %r8}, [%r6];\n\
         \tmul.wide.u32 %rd5, %r0, 8;\n\tadd.u64 %rd5, %rd5, %rd0;\n\tst.global.v2.u32 [%rd5], {%r7, %r8};\n";
@@ -238,7 +242,7 @@ fn swizzled_box_of(box_cols: u32, dst_offset: u32) -> Result<(Vec<u16>, Vec<u16>
          \t.reg .pred %p<8>;\n\t.reg .b32 %r<16>;\n\t.reg .b64 %rd<8>;\n\
          \tld.param.u64 %rd0, [k_out];\n\tld.param.u64 %rd1, [k_maps];\n\
          \tmov.u32 %r0, %tid.x;\n\tmov.u32 %r1, smem;\n\tadd.u32 %r3, %r1, 2048;\n\
-         \tadd.u32 %r1, %r1, {dst_offset};\n\tmov.u32 %r4, 0;\n\
+         \tadd.u32 %r1, %r1, {dst_offset};\n\tmov.u32 %r4, 0;\n\tmov.u32 %r9, {x};\n\
          \tsetp.ne.u32 %p0, %r0, 0;\n{body}\tret;\n}}\n"
     );
     let sim = Simulator::from_ptx(&ptx)?;
@@ -285,10 +289,23 @@ fn a_128_byte_swizzled_box_must_start_on_a_1024_byte_boundary() {
 #[test]
 fn a_box_narrower_than_its_swizzle_span_is_not_modelled() {
     expect_err(
-        swizzled_box_of(32, 0),
+        swizzled_box_of(32, 0, 0),
         SimErrorKind::Unsupported,
         &["rows (64 bytes) are not exactly the map's 128-byte swizzle span"],
     );
+}
+
+/// The hardware raised an illegal instruction for a box whose inner coordinate is not a
+/// multiple of 16 bytes (sim_vs_gpu on an H200, 2026-11-26): 4 bf16 columns are 8 bytes; 8 are
+/// legal (the box then reaches past the tensor and is zero-filled there).
+#[test]
+fn a_box_whose_inner_coordinate_is_not_16_byte_aligned_is_refused() {
+    expect_err(
+        swizzled_box_of(64, 0, 4),
+        SimErrorKind::Misaligned,
+        &["inner coordinate 4: 4 × 2 bytes is not a multiple of 16"],
+    );
+    swizzled_box_of(64, 0, 8).unwrap();
 }
 
 /// Thread 0 copies one unswizzled 8 × 16-element box with `copy` (a `cp.async.bulk.tensor`

@@ -134,6 +134,26 @@ fn cp_async_groups_complete_oldest_first() {
 }
 
 #[test]
+fn cp_async_src_size_zero_fills_and_its_window_must_lie_in_the_allocation() {
+    // A 20-byte input: 5 bytes copied from the first window (the rest zero-filled, though
+    // the window holds more); a partial copy of the second window, which leaves the
+    // allocation, fails as compute-sanitizer's memcheck reports it.
+    let copy = |offset: u32, src_size: u32| {
+        format!(
+            "\tmov.u32 %r1, smem;\n\tst.shared.v4.u32 [%r1], {{%r60, %r60, %r60, %r60}};\n\
+             \tcp.async.cg.shared.global [%r1], [%rd1+{offset}], 16, {src_size};\n\
+             \tcp.async.wait_all;\n\tld.shared.v4.u32 {{%r2, %r3, %r4, %r5}}, [%r1];\n\
+             \tst.global.v4.u32 [%rd0], {{%r2, %r3, %r4, %r5}};\n"
+        )
+    };
+    let config = LaunchConfig { shared_mem_bytes: 16, ..block(1) };
+    let input = [0x1111_1111, 0x2222_2222, 0x3333_3333, 0x4444_4444, 0x5555_5555];
+    assert_eq!(run(&copy(0, 5), config, &input, 4).unwrap(), [0x1111_1111, 0x22, 0, 0]);
+    let err = run(&copy(16, 4), config, &input, 4).unwrap_err();
+    assert!(err.to_string().contains("memcheck counts the whole window"), "{err}");
+}
+
+#[test]
 fn parameters_are_laid_out_with_their_alignment() {
     let ptx = ".version 7.8\n.target sm_80\n.address_size 64\n\
         .visible .entry p(.param .u32 p_a, .param .u64 p_out, .param .align 4 .b8 p_s[6])\n{\n\
