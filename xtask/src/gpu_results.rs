@@ -8,7 +8,8 @@
 //! validation accumulates over sessions): the GPU and bundle of each run, every step's result
 //! (a later run's row replaces an earlier one's for the same step, so a stage rerun after a
 //! fix supersedes the failure), the stages no run has reached yet, sim_vs_gpu's largest
-//! differences, the sanitizer's tally, and the reports imported.
+//! differences, the sanitizer's tally, and the reports imported. With no RUN, only
+//! `gpu-validation.md` is rebuilt, from the records (after a record was edited by hand).
 
 use crate::cmd::{self, workspace_root};
 use anyhow::{Context, Result, bail};
@@ -62,6 +63,21 @@ fn import(runs: &[PathBuf], bench_dir: &Path, scratch: &Path) -> Result<Imported
         bail!("--bench-dir {} exists and is not a directory", bench_dir.display());
     }
     let records = bench_dir.join("gpu-runs");
+    for path in runs {
+        // A record is rewritten from its run: read from the record itself, it would be
+        // removed before it is copied.
+        if let (Ok(run), Ok(records)) = (path.canonicalize(), records.canonicalize())
+            && run.starts_with(&records)
+        {
+            bail!(
+                "{} is a record under {}, not a run's results: import the archive or results \
+                 folder it came from (with no runs, gpu-results rebuilds the validation from \
+                 the records)",
+                path.display(),
+                records.display()
+            );
+        }
+    }
     let read: Vec<Run> = runs
         .iter()
         .enumerate()
@@ -321,6 +337,31 @@ fn sim_vs_gpu_lines(runs: &[Run]) -> Option<(usize, Vec<String>)> {
     })
 }
 
+/// The sanitizer section's sentence: how many tool × binary steps passed with a clean
+/// summary, passed without one, failed or did not finish.
+fn sanitizer_tally(sanitize: &[&Row]) -> String {
+    if sanitize.is_empty() {
+        return "The sanitizer stage did not run.\n".into();
+    }
+    // memcheck, synccheck and initcheck end with `ERROR SUMMARY: 0 errors`, racecheck with
+    // `RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)`.
+    let is_clean = |h: &str| {
+        h.contains("ERROR SUMMARY: 0 errors") || h.contains("RACECHECK SUMMARY: 0 hazards")
+    };
+    let clean = sanitize.iter().filter(|r| r.passed() && is_clean(&r.headline)).count();
+    let passed = sanitize.iter().filter(|r| r.passed()).count();
+    let failed = sanitize.iter().filter(|r| r.failed()).count();
+    format!(
+        "{} tool × test-binary steps at the tests' small sizes (rows above): {clean} passed with \
+         a summary of 0 errors (0 hazards for racecheck), {} passed without a summary line read \
+         (run.sh read only memcheck's form before 2026-11-26), {failed} failed, {} not \
+         finished.\n",
+        sanitize.len(),
+        passed - clean,
+        sanitize.len() - passed - failed
+    )
+}
+
 /// The two lines that sum up `rows`: how many steps passed, failed and did not finish, and
 /// the stages no run has finished a step of yet.
 fn tally(rows: &[(Row, usize)]) -> [String; 2] {
@@ -398,22 +439,7 @@ fn validation_markdown(
     let sanitize: Vec<&Row> =
         rows.iter().map(|(r, _)| r).filter(|r| r.stage == "sanitize").collect();
     s += "\n## compute-sanitizer\n\n";
-    if sanitize.is_empty() {
-        s += "The sanitizer stage did not run.\n";
-    } else {
-        let clean = sanitize
-            .iter()
-            .filter(|r| r.passed() && r.headline.contains("ERROR SUMMARY: 0 errors"))
-            .count();
-        let failed = sanitize.iter().filter(|r| r.failed()).count();
-        let _ = writeln!(
-            s,
-            "{} tool × test-binary steps at the tests' small sizes (rows above): {clean} passed \
-             with `ERROR SUMMARY: 0 errors`, {failed} failed, {} not finished.",
-            sanitize.len(),
-            sanitize.len() - clean - failed
-        );
-    }
+    s += &sanitizer_tally(&sanitize);
     s += "\n## Reports the runs wrote\n\n";
     let mut reports: Vec<&String> = runs.iter().flat_map(|run| &run.reports).collect();
     reports.sort();
@@ -505,6 +531,31 @@ mod tests {
     }
 
     #[test]
+    fn the_sanitizer_tally_counts_each_tools_clean_summary() {
+        let row = |result: &str, headline: &str| Row {
+            stage: "sanitize".into(),
+            step: "tool binary".into(),
+            result: result.into(),
+            seconds: "1".into(),
+            headline: headline.into(),
+        };
+        let rows = [
+            row("pass", "ERROR SUMMARY: 0 errors; 6 passed, 0 failed"),
+            row("pass", "RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings); 6 passed"),
+            row("pass", "no ERROR SUMMARY line; 6 passed, 0 failed"),
+            row("FAIL (exit 99)", "ERROR SUMMARY: 23 errors; 33 passed, 18 failed"),
+            row("not run (budget spent)", ""),
+        ];
+        let rows: Vec<&Row> = rows.iter().collect();
+        let tally = sanitizer_tally(&rows);
+        assert!(tally.starts_with("5 tool × test-binary steps"), "{tally}");
+        assert!(tally.contains(": 2 passed with a summary of 0 errors"), "{tally}");
+        assert!(tally.contains(", 1 passed without a summary line read"), "{tally}");
+        assert!(tally.contains(", 1 failed, 1 not finished."), "{tally}");
+        assert_eq!(sanitizer_tally(&[]), "The sanitizer stage did not run.\n");
+    }
+
+    #[test]
     fn escaped_pipes_stay_in_their_cell() {
         let cells = split_row(r"| tests | sim_vs_gpu | pass | 3 | of sum\|a*b\| ok |");
         assert_eq!(cells, ["tests", "sim_vs_gpu", "pass", "3", r"of sum\|a*b\| ok"]);
@@ -588,5 +639,16 @@ mod tests {
         assert!(has_row(&md, &["tests", "bad gpu::", "FAIL (exit 101)"], &bad), "{md}");
         assert!(md.contains("sim_vs_gpu: wgmma_tf32: largest difference 1.50e-07"), "{md}");
         assert!(md.contains("- [`bench/gemm-fake.md`](gemm-fake.md)"), "{md}");
+        // No runs: the validation is rebuilt from the records alone, the same.
+        fs::remove_file(bench.join("gpu-validation.md")).unwrap();
+        let Imported { validation, reports, .. } = import(&[], &bench, &scratch).unwrap();
+        assert!(reports.is_empty());
+        let rebuilt = fs::read_to_string(validation).unwrap();
+        assert_eq!(rebuilt, md);
+        // A record is not a run: importing one would remove it before reading it.
+        let record = bench.join("gpu-runs").join(&records[0]);
+        let err = import(&[record.clone()], &bench, &scratch).err().expect("an error");
+        assert!(err.to_string().contains("is a record under"), "{err}");
+        assert!(record.join("summary.md").is_file(), "the record is intact");
     }
 }

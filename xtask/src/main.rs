@@ -62,8 +62,7 @@ enum Command {
         /// This session's archives (.tar.gz) or results folders. Each is recorded under
         /// bench/gpu-runs/, and gpu-validation.md is rebuilt from every record there, earlier
         /// sessions' included: for a step that ran more than once, the latest run that
-        /// finished it counts.
-        #[arg(required = true)]
+        /// finished it counts. With none, gpu-validation.md is rebuilt from the records.
         runs: Vec<std::path::PathBuf>,
         /// Where the reports and gpu-validation.md go (default: bench/ of the repository).
         #[arg(long, value_name = "DIR")]

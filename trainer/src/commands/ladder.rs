@@ -3,7 +3,7 @@
 use super::{Provenance, check_report_path, device_default, device_slug, log, write_report};
 use crate::cli::{LadderArgs, LadderModelArg, TorchArg};
 use anyhow::{Context, Result};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use trainer::backend::{DeviceChoice, ResolvedDevice};
 use trainer::data::ensure_shakespeare;
 use trainer::model::{Gpt2Config, ModelSize};
@@ -104,15 +104,9 @@ fn report_path(args: &LadderArgs, slug: &str, rungs: &[&trainer::ladder::Rung]) 
     args.out.clone().unwrap_or_else(|| format!("bench/ladder-{slug}{part}.md").into())
 }
 
-/// Writes the ladder's report ([`report_path`]) and chart.
-fn write_ladder_report(
-    args: &LadderArgs,
-    slug: &str,
-    ladder: &trainer::ladder::Ladder,
-) -> Result<()> {
-    let rungs: Vec<&trainer::ladder::Rung> = ladder.rungs.iter().map(|r| r.rung).collect();
-    let out = report_path(args, slug, &rungs);
-    write_report(&out, &trainer::ladder::markdown(ladder, &Provenance::now().meta()))?;
+/// Writes the ladder's report to `out` and its chart beside it.
+fn write_ladder_report(out: &Path, ladder: &trainer::ladder::Ladder) -> Result<()> {
+    write_report(out, &trainer::ladder::markdown(ladder, &Provenance::now().meta()))?;
     let png = out.with_extension("png");
     trainer::ladder::chart(ladder, &png)?;
     log(&format!("report: {} (chart: {})", out.display(), png.display()));
@@ -122,19 +116,20 @@ fn write_ladder_report(
 pub fn ladder(args: &LadderArgs) -> Result<()> {
     let device = DeviceChoice::from(args.device).resolve()?;
     let options = ladder_options(args, matches!(device, ResolvedDevice::Cuda(_)))?;
-    let slug = device_slug(&device);
-    check_report_path("--out", &report_path(args, &slug, &options.rungs))?;
+    // Named after the rungs asked for, from the first rewrite on.
+    let out = report_path(args, &device_slug(&device), &options.rungs);
+    check_report_path("--out", &out)?;
     // The report is rewritten after each rung of either side, so a ladder stopped part-way (a
     // time limit, a crash in PyTorch's side) still leaves what both sides measured.
     let mut partial = |ladder: &trainer::ladder::Ladder| {
-        if let Err(e) = write_ladder_report(args, &slug, ladder) {
+        if let Err(e) = write_ladder_report(&out, ladder) {
             log(&format!("could not write the report so far: {e:#}"));
         }
     };
     let result = trainer::ladder::run(&device, &options, &mut |l| log(l), &mut partial);
     trainer::ladder::remove_work_dir(&options.work_dir);
     let ladder = result?;
-    write_ladder_report(args, &slug, &ladder)?;
+    write_ladder_report(&out, &ladder)?;
     let failed: Vec<String> = ladder
         .rungs
         .iter()

@@ -299,13 +299,18 @@ headline_sim_vs_gpu() {
          END { printf "largest mma/kernel difference %d ulp, largest .approx relative difference %.3g, largest wgmma difference %.3g of sum|a*b|+|c|", u, r, w }' "$1"
     headline_tests "$1" | sed 's/^/; /'
 }
+# The tool's summary line: memcheck, synccheck and initcheck print `ERROR SUMMARY: N errors`,
+# racecheck `RACECHECK SUMMARY: N hazards displayed (N errors, N warnings)`.
+sanitizer_summary() {
+    grep -m1 -oE 'ERROR SUMMARY: [0-9]+ errors?|RACECHECK SUMMARY: [0-9]+ hazards? displayed \([0-9]+ errors?, [0-9]+ warnings?\)' "$1"
+}
 headline_probe() {
-    grep -m1 -o 'ERROR SUMMARY: [0-9]* error[s]*' "$1" || grep -m1 '^=========' "$1" | cut -c1-200
+    sanitizer_summary "$1" || grep -m1 '^=========' "$1" | cut -c1-200
 }
 headline_sanitizer() {
     local summary
-    summary=$(grep -m1 -o 'ERROR SUMMARY: [0-9]* error[s]*' "$1")
-    echo "${summary:-no ERROR SUMMARY line}; $(headline_tests "$1" | tr -d '\n')"
+    summary=$(sanitizer_summary "$1")
+    echo "${summary:-no sanitizer summary line}; $(headline_tests "$1" | tr -d '\n')"
 }
 
 # The test binaries, in the order they run: those named in $TESTS, in its order, else those
@@ -411,7 +416,7 @@ stage_bench() {
 }
 
 headline_train() {
-    sed -n 's/^done: /final /p' "$1" | tail -n 1
+    sed -n 's/^done: //p' "$1" | tail -n 1
 }
 
 # The bundled Shakespeare shards (the GPU machine has no network to prepare them).

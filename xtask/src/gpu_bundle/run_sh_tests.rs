@@ -227,14 +227,17 @@ fn run_sh_links_a_cublas_cudarc_does_not_name() {
 }
 
 /// The sanitizer stage runs the tools named in `$SANITIZE_TOOLS` over the binaries named in
-/// `$TESTS`, at the tests' small sizes; every process finds the unpacked cubins (not made
-/// executable) through `GPU_HOST_CUBIN_DIR`.
+/// `$TESTS`, at the tests' small sizes, and headlines each tool's summary line (racecheck's is
+/// its own); every process finds the unpacked cubins (not made executable) through
+/// `GPU_HOST_CUBIN_DIR`.
 #[test]
 fn run_sh_sanitizes_the_named_tools_and_points_at_the_cubins() {
     let fake = FakeBundle::new("sanitize");
     fake.script(
         "fakebin/compute-sanitizer",
-        "shift 4; \"$@\"; status=$?; echo '========= ERROR SUMMARY: 0 errors'; exit $status",
+        "tool=$2; shift 4; \"$@\"; status=$?; if [ \"$tool\" = racecheck ]; then \
+         echo '========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)'; \
+         else echo '========= ERROR SUMMARY: 0 errors'; fi; exit $status",
     );
     fake.packed("cubin/kernels-sm_90a-0123456789abcdef.cubin", "not a real cubin");
     fake.packed(
@@ -242,7 +245,7 @@ fn run_sh_sanitizes_the_named_tools_and_points_at_the_cubins() {
         "echo \"kernel tests on Fake GPU, small sizes: $KERNEL_TESTS_SMALL\"; \
          ls -l \"$GPU_HOST_CUBIN_DIR\"; echo 'test result: ok. 1 passed; 0 failed; 0 ignored'",
     );
-    let variables = [("TESTS", "cubins"), ("SANITIZE_TOOLS", "memcheck")];
+    let variables = [("TESTS", "cubins"), ("SANITIZE_TOOLS", "memcheck racecheck")];
     let out = fake.run(&["sanitize", "--out", "r"], &variables);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let summary = fake.read("r/summary.md");
@@ -250,7 +253,10 @@ fn run_sh_sanitizes_the_named_tools_and_points_at_the_cubins() {
     assert!(has_row(&summary, &probe, &["ERROR SUMMARY: 0 errors"]), "{summary}");
     assert!(summary.contains("| sanitize | memcheck cubins | pass |"), "{summary}");
     assert!(summary.contains("ERROR SUMMARY: 0 errors; 1 passed, 0 failed"), "{summary}");
-    assert_eq!(summary.matches("| sanitize |").count(), 2, "{summary}");
+    let racecheck = "RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings); 1 passed";
+    assert!(summary.contains("| sanitize | racecheck cubins | pass |"), "{summary}");
+    assert!(summary.contains(racecheck), "{summary}");
+    assert_eq!(summary.matches("| sanitize |").count(), 3, "{summary}");
     let log = fake.read("r/logs/sanitize-memcheck-cubins.log");
     assert!(log.contains("small sizes: 1"), "{log}");
     let listing = log.lines().find(|l| l.ends_with("kernels-sm_90a-0123456789abcdef.cubin"));
