@@ -16,7 +16,7 @@ use crate::unroll::unroll;
 use crate::warp::{for_lane_chunks, warp_sum};
 use kernel_abi::layernorm::{
     BACKWARD_ROWS_PER_WARP, EPS, LayerNormBackwardParams, LayerNormBackwardReduceParams,
-    LayerNormForwardParams, backward_sum_word, backward_sums_len,
+    LayerNormForwardParams, REDUCE_CHANNELS, REDUCE_WARPS, backward_sum_word, backward_sums_len,
 };
 use kernel_abi::{Bf16, F16};
 
@@ -242,27 +242,51 @@ unsafe fn backward<T: Elem>(p: LayerNormBackwardParams<T>) {
 /// The kernel body.
 ///
 /// # Safety
-/// Launched by `gpu-host`'s `layernorm_backward` on a one-dimensional grid right after
-/// [`backward`] wrote `partials` (`blocks × 2c` values); `dweight` and `dbias` hold `c` values.
+/// Launched by `gpu-host`'s `layernorm_backward` right after [`backward`] wrote `partials`
+/// (`blocks × 2c` values), with `⌈c / REDUCE_CHANNELS⌉` blocks of `REDUCE_WARPS` warps and
+/// `REDUCE_SHARED_BYTES` of dynamic shared memory; `dweight` and `dbias` hold `c` values.
+/// Every thread reaches the `bar_sync`.
 #[inline(always)]
 unsafe fn backward_reduce(p: LayerNormBackwardReduceParams) {
-    let i = (block_idx_x() * block_dim_x() + thread_idx_x()) as usize;
+    let (warp, lane) = (warp_idx_x(), lane_id());
     let c = p.c as usize;
-    if i >= c {
-        return;
-    }
+    let ch = (block_idx_x() * REDUCE_CHANNELS + lane) as usize;
     let (mut dw, mut db) = (0.0, 0.0);
-    for b in 0..p.blocks as usize {
-        // SAFETY: the launcher checked `partials` holds `blocks × 2c` values.
-        unsafe {
-            dw += *p.partials.as_ptr().add(b * 2 * c + i);
-            db += *p.partials.as_ptr().add(b * 2 * c + c + i);
+    if ch < c {
+        let mut slot = warp as usize;
+        while slot < p.blocks as usize {
+            // SAFETY: the launcher checked `partials` holds `blocks × 2c` values; `ch < c`.
+            unsafe {
+                dw += *p.partials.as_ptr().add(slot * 2 * c + ch);
+                db += *p.partials.as_ptr().add(slot * 2 * c + c + ch);
+            }
+            slot += REDUCE_WARPS as usize;
         }
     }
-    // SAFETY: `i < c` and both gradients hold `c` values.
+    // Warp `w`'s sums at words `64w + lane` (Σ dout·norm) and `64w + 32 + lane` (Σ dout).
+    let base = dynamic_smem_base();
+    let at =
+        |w: u32, part: u32| base + (w * 2 * REDUCE_CHANNELS + part * REDUCE_CHANNELS + lane) * 4;
+    // SAFETY: the launcher gave `REDUCE_SHARED_BYTES`: two words per lane of every warp.
     unsafe {
-        *p.dweight.as_mut_ptr().add(i) += dw;
-        *p.dbias.as_mut_ptr().add(i) += db;
+        st_shared_f32(at(warp, 0), dw);
+        st_shared_f32(at(warp, 1), db);
+        bar_sync();
+    }
+    if warp == 0 && ch < c {
+        let (mut dw, mut db) = (0.0, 0.0);
+        for w in 0..REDUCE_WARPS {
+            // SAFETY: every warp stored its sums before the barrier.
+            unsafe {
+                dw += ld_shared_f32(at(w, 0));
+                db += ld_shared_f32(at(w, 1));
+            }
+        }
+        // SAFETY: `ch < c` and both gradients hold `c` values.
+        unsafe {
+            *p.dweight.as_mut_ptr().add(ch) += dw;
+            *p.dbias.as_mut_ptr().add(ch) += db;
+        }
     }
 }
 

@@ -303,10 +303,12 @@ impl<T: FloatElement + Element> BackwardCase<T> {
 
 /// The backward's shapes: the forward's, and on every device some that run several blocks
 /// (a block takes `backward_rows_per_block(c)` rows, 32 up to c = 768), with fewer than 8
-/// warps per block at c = 1024 and 1600: the per-block partial sums and their reduction.
+/// warps per block at c = 1024 and 1600: the per-block partial sums and their reduction. At
+/// 1127 × 76, 36 blocks: the reduction's 16 warps take 2 or 3 slots each (`REDUCE_WARPS`),
+/// and its 3 blocks of 32 channels end in a partial one.
 fn backward_shapes(dev: &impl Device) -> Vec<(usize, usize)> {
     let mut shapes = shapes(dev);
-    shapes.extend([(70, 768), (33, 1024), (40, 1600)]);
+    shapes.extend([(70, 768), (33, 1024), (40, 1600), (1127, 76)]);
     shapes
 }
 

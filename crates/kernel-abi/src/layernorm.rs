@@ -18,9 +18,11 @@
 //!   a function of `c` alone), its warps take rows `w, w + W, …` in order and keep their own
 //!   channel sums in shared memory (permuted against bank conflicts, [`backward_sum_word`]),
 //!   the block writes its warps' sums, added in warp order, to its slot of `partials`, and
-//!   [`LAYERNORM_BACKWARD_REDUCE`] sums the slots in block order from 0 and adds the total to
-//!   `dweight` / `dbias`. The result depends only on the inputs and `(rows, c)`: the same
-//!   bits on every run and every GPU.
+//!   [`LAYERNORM_BACKWARD_REDUCE`] adds the slots up: a block of [`REDUCE_WARPS`] warps per
+//!   [`REDUCE_CHANNELS`] channels (one per lane), warp `w` summing slots `w, w + REDUCE_WARPS,
+//!   …` in order, then warp 0 adding the warps' sums in warp order to `dweight` / `dbias`. The
+//!   result depends only on the inputs and `(rows, c)`: the same bits on every run and every
+//!   GPU.
 
 use crate::kernel::{Kernel, KernelParams, KernelSig};
 use crate::ptr::{Bf16, DevicePtr, DevicePtrMut, F16};
@@ -40,8 +42,17 @@ pub const BACKWARD_MAX_WARPS: u32 = 8;
 /// Rows each warp of the backward handles per block.
 pub const BACKWARD_ROWS_PER_WARP: u32 = 4;
 
-/// Threads per block of the backward's reduction kernel (one thread per channel).
-pub const REDUCE_THREADS: u32 = 256;
+/// Channels per block of the backward's reduction kernel (one per lane of each warp).
+pub const REDUCE_CHANNELS: u32 = 32;
+
+/// Warps per block of the backward's reduction kernel: each sums every `REDUCE_WARPS`-th slot
+/// of `partials` (16 × 32 slots for GPT-2's 16384 rows of 768 channels). One thread per channel
+/// walking all 512 slots made the reduction a chain of 512 dependent loads on 3 SMs: the
+/// backward took 0.15 ms per call (680 GB/s) on an H200 (2026-11-26).
+pub const REDUCE_WARPS: u32 = 16;
+
+/// Dynamic shared memory of a reduction block: each warp's two sums per lane.
+pub const REDUCE_SHARED_BYTES: u32 = REDUCE_WARPS * 2 * REDUCE_CHANNELS * 4;
 
 /// Words of one of a backward warp's two channel-sum arrays in shared memory: `c` rounded up
 /// to a multiple of 8 (the arrays are permuted within groups of 8, [`backward_sum_word`]).

@@ -7,8 +7,9 @@ use crate::error::{GpuError, Result};
 use crate::view::{DeviceView, DeviceViewMut};
 use kernel_abi::layernorm::{
     FORWARD_THREADS, LAYERNORM_BACKWARD_REDUCE, LayerNormBackwardParams,
-    LayerNormBackwardReduceParams, LayerNormForwardParams, LayerNormKernels, REDUCE_THREADS,
-    backward_rows_per_block, backward_shared_bytes, backward_warps,
+    LayerNormBackwardReduceParams, LayerNormForwardParams, LayerNormKernels, REDUCE_CHANNELS,
+    REDUCE_SHARED_BYTES, REDUCE_WARPS, backward_rows_per_block, backward_shared_bytes,
+    backward_warps,
 };
 use kernel_abi::{DevicePtr, DevicePtrMut};
 
@@ -264,7 +265,12 @@ pub fn layernorm_backward<D: Device, T: FloatElement>(
         blocks: blocks as u32,
         c: c as u32,
     };
-    let config = LaunchConfig::linear(c.div_ceil(REDUCE_THREADS as usize) as u32, REDUCE_THREADS);
-    // SAFETY: `partials` was just written for `blocks` blocks; both gradients hold `c` values.
+    let config = LaunchConfig {
+        grid: (c.div_ceil(REDUCE_CHANNELS as usize) as u32, 1, 1),
+        block: (REDUCE_WARPS * 32, 1, 1),
+        shared_mem_bytes: REDUCE_SHARED_BYTES,
+    };
+    // SAFETY: `partials` was just written for `blocks` blocks; both gradients hold `c` values;
+    // shared memory holds the reduction's per-warp sums.
     unsafe { dev.launch(LAYERNORM_BACKWARD_REDUCE, config, reduce) }
 }
