@@ -349,26 +349,38 @@ impl GemmSpec {
 
     /// Picks `split_k` for a GPU with `multiprocessors` SMs whose runtime loaded the `arch`
     /// module, for the engine this spec will most likely run on there (what
-    /// [`GemmSpec::engine_on`] resolves to for aligned operands): when the output tiles fill
-    /// less than half of the blocks the GPU runs at once (2 per SM for `mma.sync` / SIMT, 1 per
-    /// SM for the persistent wgmma kernel), split K so that the slices fill about one wave,
-    /// keeping at least 8 K steps (of that engine) per slice and at most 16 slices. A
-    /// heuristic, not a tuner: it targets the GPT-2 weight gradients (768×768 output,
-    /// K = B·T).
+    /// [`GemmSpec::engine_on`] resolves to for aligned operands): the split of least
+    /// [`split_cost`], from 1 to 16 slices of at least 8 K steps (of that engine) each. A model,
+    /// not a tuner: it targets the GPT-2 weight gradients (outputs of a few dozen to a few
+    /// hundred tiles, K = B·T), whose last wave of tiles left most SMs idle (the 3072 × 768
+    /// gradient, 144 tiles on 132 SMs, ran at 59% of cuBLAS on an H200, 2026-11-26).
     pub fn with_split_k_for(mut self, multiprocessors: usize, arch: PtxArch) -> Self {
         let engine = self.likely_engine(arch);
-        let (bm, bn, per_sm) = match (engine, self.precision) {
-            (GemmEngine::Wgmma, _) => (wg::BM, wg::N128.bn, 1),
-            (_, Precision::Fp32) => (simt::BM, simt::BN, 2),
-            _ => (tc::BM, tc::BN, 2),
+        // Blocks per SM, and roughly the engine's FLOPs per byte of DRAM traffic on an H100 /
+        // H200 (dense peak over bandwidth): what a slice's workspace costs against its math.
+        let (bm, bn, per_sm, flops_per_byte) = match (engine, self.precision) {
+            (GemmEngine::Wgmma, Precision::Tf32) => (wg::BM, wg::N128.bn, 1, 100.0),
+            (GemmEngine::Wgmma, _) => (wg::BM, wg::N128.bn, 1, 200.0),
+            (_, Precision::Fp32) => (simt::BM, simt::BN, 2, 15.0),
+            (_, Precision::Tf32) => (tc::BM, tc::BN, 2, 50.0),
+            _ => (tc::BM, tc::BN, 2, 100.0),
         };
         let tiles = self.m.div_ceil(bm as usize) * self.n.div_ceil(bn as usize) * self.batch;
-        let resident = per_sm * multiprocessors;
         let steps = self.k.div_ceil(self.block_k_for(engine));
-        self.split_k = if tiles == 0 || 2 * tiles > resident {
+        let model = SplitModel {
+            tiles,
+            steps,
+            multiprocessors: multiprocessors.max(1),
+            per_sm,
+            slice_overhead: 4.0 * flops_per_byte / self.k.max(1) as f64,
+        };
+        let most = (steps / 8).clamp(1, 16);
+        self.split_k = if tiles == 0 {
             1
         } else {
-            (resident / tiles).min(steps / 8).clamp(1, 16)
+            (1..=most)
+                .min_by(|&a, &b| split_cost(&model, a).total_cmp(&split_cost(&model, b)))
+                .unwrap_or(1)
         };
         self
     }
@@ -401,6 +413,34 @@ impl GemmSpec {
     fn likely_engine(&self, arch: PtxArch) -> GemmEngine {
         self.engine_for_arch(arch, 0, 0).unwrap_or(self.engine)
     }
+}
+
+/// What [`split_cost`] weighs: a GEMM of `tiles` output tiles (batches included) and `steps` K
+/// steps per tile, on `multiprocessors` SMs running `per_sm` blocks each.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct SplitModel {
+    pub(super) tiles: usize,
+    pub(super) steps: usize,
+    pub(super) multiprocessors: usize,
+    pub(super) per_sm: usize,
+    /// The time one slice's f32 workspace (written, then read by the reduction) costs, as a
+    /// fraction of the GEMM's own: `2 · 4 bytes · M · N` against `2 · M · N · K` FLOPs, that is
+    /// `4 · (FLOPs per byte) / K`.
+    pub(super) slice_overhead: f64,
+}
+
+/// The time of the GEMM split into `split` K slices, relative to its ideal (every SM busy for
+/// the same number of K steps): the busiest SM's K steps, `⌈units / slots⌉ · per_sm ·
+/// ⌈steps / split⌉` (units = tiles · split, slots = per_sm · SMs: the blocks sharing an SM
+/// share its throughput), over `tiles · steps / SMs`, plus [`SplitModel::slice_overhead`] per
+/// slice when split. Ties keep the smaller split (the first minimum).
+pub(super) fn split_cost(model: &SplitModel, split: usize) -> f64 {
+    let SplitModel { tiles, steps, multiprocessors, per_sm, slice_overhead } = *model;
+    let slots = per_sm * multiprocessors;
+    let busiest = (tiles * split).div_ceil(slots) * per_sm * steps.div_ceil(split);
+    let ideal = (tiles * steps) as f64 / multiprocessors as f64;
+    let workspace = if split > 1 { slice_overhead * split as f64 } else { 0.0 };
+    busiest as f64 / ideal.max(f64::MIN_POSITIVE) + workspace
 }
 
 /// Elements spanned by `batch` matrices of `rows` stored rows of `cols` elements `ld` apart;

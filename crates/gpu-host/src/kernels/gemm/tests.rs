@@ -68,12 +68,21 @@ fn split_heuristic_targets_small_outputs_with_long_k() {
     let dw = |out, inp| GemmSpec::linear_backward_weight(16384, inp, out, Precision::Bf16);
     let a100 = |s: GemmSpec| s.with_split_k_for(108, PtxArch::Sm80).split_k;
     let h100 = |s: GemmSpec| s.with_split_k_for(132, PtxArch::Sm90a).split_k;
-    // mma.sync, 2 blocks per SM: 216 resident blocks over 36, 108 and 144 tiles.
-    assert_eq!((a100(dw(768, 768)), a100(dw(2304, 768)), a100(dw(3072, 768))), (6, 2, 1));
-    // wgmma, 1 persistent block per SM: 132 over 36 tiles; 108 already fill most SMs.
+    // mma.sync, 2 blocks per SM: 216 block slots over 36, 108 and 144 tiles (at 144, one
+    // block on 72 of the 108 SMs: 3 slices fill two waves).
+    assert_eq!((a100(dw(768, 768)), a100(dw(2304, 768)), a100(dw(3072, 768))), (6, 2, 3));
+    // wgmma, 1 persistent block per SM: 132 over 36 tiles; 108 already fill most SMs; 144 (fc
+    // and fcproj) left 12 tiles for a second wave, measured at 59% of cuBLAS on an H200.
     assert_eq!((h100(dw(768, 768)), h100(dw(2304, 768))), (3, 1));
+    assert_eq!((h100(dw(3072, 768)), h100(dw(768, 3072))), (4, 4));
+    // The classifier's gradient: 393 × 6 tiles, 18 waves, nothing to gain.
+    assert_eq!(h100(dw(50304, 768)), 1);
     let forced_mma = GemmSpec { engine: GemmEngine::MmaSync, ..dw(768, 768) };
     assert_eq!(h100(forced_mma), 7);
+    // TF32 weight gradients run on mma.sync (wgmma reads TF32 K-major only), whose slower
+    // math makes each slice's workspace cheaper: finer splits.
+    let tf32 = GemmSpec::linear_backward_weight(16384, 768, 3072, Precision::Tf32);
+    assert_eq!(h100(tf32), 9);
     let fwd = GemmSpec::linear_forward(16384, 768, 768, Precision::Bf16);
     assert_eq!((a100(fwd), h100(fwd)), (1, 1));
     let short = GemmSpec::new(128, 128, 64, Layout::RowMajor, Layout::RowMajor, Precision::Fp32);
@@ -442,4 +451,26 @@ mod engines {
         gemm(&dev, &forced, a.view(), a.view(), c.view_mut(), Epilogue::default()).unwrap();
         assert_eq!(dev.take_launches().len(), 1);
     }
+}
+
+/// The cost model behind the split choice: the second wave of 12 tiles costs as much as the
+/// first of 132, four slices even the waves out, and more slices than that pay more in
+/// workspace than they save.
+#[test]
+fn split_cost_weighs_idle_sms_against_workspace_traffic() {
+    use super::spec::{SplitModel, split_cost};
+    let fc_dw = SplitModel {
+        tiles: 144,
+        steps: 256,
+        multiprocessors: 132,
+        per_sm: 1,
+        slice_overhead: 4.0 * 200.0 / 16384.0,
+    };
+    let cost = |s| split_cost(&fc_dw, s);
+    assert!((cost(1) - 2.0 * 132.0 / 144.0).abs() < 1e-12, "{}", cost(1));
+    assert!(cost(4) < 0.75 * cost(1), "{} vs {}", cost(4), cost(1));
+    assert!(cost(4) < cost(3) && cost(4) < cost(5) && cost(5) < cost(16));
+    // A whole number of waves without a split costs its ideal.
+    let full = SplitModel { tiles: 264, ..fc_dw };
+    assert!((split_cost(&full, 1) - 1.0).abs() < 1e-12);
 }
