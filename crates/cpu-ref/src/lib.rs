@@ -43,5 +43,8 @@ pub use gelu::{gelu_backward, gelu_backward_in_place, gelu_forward};
 pub use grad_norm::global_norm;
 pub use grad_norm::{GradNorm, grad_norm_kernel_order};
 pub use layernorm::{LAYERNORM_EPS, layernorm_backward, layernorm_forward};
-pub use matmul::{matmul_backward, matmul_forward};
+pub use matmul::{
+    matmul_backward, matmul_backward_bias, matmul_backward_input, matmul_backward_weight,
+    matmul_forward,
+};
 pub use residual::residual_forward;

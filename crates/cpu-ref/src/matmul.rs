@@ -152,25 +152,65 @@ pub fn matmul_backward(
     c: usize,
     oc: usize,
 ) {
+    matmul_backward_input(dinp, dout, weight, bt, c, oc);
+    matmul_backward_weight(dweight, dout, inp, bt, c, oc);
+    if let Some(dbias) = dbias {
+        matmul_backward_bias(dbias, dout, bt, oc);
+    }
+}
+
+/// The input gradient of [`matmul_backward`]: `dinp = dout · weight`, written.
+///
+/// # Panics
+/// If a length does not match the shapes.
+pub fn matmul_backward_input(
+    dinp: &mut [f32],
+    dout: &[f32],
+    weight: &[f32],
+    bt: usize,
+    c: usize,
+    oc: usize,
+) {
     assert_eq!(dinp.len(), bt * c, "matmul_backward: dinp must be bt×c");
+    assert_eq!(dout.len(), bt * oc, "matmul_backward: dout must be bt×oc");
+    assert_eq!(weight.len(), oc * c, "matmul_backward: weight must be oc×c");
+    sgemm(bt, c, oc, Strided::row_major(dout, oc), Strided::row_major(weight, c), dinp, false);
+}
+
+/// The weight gradient of [`matmul_backward`]: `dweight += doutᵀ · inp`.
+///
+/// # Panics
+/// If a length does not match the shapes.
+pub fn matmul_backward_weight(
+    dweight: &mut [f32],
+    dout: &[f32],
+    inp: &[f32],
+    bt: usize,
+    c: usize,
+    oc: usize,
+) {
     assert_eq!(dweight.len(), oc * c, "matmul_backward: dweight must be oc×c");
     assert_eq!(dout.len(), bt * oc, "matmul_backward: dout must be bt×oc");
     assert_eq!(inp.len(), bt * c, "matmul_backward: inp must be bt×c");
-    assert_eq!(weight.len(), oc * c, "matmul_backward: weight must be oc×c");
-    sgemm(bt, c, oc, Strided::row_major(dout, oc), Strided::row_major(weight, c), dinp, false);
     sgemm(oc, c, bt, Strided::transposed(dout, oc), Strided::row_major(inp, c), dweight, true);
-    if let Some(dbias) = dbias {
-        assert_eq!(dbias.len(), oc, "matmul_backward: dbias must hold oc values");
-        const COLS: usize = 64;
-        dbias.par_chunks_mut(COLS).enumerate().for_each(|(chunk, db)| {
-            let cols = chunk * COLS..chunk * COLS + db.len();
-            for row in dout.chunks_exact(oc) {
-                for (d, g) in db.iter_mut().zip(&row[cols.clone()]) {
-                    *d += g;
-                }
+}
+
+/// The bias gradient of [`matmul_backward`]: `dbias[o] += Σ_r dout[r, o]`, in row order.
+///
+/// # Panics
+/// If a length does not match the shapes.
+pub fn matmul_backward_bias(dbias: &mut [f32], dout: &[f32], bt: usize, oc: usize) {
+    assert_eq!(dbias.len(), oc, "matmul_backward: dbias must hold oc values");
+    assert_eq!(dout.len(), bt * oc, "matmul_backward: dout must be bt×oc");
+    const COLS: usize = 64;
+    dbias.par_chunks_mut(COLS).enumerate().for_each(|(chunk, db)| {
+        let cols = chunk * COLS..chunk * COLS + db.len();
+        for row in dout.chunks_exact(oc) {
+            for (d, g) in db.iter_mut().zip(&row[cols.clone()]) {
+                *d += g;
             }
-        });
-    }
+        }
+    });
 }
 
 #[cfg(test)]

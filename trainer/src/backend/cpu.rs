@@ -327,32 +327,41 @@ impl Backend for CpuBackend {
         )
     }
 
+    /// `cpu_ref::matmul_backward`'s three parts, each timed as its own op (as on the GPU).
     fn matmul_backward(&self, args: MatmulBackward<'_, Self>, shape: Linear) -> Result<()> {
-        let (bias, gelu) = (args.grads.bias.is_some(), args.gelu_pre_act.is_some());
+        let MatmulBackward { dinp, grads, dout, inp, weight, gelu_pre_act } = args;
+        let Linear { rows, inp: c, out: oc, .. } = shape;
+        let (dweight, dbias) = weight_and_bias(grads);
+        let dout = dout.as_slice();
+        let gelu = gelu_pre_act.is_some();
         self.timed(
-            || op_work::matmul_backward(shape, ACT, bias, gelu),
+            || op_work::matmul_backward_input(shape, ACT, gelu),
             || {
-                let MatmulBackward { dinp, grads, dout, inp, weight, gelu_pre_act } = args;
-                let Linear { rows, inp: c, out: oc, .. } = shape;
                 let dinp = dinp.into_slice();
-                let (dweight, dbias) = weight_and_bias(grads);
-                cpu_ref::matmul_backward(
-                    dinp,
-                    dweight,
-                    dbias,
-                    dout.as_slice(),
-                    inp.as_slice(),
-                    weight.as_slice(),
-                    rows,
-                    c,
-                    oc,
-                );
+                cpu_ref::matmul_backward_input(dinp, dout, weight.as_slice(), rows, c, oc);
                 if let Some(pre_act) = gelu_pre_act {
                     cpu_ref::gelu_backward_in_place(dinp, pre_act.as_slice());
                 }
                 Ok(())
             },
-        )
+        )?;
+        self.timed(
+            || op_work::matmul_backward_weight(shape, ACT),
+            || {
+                cpu_ref::matmul_backward_weight(dweight, dout, inp.as_slice(), rows, c, oc);
+                Ok(())
+            },
+        )?;
+        if let Some(dbias) = dbias {
+            self.timed(
+                || op_work::matmul_backward_bias(shape, ACT),
+                || {
+                    cpu_ref::matmul_backward_bias(dbias, dout, rows, oc);
+                    Ok(())
+                },
+            )?;
+        }
+        Ok(())
     }
 
     fn attention_forward(&self, args: AttentionForward<'_, Self>, dims: Dims) -> Result<()> {

@@ -612,16 +612,18 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
         )
     }
 
+    /// The input gradient (GELU backward fused), the weight gradient and the bias gradient,
+    /// each timed as its own op.
     fn matmul_backward(&self, args: MatmulBackward<'_, Self>, shape: Linear) -> Result<()> {
-        let (bias, gelu) = (args.grads.bias.is_some(), args.gelu_pre_act.is_some());
+        let MatmulBackward { dinp, grads, dout, inp, weight, gelu_pre_act } = args;
+        let (dweight, dbias) = weight_and_bias(grads)?;
+        let Linear { rows, inp: in_features, out: out_features, .. } = shape;
+        let precision = self.gemm_precision();
+        let dout = dv(dout);
+        let gelu = gelu_pre_act.is_some();
         self.timed(
-            || op_work::matmul_backward(shape, Self::ACT, bias, gelu),
+            || op_work::matmul_backward_input(shape, Self::ACT, gelu),
             || {
-                let MatmulBackward { dinp, grads, dout, inp, weight, gelu_pre_act } = args;
-                let (dweight, dbias) = weight_and_bias(grads)?;
-                let Linear { rows, inp: in_features, out: out_features, .. } = shape;
-                let precision = self.gemm_precision();
-                let dout = dv(dout);
                 let spec = self.on_engine(GemmSpec::linear_backward_input(
                     rows,
                     in_features,
@@ -635,7 +637,12 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
                 let epilogue = Epilogue { bias: None, activation };
                 let done =
                     gemm::gemm::<D, A, A>(self.dev, &spec, dout, dv(weight), dvm(dinp), epilogue);
-                self.gemm_result(done)?;
+                self.gemm_result(done)
+            },
+        )?;
+        self.timed(
+            || op_work::matmul_backward_weight(shape, Self::ACT),
+            || {
                 let spec = self
                     .on_engine(GemmSpec::linear_backward_weight(
                         rows,
@@ -654,13 +661,25 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
                         Epilogue::default(),
                         workspace,
                     ))
-                })?;
-                if let Some(dbias) = dbias {
-                    gemm::bias_grad::<D, A, f32>(self.dev, dout, rows, out_features, dbias, 1.0)?;
-                }
-                Ok(())
+                })
             },
-        )
+        )?;
+        if let Some(dbias) = dbias {
+            self.timed(
+                || op_work::matmul_backward_bias(shape, Self::ACT),
+                || {
+                    Ok(gemm::bias_grad::<D, A, f32>(
+                        self.dev,
+                        dout,
+                        rows,
+                        out_features,
+                        dbias,
+                        1.0,
+                    )?)
+                },
+            )?;
+        }
+        Ok(())
     }
 
     fn attention_forward(&self, args: AttentionForward<'_, Self>, dims: Dims) -> Result<()> {

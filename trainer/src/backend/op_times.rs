@@ -158,9 +158,15 @@ impl OpRecorder {
 pub mod names {
     use crate::backend::ops::Linear;
 
-    /// `matmul forward qkv`, `matmul backward lm head`, ...
+    /// `matmul forward qkv`, `matmul forward lm head`, ...
     pub fn matmul(pass: &str, shape: Linear) -> String {
         format!("matmul {pass} {}", shape.layer)
+    }
+
+    /// A part of a linear layer's backward, timed apart: `matmul backward fc dX` (the input
+    /// gradient, with the fused GELU backward), `… dW` (the weight gradient), `… dbias`.
+    pub fn matmul_backward(shape: Linear, part: &str) -> String {
+        format!("matmul backward {} {part}", shape.layer)
     }
 
     /// `attention forward (flash)`, `attention backward (materialised)`.

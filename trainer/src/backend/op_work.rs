@@ -88,18 +88,31 @@ pub fn matmul_forward(shape: Linear, act: f64, bias: bool, gelu: bool) -> OpLabe
     OpLabel::new(names::matmul("forward", shape), work)
 }
 
-/// A linear layer's backward: reads the output gradient, the input, the weight and (fused
-/// GELU backward) the pre-activation; writes the input gradient; accumulates the f32 weight
-/// and bias gradients.
-pub fn matmul_backward(shape: Linear, act: f64, bias: bool, gelu: bool) -> OpLabel {
+/// A linear layer's input gradient: reads the output gradient, the weight and (fused GELU
+/// backward) the pre-activation; writes the input gradient.
+pub fn matmul_backward_input(shape: Linear, act: f64, gelu: bool) -> OpLabel {
     let Linear { rows, inp, out, .. } = shape;
-    let reads = rows * out + rows * inp + out * inp + usize::from(gelu) * rows * inp;
-    let accumulated = out * inp + usize::from(bias) * out;
+    let reads = rows * out + out * inp + usize::from(gelu) * rows * inp;
+    let work = Work { flops: 2.0 * (rows * inp * out) as f64, bytes: n(reads + rows * inp, act) };
+    OpLabel::new(names::matmul_backward(shape, "dX"), work)
+}
+
+/// A linear layer's weight gradient: reads the output gradient and the input; accumulates the
+/// f32 weight gradient (read and written).
+pub fn matmul_backward_weight(shape: Linear, act: f64) -> OpLabel {
+    let Linear { rows, inp, out, .. } = shape;
     let work = Work {
-        flops: 4.0 * (rows * inp * out) as f64,
-        bytes: n(reads + rows * inp, act) + 2.0 * n(accumulated, F32),
+        flops: 2.0 * (rows * inp * out) as f64,
+        bytes: n(rows * out + rows * inp, act) + 2.0 * n(out * inp, F32),
     };
-    OpLabel::new(names::matmul("backward", shape), work)
+    OpLabel::new(names::matmul_backward(shape, "dW"), work)
+}
+
+/// A linear layer's bias gradient: reads the output gradient; accumulates the f32 bias
+/// gradient.
+pub fn matmul_backward_bias(shape: Linear, act: f64) -> OpLabel {
+    let Linear { rows, out, .. } = shape;
+    memory_op(&names::matmul_backward(shape, "dbias"), n(rows * out, act) + 2.0 * n(out, F32))
 }
 
 /// Causal attention's forward: reads q, k, v; writes the output and what the backward needs

@@ -183,7 +183,7 @@ fn cli_writes_the_report_and_rejects_bad_arguments() {
     assert!(report.contains("the PTX simulator of the sm_90a module"), "{report}");
     let ops = report.split("## Where the steps' time goes").nth(1).expect(&report);
     assert!(ops.contains("### vocab: ") && ops.contains("by the host clock"), "{report}");
-    assert!(ops.contains("| matmul backward lm head | 1 |"), "{report}");
+    assert!(ops.contains("| matmul backward lm head dW | 1 |"), "{report}");
     assert!(out.with_extension("png").is_file());
 
     let bad = trainer(&["ladder", "--device", "sim", "--rungs", "fp32,fp64"]);
