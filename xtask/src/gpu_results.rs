@@ -647,7 +647,7 @@ mod tests {
         assert_eq!(rebuilt, md);
         // A record is not a run: importing one would remove it before reading it.
         let record = bench.join("gpu-runs").join(&records[0]);
-        let err = import(&[record.clone()], &bench, &scratch).err().expect("an error");
+        let err = import(std::slice::from_ref(&record), &bench, &scratch).err().expect("an error");
         assert!(err.to_string().contains("is a record under"), "{err}");
         assert!(record.join("summary.md").is_file(), "the record is intact");
     }

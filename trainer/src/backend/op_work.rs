@@ -237,15 +237,25 @@ mod tests {
         let bytes = 2.0 * (16384.0 * 768.0 + 3072.0 * 768.0 + 3072.0 + 2.0 * 16384.0 * 3072.0);
         assert_eq!(forward.work.bytes, bytes);
         let fc_proj = Linear { layer: "fc proj", rows: 16384, inp: 3072, out: 768 };
-        let backward = matmul_backward(fc_proj, BF16, true, true);
-        assert_eq!(backward.work.flops, 4.0 * 16384.0 * 3072.0 * 768.0);
-        // dout, x, W, pre-activation, dx; dW and dbias read and written in f32.
-        let bytes = 2.0 * (16384.0 * 768.0 + 3.0 * 16384.0 * 3072.0 + 768.0 * 3072.0)
-            + 8.0 * (768.0 * 3072.0 + 768.0);
-        assert_eq!(backward.work.bytes, bytes);
-        // Both are bound by compute on an H100 SXM (989.4 TFLOP/s bf16, 3.35 TB/s).
+        let dx = matmul_backward_input(fc_proj, BF16, true);
+        assert_eq!(dx.name, "matmul backward fc proj dX");
+        assert_eq!(dx.work.flops, 2.0 * 16384.0 * 3072.0 * 768.0);
+        // dout, W and the pre-activation read, dx written.
+        let bytes = 2.0 * (16384.0 * 768.0 + 768.0 * 3072.0 + 2.0 * 16384.0 * 3072.0);
+        assert_eq!(dx.work.bytes, bytes);
+        let dw = matmul_backward_weight(fc_proj, BF16);
+        assert_eq!(dw.name, "matmul backward fc proj dW");
+        assert_eq!(dw.work.flops, dx.work.flops);
+        // dout and x read; dW read and written in f32.
+        let bytes = 2.0 * (16384.0 * 768.0 + 16384.0 * 3072.0) + 8.0 * 768.0 * 3072.0;
+        assert_eq!(dw.work.bytes, bytes);
+        let db = matmul_backward_bias(fc_proj, BF16);
+        assert_eq!(db.name, "matmul backward fc proj dbias");
+        assert_eq!((db.work.flops, db.work.bytes), (0.0, 2.0 * 16384.0 * 768.0 + 8.0 * 768.0));
+        // The GEMMs are bound by compute on an H100 SXM (989.4 TFLOP/s bf16, 3.35 TB/s).
         assert!(!forward.work.memory_bound(989.4e12, 3.35e12));
-        assert!(!backward.work.memory_bound(989.4e12, 3.35e12));
+        assert!(!dx.work.memory_bound(989.4e12, 3.35e12));
+        assert!(!dw.work.memory_bound(989.4e12, 3.35e12));
     }
 
     #[test]
