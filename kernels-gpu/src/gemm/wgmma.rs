@@ -527,8 +527,9 @@ pub(super) unsafe fn produce<T: WgmmaOp, const A_MN: bool, const B_MN: bool, O: 
 /// # Safety
 /// As `tma::load_3d` for each box: `dst` a 1024-aligned tile of `rows · BK_BYTES` bytes, `map`
 /// the operand's tensor map in the majorness `MN` (box of `rows` rows when K-major), `full` an
-/// mbarrier expecting the bytes; `rows` is 128 or 256; `k0` and `mn0` multiples of 64 (every
-/// box's inner coordinate 16-byte aligned, as TMA requires).
+/// mbarrier expecting the bytes; `rows` is 128 or 256; `k0` a multiple of the K step
+/// (`BK_BYTES` of K) and `mn0` of 64, so that every box's inner coordinate is 16-byte aligned,
+/// as TMA requires.
 #[inline(always)]
 unsafe fn load_tile<const MN: bool>(
     dst: u32,
