@@ -299,7 +299,54 @@ fn loss_section(ladder: &Ladder) -> String {
             torch.map_or("–".into(), |t| losses(&t.losses, shown)),
         );
     }
+    s += &drift_section(ladder);
     s
+}
+
+/// Each rung's drift from its own side's fp32 rung (empty without an fp32 rung of ours).
+fn drift_section(ladder: &Ladder) -> String {
+    let ours_of = |r: &RungResult| r.ours.as_ref().ok().map(|o| o.steps.losses.clone());
+    let torch_of =
+        |r: &RungResult| r.torch.as_ref().and_then(|t| t.as_ref().ok()).map(|t| t.losses.clone());
+    let Some(fp32) = ladder.rungs.iter().find(|r| r.rung.id == "fp32") else {
+        return String::new();
+    };
+    let Some(ours_fp32) = ours_of(fp32) else {
+        return String::new();
+    };
+    let torch_fp32 = torch_of(fp32);
+    let mut s = String::from(
+        "\n## Drift from fp32\n\nEach rung's largest loss difference from its own side's fp32 \
+         rung over the same steps (same checkpoint, same batches): how far the rung's arithmetic \
+         moves training on each side. A rung that fails the agreement with ours drifting further \
+         than PyTorch computes more coarsely than PyTorch does; similar drifts put the tolerance \
+         in question instead.\n\n| rung | ours | PyTorch | ours / PyTorch |\n|---|---:|---:|---:|\n",
+    );
+    for result in ladder.rungs.iter().filter(|r| r.rung.id != "fp32") {
+        let ours = ours_of(result).and_then(|l| drift(&l, &ours_fp32));
+        let torch = torch_of(result).zip(torch_fp32.as_ref()).and_then(|(l, f)| drift(&l, f));
+        let cell = |d: Option<f32>| d.map_or("–".to_string(), |d| format!("{d:.2e}"));
+        let ratio = match (ours, torch) {
+            (Some(o), Some(t)) if t > 0.0 => format!("{:.2}", o / t),
+            _ => "–".into(),
+        };
+        let _ = writeln!(s, "| {} | {} | {} | {ratio} |", result.rung.id, cell(ours), cell(torch));
+    }
+    s
+}
+
+/// The largest `|loss − fp32's|` over the steps both ran (NaN when either is NaN), or `None`
+/// when either ran none.
+fn drift(losses: &[f32], fp32: &[f32]) -> Option<f32> {
+    if losses.is_empty() || fp32.is_empty() {
+        return None;
+    }
+    let worst = losses
+        .iter()
+        .zip(fp32)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0f32, |m, d| if m.is_nan() || d.is_nan() { f32::NAN } else { m.max(d) });
+    Some(worst)
 }
 
 /// Draws the two ladders (tokens/s per rung, ours and PyTorch side by side) into a PNG.
@@ -378,4 +425,18 @@ fn draw(ladder: &Ladder, path: &Path) -> std::result::Result<(), Box<dyn std::er
     }
     root.present()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::drift;
+
+    #[test]
+    fn drift_is_the_largest_difference_and_keeps_a_nan() {
+        assert_eq!(drift(&[10.0, 9.5, 9.0], &[10.0, 9.25, 9.5]), Some(0.5));
+        // Over the steps both ran.
+        assert_eq!(drift(&[10.0, 9.0], &[10.0, 9.5, 1.0]), Some(0.5));
+        assert!(drift(&[10.0, f32::NAN, 9.0], &[10.0, 9.5, 9.0]).unwrap().is_nan());
+        assert_eq!(drift(&[], &[1.0]), None);
+    }
 }

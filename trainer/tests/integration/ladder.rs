@@ -146,6 +146,17 @@ fn every_rung_trains_the_same_model_on_the_simulator_and_in_pytorch() {
             assert_agrees_with_torch(&ladder, &text);
             assert!(!text.contains("**no**"), "{text}");
             assert!(text.contains("(`--torch-vocab-loss real`)"), "{text}");
+            // Every rung but fp32 has both sides' drift from their fp32 rung (the ratio only
+            // where PyTorch's is not 0: its CPU tf32 is fp32).
+            let drift = text.split("## Drift from fp32").nth(1).expect(&text);
+            for rung in ladder::RUNGS.iter().filter(|r| r.id != "fp32") {
+                let row = drift.lines().find(|l| l.starts_with(&format!("| {} | ", rung.id)));
+                let cells: Vec<&str> = row.expect(rung.id).split('|').map(str::trim).collect();
+                assert!(
+                    cells[2].parse::<f32>().is_ok() && cells[3].parse::<f32>().is_ok(),
+                    "{drift}"
+                );
+            }
         }
     }
     for rung in &ladder::RUNGS {
