@@ -82,7 +82,9 @@
 //! - `cp.async` is a deferred copy: the source is read at issue, the destination written when
 //!   the issuing thread's `cp.async.wait_group`/`wait_all` completes its group (or when it
 //!   exits). Until then the destination keeps its old contents, so a missing or too-early wait
-//!   reads stale data.
+//!   reads stale data. A copy with `src-size` between 1 and its size reads only `src-size`
+//!   bytes (the rest of the destination is zero), but its whole window must lie inside an
+//!   allocation, as compute-sanitizer's memcheck requires (it counts the window as read).
 //!
 //! # Hopper (sm_90a) asynchronous instructions
 //! - `mbarrier` (`init`, `arrive`, `arrive.expect_tx`, `expect_tx`, `try_wait.parity` /
@@ -96,7 +98,9 @@
 //!   takes one, and the instruction's dimensionality must be the map's rank), the box lands
 //!   at once (elements outside the tensor are zero) in the map's 32/64/128-byte swizzle, and
 //!   completes its bytes on the barrier. The issuing thread must have acquired the map with
-//!   `fence.proxy.tensormap::generic.acquire.sys` (the host wrote it), and a swizzled box must
+//!   `fence.proxy.tensormap::generic.acquire.sys` (the host wrote it); the box's inner
+//!   coordinate times the element size must be a multiple of 16 bytes (`Misaligned`
+//!   otherwise: an H200 raised an illegal instruction for a bf16 box at 60); a swizzled box must
 //!   start on its pattern's repeat (1024 bytes for the 128-byte swizzle) and have rows exactly
 //!   as wide as the swizzle span (narrower rows are legal on the hardware, which places them
 //!   in a way the ISA does not write down: refused as `Unsupported`).

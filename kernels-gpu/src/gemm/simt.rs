@@ -6,8 +6,9 @@
 //! vectors from shared memory (broadcast for A, consecutive for B: conflict-free) and issues 64
 //! FMAs. Both operand tiles are stored k-major in shared memory (`[k][m]`, `[k][n]`, rows of
 //! 132 floats): operands that are contiguous along M/N are copied with 16-byte `cp.async`
-//! (zero-filled at the edges), those contiguous along K are transposed through registers (the
-//! 4-float row padding spreads those scalar stores over all 32 banks).
+//! (edge chunks element by element, stored zero-filled: memcheck counts a partial `cp.async`'s
+//! whole window), those contiguous along K are transposed through registers (the 4-float row
+//! padding spreads those scalar stores over all 32 banks).
 //!
 //! Pipeline per k-tile, double-buffered: the copies of tile `kt + 1` into the other buffer are
 //! issued before the FMAs on tile `kt` (`cp.async`, or global loads into registers that are
@@ -34,7 +35,8 @@ const _: () = assert!(BK == 8, "the k loop below is unrolled 8 times");
 /// `ALONG_K`: the operand is contiguous along K (A row-major, B column-major): the thread loads
 /// 4 consecutive k of one row (m or n) into registers and transposes them into shared memory.
 /// Otherwise its 4 consecutive m (or n) of one k go straight to shared memory with `cp.async`
-/// (element by element, synchronously, when the matrix is not 16-byte aligned). Everything that
+/// (element by element, synchronously, when the matrix is not 16-byte aligned or the 4 are not
+/// all inside it). Everything that
 /// does not change with the k-tile is folded into a line pointer and a bound once, to keep the
 /// registers of the main loop few.
 struct Operand<const ALONG_K: bool> {

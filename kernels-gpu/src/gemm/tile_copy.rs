@@ -2,10 +2,12 @@
 //!
 //! Each thread copies `tc::COPIES_PER_THREAD` 16-byte chunks per tile
 //! (`kernel_abi::gemm::tc::copy_chunk`) into the swizzled layout of `tc::tile_offset`. When
-//! the operand's base, leading dimension and batch stride are 16-byte aligned the copies are
-//! `cp.async.cg` with zero-fill (edge chunks read only their in-bounds bytes); otherwise each
-//! chunk is read element by element and stored with one 16-byte shared store (synchronous,
-//! correct for any layout, slower).
+//! the operand's base, leading dimension and batch stride are 16-byte aligned, whole chunks are
+//! `cp.async.cg` copies; edge chunks (part or none of them inside the matrix), and every chunk
+//! of an unaligned operand, are read element by element and stored zero-filled with one
+//! 16-byte shared store (synchronous, correct for any layout, slower). A partial `cp.async`
+//! chunk would read only its in-bounds bytes, but compute-sanitizer's memcheck counts its whole
+//! window (`arch::cp_async`).
 
 use super::tensor_op::TensorOp;
 use crate::arch::{cp_async, smem};

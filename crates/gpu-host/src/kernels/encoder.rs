@@ -145,6 +145,12 @@ impl Staging {
     /// the buffer's image and returns the number of buckets.
     fn stage(&mut self, op: &'static str, ids: &[u32], shape: TokenShape) -> Result<usize> {
         let n = shape.check_ids(op, ids)?;
+        // Room for any batch of this shape (ids below `vocab`), reserved by the first: later
+        // batches never allocate.
+        for per_token in [&mut self.count, &mut self.next, &mut self.tokens] {
+            per_token.reserve(shape.vocab.saturating_sub(per_token.len()));
+        }
+        self.image.reserve((4 * n + 1).saturating_sub(self.image.len()));
         // Counting sort of the positions by token; buckets ordered largest first (ties by
         // token) so the longest sums start first on the GPU.
         let ids_seen = ids.iter().max().map_or(0, |&max| max as usize + 1);
