@@ -4,8 +4,9 @@ use super::{
     Provenance, check_report_path, device_default, device_slug, log, model_options,
     resolve_computes, write_report,
 };
-use crate::cli::{BenchArgs, ModelArg};
+use crate::cli::{BenchArgs, GemmEngineArg, KernelArgs, ModelArg, WgmmaTileArg};
 use anyhow::Result;
+use clap::ValueEnum;
 use trainer::backend::{Backend, BackendJob, ResolvedDevice};
 use trainer::bench::{BenchOutcome, BenchRow, BenchRun};
 use trainer::model::{Gpt2Config, ModelOptions, ModelSize};
@@ -65,7 +66,7 @@ pub fn bench(args: BenchArgs) -> Result<()> {
         }
     }
     let report = args.report.as_ref().map(|path| {
-        path.clone().unwrap_or_else(|| format!("bench/trainer-{}.md", device_slug(&device)).into())
+        path.clone().unwrap_or_else(|| default_report(&device_slug(&device), &args.kernels))
     });
     if let Some(path) = &report {
         check_report_path("--report", path)?;
@@ -159,5 +160,44 @@ fn bench_line(row: &BenchRow) -> String {
             row.run.warmup
         ),
         Err(e) => format!("{what}, {}: failed: {e}", row.precision.name()),
+    }
+}
+
+/// `bench/trainer-<device>.md`, with a forced GEMM engine or Hopper tile in the name
+/// (`…-mma-sync.md`, `…-pingpong.md`), so that a run of each sits beside the default one.
+fn default_report(slug: &str, kernels: &KernelArgs) -> std::path::PathBuf {
+    let mut name = format!("bench/trainer-{slug}");
+    let forced = [
+        (kernels.gemm_engine != GemmEngineArg::Auto)
+            .then(|| kernels.gemm_engine.to_possible_value()),
+        (kernels.wgmma_tile != WgmmaTileArg::Auto).then(|| kernels.wgmma_tile.to_possible_value()),
+    ];
+    for value in forced.into_iter().flatten().flatten() {
+        name += &format!("-{}", value.get_name());
+    }
+    format!("{name}.md").into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::default_report;
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    fn report_for(args: &[&str]) -> String {
+        let cli = Cli::try_parse_from([&["trainer", "bench"], args].concat()).unwrap();
+        let Command::Bench(bench) = cli.command else { panic!("not bench") };
+        default_report("nvidia-h200", &bench.kernels).display().to_string()
+    }
+
+    #[test]
+    fn a_forced_engine_or_tile_names_its_own_report() {
+        assert_eq!(report_for(&[]), "bench/trainer-nvidia-h200.md");
+        assert_eq!(
+            report_for(&["--wgmma-tile", "pingpong"]),
+            "bench/trainer-nvidia-h200-pingpong.md"
+        );
+        let both = ["--gemm-engine", "mma-sync", "--wgmma-tile", "128"];
+        assert_eq!(report_for(&both), "bench/trainer-nvidia-h200-mma-sync-128.md");
     }
 }
