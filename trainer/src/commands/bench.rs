@@ -1,12 +1,11 @@
 //! `trainer bench`: timed training steps per model and precision, and their report.
 
 use super::{
-    Provenance, check_report_path, device_default, device_slug, log, model_options,
-    resolve_computes, write_report,
+    Provenance, check_report_path, device_default, device_slug, forced_kernels_suffix, log,
+    model_options, resolve_computes, write_report,
 };
-use crate::cli::{BenchArgs, GemmEngineArg, KernelArgs, ModelArg, WgmmaTileArg};
+use crate::cli::{BenchArgs, KernelArgs, ModelArg};
 use anyhow::Result;
-use clap::ValueEnum;
 use trainer::backend::{Backend, BackendJob, ResolvedDevice};
 use trainer::bench::{BenchOutcome, BenchRow, BenchRun};
 use trainer::model::{Gpt2Config, ModelOptions, ModelSize};
@@ -166,16 +165,8 @@ fn bench_line(row: &BenchRow) -> String {
 /// `bench/trainer-<device>.md`, with a forced GEMM engine or Hopper tile in the name
 /// (`…-mma-sync.md`, `…-pingpong.md`), so that a run of each sits beside the default one.
 fn default_report(slug: &str, kernels: &KernelArgs) -> std::path::PathBuf {
-    let mut name = format!("bench/trainer-{slug}");
-    let forced = [
-        (kernels.gemm_engine != GemmEngineArg::Auto)
-            .then(|| kernels.gemm_engine.to_possible_value()),
-        (kernels.wgmma_tile != WgmmaTileArg::Auto).then(|| kernels.wgmma_tile.to_possible_value()),
-    ];
-    for value in forced.into_iter().flatten().flatten() {
-        name += &format!("-{}", value.get_name());
-    }
-    format!("{name}.md").into()
+    let suffix = forced_kernels_suffix(kernels.gemm_engine, kernels.wgmma_tile);
+    format!("bench/trainer-{slug}{suffix}.md").into()
 }
 
 #[cfg(test)]

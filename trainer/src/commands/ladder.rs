@@ -1,6 +1,9 @@
 //! `trainer ladder`: the speed ladder against PyTorch, and its report.
 
-use super::{Provenance, check_report_path, device_default, device_slug, log, write_report};
+use super::{
+    Provenance, check_report_path, device_default, device_slug, forced_kernels_suffix, log,
+    write_report,
+};
 use crate::cli::{LadderArgs, LadderModelArg, TorchArg};
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
@@ -93,15 +96,17 @@ fn ladder_options(args: &LadderArgs, gpu: bool) -> Result<trainer::ladder::Ladde
     })
 }
 
-/// The ladder's report: `--out`, else `bench/ladder-<device>[-<rungs>].md` (a part of the
-/// ladder gets its own report, named after its rungs).
+/// The ladder's report: `--out`, else `bench/ladder-<device>[-<rungs>][-<forced kernels>].md`
+/// (a part of the ladder gets its own report, named after its rungs; a forced GEMM engine or
+/// Hopper tile joins the name).
 fn report_path(args: &LadderArgs, slug: &str, rungs: &[&trainer::ladder::Rung]) -> PathBuf {
     let part = if rungs.len() == trainer::ladder::RUNGS.len() {
         String::new()
     } else {
         rungs.iter().map(|r| format!("-{}", r.id)).collect()
     };
-    args.out.clone().unwrap_or_else(|| format!("bench/ladder-{slug}{part}.md").into())
+    let forced = forced_kernels_suffix(args.gemm_engine, args.wgmma_tile);
+    args.out.clone().unwrap_or_else(|| format!("bench/ladder-{slug}{part}{forced}.md").into())
 }
 
 /// Writes the ladder's report to `out` and its chart beside it.
@@ -152,4 +157,22 @@ pub fn ladder(args: &LadderArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::report_path;
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    #[test]
+    fn a_part_and_a_forced_engine_name_the_report() {
+        let cli = ["trainer", "ladder", "--rungs", "fp32,tf32", "--gemm-engine", "mma-sync"];
+        let Command::Ladder(args) = Cli::try_parse_from(cli).unwrap().command else {
+            panic!("not ladder")
+        };
+        let rungs: Vec<_> = trainer::ladder::RUNGS.iter().take(2).collect();
+        let path = report_path(&args, "nvidia-h200", &rungs);
+        assert_eq!(path.display().to_string(), "bench/ladder-nvidia-h200-fp32-tf32-mma-sync.md");
+    }
 }
