@@ -345,6 +345,38 @@ stage_info() {
     } >>"$out/logs/info.log"
 }
 
+# A kernel fault (an illegal address or instruction, a launch failure, or a kernel that
+# compute-sanitizer stopped) poisons the CUDA context for the rest of its process, so every
+# later test of the binary fails too: the first GPU run lost sim_vs_gpu's Hopper and zoo
+# comparisons, and 18 GEMM tests under memcheck, that way.
+poisoned() {
+    grep -qE 'CUDA_ERROR_(ILLEGAL_ADDRESS|ILLEGAL_INSTRUCTION|LAUNCH_FAILED|MISALIGNED_ADDRESS|INVALID_PC|HARDWARE_STACK_ERROR|LAUNCH_TIMEOUT)|unspecified launch failure' "$1"
+}
+# The names in libtest's closing `failures:` list of LOG.
+failed_tests() {
+    awk '/^failures:$/ { n = 0; listing = 1; next }
+         listing && /^    [^ ]/ { names[++n] = $1; next }
+         listing && /^$/ && n > 0 { listing = 0 }
+         END { for (i = 1; i <= n; i++) print names[i] }' "$1"
+}
+# isolate STAGE LABEL LOG HEADLINE_FN COMMAND...: after the step that wrote LOG failed with a
+# poisoned context, reruns each failed test alone (COMMAND NAME --exact, in a process of its
+# own, at most $ISOLATE_MAX of them), one summary row each: which failures are the fault's own.
+isolate() {
+    local stage=$1 label=$2 log=$3 headline_fn=$4 test count=0
+    shift 4
+    [[ ${rows[-1]} == *"| FAIL"* ]] && poisoned "$log" || return 0
+    for test in $(failed_tests "$log"); do
+        if ((count++ >= ${ISOLATE_MAX:-24})); then
+            echo "== $stage: $label: more failed tests than ISOLATE_MAX=${ISOLATE_MAX:-24}; the rest not rerun alone"
+            break
+        fi
+        step "$stage" "$label alone: $test" "${TIMEOUT_ISOLATED:-120}" "${log%.log}-alone-${test//::/-}.log" \
+            "$headline_fn" "$@" "$test" --exact
+        [[ ${rows[-1]} != *"not run (budget spent)"* ]] || break
+    done
+}
+
 stage_tests() {
     local bin name
     for bin in $(test_bins); do
@@ -352,9 +384,12 @@ stage_tests() {
         if [[ $name == sim_vs_gpu ]]; then
             step tests sim_vs_gpu "${TIMEOUT_TESTS:-300}" "$out/logs/tests-sim_vs_gpu.log" \
                 headline_sim_vs_gpu "$bin" --nocapture --test-threads=1
+            isolate tests sim_vs_gpu "$out/logs/tests-sim_vs_gpu.log" headline_sim_vs_gpu \
+                "$bin" --nocapture --test-threads=1
         else
             step tests "$name gpu::" "${TIMEOUT_TESTS:-300}" "$out/logs/tests-$name.log" \
                 headline_tests "$bin" gpu::
+            isolate tests "$name" "$out/logs/tests-$name.log" headline_tests "$bin"
         fi
     done
 }
@@ -385,6 +420,9 @@ stage_sanitize() {
             KERNEL_TESTS_SMALL=1 step sanitize "$tool $(basename "$bin")" "${TIMEOUT_SANITIZE:-300}" \
                 "$out/logs/sanitize-$tool-$(basename "$bin").log" headline_sanitizer \
                 "$sanitizer" --tool "$tool" --error-exitcode 99 "$bin" gpu:: --test-threads=1
+            KERNEL_TESTS_SMALL=1 isolate sanitize "$tool $(basename "$bin")" \
+                "$out/logs/sanitize-$tool-$(basename "$bin").log" headline_sanitizer \
+                "$sanitizer" --tool "$tool" --error-exitcode 99 "$bin" --test-threads=1
         done
     done
 }

@@ -226,6 +226,51 @@ fn run_sh_links_a_cublas_cudarc_does_not_name() {
     assert!(fake.read("r/summary.md").contains("cuBLAS loads"), "{}", fake.read("r/summary.md"));
 }
 
+/// A binary whose failures follow a kernel fault (which poisons the CUDA context for the rest of
+/// its process) has each failed test rerun alone, a row each: the fault's own test fails again,
+/// the one it took down passes. A failure without a fault is not rerun.
+#[test]
+fn run_sh_reruns_the_tests_a_kernel_fault_took_down_alone() {
+    let fake = FakeBundle::new("isolate");
+    fake.packed(
+        "tests/faulty",
+        "case \" $* \" in \
+         *' gpu::culprit '*) echo 'DriverError(CUDA_ERROR_ILLEGAL_ADDRESS, \"an illegal memory access\")'; \
+           echo 'test result: FAILED. 0 passed; 1 failed; 0 ignored'; exit 101 ;; \
+         *' gpu::victim '*) echo 'test result: ok. 1 passed; 0 failed; 0 ignored' ;; \
+         *) printf 'test gpu::a ... ok\\ntest gpu::culprit ... FAILED\\ntest gpu::victim ... FAILED\\n\\n'; \
+           printf 'failures:\\n\\n---- gpu::culprit stdout ----\\n    an indented line\\n'; \
+           echo 'DriverError(CUDA_ERROR_ILLEGAL_ADDRESS, \"an illegal memory access\")'; \
+           printf '\\nfailures:\\n    gpu::culprit\\n    gpu::victim\\n\\n'; \
+           echo 'test result: FAILED. 1 passed; 2 failed; 0 ignored'; exit 101 ;; \
+         esac",
+    );
+    let out = fake.run(&["tests", "--out", "r"], &[("TESTS", "faulty bad")]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let summary = fake.read("r/summary.md");
+    assert!(summary.contains("| tests | faulty gpu:: | FAIL (exit 101) |"), "{summary}");
+    assert!(
+        summary.contains("| tests | faulty alone: gpu::culprit | FAIL (exit 101) |"),
+        "{summary}"
+    );
+    assert!(summary.contains("| tests | faulty alone: gpu::victim | pass |"), "{summary}");
+    assert_eq!(summary.matches(" alone: ").count(), 2, "{summary}");
+    assert!(summary.contains("| tests | bad gpu:: | FAIL (exit 101) |"), "{summary}");
+    let log = fake.read("r/logs/tests-faulty-alone-gpu-victim.log");
+    assert!(log.contains("1 passed"), "{log}");
+
+    // The same under a sanitizer, which reruns them with the same tool.
+    fake.script("fakebin/compute-sanitizer", "shift 4; exec \"$@\"");
+    let variables =
+        [("TESTS", "faulty"), ("SANITIZE_TOOLS", "memcheck"), ("SANITIZE_PROBE", "off")];
+    let out = fake.run(&["sanitize", "--out", "s"], &variables);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let summary = fake.read("s/summary.md");
+    let alone = "| sanitize | memcheck faulty alone: gpu::victim | pass |";
+    assert!(summary.contains(alone), "{summary}");
+    assert_eq!(summary.matches(" alone: ").count(), 2, "{summary}");
+}
+
 /// The sanitizer stage runs the tools named in `$SANITIZE_TOOLS` over the binaries named in
 /// `$TESTS`, at the tests' small sizes, and headlines each tool's summary line (racecheck's is
 /// its own); every process finds the unpacked cubins (not made executable) through
