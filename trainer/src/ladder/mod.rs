@@ -91,6 +91,18 @@ pub struct RungResult {
     pub torch: Option<std::result::Result<TorchRun, String>>,
 }
 
+impl RungResult {
+    /// Our losses, step by step, when our side ran.
+    pub fn our_losses(&self) -> Option<&[f32]> {
+        Some(&self.ours.as_ref().ok()?.steps.losses)
+    }
+
+    /// PyTorch's losses, step by step, when its side ran.
+    pub fn torch_losses(&self) -> Option<&[f32]> {
+        Some(&self.torch.as_ref()?.as_ref().ok()?.losses)
+    }
+}
+
 /// The whole ladder.
 #[derive(Clone, Debug)]
 pub struct Ladder {
@@ -139,8 +151,7 @@ impl Ladder {
     /// that much higher (the padded rows of wte start at zero; training pushes their logits
     /// down, so the gap shrinks).
     pub fn torch_agreement(&self, result: &RungResult) -> Option<LossAgreement> {
-        let ours = &result.ours.as_ref().ok()?.steps.losses;
-        let torch = &result.torch.as_ref()?.as_ref().ok()?.losses;
+        let (ours, torch) = (result.our_losses()?, result.torch_losses()?);
         let max_diff = max_loss_diff(ours, torch);
         let c = &self.options.config;
         let padding_gap = if result.rung.padded_vocab
@@ -158,7 +169,7 @@ impl Ladder {
 
 /// The largest |a − b| over the steps both ran; NaN when either side's loss is not finite in
 /// a way that leaves no difference (NaN, or infinities on both sides), so that it never agrees.
-fn max_loss_diff(a: &[f32], b: &[f32]) -> f32 {
+pub(super) fn max_loss_diff(a: &[f32], b: &[f32]) -> f32 {
     let diffs = a.iter().zip(b).map(|(x, y)| (x - y).abs());
     diffs.fold(0.0, |m: f32, d| if m.is_nan() || d.is_nan() { f32::NAN } else { m.max(d) })
 }

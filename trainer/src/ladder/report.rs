@@ -1,7 +1,7 @@
 //! The ladder's report: a markdown table (ours and PyTorch per rung, speed-ups, MFU, loss
 //! agreement) and a PNG bar chart of the two ladders.
 
-use super::{Ladder, Rung, RungResult, TorchOps, TorchVocabLoss};
+use super::{Ladder, Rung, RungResult, TorchOps, TorchVocabLoss, max_loss_diff};
 use crate::backend::Precision;
 use crate::backend::op_times::OpTime;
 use crate::bench::{clock_name, op_table, roofline_note};
@@ -305,16 +305,13 @@ fn loss_section(ladder: &Ladder) -> String {
 
 /// Each rung's drift from its own side's fp32 rung (empty without an fp32 rung of ours).
 fn drift_section(ladder: &Ladder) -> String {
-    let ours_of = |r: &RungResult| r.ours.as_ref().ok().map(|o| o.steps.losses.clone());
-    let torch_of =
-        |r: &RungResult| r.torch.as_ref().and_then(|t| t.as_ref().ok()).map(|t| t.losses.clone());
     let Some(fp32) = ladder.rungs.iter().find(|r| r.rung.id == "fp32") else {
         return String::new();
     };
-    let Some(ours_fp32) = ours_of(fp32) else {
+    let Some(ours_fp32) = fp32.our_losses() else {
         return String::new();
     };
-    let torch_fp32 = torch_of(fp32);
+    let torch_fp32 = fp32.torch_losses();
     let mut s = String::from(
         "\n## Drift from fp32\n\nEach rung's largest loss difference from its own side's fp32 \
          rung over the same steps (same checkpoint, same batches): how far the rung's arithmetic \
@@ -334,8 +331,8 @@ fn drift_section(ladder: &Ladder) -> String {
     }
     s += "\n| rung | ours | PyTorch | ours / PyTorch |\n|---|---:|---:|---:|\n";
     for result in ladder.rungs.iter().filter(|r| r.rung.id != "fp32") {
-        let ours = ours_of(result).and_then(|l| drift(&l, &ours_fp32));
-        let torch = torch_of(result).zip(torch_fp32.as_ref()).and_then(|(l, f)| drift(&l, f));
+        let ours = result.our_losses().and_then(|l| drift(l, ours_fp32));
+        let torch = result.torch_losses().zip(torch_fp32).and_then(|(l, f)| drift(l, f));
         let cell = |d: Option<f32>| d.map_or("–".to_string(), |d| format!("{d:.2e}"));
         let ratio = match (ours, torch) {
             (Some(o), Some(t)) if t > 0.0 => format!("{:.2}", o / t),
@@ -349,15 +346,7 @@ fn drift_section(ladder: &Ladder) -> String {
 /// The largest `|loss − fp32's|` over the steps both ran (NaN when either is NaN), or `None`
 /// when either ran none.
 fn drift(losses: &[f32], fp32: &[f32]) -> Option<f32> {
-    if losses.is_empty() || fp32.is_empty() {
-        return None;
-    }
-    let worst = losses
-        .iter()
-        .zip(fp32)
-        .map(|(a, b)| (a - b).abs())
-        .fold(0.0f32, |m, d| if m.is_nan() || d.is_nan() { f32::NAN } else { m.max(d) });
-    Some(worst)
+    (!losses.is_empty() && !fp32.is_empty()).then(|| max_loss_diff(losses, fp32))
 }
 
 /// Draws the two ladders (tokens/s per rung, ours and PyTorch side by side) into a PNG.
