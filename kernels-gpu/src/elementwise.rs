@@ -4,7 +4,7 @@
 //! launch is 16-byte aligned, grid-stride; the remaining `n % 8` elements (or all of them, for
 //! unaligned pointers) go through a scalar grid-stride loop.
 
-use crate::arch::{global, grid_stride_1d};
+use crate::arch::{cvt, global, grid_stride_1d};
 use crate::elem::Elem;
 use crate::entry::entries;
 use kernel_abi::elementwise::{AddParams, CastParams, FillParams, ScaleParams};
@@ -133,6 +133,32 @@ unsafe fn cast<S: Elem, D: Elem>(p: CastParams<S, D>) {
     );
 }
 
+/// The kernel body.
+///
+/// # Safety
+/// Launched by `gpu-host`'s `round_tf32` / `round_tf32_in_place` on a one-dimensional grid,
+/// after checking that `src` and `dst` hold `n` elements each; `dst` is disjoint from `src` or,
+/// in place, exactly `src`.
+#[inline(always)]
+unsafe fn round_tf32(p: CastParams<f32, f32>) {
+    let (src, dst) = (p.src.as_ptr(), p.dst.as_mut_ptr());
+    let tf32 = |x: f32| f32::from_bits(cvt::f32_to_tf32(x));
+    for_each_chunk(
+        p.n,
+        p.src.is_aligned_to(16) && p.dst.is_aligned_to(16),
+        // SAFETY: whole chunk in bounds of both buffers, both 16-byte aligned.
+        |i| unsafe {
+            let v = f32::load8(src.add(i as usize));
+            f32::store8(dst.add(i as usize), v.map(tf32));
+        },
+        // SAFETY: i < n.
+        |i| unsafe {
+            let i = i as usize;
+            *dst.add(i) = tf32(*src.add(i));
+        },
+    );
+}
+
 entries! { "elementwise";
     fill_f32(FillParams<f32>) => fill::<f32>;
     fill_bf16(FillParams<Bf16>) => fill::<Bf16>;
@@ -147,4 +173,5 @@ entries! { "elementwise";
     cast_bf16_f32(CastParams<Bf16, f32>) => cast::<Bf16, f32>;
     cast_f32_f16(CastParams<f32, F16>) => cast::<f32, F16>;
     cast_f16_f32(CastParams<F16, f32>) => cast::<F16, f32>;
+    round_tf32_f32(CastParams<f32, f32>) => round_tf32;
 }

@@ -1,9 +1,10 @@
-//! fill / add / scale / cast kernels against cpu-ref, bit for bit (all are exactly rounded;
+//! fill / add / scale / cast / TF32-rounding kernels against cpu-ref, bit for bit (all are exactly rounded;
 //! NaNs, which `inf - inf` produces in the f16 tests, compare equal whatever their payload).
 
 use cpu_ref::precision::Element;
 use gpu_host::kernels::elementwise::{
-    CastTo, FloatElement, add, add_assign, cast, fill, scale, scale_in_place,
+    CastTo, FloatElement, add, add_assign, cast, fill, round_tf32, round_tf32_in_place, scale,
+    scale_in_place,
 };
 use gpu_host::{Device, DeviceBuffer, DeviceElement, GpuError, LaunchConfig};
 use half::{bf16, f16};
@@ -155,6 +156,50 @@ fn check_cast<S: CastTo<T> + Element, T: DeviceElement + Element>(dev: &impl Dev
     }
 }
 
+/// `round_tf32` against cpu-ref bit for bit (NaN payloads aside): random values over many binades, and at the
+/// start of each input the cases a wrong rounding rule gets wrong (exact ties, which go away
+/// from zero; one below a tie; a carry into the exponent; the largest f32, which becomes
+/// infinity; infinities, NaN, zeros, subnormals). Both alignment paths and every residue of the
+/// 8-element chunk; out of place and in place.
+fn check_round_tf32(dev: &impl Device) {
+    let mut rng = TestRng::new();
+    let one = 1.0f32.to_bits();
+    let special = [
+        f32::from_bits(one + (1 << 12)),
+        -f32::from_bits(one + (3 << 12)),
+        f32::from_bits(one + (1 << 12) - 1),
+        f32::from_bits(0x3fff_f000),
+        f32::MAX,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        -0.0,
+        f32::from_bits(0x0000_1fff),
+        f32::from_bits(0x8000_3000),
+    ];
+    for &n in LENGTHS {
+        for [o_src, offset] in alignment_cases() {
+            let mut src = spread::<f32>(&mut rng, n);
+            let k = special.len().min(n);
+            src[..k].copy_from_slice(&special[..k]);
+            let dsrc = upload_at(dev, &src, o_src).unwrap();
+            let vsrc = dsrc.view().slice(o_src..o_src + n).unwrap();
+            let got = run_into(dev, n, offset, |out| round_tf32(dev, vsrc, out));
+            let mut want = vec![poison::<f32>(); offset + n];
+            cpu_ref::elementwise::round_tf32(&src, &mut want[offset..]);
+            let what = format!("round_tf32_f32 n={n} offsets src={o_src} out={offset}");
+            assert_floats_eq(&what, rng.seed(), &got, &want);
+
+            let mut inplace = upload_at(dev, &src, o_src).unwrap();
+            round_tf32_in_place(dev, inplace.view_mut().slice_mut(o_src..o_src + n).unwrap())
+                .unwrap();
+            let got = dev.download(inplace.view().slice(o_src..o_src + n).unwrap()).unwrap();
+            let what = format!("round_tf32_in_place n={n} offset={o_src}");
+            assert_floats_eq(&what, rng.seed(), &got, &want[offset..]);
+        }
+    }
+}
+
 /// The grid-stride loop that every elementwise and GELU kernel shares, on a grid of 3 blocks
 /// (768 threads) for up to 10,003 elements: the launchers cap the grid at `MAX_BLOCKS`, which
 /// only 134 M elements reach, so here the kernel is launched directly with a small grid; both
@@ -185,7 +230,8 @@ fn check_grid_stride<T: FloatElement + Element>(dev: &impl Device) {
     }
 }
 
-/// Mismatched lengths are rejected before launch, naming the argument.
+/// Mismatched lengths are rejected before launch, naming the argument; so is TF32 rounding of
+/// bf16.
 fn check_length_errors(dev: &impl Device) {
     let a = dev.upload(&[1.0f32; 10]).unwrap();
     let mut out = dev.alloc::<f32>(12).unwrap();
@@ -197,6 +243,11 @@ fn check_length_errors(dev: &impl Device) {
     let mut half_out = dev.alloc::<bf16>(9).unwrap();
     let err = cast(dev, a.view(), half_out.view_mut()).unwrap_err();
     assert!(err.to_string().contains("cast: invalid `src`"), "unexpected error: {err}");
+    let err = <bf16 as FloatElement>::round_tf32_in_place(dev, half_out.view_mut()).unwrap_err();
+    assert!(
+        err.to_string().contains("TF32 rounding takes f32, not bf16"),
+        "unexpected error: {err}"
+    );
 }
 
 kernel_tests! {
@@ -213,6 +264,7 @@ kernel_tests! {
     cast_bf16_f32 => check_cast::<bf16, f32>;
     cast_f32_f16 => check_cast::<f32, f16>;
     cast_f16_f32 => check_cast::<f16, f32>;
+    round_tf32_f32 => check_round_tf32;
     length_errors => check_length_errors;
     grid_stride_f32 => check_grid_stride::<f32>;
     grid_stride_bf16 => check_grid_stride::<bf16>;

@@ -1,4 +1,4 @@
-//! Elementwise ops: fill, add, scale, cast.
+//! Elementwise ops: fill, add, scale, cast, TF32 rounding.
 
 use crate::precision::Element;
 use rayon::prelude::*;
@@ -36,4 +36,13 @@ pub fn scale<T: Element>(x: &[T], alpha: f32, out: &mut [T]) {
 pub fn cast<S: Element, D: Element>(src: &[S], dst: &mut [D]) {
     assert_eq!(src.len(), dst.len(), "cast: src and dst lengths differ");
     dst.par_iter_mut().zip(src).for_each(|(d, s)| *d = D::from_f32(s.to_f32()));
+}
+
+/// `dst[i] = round_tf32(src[i])` ([`crate::precision::round_tf32`]: `cvt.rna.tf32.f32`).
+///
+/// # Panics
+/// If the lengths differ.
+pub fn round_tf32(src: &[f32], dst: &mut [f32]) {
+    assert_eq!(src.len(), dst.len(), "round_tf32: src and dst lengths differ");
+    dst.par_iter_mut().zip(src).for_each(|(d, &s)| *d = crate::precision::round_tf32(s));
 }

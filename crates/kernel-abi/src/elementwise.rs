@@ -1,4 +1,4 @@
-//! Elementwise kernels: fill, add, scale and precision casts.
+//! Elementwise kernels: fill, add, scale, precision casts and TF32 rounding.
 //!
 //! All of them take a flat length `n`, accept any `n` (a scalar tail follows the 16-byte
 //! vectorized body) and any element-aligned pointers (16-byte accesses are used when every
@@ -121,6 +121,13 @@ pub const CAST_F32_F16: Kernel<CastParams<f32, F16>> = Kernel::new("cast_f32_f16
 /// `cast_f16_f32`: f16 → f32 (exact).
 pub const CAST_F16_F32: Kernel<CastParams<F16, f32>> = Kernel::new("cast_f16_f32");
 
+/// `round_tf32_f32`: `dst[i] = cvt.rna.tf32.f32(src[i])`, an f32 rounded to TF32 (10 mantissa
+/// bits) to nearest with ties away from zero, the low 13 bits cleared; NaN and infinities pass
+/// through and a finite value that rounds past the largest TF32 becomes infinity. `dst` may also
+/// be exactly `src` (in place). The operands of a Hopper `wgmma` TF32 GEMM, which reads them by
+/// truncation, are rounded with it first.
+pub const ROUND_TF32_F32: Kernel<CastParams<f32, f32>> = Kernel::new("round_tf32_f32");
+
 /// Every elementwise entry point.
 pub const KERNELS: &[KernelSig] = &[
     FILL_F32.sig(),
@@ -136,4 +143,5 @@ pub const KERNELS: &[KernelSig] = &[
     CAST_BF16_F32.sig(),
     CAST_F32_F16.sig(),
     CAST_F16_F32.sig(),
+    ROUND_TF32_F32.sig(),
 ];

@@ -14,7 +14,7 @@
 use gpu_host::kernels::adamw::{
     AdamWBuffers, AdamWHyper, AdamWTable, AdamWTensor, WorkingRounding, adamw,
 };
-use gpu_host::kernels::elementwise::{add, cast, fill, scale};
+use gpu_host::kernels::elementwise::{add, cast, fill, round_tf32, scale};
 use gpu_host::kernels::encoder::{TokenShape, Tokens, encoder_backward, encoder_forward};
 use gpu_host::kernels::grad_norm::{GRAD_NORM_WORKSPACE_LEN, grad_norm};
 use gpu_host::kernels::layernorm::{
@@ -174,6 +174,11 @@ fn elementwise_outputs<D: Device>(dev: &D, seed: u64) -> Outputs<u8> {
     cast(dev, h.view(), back.view_mut()).unwrap();
     out.push((
         "cast_f16_f32".into(),
+        bytemuck::cast_slice(&dev.download(back.view()).unwrap()).to_vec(),
+    ));
+    round_tf32(dev, src.view(), back.view_mut()).unwrap();
+    out.push((
+        "round_tf32_f32".into(),
         bytemuck::cast_slice(&dev.download(back.view()).unwrap()).to_vec(),
     ));
     out

@@ -586,30 +586,51 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
         )
     }
 
+    /// On `wgmma` in TF32 (the Hopper forward GEMMs), the input and the weight are first rounded
+    /// to TF32 into scratch, timed as their own op: wgmma would truncate them, where every other
+    /// TF32 GEMM (mma.sync: the backward GEMMs, any GPU before Hopper) rounds to nearest.
     fn matmul_forward(&self, args: MatmulForward<'_, Self>, shape: Linear) -> Result<()> {
         let (bias, gelu) = (args.bias.is_some(), args.gelu());
-        self.timed(
-            || op_work::matmul_forward(shape, Self::ACT, bias, gelu),
-            || {
-                let MatmulForward { out, inp, weight, bias, activation } = args;
-                let spec = self.on_engine(GemmSpec::linear_forward(
-                    shape.rows,
-                    shape.out,
-                    shape.inp,
-                    self.gemm_precision(),
-                ));
-                let activation = match activation {
-                    super::ops::Activation::None => gemm::Activation::None,
-                    super::ops::Activation::Gelu { pre_act } => {
-                        gemm::Activation::Gelu { pre_act: Some(dvm(pre_act)) }
-                    }
-                };
-                let epilogue = Epilogue { bias: bias.map(dv), activation };
-                let done =
-                    gemm::gemm::<D, A, A>(self.dev, &spec, dv(inp), dv(weight), dvm(out), epilogue);
-                self.gemm_result(done)
-            },
-        )
+        let MatmulForward { out, inp, weight, bias: bias_view, activation } = args;
+        let spec = self.on_engine(GemmSpec::linear_forward(
+            shape.rows,
+            shape.out,
+            shape.inp,
+            self.gemm_precision(),
+        ));
+        let (inp, weight) = (dv(inp), dv(weight));
+        let run = |inp: DeviceView<'_, A>, weight: DeviceView<'_, A>| {
+            self.timed(
+                || op_work::matmul_forward(shape, Self::ACT, bias, gelu),
+                || {
+                    let activation = match activation {
+                        super::ops::Activation::None => gemm::Activation::None,
+                        super::ops::Activation::Gelu { pre_act } => {
+                            gemm::Activation::Gelu { pre_act: Some(dvm(pre_act)) }
+                        }
+                    };
+                    let epilogue = Epilogue { bias: bias_view.map(dv), activation };
+                    let done =
+                        gemm::gemm::<D, A, A>(self.dev, &spec, inp, weight, dvm(out), epilogue);
+                    self.gemm_result(done)
+                },
+            )
+        };
+        if !spec.truncates_tf32_operands(self.dev.ptx_arch()) {
+            return run(inp, weight);
+        }
+        let len = inp.len() + weight.len();
+        self.with_scratch(len, 0, "the TF32-rounded operands", |copies, _| {
+            let (mut inp_tf32, mut weight_tf32) = copies.split_at_mut(inp.len())?;
+            self.timed(
+                || op_work::round_tf32(len),
+                || {
+                    A::round_tf32(self.dev, inp, inp_tf32.reborrow())?;
+                    Ok(A::round_tf32(self.dev, weight, weight_tf32.reborrow())?)
+                },
+            )?;
+            run(inp_tf32.as_view(), weight_tf32.as_view())
+        })
     }
 
     /// The input gradient (GELU backward fused), the weight gradient and the bias gradient,

@@ -184,6 +184,8 @@ pub mod names {
     pub const ZERO: &str = "zero";
     /// The master weights rounded to the working copy.
     pub const ROUND_TO_ACT: &str = "round to the working copy";
+    /// A Hopper TF32 GEMM's operands rounded to nearest ahead of it (wgmma truncates them).
+    pub const ROUND_TF32: &str = "TF32 operand rounding";
     /// Token and position embeddings.
     pub const ENCODER_FORWARD: &str = "encoder forward";
     /// Their gradients.

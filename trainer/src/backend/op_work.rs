@@ -213,6 +213,11 @@ pub fn round_to_act(len: usize, act: f64) -> OpLabel {
     memory_op(names::ROUND_TO_ACT, n(len, F32 + act))
 }
 
+/// `len` f32 GEMM operands rounded to TF32 into scratch (read and written once).
+pub fn round_tf32(len: usize) -> OpLabel {
+    memory_op(names::ROUND_TF32, n(len, 2.0 * F32))
+}
+
 /// A host copy (`names::UPLOAD`, `names::DOWNLOAD`, `names::TOKENS`): no work counted, its
 /// bound is the PCIe link.
 pub fn host_copy(name: &str) -> OpLabel {

@@ -519,7 +519,9 @@ fn check_scratch(op: &'static str, len: usize, needed: usize, what: &str) -> Res
 /// Causal multi-head attention forward, materialised: permute `qkv` into per-head q, k, v;
 /// `S = Q·Kᵀ` into `att` (batched GEMM over B·NH heads); causal softmax of `S·(1/sqrt(hd))` in
 /// place; `Y = P·V`; unpermute `Y` into `out`. The GEMMs run as `gemms` says (a
-/// [`Precision`] alone: the default engine and tile). For the backward, keep `qkv` and `att`.
+/// [`Precision`] alone: the default engine and tile). In TF32 every GEMM rounds its operands to
+/// nearest: where `S = Q·Kᵀ` runs on `wgmma`, which truncates them, Q and K are rounded in
+/// place first ([`GemmSpec::truncates_tf32_operands`]). For the backward, keep `qkv` and `att`.
 pub fn attention_forward<D: Device, T: AttentionElement>(
     dev: &D,
     shape: AttentionShape,
@@ -548,6 +550,10 @@ pub fn attention_forward<D: Device, T: AttentionElement>(
     let permute = Permute { qkv: args.qkv, q: q.reborrow(), k: k.reborrow(), v: v.reborrow() };
     attention_permute(dev, shape, permute)?;
     let scores = gemms.scores.spec(shape, config);
+    if scores.truncates_tf32_operands(dev.ptx_arch()) {
+        T::round_tf32_in_place(dev, q.reborrow())?;
+        T::round_tf32_in_place(dev, k.reborrow())?;
+    }
     gemm(dev, &scores, q.as_view(), k.as_view(), args.att.reborrow(), none())?;
     causal_softmax_forward_in_place(dev, shape.softmax(), args.att.reborrow())?;
     let values = gemms.values.spec(shape, config);
@@ -559,7 +565,8 @@ pub fn attention_forward<D: Device, T: AttentionElement>(
 /// permute `qkv` again and unpermute `dout` into per-head dY; `dP = dY·Vᵀ` and `dV = Pᵀ·dY`;
 /// the causal softmax backward turns dP into dS, the gradient of the unscaled scores, in
 /// place; `dQ = dS·K`, `dK = dSᵀ·Q`; permute dQ, dK, dV into `dqkv`. The GEMMs run as
-/// `gemms` says (a [`Precision`] alone: the default engine and tile).
+/// `gemms` says (a [`Precision`] alone: the default engine and tile); in TF32, where `dP = dY·Vᵀ`
+/// runs on `wgmma`, dY and V are rounded in place first, as in [`attention_forward`].
 pub fn attention_backward<D: Device, T: AttentionElement>(
     dev: &D,
     shape: AttentionShape,
@@ -594,6 +601,10 @@ pub fn attention_backward<D: Device, T: AttentionElement>(
     attention_permute(dev, shape, permute)?;
     attention_unpermute_backward(dev, shape, args.dout, dy.reborrow())?;
     let dprobs = gemms.dprobs.spec(shape, config);
+    if dprobs.truncates_tf32_operands(dev.ptx_arch()) {
+        T::round_tf32_in_place(dev, dy.reborrow())?;
+        T::round_tf32_in_place(dev, v.reborrow())?;
+    }
     gemm(dev, &dprobs, dy.as_view(), v.as_view(), datt.reborrow(), none())?;
     let dvalues = gemms.dvalues.spec(shape, config);
     gemm(dev, &dvalues, args.att, dy.as_view(), dv.reborrow(), none())?;

@@ -1,4 +1,4 @@
-//! fill, add, scale and cast over f32, bf16 and f16 buffers.
+//! fill, add, scale and cast over f32, bf16 and f16 buffers, and TF32 rounding of f32 ones.
 
 use super::check_len;
 use crate::device::{Device, LaunchConfig};
@@ -11,7 +11,7 @@ use kernel_abi::attention::AttentionKernels;
 use kernel_abi::classifier::ClassifierKernels;
 use kernel_abi::elementwise::{
     AddParams, BLOCK_THREADS, CAST_BF16_F32, CAST_F16_F32, CAST_F32_BF16, CAST_F32_F16, CastParams,
-    ElementwiseKernels, FillParams, MAX_BLOCKS, ScaleParams,
+    ElementwiseKernels, FillParams, MAX_BLOCKS, ROUND_TF32_F32, ScaleParams,
 };
 use kernel_abi::encoder::EncoderKernels;
 use kernel_abi::gelu::GeluKernels;
@@ -31,11 +31,56 @@ pub trait FloatElement:
              + AttentionKernels,
 >
 {
+    /// [`round_tf32`] for f32; bf16 and f16, which have no TF32 form, refuse (an
+    /// [`InvalidArgument`](crate::GpuError::InvalidArgument)).
+    fn round_tf32<D: Device>(
+        dev: &D,
+        src: DeviceView<'_, Self>,
+        dst: DeviceViewMut<'_, Self>,
+    ) -> Result<()>;
+
+    /// [`round_tf32_in_place`] for f32; bf16 and f16 refuse, as [`FloatElement::round_tf32`].
+    fn round_tf32_in_place<D: Device>(dev: &D, x: DeviceViewMut<'_, Self>) -> Result<()>;
 }
 
-impl FloatElement for f32 {}
-impl FloatElement for bf16 {}
-impl FloatElement for f16 {}
+impl FloatElement for f32 {
+    fn round_tf32<D: Device>(
+        dev: &D,
+        src: DeviceView<'_, f32>,
+        dst: DeviceViewMut<'_, f32>,
+    ) -> Result<()> {
+        round_tf32(dev, src, dst)
+    }
+
+    fn round_tf32_in_place<D: Device>(dev: &D, x: DeviceViewMut<'_, f32>) -> Result<()> {
+        round_tf32_in_place(dev, x)
+    }
+}
+
+macro_rules! no_tf32 {
+    ($ty:ty) => {
+        impl FloatElement for $ty {
+            fn round_tf32<D: Device>(
+                _: &D,
+                _: DeviceView<'_, $ty>,
+                _: DeviceViewMut<'_, $ty>,
+            ) -> Result<()> {
+                Err(no_tf32(<$ty as DeviceElement>::NAME))
+            }
+
+            fn round_tf32_in_place<D: Device>(_: &D, _: DeviceViewMut<'_, $ty>) -> Result<()> {
+                Err(no_tf32(<$ty as DeviceElement>::NAME))
+            }
+        }
+    };
+}
+
+no_tf32!(bf16);
+no_tf32!(f16);
+
+fn no_tf32(ty: &str) -> crate::GpuError {
+    crate::GpuError::invalid("round_tf32", "src", format!("TF32 rounding takes f32, not {ty}"))
+}
 
 /// Grid for `n` elements at 8 per thread-iteration (the kernels loop grid-stride); also the
 /// GELU kernels' grid, which use the same block size and grid bound.
@@ -156,4 +201,32 @@ pub fn cast<D: Device, S: CastTo<T>, T: DeviceElement>(
     let params = CastParams { src: src.ptr(), dst: dst.ptr(), n: dst.len() as u64 };
     // SAFETY: both views cover `n` elements and cannot overlap (one is borrowed mutably).
     unsafe { dev.launch(S::KERNEL, config(dst.len()), params) }
+}
+
+/// `dst[i] = src[i]` rounded to TF32 (`cvt.rna.tf32.f32`: nearest, ties away from zero, the low
+/// 13 bits cleared; see `kernel_abi::elementwise::ROUND_TF32_F32`), as f32. What a TF32 GEMM on
+/// `mma.sync` does to its operands, done ahead of one on `wgmma`, which truncates them.
+pub fn round_tf32<D: Device>(
+    dev: &D,
+    src: DeviceView<'_, f32>,
+    mut dst: DeviceViewMut<'_, f32>,
+) -> Result<()> {
+    check_len("round_tf32", "src", src.len(), dst.len(), "length of dst")?;
+    if dst.is_empty() {
+        return Ok(());
+    }
+    let params = CastParams { src: src.ptr(), dst: dst.ptr(), n: dst.len() as u64 };
+    // SAFETY: both views cover `n` elements and cannot overlap (one is borrowed mutably).
+    unsafe { dev.launch(ROUND_TF32_F32, config(dst.len()), params) }
+}
+
+/// [`round_tf32`] of `x` into itself.
+pub fn round_tf32_in_place<D: Device>(dev: &D, mut x: DeviceViewMut<'_, f32>) -> Result<()> {
+    if x.is_empty() {
+        return Ok(());
+    }
+    let dst = x.ptr();
+    let params = CastParams { src: dst.as_const(), dst, n: x.len() as u64 };
+    // SAFETY: the view covers `n` elements; each is read before it is written, same thread.
+    unsafe { dev.launch(ROUND_TF32_F32, config(x.len()), params) }
 }

@@ -347,6 +347,17 @@ impl GemmSpec {
         }
     }
 
+    /// Whether this spec, with 16-byte-aligned operands on a runtime that loaded the `arch`
+    /// module, runs on `wgmma` in TF32: wgmma reads an f32 operand by its upper 19 bits
+    /// (truncation, which biases every product towards zero), where `mma.sync` rounds it to
+    /// nearest first (`cvt.rna.tf32.f32`). A caller that wants the same arithmetic on both
+    /// engines hands such a GEMM operands rounded first
+    /// ([`round_tf32`](crate::kernels::elementwise::round_tf32)), as the materialised attention
+    /// and the trainer do.
+    pub fn truncates_tf32_operands(&self, arch: PtxArch) -> bool {
+        self.precision == Precision::Tf32 && self.likely_engine(arch) == GemmEngine::Wgmma
+    }
+
     /// Picks `split_k` for a GPU with `multiprocessors` SMs whose runtime loaded the `arch`
     /// module, for the engine this spec will most likely run on there (what
     /// [`GemmSpec::engine_on`] resolves to for aligned operands): the split of least

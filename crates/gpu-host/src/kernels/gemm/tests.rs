@@ -36,6 +36,21 @@ fn linear_helpers_pick_gpt2_layouts() {
 }
 
 #[test]
+fn only_hopper_tf32_gemms_on_wgmma_truncate_their_operands() {
+    let forward = |p| GemmSpec::linear_forward(16384, 2304, 768, p);
+    let tf32 = forward(Precision::Tf32);
+    assert!(tf32.truncates_tf32_operands(PtxArch::Sm90a));
+    assert!(!tf32.truncates_tf32_operands(PtxArch::Sm80), "mma.sync rounds them");
+    let mma = GemmSpec { engine: GemmEngine::MmaSync, ..tf32 };
+    assert!(!mma.truncates_tf32_operands(PtxArch::Sm90a));
+    let dw = GemmSpec::linear_backward_weight(16384, 768, 2304, Precision::Tf32);
+    assert!(!dw.truncates_tf32_operands(PtxArch::Sm90a), "not K-major: mma.sync");
+    for p in [Precision::Fp32, Precision::Bf16, Precision::Fp16] {
+        assert!(!forward(p).truncates_tf32_operands(PtxArch::Sm90a), "{p:?}");
+    }
+}
+
+#[test]
 fn validation_names_the_argument() {
     let mut s = GemmSpec::new(4, 4, 4, Layout::RowMajor, Layout::RowMajor, Precision::Fp32);
     s.lda = 3;
