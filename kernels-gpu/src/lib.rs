@@ -4,7 +4,8 @@
 //! - [`elem`], [`warp`]: element conversions and warp collectives built on it;
 //! - [`reduce`]: block-wide sums; [`softmax`]: online softmax statistics;
 //! - one module per kernel family ([`elementwise`], [`gemm`], [`encoder`], [`gelu`],
-//!   [`layernorm`], [`classifier`], [`grad_norm`], [`adamw`], [`flash`], [`probe`]); entry points are
+//!   [`layernorm`], [`classifier`], [`grad_norm`], [`adamw`], [`flash`], [`transpose`], [`probe`]);
+//!   entry points are
 //!   `#[unsafe(no_mangle)] extern "ptx-kernel"` functions taking one `kernel_abi` struct,
 //!   defined through `entry::entries!`.
 //!
@@ -33,6 +34,7 @@ pub mod layernorm;
 pub mod probe;
 pub mod reduce;
 pub mod softmax;
+pub mod transpose;
 mod unroll;
 pub mod warp;
 

@@ -123,8 +123,9 @@ impl From<AttentionArg> for AttentionKind {
 /// `--gemm-engine`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum GemmEngineArg {
-    /// The Hopper `wgmma` kernels where they apply (an H100/H200: TF32 forward GEMMs, BF16
-    /// and FP16 in every layout), the portable `mma.sync` kernels elsewhere.
+    /// The Hopper `wgmma` kernels where they apply (an H100/H200: TF32 forward and
+    /// input-gradient GEMMs, BF16 and FP16 in every layout), the portable `mma.sync` kernels
+    /// elsewhere.
     #[default]
     Auto,
     /// The portable `mma.sync` kernels everywhere (e.g. to compare with, or to rule out, the

@@ -1,4 +1,4 @@
-//! Elementwise ops: fill, add, scale, cast, TF32 rounding.
+//! Elementwise ops: fill, add, scale, cast, TF32 rounding; and the transpose.
 
 use crate::precision::Element;
 use rayon::prelude::*;
@@ -45,4 +45,19 @@ pub fn cast<S: Element, D: Element>(src: &[S], dst: &mut [D]) {
 pub fn round_tf32(src: &[f32], dst: &mut [f32]) {
     assert_eq!(src.len(), dst.len(), "round_tf32: src and dst lengths differ");
     dst.par_iter_mut().zip(src).for_each(|(d, &s)| *d = crate::precision::round_tf32(s));
+}
+
+/// `dst = srcᵀ`: `src` is `rows × cols` and `dst` `cols × rows`, both row-major.
+///
+/// # Panics
+/// If either length is not `rows · cols`.
+pub fn transpose<T: Copy + Send + Sync>(src: &[T], rows: usize, cols: usize, dst: &mut [T]) {
+    assert_eq!(src.len(), rows * cols, "transpose: src is not rows × cols");
+    assert_eq!(dst.len(), rows * cols, "transpose: dst is not cols × rows");
+    if rows == 0 {
+        return;
+    }
+    dst.par_chunks_mut(rows).enumerate().for_each(|(c, out)| {
+        out.iter_mut().enumerate().for_each(|(r, o)| *o = src[r * cols + c]);
+    });
 }

@@ -94,6 +94,7 @@ pub const ALL_KERNELS: &[&[KernelSig]] = &[
     crate::encoder::KERNELS,
     crate::flash::KERNELS,
     crate::attention::KERNELS,
+    crate::transpose::KERNELS,
 ];
 
 /// The entry points only the sm_90a module exports (Hopper instructions), grouped by family.

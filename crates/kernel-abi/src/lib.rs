@@ -27,6 +27,7 @@ pub mod kernel;
 pub mod layernorm;
 pub mod probe;
 pub mod ptr;
+pub mod transpose;
 
 pub use kernel::{
     ALL_HOPPER_KERNELS, ALL_KERNELS, ALL_LAUNCH_BOUNDS, Kernel, KernelParams, KernelSig,

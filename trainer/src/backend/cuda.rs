@@ -29,6 +29,7 @@ use gpu_host::kernels::gemm::{
     Precision as GemmPrecision, WgmmaTile,
 };
 use gpu_host::kernels::layernorm::{self, LayerNormStats};
+use gpu_host::kernels::transpose::{self, TransposeRounding};
 use gpu_host::kernels::{gelu, grad_norm};
 use gpu_host::{Device, DeviceBuffer, DeviceElement, DeviceView, DeviceViewMut, GpuError, PtxArch};
 use half::{bf16, f16};
@@ -47,6 +48,15 @@ pub trait CudaAct:
     fn round_from_f32<D: Device>(
         dev: &D,
         src: DeviceView<'_, f32>,
+        dst: DeviceViewMut<'_, Self>,
+    ) -> gpu_host::Result<()>;
+
+    /// `dst = srcᵀ` (`src` is `rows × cols`) rounded to TF32 (f32 only: the Hopper TF32 input
+    /// gradient's weight operand).
+    fn transpose_tf32<D: Device>(
+        dev: &D,
+        src: DeviceView<'_, Self>,
+        shape: (usize, usize),
         dst: DeviceViewMut<'_, Self>,
     ) -> gpu_host::Result<()>;
 
@@ -88,6 +98,15 @@ impl CudaAct for f32 {
         elementwise::scale(dev, src, 1.0, dst)
     }
 
+    fn transpose_tf32<D: Device>(
+        dev: &D,
+        src: DeviceView<'_, f32>,
+        shape: (usize, usize),
+        dst: DeviceViewMut<'_, f32>,
+    ) -> gpu_host::Result<()> {
+        transpose::transpose(dev, src, shape, dst, TransposeRounding::Tf32)
+    }
+
     fn flash_forward<D: Device>(_: &D, _: AttentionShape, _: FlashForward<'_, f32>) -> Result<()> {
         Err(no_flash())
     }
@@ -126,6 +145,15 @@ macro_rules! half_act {
                 dst: DeviceViewMut<'_, $ty>,
             ) -> gpu_host::Result<()> {
                 elementwise::cast(dev, src, dst)
+            }
+
+            fn transpose_tf32<D: Device>(
+                _: &D,
+                _: DeviceView<'_, $ty>,
+                _: (usize, usize),
+                _: DeviceViewMut<'_, $ty>,
+            ) -> gpu_host::Result<()> {
+                Err(GpuError::invalid("transpose", "src", "TF32 rounding takes f32"))
             }
 
             fn flash_forward<D: Device>(
@@ -211,6 +239,10 @@ pub struct CudaBackend<'d, D: Device, A: CudaAct> {
     act: PhantomData<A>,
 }
 
+/// The widest output, in multiples of its input, of a linear layer whose TF32 input gradient
+/// runs on wgmma ([`CudaBackend::tf32_input_gradient_on_wgmma`]): GPT-2's fc layer (4×).
+const MAX_WGMMA_DX_WIDENING: usize = 4;
+
 /// Maps a runtime error to the trainer's, naming the buffer of an out-of-memory error.
 fn alloc_error(what: &str, err: GpuError) -> Error {
     match err {
@@ -251,8 +283,8 @@ impl<'d, D: Device, A: CudaAct> CudaBackend<'d, D, A> {
             (Precision::Tf32, GemmEngine::Wgmma) => {
                 return Err(Error::invalid(
                     "--gemm-engine wgmma cannot train in tf32: wgmma reads TF32 operands K-major \
-                     only, which the backward GEMMs are not; --gemm-engine auto runs the forward \
-                     GEMMs on wgmma and the rest on mma.sync",
+                     only, which the weight gradients' are not; --gemm-engine auto runs the \
+                     forward and input-gradient GEMMs on wgmma and the rest on mma.sync",
                 ));
             }
             (_, GemmEngine::Wgmma) if dev.ptx_arch() != PtxArch::Sm90a => {
@@ -322,6 +354,20 @@ impl<'d, D: Device, A: CudaAct> CudaBackend<'d, D, A> {
             }
         };
         self.ops.time(label, clock, op)
+    }
+
+    /// Whether the input gradient `dX = dY·W` of `shape` runs as `transposed`, `dY·(Wᵀ)ᵀ` with
+    /// `Wᵀ` K-major, on the Hopper TF32 kernel: wgmma reads TF32 operands K-major only, and `W`
+    /// (`out × in`) is N-major for this product. Then `dY` is rounded to TF32 into scratch and
+    /// `W` transposed and rounded beside it (wgmma truncates TF32 operands), about 2% of the
+    /// GEMM's time against the 2× of wgmma over mma.sync in TF32 (an H200, 2026-11-26: 86% and
+    /// 38–44% of cuBLAS). Only with `--gemm-engine auto`, and not for a layer whose output is
+    /// more than [`MAX_WGMMA_DX_WIDENING`] times wider than its input (the classifier, whose
+    /// `dY` is the B·T·Vp logits' gradient: a copy would double the step's largest buffer).
+    fn tf32_input_gradient_on_wgmma(&self, transposed: &GemmSpec, shape: Linear) -> bool {
+        self.gemm.engine == GemmEngine::Auto
+            && shape.out <= MAX_WGMMA_DX_WIDENING * shape.inp
+            && transposed.truncates_tf32_operands(self.dev.ptx_arch())
     }
 
     /// Bytes of an activation element.
@@ -642,25 +688,48 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
         let precision = self.gemm_precision();
         let dout = dv(dout);
         let gelu = gelu_pre_act.is_some();
-        self.timed(
-            || op_work::matmul_backward_input(shape, Self::ACT, gelu),
-            || {
-                let spec = self.on_engine(GemmSpec::linear_backward_input(
-                    rows,
-                    in_features,
-                    out_features,
-                    precision,
-                ));
-                let activation = match gelu_pre_act {
-                    Some(pre_act) => gemm::Activation::DGelu { pre_act: dv(pre_act) },
-                    None => gemm::Activation::None,
-                };
-                let epilogue = Epilogue { bias: None, activation };
-                let done =
-                    gemm::gemm::<D, A, A>(self.dev, &spec, dout, dv(weight), dvm(dinp), epilogue);
-                self.gemm_result(done)
-            },
-        )?;
+        let activation = match gelu_pre_act {
+            Some(pre_act) => gemm::Activation::DGelu { pre_act: dv(pre_act) },
+            None => gemm::Activation::None,
+        };
+        let epilogue = Epilogue { bias: None, activation };
+        let (weight, dinp) = (dv(weight), dvm(dinp));
+        let input_gradient =
+            |spec: GemmSpec, dout: DeviceView<'_, A>, weight: DeviceView<'_, A>| {
+                self.timed(
+                    || op_work::matmul_backward_input(shape, Self::ACT, gelu),
+                    || {
+                        self.gemm_result(gemm::gemm::<D, A, A>(
+                            self.dev, &spec, dout, weight, dinp, epilogue,
+                        ))
+                    },
+                )
+            };
+        let transposed =
+            self.on_engine(GemmSpec::linear_forward(rows, in_features, out_features, precision));
+        if self.tf32_input_gradient_on_wgmma(&transposed, shape) {
+            let len = dout.len() + weight.len();
+            self.with_scratch(len, 0, "the TF32-rounded operands", |copies, _| {
+                let (mut dout_tf32, mut weight_t) = copies.split_at_mut(dout.len())?;
+                self.timed(
+                    || op_work::round_tf32(len),
+                    || {
+                        A::round_tf32(self.dev, dout, dout_tf32.reborrow())?;
+                        let w = (out_features, in_features);
+                        Ok(A::transpose_tf32(self.dev, weight, w, weight_t.reborrow())?)
+                    },
+                )?;
+                input_gradient(transposed, dout_tf32.as_view(), weight_t.as_view())
+            })?;
+        } else {
+            let spec = self.on_engine(GemmSpec::linear_backward_input(
+                rows,
+                in_features,
+                out_features,
+                precision,
+            ));
+            input_gradient(spec, dout, weight)?;
+        }
         self.timed(
             || op_work::matmul_backward_weight(shape, Self::ACT),
             || {

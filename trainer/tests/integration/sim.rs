@@ -160,18 +160,23 @@ fn sixteen_bit_gradients_match_the_cpu_tensor_by_tensor() {
     }
 }
 
-/// TF32 computes the same on both GEMM engines. On the Hopper module the forward GEMMs and the
-/// attention's `Q·Kᵀ` and `dY·Vᵀ` run on wgmma, which reads TF32 operands by truncation, so the
-/// backend and the attention round them to nearest first; on the sm_80 module every GEMM runs on
-/// mma.sync, which rounds them itself. The simulator sums each k8 step of both instructions the
+/// TF32 computes the same on both GEMM engines. On the Hopper module the forward GEMMs, the input
+/// gradients (against transposed weights) and the attention's `Q·Kᵀ` and `dY·Vᵀ` run on wgmma,
+/// which reads TF32 operands by truncation, so the backend and the attention round them to
+/// nearest first; on the sm_80 module every GEMM runs on mma.sync, which rounds them itself. The simulator sums each k8 step of both instructions the
 /// same way, so one step's loss and gradients agree bit for bit (with the operands truncated
 /// they differ by 1.9e-4 in the loss and up to 3e-3 of a tensor's largest gradient).
 #[test]
 fn tf32_gradients_do_not_depend_on_the_gemm_engine() {
     let naive = ModelOptions { attention: AttentionKind::Naive, fuse: true };
-    let hopper = Simulator::hopper().expect("cargo xtask build-ptx has run");
-    let (loss, got) =
-        ResolvedDevice::Sim(hopper).run(Precision::Tf32, UnscaledGradJob(naive)).unwrap();
+    let hopper = ResolvedDevice::Sim(Simulator::hopper().expect("cargo xtask build-ptx has run"));
+    let (loss, got) = hopper.run(Precision::Tf32, UnscaledGradJob(naive)).unwrap();
+    // The forward GEMMs and the input gradients (dY·(Wᵀ)ᵀ, with W transposed) ran on wgmma.
+    let ResolvedDevice::Sim(hopper_sim) = &hopper else { unreachable!("a simulator") };
+    let counts = hopper_sim.launch_counts();
+    for name in ["gemm_wgmma_tf32_rc_f32", "transpose_f32", "round_tf32_f32"] {
+        assert!(counts.contains_key(name), "{name} never ran: {counts:?}");
+    }
     let (want_loss, want) = sim().run(Precision::Tf32, UnscaledGradJob(naive)).unwrap();
     assert_eq!(loss.to_bits(), want_loss.to_bits(), "loss {loss} vs {want_loss}");
     for ((kind, g), (_, w)) in got.iter().zip(want.iter()) {
@@ -258,7 +263,7 @@ fn every_precision_and_attention_trains_like_the_cpu() {
 
 /// The sm_90a module, as a Hopper GPU loads it: every kernel compiled for sm_90a, and every
 /// 16-bit GEMM of the step on the wgmma kernel (forward, `dX`, `dW`, the naive attention's
-/// batched head GEMMs; the simulator's launch counts show it). TF32 (its backward GEMMs on
+/// batched head GEMMs; the simulator's launch counts show it). TF32 (its weight gradients on
 /// `mma.sync`), BF16 and FP16 train like the CPU's fp32 run, and so does BF16 on the ping-pong
 /// kernels (`--wgmma-tile pingpong`).
 #[test]

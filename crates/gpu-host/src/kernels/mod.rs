@@ -16,6 +16,7 @@ pub mod gemm;
 pub mod grad_norm;
 pub mod layernorm;
 pub mod probe;
+pub mod transpose;
 
 use crate::error::{GpuError, Result};
 
