@@ -85,17 +85,17 @@ impl RowSplit {
 ///
 /// # Safety
 /// Launched by `gpu-host`'s `fused_classifier` with one block of `BLOCK_THREADS` per row and
-/// 8 bytes of dynamic shared memory per warp, after checking `0 < v <= vp`, that `logits` holds
-/// `rows × vp` elements and `losses` and `targets` `rows` (targets are not checked: the body
+/// 8 bytes of dynamic shared memory per warp, after checking `0 < v <= vp <= ld`, that `logits`
+/// holds `rows × ld` elements and `losses` and `targets` `rows` (targets are not checked: the body
 /// guards `target < v`); every thread reaches [`block_normaliser`] (block-uniform flow).
 #[inline(always)]
 unsafe fn fused_classifier<T: Elem>(p: ClassifierParams<T>) {
     let row = block_idx_x() as usize;
-    let (v, vp) = (p.v as usize, p.vp as usize);
-    // SAFETY: the launcher checked `logits` holds `rows × vp` elements and `targets` `rows`,
+    let (v, vp, ld) = (p.v as usize, p.vp as usize, p.ld as usize);
+    // SAFETY: the launcher checked `logits` holds `rows × ld` elements and `targets` `rows`,
     // and the grid has `rows` blocks.
     let (logits, target) =
-        unsafe { (p.logits.as_mut_ptr().add(row * vp), *p.targets.as_ptr().add(row) as usize) };
+        unsafe { (p.logits.as_mut_ptr().add(row * ld), *p.targets.as_ptr().add(row) as usize) };
     // Read before the barrier in `block_normaliser`, so before any thread overwrites it.
     let target_logit = if thread_idx_x() == 0 && target < v {
         // SAFETY: target < v <= vp, inside this row.

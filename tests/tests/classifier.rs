@@ -1,7 +1,8 @@
 //! The fused classifier against `cpu_ref::fused_classifier` (run on the widened logits):
 //! losses and the in-place gradient, f32/bf16/f16 logits, GPT-2's odd V = 50257 in rows padded
-//! to 50304 and unpadded (rows not 16-byte aligned), small vocabularies, unaligned views, the
-//! evaluation mode that leaves the logits untouched, and out-of-range targets.
+//! to 50304 and unpadded (rows not 16-byte aligned), rows stored further apart than their width
+//! (the gaps untouched), small vocabularies, unaligned views, the evaluation mode that leaves the
+//! logits untouched, and out-of-range targets.
 
 use cpu_ref::precision::Element;
 use gpu_host::kernels::classifier::{Classifier, LogitsGradient, Vocab, fused_classifier};
@@ -21,15 +22,25 @@ fn grad_tolerance(dloss: f32) -> Tolerance {
     Tolerance { abs: 5e-7 * dloss as f64, rel: 1e-5 }
 }
 
-/// (rows, v, vp): GPT-2's vocabulary padded and unpadded, a vocabulary that fits in one
-/// vector, odd widths (rows start at every alignment), rows narrower than their scalar head
-/// to the next 16-byte boundary (vp = 5: up to 7 16-bit elements), and on a GPU B·T = 16·1024
-/// rows.
-fn shapes(dev: &impl Device) -> Vec<(usize, usize, usize)> {
-    let mut shapes =
-        vec![(3, 50257, 50304), (2, 50257, 50257), (7, 5, 8), (9, 19, 24), (11, 13, 21), (5, 3, 5)];
+/// (rows, v, vp, ld): GPT-2's vocabulary padded and unpadded, densely stored and (unpadded) in
+/// rows the trainer pads to 16 bytes, a vocabulary that fits in one vector, odd widths (rows
+/// start at every alignment), rows narrower than their scalar head to the next 16-byte
+/// boundary (vp = 5: up to 7 16-bit elements), strided rows of small vocabularies, and on a GPU
+/// B·T = 16·1024 rows.
+fn shapes(dev: &impl Device) -> Vec<(usize, usize, usize, usize)> {
+    let mut shapes = vec![
+        (3, 50257, 50304, 50304),
+        (2, 50257, 50257, 50257),
+        (2, 50257, 50257, 50264),
+        (7, 5, 8, 8),
+        (9, 19, 24, 24),
+        (11, 13, 21, 21),
+        (11, 13, 21, 24),
+        (5, 3, 5, 5),
+        (5, 3, 5, 9),
+    ];
     if !small_sizes(dev) {
-        shapes.push((16 * 1024, 50257, 50304));
+        shapes.push((16 * 1024, 50257, 50304, 50304));
     }
     shapes
 }
@@ -43,19 +54,29 @@ fn targets(rng: &mut TestRng, rows: usize, v: usize) -> Vec<u32> {
     rng.uniform(rows, 0.0, v as f32).into_iter().map(|t| (t as u32).min(v as u32 - 1)).collect()
 }
 
+/// The first `vp` columns of each of `rows` rows stored `ld` apart, and the columns `vp..ld`
+/// (the gaps between rows).
+fn split_rows<T: Element>(x: &[T], rows: usize, vp: usize, ld: usize) -> (Vec<T>, Vec<T>) {
+    let row = |r: usize| &x[r * ld..(r + 1) * ld];
+    let dense = (0..rows).flat_map(|r| row(r)[..vp].iter().copied()).collect();
+    let gaps = (0..rows).flat_map(|r| row(r)[vp..].iter().copied()).collect();
+    (dense, gaps)
+}
+
 fn check_classifier<T: FloatElement + Element>(dev: &impl Device) {
     let mut rng = TestRng::new();
-    for (rows, v, vp) in shapes(dev) {
+    for (rows, v, vp, ld) in shapes(dev) {
         for offset in [0, 1] {
-            let x = logits::<T>(&mut rng, rows * vp);
+            let x = logits::<T>(&mut rng, rows * ld);
             let tgt = targets(&mut rng, rows, v);
             let dloss = 1.0 / rows as f32;
-            let mut want_grad: Vec<f32> = x.iter().map(|v| v.to_f32()).collect();
+            let (dense, want_gaps) = split_rows(&x, rows, vp, ld);
+            let mut want_grad: Vec<f32> = dense.iter().map(|v| v.to_f32()).collect();
             let mut want_loss = vec![0.0; rows];
             cpu_ref::fused_classifier(&mut want_grad, &mut want_loss, &tgt, dloss, rows, v, vp);
 
             let mut buf = upload_at(dev, &x, offset).unwrap();
-            let window = offset..offset + rows * vp;
+            let window = offset..offset + rows * ld;
             let dtgt = dev.upload(&tgt).unwrap();
             let mut losses = poisoned::<_, f32>(dev, rows).unwrap();
             let args = Classifier {
@@ -63,14 +84,16 @@ fn check_classifier<T: FloatElement + Element>(dev: &impl Device) {
                 losses: losses.view_mut(),
                 targets: dtgt.view(),
             };
-            fused_classifier(dev, Vocab { v, vp }, LogitsGradient::Write { dloss }, args).unwrap();
+            let vocab = Vocab { v, vp, ld };
+            fused_classifier(dev, vocab, LogitsGradient::Write { dloss }, args).unwrap();
             let what = format!(
-                "fused_classifier_{} rows={rows} v={v} vp={vp} offset={offset}",
+                "fused_classifier_{} rows={rows} v={v} vp={vp} ld={ld} offset={offset}",
                 <T as Element>::NAME
             );
             let got_loss = dev.download(losses.view()).unwrap();
             assert_close(&format!("{what} losses"), rng.seed(), &got_loss, &want_loss, LOSS);
-            let got_grad = dev.download(buf.view().slice(window.clone()).unwrap()).unwrap();
+            let got = dev.download(buf.view().slice(window.clone()).unwrap()).unwrap();
+            let (got_grad, got_gaps) = split_rows(&got, rows, vp, ld);
             assert_close_in(
                 &format!("{what} dlogits"),
                 rng.seed(),
@@ -78,6 +101,7 @@ fn check_classifier<T: FloatElement + Element>(dev: &impl Device) {
                 &want_grad,
                 grad_tolerance(dloss),
             );
+            assert_bits_eq(&format!("{what} row gaps"), rng.seed(), &got_gaps, &want_gaps);
 
             // Evaluation on the same layout: the same losses, bit for bit, logits untouched.
             let mut eval = upload_at(dev, &x, offset).unwrap();
@@ -87,7 +111,7 @@ fn check_classifier<T: FloatElement + Element>(dev: &impl Device) {
                 losses: losses2.view_mut(),
                 targets: dtgt.view(),
             };
-            fused_classifier(dev, Vocab { v, vp }, LogitsGradient::Skip, args).unwrap();
+            fused_classifier(dev, vocab, LogitsGradient::Skip, args).unwrap();
             let eval_losses = dev.download(losses2.view()).unwrap();
             assert_bits_eq(&format!("{what} eval losses"), rng.seed(), &eval_losses, &got_loss);
             let eval_logits = dev.download(eval.view().slice(window).unwrap()).unwrap();
@@ -109,7 +133,7 @@ fn check_out_of_range_target(dev: &impl Device) {
     let mut losses = poisoned::<_, f32>(dev, rows).unwrap();
     let args =
         Classifier { logits: buf.view_mut(), losses: losses.view_mut(), targets: tgt.view() };
-    fused_classifier(dev, Vocab { v, vp }, LogitsGradient::Write { dloss: 1.0 }, args).unwrap();
+    fused_classifier(dev, Vocab::dense(v, vp), LogitsGradient::Write { dloss: 1.0 }, args).unwrap();
     let got = dev.download(losses.view()).unwrap();
     assert!(got[1].is_nan() && got[2].is_nan(), "losses {got:?}");
     let grad = dev.download(buf.view()).unwrap();
@@ -131,11 +155,13 @@ fn check_argument_errors(dev: &impl Device) {
     let mut x = dev.upload(&[0.5f32; 24]).unwrap();
     let mut losses = dev.alloc::<f32>(3).unwrap();
     let tgt = dev.upload(&[0u32; 3]).unwrap();
-    let cases: [(Vocab, LogitsGradient, &str); 4] = [
-        (Vocab { v: 9, vp: 8 }, LogitsGradient::Skip, "vocab"),
-        (Vocab { v: 0, vp: 8 }, LogitsGradient::Skip, "vocab"),
-        (Vocab { v: 5, vp: 7 }, LogitsGradient::Skip, "logits"),
-        (Vocab { v: 5, vp: 8 }, LogitsGradient::Write { dloss: f32::NAN }, "dloss"),
+    let cases: [(Vocab, LogitsGradient, &str); 6] = [
+        (Vocab::dense(9, 8), LogitsGradient::Skip, "vocab"),
+        (Vocab::dense(0, 8), LogitsGradient::Skip, "vocab"),
+        (Vocab { v: 5, vp: 8, ld: 7 }, LogitsGradient::Skip, "vocab"),
+        (Vocab::dense(5, 7), LogitsGradient::Skip, "logits"),
+        (Vocab { v: 5, vp: 6, ld: 7 }, LogitsGradient::Skip, "logits"),
+        (Vocab::dense(5, 8), LogitsGradient::Write { dloss: f32::NAN }, "dloss"),
     ];
     for (vocab, gradient, arg) in cases {
         let args =
@@ -147,7 +173,7 @@ fn check_argument_errors(dev: &impl Device) {
         );
     }
     let args = Classifier { logits: x.view_mut(), losses: losses.view_mut(), targets: tgt.view() };
-    let err = fused_classifier(dev, Vocab { v: 5, vp: 6 }, LogitsGradient::Skip, args).unwrap_err();
+    let err = fused_classifier(dev, Vocab::dense(5, 6), LogitsGradient::Skip, args).unwrap_err();
     assert!(matches!(&err, GpuError::InvalidArgument { arg: "losses", .. }), "{err}");
 }
 

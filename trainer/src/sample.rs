@@ -86,7 +86,7 @@ pub fn generate<B: Backend>(
     let capacity = tokens.len().saturating_add(opts.max_tokens).min(config.max_seq_len);
     let mut acts = Activations::new(backend, &config, model.options().attention, 1, capacity)?;
     let mut stream = rng::stream(opts.seed, &[rng::family::SAMPLE]);
-    let (v, vp) = (config.vocab_size, config.padded_vocab_size);
+    let (v, ld) = (config.vocab_size, acts.logits_ld);
     let mut row = vec![B::Act::default(); v];
     let mut logits = vec![0.0f32; v];
     let mut generated = Vec::with_capacity(opts.max_tokens.min(1 << 16));
@@ -95,7 +95,7 @@ pub fn generate<B: Backend>(
         let t = context.len();
         let inputs = backend.upload_tokens(context, TokenShape { b: 1, t, vocab: v })?;
         model.forward(backend, &mut acts, &inputs, 1, t)?;
-        backend.download(acts.logits.window(0, (t - 1) * vp, v), &mut row)?;
+        backend.download(acts.logits.window(0, (t - 1) * ld, v), &mut row)?;
         for (logit, x) in logits.iter_mut().zip(&row) {
             *logit = x.to_f32();
         }

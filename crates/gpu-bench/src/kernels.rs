@@ -41,7 +41,7 @@ const ROWS: usize = 16 * 1024;
 /// Channels.
 const C: usize = 768;
 /// Real and padded vocabulary.
-const VOCAB: Vocab = Vocab { v: 50257, vp: 50304 };
+const VOCAB: Vocab = Vocab { v: 50257, vp: 50304, ld: 50304 };
 /// Parameters of GPT-2 124M with the vocabulary padded to 50304 (the AdamW arena).
 const PARAMS: usize = 124_475_904;
 /// Bytes the copy baseline copies (it moves twice this).

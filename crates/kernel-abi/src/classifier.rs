@@ -9,7 +9,9 @@
 //! `dloss · (exp(x − max) / Σ − [col == target])` in columns `..v` and 0 in `v..vp`. Both
 //! passes use 16-byte accesses on the row's 16-byte aligned middle whatever `vp` is (each row
 //! has a scalar head up to its first aligned element and a scalar tail), so `vp = 50257` and
-//! `vp = 50304` both take the fast path. With `write_grad == 0` the logits are only read
+//! `vp = 50304` both take the fast path. Rows start `ld ≥ vp` elements apart; columns `vp..ld`
+//! are never touched (the trainer pads the row stride to 16 bytes, so that the GEMMs reading
+//! the gradient get aligned rows whatever `vp` is). With `write_grad == 0` the logits are only read
 //! (evaluation). A target `≥ v` (which the launcher's checked token type rules out) gives a
 //! NaN loss and no out-of-row access.
 
@@ -23,7 +25,8 @@ pub const BLOCK_THREADS: u32 = 512;
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct ClassifierParams<T: Copy> {
-    /// `rows × vp` logits, overwritten with their gradient when `write_grad != 0`.
+    /// `rows` rows of `vp` logits, `ld` elements apart, overwritten with their gradient when
+    /// `write_grad != 0`.
     pub logits: DevicePtrMut<T>,
     /// `rows` losses, written.
     pub losses: DevicePtrMut<f32>,
@@ -39,11 +42,12 @@ pub struct ClassifierParams<T: Copy> {
     pub dloss: f32,
     /// Non-zero: write the gradient in place; zero: losses only.
     pub write_grad: u32,
-    /// Unused; keeps the struct free of implicit padding.
-    pub _pad: u32,
+    /// Elements between the starts of consecutive rows (`≥ vp`).
+    pub ld: u32,
 }
 
-// SAFETY: #[repr(C)] struct of device pointers, u32s and an f32, padded explicitly to 8 bytes.
+// SAFETY: #[repr(C)] struct of device pointers, u32s and an f32, a multiple of 8 bytes (no
+// implicit padding).
 unsafe impl<T: Copy + 'static> KernelParams for ClassifierParams<T> {}
 
 /// The classifier kernel of one storage type.

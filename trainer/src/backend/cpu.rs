@@ -311,7 +311,8 @@ impl Backend for CpuBackend {
                 let MatmulForward { out, inp, weight, bias, activation } = args;
                 let (inp, weight, bias) =
                     (inp.as_slice(), weight.as_slice(), bias.map(|b| b.as_slice()));
-                let Linear { rows, inp: c, out: oc, .. } = shape;
+                let Linear { rows, inp: c, out: oc, out_ld, .. } = shape;
+                assert_eq!(out_ld, oc, "the CPU backend stores outputs densely");
                 match activation {
                     super::ops::Activation::None => {
                         cpu_ref::matmul_forward(out.into_slice(), inp, weight, bias, rows, c, oc);
@@ -330,7 +331,8 @@ impl Backend for CpuBackend {
     /// `cpu_ref::matmul_backward`'s three parts, each timed as its own op (as on the GPU).
     fn matmul_backward(&self, args: MatmulBackward<'_, Self>, shape: Linear) -> Result<()> {
         let MatmulBackward { dinp, grads, dout, inp, weight, gelu_pre_act } = args;
-        let Linear { rows, inp: c, out: oc, .. } = shape;
+        let Linear { rows, inp: c, out: oc, out_ld, .. } = shape;
+        assert_eq!(out_ld, oc, "the CPU backend stores outputs densely");
         let (dweight, dbias) = weight_and_bias(grads);
         let dout = dout.as_slice();
         let gelu = gelu_pre_act.is_some();
@@ -466,6 +468,7 @@ impl Backend for CpuBackend {
             || op_work::classifier(dims, ACT, gradient),
             || {
                 let Classifier { logits, losses, targets, dloss } = args;
+                assert_eq!(dims.logits_ld, dims.vp, "the CPU backend's logits are dense");
                 cpu_ref::fused_classifier(
                     logits.into_slice(),
                     losses.into_slice(),

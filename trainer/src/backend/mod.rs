@@ -129,6 +129,12 @@ pub trait Backend {
     /// goes.
     fn op_recorder(&self) -> &OpRecorder;
 
+    /// Elements between the starts of consecutive rows of logits `vp` wide, `≥ vp`, in which
+    /// the model allocates them: `vp` (dense) unless the backend's GEMMs want aligned rows.
+    fn logits_stride(&self, vp: usize) -> usize {
+        vp
+    }
+
     /// Allocates `len` zeros; `what` names the buffer in an out-of-memory error.
     fn alloc<T: Element>(&self, len: usize, what: &str) -> Result<Self::Buf<T>>;
     /// Copies host values into `dst` (same length).

@@ -229,19 +229,20 @@ mod tests {
     use super::*;
 
     /// GPT-2 124M at B = 16, T = 1024 in bf16.
-    const DIMS: Dims = Dims { b: 16, t: 1024, c: 768, nh: 12, v: 50257, vp: 50304 };
+    const DIMS: Dims =
+        Dims { b: 16, t: 1024, c: 768, nh: 12, v: 50257, vp: 50304, logits_ld: 50304 };
     const BF16: f64 = 2.0;
 
     #[test]
     fn gpt2_small_linear_layers() {
-        let fc = Linear { layer: "fc", rows: 16384, inp: 768, out: 3072 };
+        let fc = Linear::new("fc", 16384, 768, 3072);
         let forward = matmul_forward(fc, BF16, true, true);
         assert_eq!(forward.name, "matmul forward fc");
         assert_eq!(forward.work.flops, 2.0 * 16384.0 * 768.0 * 3072.0);
         // x, W, bias, out and pre-activation.
         let bytes = 2.0 * (16384.0 * 768.0 + 3072.0 * 768.0 + 3072.0 + 2.0 * 16384.0 * 3072.0);
         assert_eq!(forward.work.bytes, bytes);
-        let fc_proj = Linear { layer: "fc proj", rows: 16384, inp: 3072, out: 768 };
+        let fc_proj = Linear::new("fc proj", 16384, 3072, 768);
         let dx = matmul_backward_input(fc_proj, BF16, true);
         assert_eq!(dx.name, "matmul backward fc proj dX");
         assert_eq!(dx.work.flops, 2.0 * 16384.0 * 3072.0 * 768.0);

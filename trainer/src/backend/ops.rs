@@ -5,7 +5,7 @@ pub use cpu_ref::adamw::WorkingRounding;
 use std::ops::Range;
 
 /// The sizes of a batch: `b` sequences of `t` tokens, `c` channels in `nh` heads, a
-/// vocabulary of `v` tokens in rows padded to `vp`.
+/// vocabulary of `v` tokens in rows padded to `vp`, the logits' rows `logits_ld` apart.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Dims {
     /// Sequences.
@@ -20,6 +20,9 @@ pub struct Dims {
     pub v: usize,
     /// Padded vocabulary size (columns of the logits).
     pub vp: usize,
+    /// Elements between the starts of consecutive rows of the logits, `≥ vp`: the backend's
+    /// [`Backend::logits_stride`](super::Backend::logits_stride).
+    pub logits_ld: usize,
 }
 
 impl Dims {
@@ -40,6 +43,16 @@ pub struct Linear {
     pub inp: usize,
     /// Output features.
     pub out: usize,
+    /// Elements between the starts of consecutive rows of the output and of its gradient:
+    /// `out`, except for the classifier, whose logits rows are [`Dims::logits_ld`] apart.
+    pub out_ld: usize,
+}
+
+impl Linear {
+    /// A layer of `inp` to `out` features over `rows` rows, its output stored densely.
+    pub fn new(layer: &'static str, rows: usize, inp: usize, out: usize) -> Self {
+        Self { layer, rows, inp, out, out_ld: out }
+    }
 }
 
 /// Which attention implementation the model uses.

@@ -136,8 +136,12 @@ pub struct Activations<B: Backend> {
     pub lnf_mean: Slab<Buf<B, f32>>,
     /// Final layernorm 1/std.
     pub lnf_rstd: Slab<Buf<B, f32>>,
-    /// Logits (b, t, vp); the fused classifier turns them into their gradient in place.
+    /// Logits (b, t, vp), rows `logits_ld` apart; the fused classifier turns them into their
+    /// gradient in place.
     pub logits: Slab<ActBuf<B>>,
+    /// Elements between the starts of consecutive rows of `logits` (the backend's
+    /// [`Backend::logits_stride`] of vp).
+    pub logits_ld: usize,
 }
 
 impl<B: Backend> Activations<B> {
@@ -151,6 +155,7 @@ impl<B: Backend> Activations<B> {
         max_t: usize,
     ) -> Result<Self> {
         let (l, c, bt) = (config.num_layers, config.channels, max_b * max_t);
+        let logits_ld = backend.logits_stride(config.padded_vocab_size);
         let act = |layers, stride, what| Slab::new::<B, B::Act>(backend, layers, stride, what);
         let f32s = |layers, stride, what| Slab::new::<B, f32>(backend, layers, stride, what);
         Ok(Self {
@@ -175,7 +180,8 @@ impl<B: Backend> Activations<B> {
             lnf: act(1, bt * c, "activations (lnf)")?,
             lnf_mean: f32s(1, bt, "layernorm statistics")?,
             lnf_rstd: f32s(1, bt, "layernorm statistics")?,
-            logits: act(1, bt * config.padded_vocab_size, "logits")?,
+            logits: act(1, bt * logits_ld, "logits")?,
+            logits_ld,
         })
     }
 }

@@ -140,7 +140,7 @@ impl<B: Backend> Gpt2<B> {
         View::of(weights, self.layout.layer(kind, l))
     }
 
-    fn dims(&self, b: usize, t: usize) -> Dims {
+    fn dims(&self, b: usize, t: usize, acts: &Activations<B>) -> Dims {
         let cfg = &self.config;
         Dims {
             b,
@@ -149,6 +149,7 @@ impl<B: Backend> Gpt2<B> {
             nh: cfg.num_heads,
             v: cfg.vocab_size,
             vp: cfg.padded_vocab_size,
+            logits_ld: acts.logits_ld,
         }
     }
 
@@ -178,12 +179,12 @@ impl<B: Backend> Gpt2<B> {
     ) -> Result<()> {
         let cfg = &self.config;
         assert!(b <= acts.max_b && t <= acts.max_t, "batch larger than the activations");
-        let dims = self.dims(b, t);
+        let dims = self.dims(b, t, acts);
         let (c, nh, bt, layers) = (cfg.channels, cfg.num_heads, b * t, cfg.num_layers);
         let n = bt * c;
         let fuse = self.options.fuse;
         let a = acts;
-        let linear = |layer, inp, out| Linear { layer, rows: bt, inp, out };
+        let linear = |layer, inp, out| Linear::new(layer, bt, inp, out);
         backend.encoder_forward(
             a.encoded.at_mut(0, n),
             inputs,
@@ -311,15 +312,16 @@ impl<B: Backend> Gpt2<B> {
                 bt,
             )?;
         }
+        let ld = a.logits_ld;
         backend.matmul_forward(
             MatmulForward {
-                out: a.logits.at_mut(0, bt * cfg.padded_vocab_size),
+                out: a.logits.at_mut(0, bt * ld),
                 inp: a.lnf.at(0, n),
                 weight: self.p(ParamKind::Wte, 0),
                 bias: None,
                 activation: Activation::None,
             },
-            linear("lm head", c, cfg.padded_vocab_size),
+            Linear { out_ld: ld, ..linear("lm head", c, cfg.padded_vocab_size) },
         )
     }
 
@@ -353,9 +355,9 @@ impl<B: Backend> Gpt2<B> {
         (b, t): (usize, usize),
         dloss: Option<f32>,
     ) -> Result<()> {
-        let bt = b * t;
-        let logits = acts.logits.at_mut(0, bt * self.config.padded_vocab_size);
-        backend.fused_classifier(Classifier { logits, losses, targets, dloss }, self.dims(b, t))
+        let dims = self.dims(b, t, acts);
+        let logits = acts.logits.at_mut(0, dims.bt() * dims.logits_ld);
+        backend.fused_classifier(Classifier { logits, losses, targets, dloss }, dims)
     }
 
     /// Backward pass after [`Gpt2::forward`] and [`Gpt2::classify`]: accumulates the
@@ -370,23 +372,23 @@ impl<B: Backend> Gpt2<B> {
         (b, t): (usize, usize),
     ) -> Result<()> {
         let cfg = &self.config;
-        let dims = self.dims(b, t);
+        let dims = self.dims(b, t, acts);
         let (c, nh, bt, vp) = (cfg.channels, cfg.num_heads, b * t, cfg.padded_vocab_size);
         let n = bt * c;
         let (a, s) = (acts, scratch);
-        let linear = |layer, inp, out| Linear { layer, rows: bt, inp, out };
+        let linear = |layer, inp, out| Linear::new(layer, bt, inp, out);
         use ParamKind as K;
 
         backend.matmul_backward(
             MatmulBackward {
                 dinp: s.dln.at_mut(0, n),
                 grads: self.grads(grads, 0, K::Wte, None),
-                dout: a.logits.at(0, bt * vp),
+                dout: a.logits.at(0, bt * a.logits_ld),
                 inp: a.lnf.at(0, n),
                 weight: self.p(K::Wte, 0),
                 gelu_pre_act: None,
             },
-            linear("lm head", c, vp),
+            Linear { out_ld: a.logits_ld, ..linear("lm head", c, vp) },
         )?;
         backend.zero(s.dres.at_mut(0, n))?;
         backend.layernorm_backward(

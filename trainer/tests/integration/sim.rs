@@ -21,7 +21,7 @@ use trainer::train::{BatchShape, Session, StepOutput};
 const B: usize = 2;
 const T: usize = 16;
 
-fn config() -> Gpt2Config {
+const fn config() -> Gpt2Config {
     Gpt2Config {
         max_seq_len: 32,
         vocab_size: 96,
@@ -158,6 +158,59 @@ fn sixteen_bit_gradients_match_the_cpu_tensor_by_tensor() {
             );
         }
     }
+}
+
+/// One forward/backward of the test model with an unaligned vocabulary: 93 tokens, unpadded,
+/// so the CUDA backend stores the logits' rows 96 apart (`Backend::logits_stride`), and the
+/// classifier, the lm head's GEMMs and the gradient all read strided rows.
+struct OddVocabGradJob;
+
+impl OddVocabGradJob {
+    const CONFIG: Gpt2Config = Gpt2Config { vocab_size: 93, padded_vocab_size: 93, ..config() };
+}
+
+impl BackendJob for OddVocabGradJob {
+    /// The logits' row stride, the loss and the gradients.
+    type Output = (usize, f32, Params<Vec<f32>>);
+    fn run<Bk: Backend>(self, backend: &Bk) -> trainer::Result<Self::Output> {
+        let cfg = Self::CONFIG;
+        let toks = tokens(B * T + 1, cfg.vocab_size, 5);
+        let widen = |x: &[u16]| x.iter().map(|&v| u32::from(v)).collect::<Vec<_>>();
+        let mut batch = FixedBatch { inputs: widen(&toks[..B * T]), targets: widen(&toks[1..]) };
+        let naive = ModelOptions { attention: AttentionKind::Naive, fuse: true };
+        let params = random_params(&cfg, 0.05, 11);
+        let (loss, grads) = one_step_grads(backend, &cfg, &params, naive, &mut batch, (B, T));
+        Ok((backend.logits_stride(cfg.padded_vocab_size), loss, grads))
+    }
+}
+
+/// An unaligned vocabulary trains in strided logits: fp32 on the simulator gives the CPU's
+/// (dense) loss and gradients up to summation order, and bf16 on the Hopper module, where the
+/// strided rows let the lm head's GEMMs run on wgmma, within bf16's error.
+#[test]
+fn unaligned_vocabularies_train_in_strided_logits() {
+    let (ld, want_loss, want) = ResolvedDevice::Cpu.run(Precision::Fp32, OddVocabGradJob).unwrap();
+    assert_eq!(ld, 93, "the CPU's logits are dense");
+    let hopper = ResolvedDevice::Sim(Simulator::hopper().expect("cargo xtask build-ptx has run"));
+    let cases = [(&sim(), Precision::Fp32, 2e-5, 2e-6), (&hopper, Precision::Bf16, 2.5e-2, 2e-3)];
+    for (device, precision, grad_tol, loss_tol) in cases {
+        let (ld, loss, got) = device.run(precision, OddVocabGradJob).unwrap();
+        let what = precision.name();
+        assert_eq!(ld, 96, "{what}: rows padded to 16 bytes");
+        assert!((loss - want_loss).abs() < loss_tol, "{what}: loss {loss} vs {want_loss}");
+        for ((kind, g), (_, w)) in got.iter().zip(want.iter()) {
+            let (worst, scale) = worst_relative(g, w);
+            assert!(
+                worst <= grad_tol * scale + 1e-9,
+                "{what} {}: max error {worst:e} (max |grad| {scale:e})",
+                kind.name()
+            );
+        }
+    }
+    // Every bf16 GEMM ran on wgmma, the lm head's included: none fell back to mma.sync.
+    let ResolvedDevice::Sim(hopper_sim) = &hopper else { unreachable!("a simulator") };
+    let counts = hopper_sim.launch_counts();
+    assert!(!counts.keys().any(|k| k.starts_with("gemm_bf16")), "{counts:?}");
 }
 
 /// TF32 computes the same on both GEMM engines. On the Hopper module the forward GEMMs, the input

@@ -8,13 +8,23 @@ use crate::error::{GpuError, Result};
 use crate::view::{DeviceView, DeviceViewMut};
 use kernel_abi::classifier::{BLOCK_THREADS, ClassifierKernels, ClassifierParams};
 
-/// The vocabulary: `v` real tokens in rows padded to `vp` columns.
+/// The vocabulary: `v` real tokens in rows padded to `vp` columns, stored `ld` apart.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Vocab {
     /// Real vocabulary size (50257 for GPT-2).
     pub v: usize,
     /// Padded row length, `≥ v` (50304 for GPT-2's padded vocabulary).
     pub vp: usize,
+    /// Elements between the starts of consecutive rows, `≥ vp`; columns `vp..ld` are never
+    /// touched.
+    pub ld: usize,
+}
+
+impl Vocab {
+    /// Rows of `vp` columns stored densely (`ld = vp`).
+    pub fn dense(v: usize, vp: usize) -> Self {
+        Self { v, vp, ld: vp }
+    }
 }
 
 /// What the classifier does with the logits after computing the losses.
@@ -32,7 +42,8 @@ pub enum LogitsGradient {
 
 /// Buffers of [`fused_classifier`].
 pub struct Classifier<'a, T> {
-    /// `rows × vp` logits (the gradient replaces them under [`LogitsGradient::Write`]).
+    /// `rows` rows of logits, `ld` elements apart (the gradient replaces them under
+    /// [`LogitsGradient::Write`]).
     pub logits: DeviceViewMut<'a, T>,
     /// `rows` losses, written.
     pub losses: DeviceViewMut<'a, f32>,
@@ -50,22 +61,22 @@ pub fn fused_classifier<D: Device, T: FloatElement>(
     mut args: Classifier<'_, T>,
 ) -> Result<()> {
     const OP: &str = "fused_classifier";
-    let Vocab { v, vp } = vocab;
-    if v == 0 || v > vp || vp > u32::MAX as usize {
+    let Vocab { v, vp, ld } = vocab;
+    if v == 0 || v > vp || vp > ld || ld > u32::MAX as usize {
         return Err(GpuError::invalid(
             OP,
             "vocab",
-            format!("need 0 < v <= vp < 2^32, got v = {v}, vp = {vp}"),
+            format!("need 0 < v <= vp <= ld < 2^32, got v = {v}, vp = {vp}, ld = {ld}"),
         ));
     }
-    if !args.logits.len().is_multiple_of(vp) {
+    if !args.logits.len().is_multiple_of(ld) {
         return Err(GpuError::invalid(
             OP,
             "logits",
-            format!("has {} elements, not rows of vp = {vp}", args.logits.len()),
+            format!("has {} elements, not rows of ld = {ld}", args.logits.len()),
         ));
     }
-    let rows = args.logits.len() / vp;
+    let rows = args.logits.len() / ld;
     if rows > i32::MAX as usize {
         return Err(GpuError::invalid(OP, "logits", format!("{rows} rows (more than 2^31 - 1)")));
     }
@@ -90,14 +101,14 @@ pub fn fused_classifier<D: Device, T: FloatElement>(
         vp: vp as u32,
         dloss,
         write_grad,
-        _pad: 0,
+        ld: ld as u32,
     };
     let config = LaunchConfig {
         grid: (rows as u32, 1, 1),
         block: (BLOCK_THREADS, 1, 1),
         shared_mem_bytes: BLOCK_THREADS / 32 * 8,
     };
-    // SAFETY: `logits` holds `rows × vp` elements, `losses` and `targets` `rows`; the kernel
-    // reads targets and only touches columns below `vp` of its own row.
+    // SAFETY: `logits` holds `rows × ld` elements, `losses` and `targets` `rows`; the kernel
+    // reads targets and only touches columns below `vp <= ld` of its own row.
     unsafe { dev.launch(T::Abi::FUSED, config, params) }
 }
