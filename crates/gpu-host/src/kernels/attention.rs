@@ -437,8 +437,22 @@ pub fn attention_backward_scratch_len(shape: AttentionShape) -> usize {
     7 * shape.out_len() + shape.att_len()
 }
 
+/// Which part of a head GEMM causality leaves, per block of [`causal_block_rows`] output rows
+/// `m0..m1` (queries for `S`, `dP`, `Y`, `dQ`; keys for `dV`, `dK`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Causal {
+    /// Columns `..m1` of the T×T output: the scores and their gradient, whose later columns
+    /// lie above the diagonal, where the causal softmax neither reads nor keeps them.
+    Columns,
+    /// The terms `k < m1`: the products with P or dS, which are 0 above the diagonal.
+    Prefix,
+    /// The terms `k ≥ m0`: the products with Pᵀ or dSᵀ, 0 below it.
+    Suffix,
+}
+
 /// A batched GEMM over the B·NH heads: dense leading dimensions, `z`-th operand `stride`
-/// elements after the first, `alpha = 1`, `beta = 0`.
+/// elements after the first, `alpha = 1`, `beta = 0`, run in blocks of output rows over the
+/// part that causality leaves ([`Causal`]).
 struct HeadGemm {
     /// (M, N, K) of one head.
     mnk: (usize, usize, usize),
@@ -446,6 +460,15 @@ struct HeadGemm {
     layouts: (Layout, Layout),
     /// Batch strides of A, B and C.
     strides: (usize, usize, usize),
+    /// What each block of output rows computes.
+    causal: Causal,
+}
+
+/// Output rows per block of the causal head GEMMs: about an eighth of T, a multiple of 16 (so
+/// every block's operands stay 16-byte aligned, for the wgmma kernel's tensor maps). At
+/// T = 1024, 8 blocks of 128 rows do (1 + 8) / (2 · 8) = 56% of the full products' work.
+fn causal_block_rows(t: usize) -> usize {
+    (t / 8).next_multiple_of(16).max(16)
 }
 
 impl HeadGemm {
@@ -455,6 +478,38 @@ impl HeadGemm {
         spec.batch = shape.b * shape.nh;
         (spec.stride_a, spec.stride_b, spec.stride_c) = self.strides;
         config.apply(spec)
+    }
+
+    /// `c = a·b` for every head, block of [`causal_block_rows`] output rows by block, each over
+    /// the columns or terms causality leaves (the rest of `c` is not written).
+    fn run<D: Device, T: AttentionElement>(
+        &self,
+        dev: &D,
+        shape: AttentionShape,
+        config: GemmConfig,
+        (a, b): (DeviceView<'_, T>, DeviceView<'_, T>),
+        mut c: DeviceViewMut<'_, T>,
+    ) -> Result<()> {
+        let full = self.spec(shape, config);
+        let (rows, step) = (self.mnk.0, causal_block_rows(shape.t));
+        for m0 in (0..rows).step_by(step) {
+            let m1 = (m0 + step).min(rows);
+            // (n, k) of the block, and its offsets into A, B and C.
+            let ((n, k), (a_off, b_off, c_off)) = match self.causal {
+                Causal::Columns => ((m1, full.k), (m0 * full.lda, 0, m0 * full.ldc)),
+                Causal::Prefix => ((full.n, m1), (m0 * full.lda, 0, m0 * full.ldc)),
+                Causal::Suffix => {
+                    ((full.n, full.k - m0), (m0 * full.lda + m0, m0 * full.ldb, m0 * full.ldc))
+                }
+            };
+            let spec = GemmSpec { m: m1 - m0, n, k, ..full };
+            let a = a.slice(a_off..a.len())?;
+            let b = b.slice(b_off..b.len())?;
+            let c_len = c.len();
+            let c = c.reborrow().slice_mut(c_off..c_len)?;
+            gemm(dev, &spec, a, b, c, Epilogue::default())?;
+        }
+        Ok(())
     }
 }
 
@@ -476,17 +531,18 @@ struct HeadGemms {
 
 impl HeadGemms {
     fn new(shape: AttentionShape) -> Self {
+        use Causal::{Columns, Prefix, Suffix};
         use Layout::{ColMajor as Col, RowMajor as Row};
         let (t, hd) = (shape.t, shape.head_size());
         let (square, head) = (t * t, t * hd);
-        let gemm = |mnk, layouts, strides| HeadGemm { mnk, layouts, strides };
+        let gemm = |mnk, layouts, strides, causal| HeadGemm { mnk, layouts, strides, causal };
         Self {
-            scores: gemm((t, t, hd), (Row, Col), (head, head, square)),
-            values: gemm((t, hd, t), (Row, Row), (square, head, head)),
-            dprobs: gemm((t, t, hd), (Row, Col), (head, head, square)),
-            dvalues: gemm((t, hd, t), (Col, Row), (square, head, head)),
-            dqueries: gemm((t, hd, t), (Row, Row), (square, head, head)),
-            dkeys: gemm((t, hd, t), (Col, Row), (square, head, head)),
+            scores: gemm((t, t, hd), (Row, Col), (head, head, square), Columns),
+            values: gemm((t, hd, t), (Row, Row), (square, head, head), Prefix),
+            dprobs: gemm((t, t, hd), (Row, Col), (head, head, square), Columns),
+            dvalues: gemm((t, hd, t), (Col, Row), (square, head, head), Suffix),
+            dqueries: gemm((t, hd, t), (Row, Row), (square, head, head), Prefix),
+            dkeys: gemm((t, hd, t), (Col, Row), (square, head, head), Suffix),
         }
     }
 }
@@ -546,18 +602,15 @@ pub fn attention_forward<D: Device, T: AttentionElement>(
     let (mut v, rest) = rest.split_at_mut(n)?;
     let (mut y, _) = rest.split_at_mut(n)?;
     let gemms = HeadGemms::new(shape);
-    let none = Epilogue::default;
     let permute = Permute { qkv: args.qkv, q: q.reborrow(), k: k.reborrow(), v: v.reborrow() };
     attention_permute(dev, shape, permute)?;
-    let scores = gemms.scores.spec(shape, config);
-    if scores.truncates_tf32_operands(dev.ptx_arch()) {
+    if gemms.scores.spec(shape, config).truncates_tf32_operands(dev.ptx_arch()) {
         T::round_tf32_in_place(dev, q.reborrow())?;
         T::round_tf32_in_place(dev, k.reborrow())?;
     }
-    gemm(dev, &scores, q.as_view(), k.as_view(), args.att.reborrow(), none())?;
+    gemms.scores.run(dev, shape, config, (q.as_view(), k.as_view()), args.att.reborrow())?;
     causal_softmax_forward_in_place(dev, shape.softmax(), args.att.reborrow())?;
-    let values = gemms.values.spec(shape, config);
-    gemm(dev, &values, args.att.as_view(), v.as_view(), y.reborrow(), none())?;
+    gemms.values.run(dev, shape, config, (args.att.as_view(), v.as_view()), y.reborrow())?;
     attention_unpermute(dev, shape, y.as_view(), args.out)
 }
 
@@ -596,23 +649,18 @@ pub fn attention_backward<D: Device, T: AttentionElement>(
     let (mut dv, rest) = rest.split_at_mut(n)?;
     let (mut datt, _) = rest.split_at_mut(shape.att_len())?;
     let gemms = HeadGemms::new(shape);
-    let none = Epilogue::default;
     let permute = Permute { qkv: args.qkv, q: q.reborrow(), k: k.reborrow(), v: v.reborrow() };
     attention_permute(dev, shape, permute)?;
     attention_unpermute_backward(dev, shape, args.dout, dy.reborrow())?;
-    let dprobs = gemms.dprobs.spec(shape, config);
-    if dprobs.truncates_tf32_operands(dev.ptx_arch()) {
+    if gemms.dprobs.spec(shape, config).truncates_tf32_operands(dev.ptx_arch()) {
         T::round_tf32_in_place(dev, dy.reborrow())?;
         T::round_tf32_in_place(dev, v.reborrow())?;
     }
-    gemm(dev, &dprobs, dy.as_view(), v.as_view(), datt.reborrow(), none())?;
-    let dvalues = gemms.dvalues.spec(shape, config);
-    gemm(dev, &dvalues, args.att, dy.as_view(), dv.reborrow(), none())?;
+    gemms.dprobs.run(dev, shape, config, (dy.as_view(), v.as_view()), datt.reborrow())?;
+    gemms.dvalues.run(dev, shape, config, (args.att, dy.as_view()), dv.reborrow())?;
     causal_softmax_backward_in_place(dev, shape.softmax(), args.att, datt.reborrow())?;
-    let dqueries = gemms.dqueries.spec(shape, config);
-    gemm(dev, &dqueries, datt.as_view(), k.as_view(), dq.reborrow(), none())?;
-    let dkeys = gemms.dkeys.spec(shape, config);
-    gemm(dev, &dkeys, datt.as_view(), q.as_view(), dk.reborrow(), none())?;
+    gemms.dqueries.run(dev, shape, config, (datt.as_view(), k.as_view()), dq.reborrow())?;
+    gemms.dkeys.run(dev, shape, config, (datt.as_view(), q.as_view()), dk.reborrow())?;
     let grads = PermuteBackward {
         dq: dq.as_view(),
         dk: dk.as_view(),
