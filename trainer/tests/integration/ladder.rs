@@ -318,3 +318,37 @@ fn pytorch_script_names_bad_input() {
         assert!(stderr.contains(expected), "{extra:?}: expected {expected:?} in {stderr}");
     }
 }
+
+/// `bench/tf32_rounding_torch.py`, the CPU experiment that traced the tf32 rung's drift to
+/// wgmma's truncation, runs where `python3` imports torch (CI installs it): two steps of a
+/// one-layer GPT-2 in each mode, every loss near ln V, the two TF32 modes' drifts from fp32
+/// printed and small. Without torch it says so and passes.
+#[test]
+fn the_tf32_rounding_experiment_runs() {
+    use std::process::Command;
+    let imports = Command::new("python3").args(["-c", "import torch"]).status();
+    if !imports.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: python3 cannot import torch");
+        return;
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/tf32_rounding_torch.py");
+    let args = ["--b", "1", "--t", "8", "--steps", "2", "--layers", "1"];
+    let out = Command::new("python3").arg(&script).args(args).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<Vec<&str>> = stdout.lines().map(|l| l.split_whitespace().collect()).collect();
+    let modes: Vec<&str> = lines.iter().map(|l| l[0]).collect();
+    assert_eq!(modes, ["fp32", "trunc", "rna"], "{stdout}");
+    for line in &lines {
+        for loss in &line[1..3] {
+            let loss: f32 = loss.parse().unwrap();
+            assert!((loss - 50257f32.ln()).abs() < 1.0, "{stdout}");
+        }
+    }
+    for line in &lines[1..] {
+        assert_eq!(line[3], "drift", "{stdout}");
+        for drift in &line[4..6] {
+            assert!(drift.parse::<f32>().unwrap().abs() < 1e-2, "{stdout}");
+        }
+    }
+}
