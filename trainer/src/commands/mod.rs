@@ -105,8 +105,6 @@ impl Provenance {
     }
 }
 
-/// Fails now, naming `flag`, where a report could not be written at `path` once the work is
-/// done: `path` a directory, or its folder one that cannot be created or written.
 /// `-mma-sync`, `-pingpong`, …: the forced GEMM engine and Hopper tile, for a report's default
 /// name, so that a run forcing them sits beside the default one (empty for `auto`).
 fn forced_kernels_suffix(engine: GemmEngineArg, tile: WgmmaTileArg) -> String {
@@ -118,6 +116,8 @@ fn forced_kernels_suffix(engine: GemmEngineArg, tile: WgmmaTileArg) -> String {
     forced.into_iter().flatten().flatten().map(|v| format!("-{}", v.get_name())).collect()
 }
 
+/// Fails now, naming `flag`, where a report could not be written at `path` once the work is
+/// done: `path` a directory, or its folder one that cannot be created or written.
 fn check_report_path(flag: &str, path: &std::path::Path) -> Result<()> {
     if path.is_dir() {
         anyhow::bail!("{flag} {}: a directory; name the report's file", path.display());
