@@ -130,6 +130,8 @@ impl<const ALONG_K: bool> Operand<ALONG_K> {
             if self.vector && valid == 4 {
                 cp_async::cp_async_cg_16(tile + self.smem_offset, p.cast(), 16);
             } else {
+                // The masked load of `load`, on the bounds already computed here: calling
+                // `self.load(kt)` instead spills `gemm_simt_cr_f32` on sm_80 (28 bytes).
                 let v = core::array::from_fn(|e| if (e as u32) < valid { *p.add(e) } else { 0.0 });
                 self.store(tile, v);
             }
