@@ -112,51 +112,47 @@ unsafe fn scale<T: Elem>(p: ScaleParams<T>) {
     );
 }
 
-/// The kernel body.
+/// The kernel body of a conversion: `dst[i] = f(src[i])` through f32, stored as `D` (rounded
+/// to nearest-even when narrowing).
 ///
 /// # Safety
-/// Launched by `gpu-host`'s `cast` on a one-dimensional grid, after checking that `src` and
-/// `dst` hold `n` elements each; `dst` (a mutable borrow) does not overlap `src`.
+/// Launched by `gpu-host`'s `cast` or `round_tf32` (`round_tf32_in_place`) on a
+/// one-dimensional grid, after checking that `src` and `dst` hold `n` elements each; `dst` is
+/// disjoint from `src` or, in place, exactly `src`.
 #[inline(always)]
-unsafe fn cast<S: Elem, D: Elem>(p: CastParams<S, D>) {
+unsafe fn convert<S: Elem, D: Elem>(p: CastParams<S, D>, f: impl Fn(f32) -> f32) {
     let (src, dst) = (p.src.as_ptr(), p.dst.as_mut_ptr());
     for_each_chunk(
         p.n,
         p.src.is_aligned_to(16) && p.dst.is_aligned_to(16),
         // SAFETY: whole chunk in bounds of both buffers, both 16-byte aligned.
-        |i| unsafe { D::store8(dst.add(i as usize), S::load8(src.add(i as usize))) },
+        |i| unsafe { D::store8(dst.add(i as usize), S::load8(src.add(i as usize)).map(&f)) },
         // SAFETY: i < n.
         |i| unsafe {
             let i = i as usize;
-            *dst.add(i) = D::from_f32((*src.add(i)).to_f32());
+            *dst.add(i) = D::from_f32(f((*src.add(i)).to_f32()));
         },
     );
 }
 
-/// The kernel body.
+/// The kernel body of `cast_*`: [`convert`] by the identity.
 ///
 /// # Safety
-/// Launched by `gpu-host`'s `round_tf32` / `round_tf32_in_place` on a one-dimensional grid,
-/// after checking that `src` and `dst` hold `n` elements each; `dst` is disjoint from `src` or,
-/// in place, exactly `src`.
+/// As [`convert`].
+#[inline(always)]
+unsafe fn cast<S: Elem, D: Elem>(p: CastParams<S, D>) {
+    // SAFETY: forwarded contract.
+    unsafe { convert(p, |x| x) }
+}
+
+/// The kernel body of `round_tf32_f32`: [`convert`] by `cvt.rna.tf32.f32`.
+///
+/// # Safety
+/// As [`convert`].
 #[inline(always)]
 unsafe fn round_tf32(p: CastParams<f32, f32>) {
-    let (src, dst) = (p.src.as_ptr(), p.dst.as_mut_ptr());
-    let tf32 = |x: f32| f32::from_bits(cvt::f32_to_tf32(x));
-    for_each_chunk(
-        p.n,
-        p.src.is_aligned_to(16) && p.dst.is_aligned_to(16),
-        // SAFETY: whole chunk in bounds of both buffers, both 16-byte aligned.
-        |i| unsafe {
-            let v = f32::load8(src.add(i as usize));
-            f32::store8(dst.add(i as usize), v.map(tf32));
-        },
-        // SAFETY: i < n.
-        |i| unsafe {
-            let i = i as usize;
-            *dst.add(i) = tf32(*src.add(i));
-        },
-    );
+    // SAFETY: forwarded contract.
+    unsafe { convert(p, |x| f32::from_bits(cvt::f32_to_tf32(x))) }
 }
 
 entries! { "elementwise";

@@ -29,7 +29,6 @@ use gpu_host::kernels::gemm::{
     Precision as GemmPrecision, WgmmaTile,
 };
 use gpu_host::kernels::layernorm::{self, LayerNormStats};
-use gpu_host::kernels::transpose::{self, TransposeRounding};
 use gpu_host::kernels::{gelu, grad_norm};
 use gpu_host::{Device, DeviceBuffer, DeviceElement, DeviceView, DeviceViewMut, GpuError, PtxArch};
 use half::{bf16, f16};
@@ -48,15 +47,6 @@ pub trait CudaAct:
     fn round_from_f32<D: Device>(
         dev: &D,
         src: DeviceView<'_, f32>,
-        dst: DeviceViewMut<'_, Self>,
-    ) -> gpu_host::Result<()>;
-
-    /// `dst = srcᵀ` (`src` is `rows × cols`) rounded to TF32 (f32 only: the Hopper TF32 input
-    /// gradient's weight operand).
-    fn transpose_tf32<D: Device>(
-        dev: &D,
-        src: DeviceView<'_, Self>,
-        shape: (usize, usize),
         dst: DeviceViewMut<'_, Self>,
     ) -> gpu_host::Result<()>;
 
@@ -98,15 +88,6 @@ impl CudaAct for f32 {
         elementwise::scale(dev, src, 1.0, dst)
     }
 
-    fn transpose_tf32<D: Device>(
-        dev: &D,
-        src: DeviceView<'_, f32>,
-        shape: (usize, usize),
-        dst: DeviceViewMut<'_, f32>,
-    ) -> gpu_host::Result<()> {
-        transpose::transpose(dev, src, shape, dst, TransposeRounding::Tf32)
-    }
-
     fn flash_forward<D: Device>(_: &D, _: AttentionShape, _: FlashForward<'_, f32>) -> Result<()> {
         Err(no_flash())
     }
@@ -145,15 +126,6 @@ macro_rules! half_act {
                 dst: DeviceViewMut<'_, $ty>,
             ) -> gpu_host::Result<()> {
                 elementwise::cast(dev, src, dst)
-            }
-
-            fn transpose_tf32<D: Device>(
-                _: &D,
-                _: DeviceView<'_, $ty>,
-                _: (usize, usize),
-                _: DeviceViewMut<'_, $ty>,
-            ) -> gpu_host::Result<()> {
-                Err(GpuError::invalid("transpose", "src", "TF32 rounding takes f32"))
             }
 
             fn flash_forward<D: Device>(
@@ -369,6 +341,23 @@ impl<'d, D: Device, A: CudaAct> CudaBackend<'d, D, A> {
         self.gemm.engine == GemmEngine::Auto
             && shape.out <= MAX_WGMMA_DX_WIDENING * shape.inp
             && transposed.truncates_tf32_operands(self.dev.ptx_arch())
+    }
+
+    /// Runs `gemm` on two operands of `lens` elements that `prepare` writes into scratch first
+    /// (TF32-rounded copies for a GEMM on wgmma, which would truncate the originals), the
+    /// preparation timed as its own op.
+    fn with_tf32_operands<R>(
+        &self,
+        (a_len, b_len): (usize, usize),
+        prepare: impl FnOnce(DeviceViewMut<'_, A>, DeviceViewMut<'_, A>) -> gpu_host::Result<()>,
+        gemm: impl FnOnce(DeviceView<'_, A>, DeviceView<'_, A>) -> Result<R>,
+    ) -> Result<R> {
+        let len = a_len + b_len;
+        self.with_scratch(len, 0, "the TF32-rounded operands", |copies, _| {
+            let (mut a, mut b) = copies.split_at_mut(a_len)?;
+            self.timed(|| op_work::round_tf32(len), || Ok(prepare(a.reborrow(), b.reborrow())?))?;
+            gemm(a.as_view(), b.as_view())
+        })
     }
 
     /// Bytes of an activation element.
@@ -671,18 +660,14 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
         if !spec.truncates_tf32_operands(self.dev.ptx_arch()) {
             return run(inp, weight);
         }
-        let len = inp.len() + weight.len();
-        self.with_scratch(len, 0, "the TF32-rounded operands", |copies, _| {
-            let (mut inp_tf32, mut weight_tf32) = copies.split_at_mut(inp.len())?;
-            self.timed(
-                || op_work::round_tf32(len),
-                || {
-                    A::round_tf32(self.dev, inp, inp_tf32.reborrow())?;
-                    Ok(A::round_tf32(self.dev, weight, weight_tf32.reborrow())?)
-                },
-            )?;
-            run(inp_tf32.as_view(), weight_tf32.as_view())
-        })
+        self.with_tf32_operands(
+            (inp.len(), weight.len()),
+            |inp_tf32, weight_tf32| {
+                A::round_tf32(self.dev, inp, inp_tf32)?;
+                A::round_tf32(self.dev, weight, weight_tf32)
+            },
+            run,
+        )
     }
 
     /// The input gradient (GELU backward fused), the weight gradient and the bias gradient,
@@ -716,19 +701,14 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
         let transposed = GemmSpec::linear_forward(rows, in_features, out_features, precision);
         let transposed = self.on_engine(GemmSpec { lda: out_ld, ..transposed });
         if self.tf32_input_gradient_on_wgmma(&transposed, shape) {
-            let len = dout.len() + weight.len();
-            self.with_scratch(len, 0, "the TF32-rounded operands", |copies, _| {
-                let (mut dout_tf32, mut weight_t) = copies.split_at_mut(dout.len())?;
-                self.timed(
-                    || op_work::round_tf32(len),
-                    || {
-                        A::round_tf32(self.dev, dout, dout_tf32.reborrow())?;
-                        let w = (out_features, in_features);
-                        Ok(A::transpose_tf32(self.dev, weight, w, weight_t.reborrow())?)
-                    },
-                )?;
-                input_gradient(transposed, dout_tf32.as_view(), weight_t.as_view())
-            })?;
+            self.with_tf32_operands(
+                (dout.len(), weight.len()),
+                |dout_tf32, weight_t| {
+                    A::round_tf32(self.dev, dout, dout_tf32)?;
+                    A::transpose_tf32(self.dev, weight, (out_features, in_features), weight_t)
+                },
+                |dout, weight| input_gradient(transposed, dout, weight),
+            )?;
         } else {
             let spec = GemmSpec::linear_backward_input(rows, in_features, out_features, precision);
             input_gradient(self.on_engine(GemmSpec { lda: out_ld, ..spec }), dout, weight)?;

@@ -1,6 +1,7 @@
 //! fill, add, scale and cast over f32, bf16 and f16 buffers, and TF32 rounding of f32 ones.
 
 use super::check_len;
+use super::transpose::{TransposeRounding, transpose};
 use crate::device::{Device, LaunchConfig};
 use crate::element::DeviceElement;
 use crate::error::Result;
@@ -41,6 +42,15 @@ pub trait FloatElement:
 
     /// [`round_tf32_in_place`] for f32; bf16 and f16 refuse, as [`FloatElement::round_tf32`].
     fn round_tf32_in_place<D: Device>(dev: &D, x: DeviceViewMut<'_, Self>) -> Result<()>;
+
+    /// [`transpose`] of a `rows × cols` matrix, rounded to TF32, for f32; bf16 and f16 refuse,
+    /// as [`FloatElement::round_tf32`].
+    fn transpose_tf32<D: Device>(
+        dev: &D,
+        src: DeviceView<'_, Self>,
+        shape: (usize, usize),
+        dst: DeviceViewMut<'_, Self>,
+    ) -> Result<()>;
 }
 
 impl FloatElement for f32 {
@@ -54,6 +64,15 @@ impl FloatElement for f32 {
 
     fn round_tf32_in_place<D: Device>(dev: &D, x: DeviceViewMut<'_, f32>) -> Result<()> {
         round_tf32_in_place(dev, x)
+    }
+
+    fn transpose_tf32<D: Device>(
+        dev: &D,
+        src: DeviceView<'_, f32>,
+        shape: (usize, usize),
+        dst: DeviceViewMut<'_, f32>,
+    ) -> Result<()> {
+        transpose(dev, src, shape, dst, TransposeRounding::Tf32)
     }
 }
 
@@ -69,6 +88,15 @@ macro_rules! no_tf32 {
             }
 
             fn round_tf32_in_place<D: Device>(_: &D, _: DeviceViewMut<'_, $ty>) -> Result<()> {
+                Err(no_tf32(<$ty as DeviceElement>::NAME))
+            }
+
+            fn transpose_tf32<D: Device>(
+                _: &D,
+                _: DeviceView<'_, $ty>,
+                _: (usize, usize),
+                _: DeviceViewMut<'_, $ty>,
+            ) -> Result<()> {
                 Err(no_tf32(<$ty as DeviceElement>::NAME))
             }
         }
@@ -192,15 +220,26 @@ impl CastTo<f32> for f16 {
 pub fn cast<D: Device, S: CastTo<T>, T: DeviceElement>(
     dev: &D,
     src: DeviceView<'_, S>,
+    dst: DeviceViewMut<'_, T>,
+) -> Result<()> {
+    convert(dev, "cast", S::KERNEL, src, dst)
+}
+
+/// Launches `kernel` (named `op` in errors), a `CastParams` kernel, from `src` into `dst`.
+fn convert<D: Device, S: DeviceElement, T: DeviceElement>(
+    dev: &D,
+    op: &'static str,
+    kernel: Kernel<CastParams<S::Abi, T::Abi>>,
+    src: DeviceView<'_, S>,
     mut dst: DeviceViewMut<'_, T>,
 ) -> Result<()> {
-    check_len("cast", "src", src.len(), dst.len(), "length of dst")?;
+    check_len(op, "src", src.len(), dst.len(), "length of dst")?;
     if dst.is_empty() {
         return Ok(());
     }
     let params = CastParams { src: src.ptr(), dst: dst.ptr(), n: dst.len() as u64 };
     // SAFETY: both views cover `n` elements and cannot overlap (one is borrowed mutably).
-    unsafe { dev.launch(S::KERNEL, config(dst.len()), params) }
+    unsafe { dev.launch(kernel, config(dst.len()), params) }
 }
 
 /// `dst[i] = src[i]` rounded to TF32 (`cvt.rna.tf32.f32`: nearest, ties away from zero, the low
@@ -209,15 +248,9 @@ pub fn cast<D: Device, S: CastTo<T>, T: DeviceElement>(
 pub fn round_tf32<D: Device>(
     dev: &D,
     src: DeviceView<'_, f32>,
-    mut dst: DeviceViewMut<'_, f32>,
+    dst: DeviceViewMut<'_, f32>,
 ) -> Result<()> {
-    check_len("round_tf32", "src", src.len(), dst.len(), "length of dst")?;
-    if dst.is_empty() {
-        return Ok(());
-    }
-    let params = CastParams { src: src.ptr(), dst: dst.ptr(), n: dst.len() as u64 };
-    // SAFETY: both views cover `n` elements and cannot overlap (one is borrowed mutably).
-    unsafe { dev.launch(ROUND_TF32_F32, config(dst.len()), params) }
+    convert(dev, "round_tf32", ROUND_TF32_F32, src, dst)
 }
 
 /// [`round_tf32`] of `x` into itself.
