@@ -332,7 +332,11 @@ fn the_tf32_rounding_experiment_runs() {
         return;
     }
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/tf32_rounding_torch.py");
-    let args = ["--b", "1", "--t", "8", "--steps", "2", "--layers", "1"];
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("tokens.bin");
+    let tokens: Vec<u16> = (0..40u32).map(|i| ((i * 7919 + 13) % 50257) as u16).collect();
+    write_shard(&data, &tokens).unwrap();
+    let args = ["--b", "1", "--t", "8", "--steps", "2", "--layers", "1", "--data", &arg(&data)];
     let out = Command::new("python3").arg(&script).args(args).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let stdout = String::from_utf8(out.stdout).unwrap();
