@@ -5,8 +5,13 @@
 //! `u = √(2/π)·(x + 0.044715·x³)`: one `ex2.approx` (≈2⁻²² relative error) instead of
 //! `tanh.approx` (2⁻¹¹), which would be coarser than f32 storage. For large `|u|` the
 //! exponential saturates to 0 or +inf and the quotient to `x` or `−0`, as tanh does.
+//!
+//! The quotient is `rcp.approx` (1 ulp), not IEEE division: `div.rn` compiles to a range
+//! check and a branch to a slow path around every division, and in the GEMM epilogue those
+//! branches serialised the 8 elements of a run, each waiting out its two MUFU latencies
+//! (128 such branches per thread in the 128 × 256 wgmma kernels' SASS).
 
-use crate::arch::math::ex2_approx_f32;
+use crate::arch::math::{ex2_approx_f32, rcp_approx_f32};
 use crate::elem::Elem;
 use crate::elementwise::for_each_chunk;
 use crate::entry::entries;
@@ -22,7 +27,7 @@ const NEG_2_LOG2E: f32 = -2.0 * core::f32::consts::LOG2_E;
 #[inline(always)]
 fn half_one_plus_tanh(x: f32) -> f32 {
     let u = K * (x + C * x * x * x);
-    1.0 / (1.0 + ex2_approx_f32(u * NEG_2_LOG2E))
+    rcp_approx_f32(1.0 + ex2_approx_f32(u * NEG_2_LOG2E))
 }
 
 /// `0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`.

@@ -13,8 +13,9 @@ use integration_tests::{
     small_sizes, upload_at,
 };
 
-/// f32 storage: the kernels round `u` in f32 and use `ex2.approx` (2 ulp); the relative error
-/// of `x·sigmoid(2u)` grows with `|u|` (seen up to 9e-7 on [-6, 6)).
+/// f32 storage: the kernels round `u` in f32 and use `ex2.approx` (2 ulp) and `rcp.approx`
+/// (1 ulp); the relative error of `x·sigmoid(2u)` grows with `|u|` (seen up to 9e-7 on
+/// [-6, 6)).
 const FORWARD: Tolerance = Tolerance { abs: 1e-9, rel: 2e-6 };
 /// The derivative cancels near its zero (x ≈ −0.75), hence an absolute part.
 const BACKWARD: Tolerance = Tolerance { abs: 1e-7, rel: 2e-6 };

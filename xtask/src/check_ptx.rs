@@ -47,6 +47,16 @@ const REJECTED_INFOS: &[(&str, &str)] = &[
     ),
 ];
 
+/// Entry-name prefixes of kernels that compute per element with no IEEE f32 division (what
+/// Rust's `/` on f32 compiles to: `div.rn.f32`, or `rcp.rn.f32` for `1.0 / x`), with the
+/// reason. ptxas expands each such
+/// division into a range check and a branch to a slow-path call, which serialises the
+/// elements around it (in the GEMM epilogue's GELU: 128 calls per thread, one per output).
+const NO_IEEE_DIVISION: &[(&str, &str)] = &[
+    ("gemm_", "the epilogue's GELU divides per output: use `rcp_approx_f32`"),
+    ("gelu_", "GELU divides per element: use `rcp_approx_f32`"),
+];
+
 /// Resource usage of one kernel on one architecture, as `ptxas -v` reports it (shared
 /// memory is the static allocation; dynamic shared memory is set per launch).
 #[derive(Debug, Default, PartialEq)]
@@ -65,7 +75,13 @@ pub fn run() -> Result<()> {
     let built = build_ptx::run()?;
     let ptxas = ptxas()?;
     let mut rows = Vec::new();
+    let mut divisions = Vec::new();
     for module in &built {
+        let ptx = std::fs::read_to_string(&module.path)
+            .with_context(|| format!("reading {}", module.path.display()))?;
+        divisions.extend(
+            ieee_divisions(&ptx).into_iter().map(|d| format!("{} ({})", d, module.path.display())),
+        );
         for target in module.arch.assemble_for {
             rows.extend(assemble(&ptxas, &module.path, target)?);
         }
@@ -89,8 +105,31 @@ pub fn run() -> Result<()> {
          xtask/src/check_ptx.rs):\n  {}",
         offenders.join("\n  ")
     );
-    println!("check-ptx: {} kernel/arch pairs assembled, no spills, no stack frames", rows.len());
+    ensure!(
+        divisions.is_empty(),
+        "kernels with IEEE f32 divisions where none may be:\n  {}",
+        divisions.join("\n  ")
+    );
+    println!(
+        "check-ptx: {} kernel/arch pairs assembled, no spills, no stack frames, no IEEE \
+         division in the GEMM and GELU kernels",
+        rows.len()
+    );
     Ok(())
+}
+
+/// The entries of a PTX module that [`NO_IEEE_DIVISION`] covers and that contain a
+/// `div.rn.f32` or `rcp.rn.f32`, each with the count and the reason.
+fn ieee_divisions(ptx: &str) -> Vec<String> {
+    ptx.split(".entry ")
+        .skip(1)
+        .filter_map(|body| {
+            let name = body.split(|c: char| c == '(' || c.is_whitespace()).next()?;
+            let (_, why) = NO_IEEE_DIVISION.iter().find(|(prefix, _)| name.starts_with(prefix))?;
+            let count = body.matches("div.rn.f32").count() + body.matches("rcp.rn.f32").count();
+            (count > 0).then(|| format!("{name}: {count} IEEE divisions ({why})"))
+        })
+        .collect()
 }
 
 /// Runs `ptxas -v` on `ptx` for `arch` and parses its report.
@@ -254,6 +293,17 @@ mod tests {
                 spill_loads: 8,
             }]
         );
+    }
+
+    #[test]
+    fn finds_ieee_divisions_in_covered_entries_only() {
+        let ptx = ".visible .entry gemm_x(\n.param .u64 p\n)\n{\ndiv.rn.f32 %f1, %f2, %f3;\n\
+            rcp.rn.f32 %f4, %f2;\n}\n\
+            .visible .entry adamw_f32(\n)\n{\ndiv.rn.f32 %f1, %f2, %f3;\n}\n\
+            .visible .entry gelu_forward_f32(\n)\n{\nrcp.approx.ftz.f32 %f1, %f2;\n}\n";
+        let found = ieee_divisions(ptx);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].starts_with("gemm_x: 2 IEEE divisions"), "{found:?}");
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! `gelu(x) = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`. The constants below are the only
 //! definition: device code (these kernels and the GEMM epilogue) and the CPU references use
 //! them. Device code evaluates the identical `x · sigmoid(2u)` form with `ex2.approx`
-//! (relative error ~2⁻²²), not `tanh.approx` (2⁻¹¹).
+//! (relative error ~2⁻²²) and `rcp.approx` (1 ulp), not `tanh.approx` (2⁻¹¹).
 //!
 //! Both kernels take a flat length `n`, accept any `n` and any element-aligned pointers
 //! (16-byte accesses when every pointer is 16-byte aligned, a scalar tail), in f32, bf16 or f16
