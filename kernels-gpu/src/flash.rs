@@ -227,17 +227,31 @@ unsafe fn forward<Op: FlashOp>(p: FlashForwardParams<Op::In>) {
             });
         });
 
-        // Scale to base-2 exponents, mask the diagonal tile, and update the running maxima.
-        let diagonal = j == q_tile;
+        // Scale to base-2 exponents, mask the diagonal tile (the last one: a warp-uniform
+        // branch, so the others skip the mask's compares and selects), and update the running
+        // maxima.
         let mut tile_max = max;
-        unroll!(n in 0..8 => {
-            unroll!(e in 0..4 => {
-                let col = j * BLOCK_KV + n as u32 * 8 + 2 * quad + (e as u32 & 1);
-                let x = s[n][e] * p.scale_log2;
-                s[n][e] = if diagonal && col > rows[e / 2] { f32::NEG_INFINITY } else { x };
-                tile_max[e / 2] = tile_max[e / 2].max(s[n][e]);
+        if j == q_tile {
+            // Column `8n + 2·quad + (e & 1)` of the tile lies past row `warp·16 + g + 8·(e / 2)`
+            // (the tile's query and key offsets are equal) when `8n + (e & 1)` exceeds `last`.
+            let last = |r: i32| (warp * 16 + g) as i32 + 8 * r - 2 * quad as i32;
+            let last = [last(0), last(1)];
+            unroll!(n in 0..8 => {
+                unroll!(e in 0..4 => {
+                    let x = s[n][e] * p.scale_log2;
+                    let past = (8 * n + (e & 1)) as i32 > last[e / 2];
+                    s[n][e] = if past { f32::NEG_INFINITY } else { x };
+                    tile_max[e / 2] = tile_max[e / 2].max(s[n][e]);
+                });
             });
-        });
+        } else {
+            unroll!(n in 0..8 => {
+                unroll!(e in 0..4 => {
+                    s[n][e] *= p.scale_log2;
+                    tile_max[e / 2] = tile_max[e / 2].max(s[n][e]);
+                });
+            });
+        }
         let mut alpha = [0.0f32; 2];
         unroll!(r in 0..2 => {
             // SAFETY: all lanes are here (the loop bounds are block-uniform).

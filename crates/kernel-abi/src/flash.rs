@@ -25,7 +25,7 @@
 //!    walking the key/value tiles 0..=diagonal and accumulating `dQ = scale · dS·K`. Every
 //!    gradient element is owned by one thread, so the backward is deterministic (no atomics).
 
-use crate::kernel::{Kernel, KernelParams, KernelSig};
+use crate::kernel::{Kernel, KernelParams, KernelSig, LaunchBounds};
 use crate::ptr::{Bf16, DevicePtr, DevicePtrMut, F16};
 
 /// The head size the kernels are written for (every GPT-2 model's).
@@ -192,6 +192,23 @@ pub const KERNELS: &[KernelSig] = &[
     FLASH_BACKWARD_DQ_BF16.sig(),
     FLASH_BACKWARD_DQ_F16.sig(),
 ];
+
+/// Three blocks per SM for the forward and dQ kernels (128 threads: at most 168 registers, 40
+/// and 48 KiB of shared memory), two for dK/dV (its two f32 accumulators hold it near 255).
+/// Without the bound, ptxas allocated 172 registers to the forward on sm_90 after a change that
+/// saved instructions, which would have left two blocks per SM instead of three.
+pub const LAUNCH_BOUNDS: &[LaunchBounds] = &[
+    bounds(FLASH_FORWARD_BF16.sig(), FORWARD_THREADS, 3),
+    bounds(FLASH_FORWARD_F16.sig(), FORWARD_THREADS, 3),
+    bounds(FLASH_BACKWARD_DKDV_BF16.sig(), BACKWARD_THREADS, 2),
+    bounds(FLASH_BACKWARD_DKDV_F16.sig(), BACKWARD_THREADS, 2),
+    bounds(FLASH_BACKWARD_DQ_BF16.sig(), BACKWARD_THREADS, 3),
+    bounds(FLASH_BACKWARD_DQ_F16.sig(), BACKWARD_THREADS, 3),
+];
+
+const fn bounds(sig: KernelSig, max_threads: u32, min_blocks_per_sm: u32) -> LaunchBounds {
+    LaunchBounds { name: sig.name, max_threads, min_blocks_per_sm }
+}
 
 #[cfg(test)]
 mod tests {

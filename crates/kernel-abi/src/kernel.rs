@@ -79,7 +79,7 @@ pub struct LaunchBounds {
 
 /// Launch bounds of the entries that need them, grouped by kernel family.
 pub const ALL_LAUNCH_BOUNDS: &[&[LaunchBounds]] =
-    &[crate::gemm::LAUNCH_BOUNDS, crate::gemm_wgmma::LAUNCH_BOUNDS];
+    &[crate::gemm::LAUNCH_BOUNDS, crate::gemm_wgmma::LAUNCH_BOUNDS, crate::flash::LAUNCH_BOUNDS];
 
 /// Every entry point `kernels-gpu` must export from every module, grouped by kernel family.
 pub const ALL_KERNELS: &[&[KernelSig]] = &[

@@ -265,7 +265,6 @@ unsafe fn dkdv<Op: FlashOp>(p: FlashBackwardParams<Op::In>) {
             let pair = unsafe { mma_rows_t::<Op, { NP as u32 * ROWS16 }>(&ka, qs, [[0.0; 4]; 2]) };
             (s[2 * NP], s[2 * NP + 1]) = (pair[0], pair[1]);
         });
-        let diagonal = j == kv_tile;
         let mut dd = [[0.0f32; 2]; 8];
         unroll!(n in 0..8 => {
             unroll!(c in 0..2 => {
@@ -275,11 +274,24 @@ unsafe fn dkdv<Op: FlashOp>(p: FlashBackwardParams<Op::In>) {
                 dd[n][c] = d;
                 unroll!(r in 0..2 => {
                     let e = 2 * r + c;
-                    let x = ex2_approx_f32(s[n][e] * p.scale_log2 - lse2);
-                    s[n][e] = if diagonal && col < rows[r] { 0.0 } else { x };
+                    s[n][e] = ex2_approx_f32(s[n][e] * p.scale_log2 - lse2);
                 });
             });
         });
+        // The diagonal tile (the first): a warp-uniform branch, so the others skip the mask.
+        // Query column `8n + 2·quad + (e & 1)` of the tile lies before key row
+        // `warp·16 + g + 8·(e / 2)` (equal tile offsets) when `8n + (e & 1)` is below `first`.
+        if j == kv_tile {
+            let first = |r: i32| (warp * 16 + g) as i32 + 8 * r - 2 * quad as i32;
+            let first = [first(0), first(1)];
+            unroll!(n in 0..8 => {
+                unroll!(e in 0..4 => {
+                    if ((8 * n + (e & 1)) as i32) < first[e / 2] {
+                        s[n][e] = 0.0;
+                    }
+                });
+            });
+        }
 
         // SAFETY: warp-uniform; this stage's dO tile is visible.
         unsafe { mma_acc_tile::<Op>(&s, dos, &mut dv) };
@@ -367,14 +379,24 @@ unsafe fn dq<Op: FlashOp>(p: FlashBackwardParams<Op::In>) {
             let pair = unsafe { mma_rows_t::<Op, { NP as u32 * ROWS16 }>(&qa, ks, [[0.0; 4]; 2]) };
             (s[2 * NP], s[2 * NP + 1]) = (pair[0], pair[1]);
         });
-        let diagonal = j == q_tile;
         unroll!(n in 0..8 => {
             unroll!(e in 0..4 => {
-                let col = j * BLOCK_KV + n as u32 * 8 + 2 * quad + (e as u32 & 1);
-                let x = ex2_approx_f32(s[n][e] * p.scale_log2 - stats[e / 2].0);
-                s[n][e] = if diagonal && col > rows[e / 2] { 0.0 } else { x };
+                s[n][e] = ex2_approx_f32(s[n][e] * p.scale_log2 - stats[e / 2].0);
             });
         });
+        // The diagonal tile (the last): a warp-uniform branch, so the others skip the mask.
+        // (Comparing absolute positions here: the forward's per-lane offset form made ptxas
+        // spill this kernel at its 168-register bound.)
+        if j == q_tile {
+            unroll!(n in 0..8 => {
+                unroll!(e in 0..4 => {
+                    let col = q_tile * BLOCK_KV + n as u32 * 8 + 2 * quad + (e as u32 & 1);
+                    if col > rows[e / 2] {
+                        s[n][e] = 0.0;
+                    }
+                });
+            });
+        }
 
         // dP = dO·Vᵀ, two n8-tiles at a time, and dS = P ∘ (dP − D) in place.
         unroll!(const NP in 0..4 => {
