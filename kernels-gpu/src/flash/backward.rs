@@ -105,6 +105,42 @@ unsafe fn row_stats<T: Copy>(p: &FlashBackwardParams<T>, row_base: usize, pos: u
     }
 }
 
+/// [`row_stats`] of a lane's 16 columns `tile0 + 8n + 2·quad + c` (n < 8, c < 2) of one query
+/// tile: without the bounds checks (and the zeros they need) when the whole tile is inside T.
+///
+/// # Safety
+/// As [`row_stats`].
+#[inline(always)]
+unsafe fn tile_stats<T: Copy>(
+    p: &FlashBackwardParams<T>,
+    row_base: usize,
+    tile0: u32,
+    quad: u32,
+) -> [[(f32, f32); 2]; 8] {
+    let mut out = [[(0.0f32, 0.0f32); 2]; 8];
+    let pos = |n: usize, c: usize| tile0 + n as u32 * 8 + 2 * quad + c as u32;
+    if tile0 + BLOCK_Q <= p.t {
+        unroll!(n in 0..8 => {
+            unroll!(c in 0..2 => {
+                // SAFETY: pos < t (the whole tile is), so the caller's row_base plus pos
+                // indexes both (B, NH, T) buffers.
+                out[n][c] = unsafe {
+                    let at = row_base + pos(n, c) as usize;
+                    (*p.lse.as_ptr().add(at) * LOG2_E, *p.d.as_ptr().add(at))
+                };
+            });
+        });
+    } else {
+        unroll!(n in 0..8 => {
+            unroll!(c in 0..2 => {
+                // SAFETY: forwarded contract.
+                out[n][c] = unsafe { row_stats(p, row_base, pos(n, c)) };
+            });
+        });
+    }
+    out
+}
+
 /// Packs accumulator n8-tiles `2k` and `2k + 1` into the m16k16 A fragment of k-step `k`.
 #[inline(always)]
 fn a_fragment<Op: FlashOp>(lo: [f32; 4], hi: [f32; 4]) -> [u32; 4] {
@@ -256,6 +292,9 @@ unsafe fn dkdv<Op: FlashOp>(p: FlashBackwardParams<Op::In>) {
         // SAFETY: block-uniform; the previous step ended with a barrier.
         let (qs, dos) = unsafe { q_do.step((j - kv_tile) % 2, next_row) };
 
+        // The query columns' statistics first, so that their loads overlap the product.
+        // SAFETY: stats_base is this block's (b, h) row.
+        let stats = unsafe { tile_stats(&p, stats_base, j * BLOCK_Q, quad) };
         // Sᵀ = K·Qᵀ, then Pᵀ (masked below the diagonal: query < key).
         // SAFETY: warp-uniform; K arrived with the first group.
         let ka = unsafe { a_rows(sk) };
@@ -268,9 +307,7 @@ unsafe fn dkdv<Op: FlashOp>(p: FlashBackwardParams<Op::In>) {
         let mut dd = [[0.0f32; 2]; 8];
         unroll!(n in 0..8 => {
             unroll!(c in 0..2 => {
-                let col = j * BLOCK_Q + n as u32 * 8 + 2 * quad + c as u32;
-                // SAFETY: stats_base is this block's (b, h) row.
-                let (lse2, d) = unsafe { row_stats(&p, stats_base, col) };
+                let (lse2, d) = stats[n][c];
                 dd[n][c] = d;
                 unroll!(r in 0..2 => {
                     let e = 2 * r + c;
