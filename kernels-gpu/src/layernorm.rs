@@ -13,7 +13,7 @@ use crate::arch::{block_dim_x, block_idx_x, lane_id, thread_idx_x, warp_idx_x};
 use crate::elem::{Elem, load_chunk, round_trip, store_chunk};
 use crate::entry::entries;
 use crate::unroll::unroll;
-use crate::warp::{for_lane_chunks, warp_sum};
+use crate::warp::{LANE_CHUNK, for_lane_chunks, warp_sum};
 use kernel_abi::layernorm::{
     BACKWARD_ROWS_PER_WARP, EPS, LayerNormBackwardParams, LayerNormBackwardReduceParams,
     LayerNormForwardParams, REDUCE_CHANNELS, REDUCE_WARPS, backward_sum_word, backward_sums_len,
@@ -67,46 +67,13 @@ unsafe fn forward<T: Elem, const FUSED: bool>(p: LayerNormForwardParams<T>) {
         }
     };
 
-    let mut sum = 0.0;
-    for_lane_chunks(c, |ch, count| {
-        let v = if FUSED {
-            // SAFETY: see above.
-            unsafe {
-                let a = load_chunk(p.inp.as_ptr().add(offset + ch), count, vector);
-                let b = load_chunk(p.inp2.as_ptr().add(offset + ch), count, vector);
-                let r: [f32; 8] = core::array::from_fn(|k| a[k] + b[k]);
-                store_chunk(p.residual.as_mut_ptr().add(offset + ch), r, count, vector);
-                r.map(round_trip::<T>)
-            }
-        } else {
-            // SAFETY: see above.
-            unsafe { load_chunk(x.add(ch), count, vector) }
-        };
-        sum += chunk_sum(v, count, |x| x);
-    });
-    // SAFETY: every lane of the warp is here (the row test above is warp-uniform).
-    let mean = unsafe { warp_sum(sum) } / c as f32;
-
-    let mut squares = 0.0;
-    for_lane_chunks(c, |ch, count| {
-        // SAFETY: see above.
-        let v = unsafe { load_chunk(x.add(ch), count, vector) };
-        squares += chunk_sum(v, count, |x| (x - mean) * (x - mean));
-    });
-    // SAFETY: as for the sum.
-    let var = unsafe { warp_sum(squares) } / c as f32;
-    let rstd = 1.0 / core::f32::math::sqrt(var + EPS);
-
-    for_lane_chunks(c, |ch, count| {
-        // SAFETY: see above.
-        unsafe {
-            let v = load_chunk(x.add(ch), count, vector);
-            let w = load_chunk(p.weight.as_ptr().add(ch), count, vector);
-            let b = load_chunk(p.bias.as_ptr().add(ch), count, vector);
-            let o = core::array::from_fn(|k| (v[k] - mean) * rstd * w[k] + b[k]);
-            store_chunk(p.out.as_mut_ptr().add(offset + ch), o, count, vector);
-        }
-    });
+    let (mean, rstd) = if vector && c <= CACHED_MAX_C {
+        // SAFETY: the launcher's checks (see above); the launch is vectorized.
+        unsafe { forward_cached::<T, FUSED>(&p, offset, x) }
+    } else {
+        // SAFETY: as above.
+        unsafe { forward_chunked::<T, FUSED>(&p, offset, x, vector) }
+    };
     if lane_id() == 0 {
         // SAFETY: `row < rows` and the statistics buffers hold `rows` values when not null.
         unsafe {
@@ -118,6 +85,148 @@ unsafe fn forward<T: Elem, const FUSED: bool>(p: LayerNormForwardParams<T>) {
             }
         }
     }
+}
+
+/// Passes 1–3 of [`forward`] chunk by chunk (any `c`, vectorized or not): each pass walks the
+/// lane's chunks again, passes 2 and 3 finding them in L1. Returns `(mean, rstd)`.
+///
+/// # Safety
+/// As [`forward`], for row offset `offset`, `x` the row's input (the residual when `FUSED`).
+#[inline(always)]
+unsafe fn forward_chunked<T: Elem, const FUSED: bool>(
+    p: &LayerNormForwardParams<T>,
+    offset: usize,
+    x: *const T,
+    vector: bool,
+) -> (f32, f32) {
+    let c = p.c as usize;
+    // SAFETY (the blocks below): [`forward`]'s launcher checked every buffer covers `rows × c`
+    // (or `c`) elements, and `ch + count <= c`; the fused passes 2 and 3 re-read the residual
+    // this same thread wrote in pass 1 (coherent loads).
+    let mut sum = 0.0;
+    for_lane_chunks(c, |ch, count| {
+        let v = if FUSED {
+            // SAFETY: as stated above.
+            unsafe {
+                let a = load_chunk(p.inp.as_ptr().add(offset + ch), count, vector);
+                let b = load_chunk(p.inp2.as_ptr().add(offset + ch), count, vector);
+                let r: [f32; 8] = core::array::from_fn(|k| a[k] + b[k]);
+                store_chunk(p.residual.as_mut_ptr().add(offset + ch), r, count, vector);
+                r.map(round_trip::<T>)
+            }
+        } else {
+            // SAFETY: as stated above.
+            unsafe { load_chunk(x.add(ch), count, vector) }
+        };
+        sum += chunk_sum(v, count, |x| x);
+    });
+    // SAFETY: every lane of the warp is here (the caller's row test is warp-uniform).
+    let mean = unsafe { warp_sum(sum) } / c as f32;
+
+    let mut squares = 0.0;
+    for_lane_chunks(c, |ch, count| {
+        // SAFETY: as stated above.
+        let v = unsafe { load_chunk(x.add(ch), count, vector) };
+        squares += chunk_sum(v, count, |x| (x - mean) * (x - mean));
+    });
+    // SAFETY: as for the sum.
+    let var = unsafe { warp_sum(squares) } / c as f32;
+    let rstd = 1.0 / core::f32::math::sqrt(var + EPS);
+
+    for_lane_chunks(c, |ch, count| {
+        // SAFETY: as stated above.
+        unsafe {
+            let v = load_chunk(x.add(ch), count, vector);
+            let w = load_chunk(p.weight.as_ptr().add(ch), count, vector);
+            let b = load_chunk(p.bias.as_ptr().add(ch), count, vector);
+            let o = core::array::from_fn(|k| (v[k] - mean) * rstd * w[k] + b[k]);
+            store_chunk(p.out.as_mut_ptr().add(offset + ch), o, count, vector);
+        }
+    });
+    (mean, rstd)
+}
+
+/// Rows of at most this many channels take [`forward_cached`] (when vectorized): 4 chunks of
+/// 8 per lane, GPT-2 small (768) and medium (1024).
+const CACHED_MAX_C: usize = 32 * LANE_CHUNK * CACHED_CHUNKS;
+/// Chunks per lane [`forward_cached`] holds in registers.
+const CACHED_CHUNKS: usize = 4;
+
+/// Passes 1–3 of [`forward`] for a vectorized row of at most [`CACHED_MAX_C`] channels: the
+/// lane's chunks are loaded once, every load issued before the first sum, and kept in
+/// registers, so a row costs one round trip to memory where the chunked passes take one per
+/// chunk in pass 1 and then re-read the row from L1 twice. Same sums in the same order as
+/// [`forward_chunked`], so the same bits. Returns `(mean, rstd)`.
+///
+/// # Safety
+/// As [`forward_chunked`], with `c % 8 == 0`, `c <= CACHED_MAX_C` and every pointer 16-byte
+/// aligned.
+#[inline(always)]
+unsafe fn forward_cached<T: Elem, const FUSED: bool>(
+    p: &LayerNormForwardParams<T>,
+    offset: usize,
+    x: *const T,
+) -> (f32, f32) {
+    let c = p.c as usize;
+    let first = lane_id() as usize * LANE_CHUNK;
+    let at = |k: usize| first + 32 * LANE_CHUNK * k;
+    let mut v = [[0.0f32; 8]; CACHED_CHUNKS];
+    if FUSED {
+        let mut b = [[0.0f32; 8]; CACHED_CHUNKS];
+        unroll!(k in 0..4 => {
+            if at(k) < c {
+                // SAFETY: whole aligned chunk inside the row (`c % 8 == 0`, `at(k) < c`).
+                unsafe {
+                    v[k] = T::load8(p.inp.as_ptr().add(offset + at(k)));
+                    b[k] = T::load8(p.inp2.as_ptr().add(offset + at(k)));
+                }
+            }
+        });
+        unroll!(k in 0..4 => {
+            if at(k) < c {
+                let r: [f32; 8] = core::array::from_fn(|e| v[k][e] + b[k][e]);
+                // SAFETY: as above, in the residual.
+                unsafe { T::store8(p.residual.as_mut_ptr().add(offset + at(k)), r) };
+                v[k] = r.map(round_trip::<T>);
+            }
+        });
+    } else {
+        unroll!(k in 0..4 => {
+            if at(k) < c {
+                // SAFETY: as above, in the input row `x`.
+                v[k] = unsafe { T::load8(x.add(at(k))) };
+            }
+        });
+    }
+    let mut sum = 0.0;
+    unroll!(k in 0..4 => {
+        if at(k) < c {
+            sum += chunk_sum(v[k], LANE_CHUNK, |x| x);
+        }
+    });
+    // SAFETY: every lane of the warp is here (the caller's row test is warp-uniform).
+    let mean = unsafe { warp_sum(sum) } / c as f32;
+    let mut squares = 0.0;
+    unroll!(k in 0..4 => {
+        if at(k) < c {
+            squares += chunk_sum(v[k], LANE_CHUNK, |x| (x - mean) * (x - mean));
+        }
+    });
+    // SAFETY: as for the sum.
+    let var = unsafe { warp_sum(squares) } / c as f32;
+    let rstd = 1.0 / core::f32::math::sqrt(var + EPS);
+    unroll!(k in 0..4 => {
+        if at(k) < c {
+            // SAFETY: whole aligned chunks inside `weight`, `bias` (c values) and the row.
+            unsafe {
+                let w = T::load8(p.weight.as_ptr().add(at(k)));
+                let b = T::load8(p.bias.as_ptr().add(at(k)));
+                let o = core::array::from_fn(|e| (v[k][e] - mean) * rstd * w[e] + b[e]);
+                T::store8(p.out.as_mut_ptr().add(offset + at(k)), o);
+            }
+        }
+    });
+    (mean, rstd)
 }
 
 /// The kernel body.

@@ -25,10 +25,11 @@ const MEAN: Tolerance = Tolerance { abs: 1e-6, rel: 1e-5 };
 const RSTD: Tolerance = Tolerance { abs: 0.0, rel: 2e-5 };
 
 /// (rows, c): every residue of c mod 8 around one vector, a c that is not a multiple of the
-/// warp's 256-channel span, GPT-2's 768, and on a GPU GPT-2 124M at B = 16, T = 1024.
+/// warp's 256-channel span, GPT-2's 768, 1024 (the largest row the forward holds in
+/// registers) and 1600 (past it: chunk by chunk), and on a GPU GPT-2 124M at B = 16, T = 1024.
 fn shapes(dev: &impl Device) -> Vec<(usize, usize)> {
     let mut shapes: Vec<(usize, usize)> = (8..=16).map(|c| (13, c)).collect();
-    shapes.extend([ALIGNMENT_SHAPE, (9, 1), (13, 300), (11, 768), (1, 768)]);
+    shapes.extend([ALIGNMENT_SHAPE, (9, 1), (13, 300), (11, 768), (1, 768), (5, 1024), (3, 1600)]);
     if !small_sizes(dev) {
         shapes.push((16 * 1024, 768));
     }
@@ -144,6 +145,46 @@ fn forward_case<T: FloatElement + Element>(
         &dev.download(out2.view()).unwrap(),
         &got,
     );
+}
+
+/// The forward's two paths, rows held in registers (aligned buffers, c <= 1024) and chunk by
+/// chunk (here: every buffer one element off alignment), sum in the same order: the same
+/// output and statistics, bit for bit, on the same data.
+fn check_forward_paths_agree<T: FloatElement + Element>(dev: &impl Device) {
+    let mut rng = TestRng::new();
+    for (r, c) in [(7, 768), (5, 1024), (6, 264)] {
+        let inp = rows::<T>(&mut rng, r, c);
+        let weight = values::<T>(&mut rng, c, -2.0, 2.0);
+        let bias = values::<T>(&mut rng, c, -1.0, 1.0);
+        let run = |o: usize| {
+            let (dinp, dw, db) = (
+                upload_at(dev, &inp, o).unwrap(),
+                upload_at(dev, &weight, o).unwrap(),
+                upload_at(dev, &bias, o).unwrap(),
+            );
+            let mut out = poisoned::<_, T>(dev, o + r * c).unwrap();
+            let (mut mean, mut rstd) =
+                (poisoned::<_, f32>(dev, r).unwrap(), poisoned::<_, f32>(dev, r).unwrap());
+            let args = LayerNormForward {
+                inp: dinp.view().slice(o..o + r * c).unwrap(),
+                weight: dw.view().slice(o..o + c).unwrap(),
+                bias: db.view().slice(o..o + c).unwrap(),
+                out: out.view_mut().slice_mut(o..o + r * c).unwrap(),
+                stats: Some(LayerNormStats { mean: mean.view_mut(), rstd: rstd.view_mut() }),
+            };
+            layernorm_forward(dev, c, args).unwrap();
+            (
+                dev.download(out.view().slice(o..o + r * c).unwrap()).unwrap(),
+                dev.download(mean.view()).unwrap(),
+                dev.download(rstd.view()).unwrap(),
+            )
+        };
+        let ((cached, mean, rstd), (chunked, mean2, rstd2)) = (run(0), run(1));
+        let what = format!("layernorm_forward_{} rows={r} c={c}", <T as Element>::NAME);
+        assert_bits_eq(&format!("{what} out"), rng.seed(), &cached, &chunked);
+        assert_bits_eq(&format!("{what} mean"), rng.seed(), &mean, &mean2);
+        assert_bits_eq(&format!("{what} rstd"), rng.seed(), &rstd, &rstd2);
+    }
 }
 
 fn check_residual_forward<T: FloatElement + Element>(dev: &impl Device) {
@@ -435,6 +476,8 @@ kernel_tests! {
     layernorm_forward_f32 => check_forward::<f32>;
     layernorm_forward_bf16 => check_forward::<bf16>;
     layernorm_forward_f16 => check_forward::<f16>;
+    layernorm_forward_paths_agree_f32 => check_forward_paths_agree::<f32>;
+    layernorm_forward_paths_agree_bf16 => check_forward_paths_agree::<bf16>;
     residual_layernorm_forward_f32 => check_residual_forward::<f32>;
     residual_layernorm_forward_bf16 => check_residual_forward::<bf16>;
     residual_layernorm_forward_f16 => check_residual_forward::<f16>;
