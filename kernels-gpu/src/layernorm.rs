@@ -55,10 +55,8 @@ unsafe fn forward<T: Elem, const FUSED: bool>(p: LayerNormForwardParams<T>) {
         && p.weight.is_aligned_to(16)
         && p.bias.is_aligned_to(16)
         && p.out.is_aligned_to(16);
-    // SAFETY: (here and in the "see above" blocks below) the launcher checked every buffer
-    // covers `rows × c` (or `c`) elements, `row < rows` and `ch + count <= c`. The fused
-    // kernel's passes 2 and 3 read back the residual this same thread wrote in pass 1
-    // (coherent loads).
+    // SAFETY: the launcher checked every buffer covers `rows × c` (or `c`) elements, and
+    // `row < rows`.
     let x: *const T = unsafe {
         if FUSED {
             p.residual.as_mut_ptr().add(offset).cast_const()
@@ -68,10 +66,10 @@ unsafe fn forward<T: Elem, const FUSED: bool>(p: LayerNormForwardParams<T>) {
     };
 
     let (mean, rstd) = if vector && c <= CACHED_MAX_C {
-        // SAFETY: the launcher's checks (see above); the launch is vectorized.
+        // SAFETY: this kernel's contract for row offset `offset`; vectorized, `c` small enough.
         unsafe { forward_cached::<T, FUSED>(&p, offset, x) }
     } else {
-        // SAFETY: as above.
+        // SAFETY: this kernel's contract for row offset `offset`.
         unsafe { forward_chunked::<T, FUSED>(&p, offset, x, vector) }
     };
     if lane_id() == 0 {
@@ -151,6 +149,7 @@ unsafe fn forward_chunked<T: Elem, const FUSED: bool>(
 const CACHED_MAX_C: usize = 32 * LANE_CHUNK * CACHED_CHUNKS;
 /// Chunks per lane [`forward_cached`] holds in registers.
 const CACHED_CHUNKS: usize = 4;
+const _: () = assert!(CACHED_CHUNKS == 4, "forward_cached's loops are unrolled 4 times");
 
 /// Passes 1–3 of [`forward`] for a vectorized row of at most [`CACHED_MAX_C`] channels: the
 /// lane's chunks are loaded once, every load issued before the first sum, and kept in
