@@ -1,7 +1,8 @@
 //! Flash attention backward (see `kernel_abi::flash` for the contract and the three launches).
 //!
 //! Both tiled kernels recompute the probabilities of a 64 × 64 tile from the saved log-sum-exp,
-//! `P = 2^(s·scale·log2 e − lse·log2 e)` (exact softmax values, no running maximum), and use
+//! `P = 2^(s·scale·log2 e − lse·log2 e)` (exact softmax values, no running maximum; the
+//! exponent one `fma`), and use
 //! the fragment layouts of the forward, with `g = lane / 4`, `q = lane % 4`:
 //!
 //! - **dK/dV** (warp: 16 key/value rows, per query tile): `Sᵀ = K·Qᵀ` with the warp's K rows
@@ -42,6 +43,7 @@ use crate::entry::entries;
 use crate::gemm::tensor_op::{Bf16Op, F16Op};
 use crate::unroll::unroll;
 use core::f32::consts::LOG2_E;
+use core::f32::math::mul_add;
 use kernel_abi::flash::{
     BACKWARD_THREADS, BLOCK_KV, BLOCK_Q, DOT_ROWS, DOT_THREADS, FORWARD_THREADS,
     FlashBackwardParams, FlashDotParams, HD, tile_offset,
@@ -311,7 +313,7 @@ unsafe fn dkdv<Op: FlashOp>(p: FlashBackwardParams<Op::In>) {
                 dd[n][c] = d;
                 unroll!(r in 0..2 => {
                     let e = 2 * r + c;
-                    s[n][e] = ex2_approx_f32(s[n][e] * p.scale_log2 - lse2);
+                    s[n][e] = ex2_approx_f32(mul_add(s[n][e], p.scale_log2, -lse2));
                 });
             });
         });
@@ -418,7 +420,7 @@ unsafe fn dq<Op: FlashOp>(p: FlashBackwardParams<Op::In>) {
         });
         unroll!(n in 0..8 => {
             unroll!(e in 0..4 => {
-                s[n][e] = ex2_approx_f32(s[n][e] * p.scale_log2 - stats[e / 2].0);
+                s[n][e] = ex2_approx_f32(mul_add(s[n][e], p.scale_log2, -stats[e / 2].0));
             });
         });
         // The diagonal tile (the last): a warp-uniform branch, so the others skip the mask.
