@@ -28,6 +28,7 @@ use crate::entry::entries;
 use crate::gemm::tensor_op::{Bf16Op, F16Op, TensorOp};
 use crate::unroll::unroll;
 use core::f32::consts::LN_2;
+use core::f32::math::mul_add;
 use kernel_abi::flash::{BLOCK_KV, BLOCK_Q, FORWARD_THREADS, FlashForwardParams, HD, tile_offset};
 
 mod backward;
@@ -227,10 +228,11 @@ unsafe fn forward<Op: FlashOp>(p: FlashForwardParams<Op::In>) {
             });
         });
 
-        // Scale to base-2 exponents, mask the diagonal tile (the last one: a warp-uniform
-        // branch, so the others skip the mask's compares and selects), and update the running
-        // maxima.
-        let mut tile_max = max;
+        // Mask the diagonal tile (the last one: a warp-uniform branch, so the others skip the
+        // mask's compares and selects) and take each row's maximum of the raw scores; scaled
+        // to base-2 exponents (a positive factor: the same maximum as of the scaled scores),
+        // it updates the running maximum, and each `P = 2^(s·scale − max)` is one `fma`.
+        let mut tile_max = [f32::NEG_INFINITY; 2];
         if j == q_tile {
             // Column `8n + 2·quad + (e & 1)` of the tile lies past row `warp·16 + g + 8·(e / 2)`
             // (the tile's query and key offsets are equal) when `8n + (e & 1)` exceeds `last`.
@@ -238,31 +240,28 @@ unsafe fn forward<Op: FlashOp>(p: FlashForwardParams<Op::In>) {
             let last = [last(0), last(1)];
             unroll!(n in 0..8 => {
                 unroll!(e in 0..4 => {
-                    let x = s[n][e] * p.scale_log2;
-                    let past = (8 * n + (e & 1)) as i32 > last[e / 2];
-                    s[n][e] = if past { f32::NEG_INFINITY } else { x };
+                    if (8 * n + (e & 1)) as i32 > last[e / 2] {
+                        s[n][e] = f32::NEG_INFINITY;
+                    }
                     tile_max[e / 2] = tile_max[e / 2].max(s[n][e]);
                 });
             });
         } else {
             unroll!(n in 0..8 => {
-                unroll!(e in 0..4 => {
-                    s[n][e] *= p.scale_log2;
-                    tile_max[e / 2] = tile_max[e / 2].max(s[n][e]);
-                });
+                unroll!(e in 0..4 => { tile_max[e / 2] = tile_max[e / 2].max(s[n][e]) });
             });
         }
         let mut alpha = [0.0f32; 2];
         unroll!(r in 0..2 => {
             // SAFETY: all lanes are here (the loop bounds are block-uniform).
-            let m = unsafe { quad_max(tile_max[r]) };
+            let m = max[r].max(unsafe { quad_max(tile_max[r]) } * p.scale_log2);
             alpha[r] = ex2_approx_f32(max[r] - m);
             max[r] = m;
             sum[r] *= alpha[r];
         });
         unroll!(n in 0..8 => {
             unroll!(e in 0..4 => {
-                s[n][e] = ex2_approx_f32(s[n][e] - max[e / 2]);
+                s[n][e] = ex2_approx_f32(mul_add(s[n][e], p.scale_log2, -max[e / 2]));
                 sum[e / 2] += s[n][e];
                 o[n][e] *= alpha[e / 2];
             });
