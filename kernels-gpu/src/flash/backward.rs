@@ -89,19 +89,27 @@ unsafe fn dot<T: Elem>(p: FlashDotParams<T>) {
     }
 }
 
-/// `lse · log2 e` and `D` of position `pos` of row `row_base` of the (B, NH, T) buffers; 0 for
-/// positions past `t` (zero-filled rows, whose products must stay finite).
+/// `lse · log2 e` and `D` of position `pos` of row `row_base` of the (B, NH, T) buffers.
+///
+/// # Safety
+/// `row_base` is `(b·NH + h)·T` of a (b, h) inside the buffers, and `pos < t`.
+#[inline(always)]
+unsafe fn stats_at<T: Copy>(p: &FlashBackwardParams<T>, row_base: usize, pos: u32) -> (f32, f32) {
+    let at = row_base + pos as usize;
+    // SAFETY: row_base plus pos < t indexes both (B, NH, T) buffers (the caller's contract).
+    unsafe { (*p.lse.as_ptr().add(at) * LOG2_E, *p.d.as_ptr().add(at)) }
+}
+
+/// [`stats_at`], or 0 for positions past `t` (zero-filled rows, whose products must stay
+/// finite).
 ///
 /// # Safety
 /// `row_base` is `(b·NH + h)·T` of a (b, h) inside the buffers.
 #[inline(always)]
 unsafe fn row_stats<T: Copy>(p: &FlashBackwardParams<T>, row_base: usize, pos: u32) -> (f32, f32) {
     if pos < p.t {
-        // SAFETY: the caller's row_base plus pos < t indexes both (B, NH, T) buffers.
-        unsafe {
-            let at = row_base + pos as usize;
-            (*p.lse.as_ptr().add(at) * LOG2_E, *p.d.as_ptr().add(at))
-        }
+        // SAFETY: the caller's row_base, and pos < t.
+        unsafe { stats_at(p, row_base, pos) }
     } else {
         (0.0, 0.0)
     }
@@ -124,12 +132,8 @@ unsafe fn tile_stats<T: Copy>(
     if tile0 + BLOCK_Q <= p.t {
         unroll!(n in 0..8 => {
             unroll!(c in 0..2 => {
-                // SAFETY: pos < t (the whole tile is), so the caller's row_base plus pos
-                // indexes both (B, NH, T) buffers.
-                out[n][c] = unsafe {
-                    let at = row_base + pos(n, c) as usize;
-                    (*p.lse.as_ptr().add(at) * LOG2_E, *p.d.as_ptr().add(at))
-                };
+                // SAFETY: the caller's row_base, and pos < t (the whole tile is).
+                out[n][c] = unsafe { stats_at(p, row_base, pos(n, c)) };
             });
         });
     } else {
