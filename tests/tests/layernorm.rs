@@ -93,6 +93,40 @@ fn check_forward<T: FloatElement + Element>(dev: &impl Device) {
     }
 }
 
+/// `(out, Some((mean, rstd)))` of one forward run, the statistics when asked for.
+type ForwardRun<T> = (Vec<T>, Option<(Vec<f32>, Vec<f32>)>);
+
+/// Runs the forward on host rows `inp` and channel vectors `weight`, `bias`, with `[inp,
+/// weight, bias, out]` placed `offsets` elements into fresh allocations (outputs poisoned),
+/// saving the statistics when `stats`.
+fn run_forward<T: FloatElement + Element>(
+    dev: &impl Device,
+    (inp, weight, bias): (&[T], &[T], &[T]),
+    (r, c): (usize, usize),
+    offsets: [usize; 4],
+    stats: bool,
+) -> ForwardRun<T> {
+    let [o_inp, o_w, o_b, o_out] = offsets;
+    let dinp = upload_at(dev, inp, o_inp).unwrap();
+    let dw = upload_at(dev, weight, o_w).unwrap();
+    let db = upload_at(dev, bias, o_b).unwrap();
+    let mut out = poisoned::<_, T>(dev, o_out + r * c).unwrap();
+    let (mut mean, mut rstd) =
+        (poisoned::<_, f32>(dev, r).unwrap(), poisoned::<_, f32>(dev, r).unwrap());
+    let args = LayerNormForward {
+        inp: dinp.view().slice(o_inp..o_inp + r * c).unwrap(),
+        weight: dw.view().slice(o_w..o_w + c).unwrap(),
+        bias: db.view().slice(o_b..o_b + c).unwrap(),
+        out: out.view_mut().slice_mut(o_out..o_out + r * c).unwrap(),
+        stats: stats.then(|| LayerNormStats { mean: mean.view_mut(), rstd: rstd.view_mut() }),
+    };
+    layernorm_forward(dev, c, args).unwrap();
+    let out = dev.download(out.view().slice(o_out..o_out + r * c).unwrap()).unwrap();
+    let stats =
+        stats.then(|| (dev.download(mean.view()).unwrap(), dev.download(rstd.view()).unwrap()));
+    (out, stats)
+}
+
 /// One forward problem, with `[inp, weight, bias, out]` placed `offsets` elements into their
 /// allocations.
 fn forward_case<T: FloatElement + Element>(
@@ -105,46 +139,18 @@ fn forward_case<T: FloatElement + Element>(
     let weight = values::<T>(rng, c, -2.0, 2.0);
     let bias = values::<T>(rng, c, -1.0, 1.0);
     let (want, want_mean, want_rstd) = reference_forward(&inp, &weight, &bias, r, c);
-    let [o_inp, o_w, o_b, o_out] = offsets;
-    let dinp = upload_at(dev, &inp, o_inp).unwrap();
-    let dw = upload_at(dev, &weight, o_w).unwrap();
-    let db = upload_at(dev, &bias, o_b).unwrap();
-    let mut out = poisoned::<_, T>(dev, o_out + r * c).unwrap();
-    let (mut mean, mut rstd) =
-        (poisoned::<_, f32>(dev, r).unwrap(), poisoned::<_, f32>(dev, r).unwrap());
-    let args = LayerNormForward {
-        inp: dinp.view().slice(o_inp..o_inp + r * c).unwrap(),
-        weight: dw.view().slice(o_w..o_w + c).unwrap(),
-        bias: db.view().slice(o_b..o_b + c).unwrap(),
-        out: out.view_mut().slice_mut(o_out..o_out + r * c).unwrap(),
-        stats: Some(LayerNormStats { mean: mean.view_mut(), rstd: rstd.view_mut() }),
-    };
-    layernorm_forward(dev, c, args).unwrap();
+    let data = (&inp[..], &weight[..], &bias[..]);
+    let (got, stats) = run_forward(dev, data, (r, c), offsets, true);
+    let (got_mean, got_rstd) = stats.unwrap();
     let what =
         format!("layernorm_forward_{} rows={r} c={c} offsets={offsets:?}", <T as Element>::NAME);
-    let got = dev.download(out.view().slice(o_out..o_out + r * c).unwrap()).unwrap();
     assert_close_in(&what, rng.seed(), &got, &want, OUT);
-    let got_mean = dev.download(mean.view()).unwrap();
     assert_close(&format!("{what} mean"), rng.seed(), &got_mean, &want_mean, MEAN);
-    let got_rstd = dev.download(rstd.view()).unwrap();
     assert_close(&format!("{what} rstd"), rng.seed(), &got_rstd, &want_rstd, RSTD);
 
     // Without statistics (evaluation): the same output, bit for bit.
-    let mut out2 = poisoned::<_, T>(dev, r * c).unwrap();
-    let args = LayerNormForward {
-        inp: dinp.view().slice(o_inp..o_inp + r * c).unwrap(),
-        weight: dw.view().slice(o_w..o_w + c).unwrap(),
-        bias: db.view().slice(o_b..o_b + c).unwrap(),
-        out: out2.view_mut(),
-        stats: None,
-    };
-    layernorm_forward(dev, c, args).unwrap();
-    assert_bits_eq(
-        &format!("{what} no stats"),
-        rng.seed(),
-        &dev.download(out2.view()).unwrap(),
-        &got,
-    );
+    let (no_stats, _) = run_forward(dev, data, (r, c), offsets, false);
+    assert_bits_eq(&format!("{what} no stats"), rng.seed(), &no_stats, &got);
 }
 
 /// The forward's two paths, rows held in registers (aligned buffers, c <= 1024) and chunk by
@@ -156,30 +162,10 @@ fn check_forward_paths_agree<T: FloatElement + Element>(dev: &impl Device) {
         let inp = rows::<T>(&mut rng, r, c);
         let weight = values::<T>(&mut rng, c, -2.0, 2.0);
         let bias = values::<T>(&mut rng, c, -1.0, 1.0);
-        let run = |o: usize| {
-            let (dinp, dw, db) = (
-                upload_at(dev, &inp, o).unwrap(),
-                upload_at(dev, &weight, o).unwrap(),
-                upload_at(dev, &bias, o).unwrap(),
-            );
-            let mut out = poisoned::<_, T>(dev, o + r * c).unwrap();
-            let (mut mean, mut rstd) =
-                (poisoned::<_, f32>(dev, r).unwrap(), poisoned::<_, f32>(dev, r).unwrap());
-            let args = LayerNormForward {
-                inp: dinp.view().slice(o..o + r * c).unwrap(),
-                weight: dw.view().slice(o..o + c).unwrap(),
-                bias: db.view().slice(o..o + c).unwrap(),
-                out: out.view_mut().slice_mut(o..o + r * c).unwrap(),
-                stats: Some(LayerNormStats { mean: mean.view_mut(), rstd: rstd.view_mut() }),
-            };
-            layernorm_forward(dev, c, args).unwrap();
-            (
-                dev.download(out.view().slice(o..o + r * c).unwrap()).unwrap(),
-                dev.download(mean.view()).unwrap(),
-                dev.download(rstd.view()).unwrap(),
-            )
-        };
-        let ((cached, mean, rstd), (chunked, mean2, rstd2)) = (run(0), run(1));
+        let data = (&inp[..], &weight[..], &bias[..]);
+        let (cached, stats) = run_forward(dev, data, (r, c), [0; 4], true);
+        let (chunked, stats2) = run_forward(dev, data, (r, c), [1; 4], true);
+        let ((mean, rstd), (mean2, rstd2)) = (stats.unwrap(), stats2.unwrap());
         let what = format!("layernorm_forward_{} rows={r} c={c}", <T as Element>::NAME);
         assert_bits_eq(&format!("{what} out"), rng.seed(), &cached, &chunked);
         assert_bits_eq(&format!("{what} mean"), rng.seed(), &mean, &mean2);
