@@ -509,6 +509,57 @@ fn check_unaligned_and_edges<D: Device, I: GemmTypes<O> + Element, O: GemmOutput
     run::<D, I, O>(dev, &mut rng, &zero_k);
 }
 
+/// The FP32 SIMT kernel's 128 × 64 tile, which runs every FP32 GEMM with N ≤ 64 (the
+/// attention's products with the head dimension): every layout with aligned and unaligned rows
+/// (two row tiles, a partial one; N = 64 whole, then 37: a partial tile); N from 57 to 64 and K
+/// from 41 to 48 in every layout (every residue class of the 4-float vectors and the `cp.async`
+/// edge chunks); the epilogues; the attention's batched `P·V` (N = 64) with gaps and with a
+/// broadcast operand; split-K, with and without aligned rows.
+fn check_narrow_simt<D: Device>(dev: &D) {
+    let mut rng = TestRng::new();
+    let p = Precision::Fp32;
+    let (m, k) = if small_sizes(dev) { (130, 45) } else { (517, 263) };
+    for (i, layouts) in LAYOUTS.into_iter().enumerate() {
+        for aligned in [true, false] {
+            let n = if aligned { 64 } else { 37 };
+            let case = Case::new(m, n, k, layouts, p);
+            let mut case = if aligned { case.aligned() } else { case.odd_padded() };
+            case.spec.alpha = rng.scalar(0.5, 2.0);
+            case.offsets = if aligned { [0; 3] } else { [i % 2, (i + 1) % 2, 1] };
+            run::<D, f32, f32>(dev, &mut rng, &case);
+        }
+        for r in 0..8 {
+            let case = Case::new(20, 57 + r, 41 + r, layouts, p).aligned();
+            run::<D, f32, f32>(dev, &mut rng, &case);
+        }
+    }
+    let acts = [
+        (Act::Gelu { store: true }, true, 0.0),
+        (Act::DGelu, false, -0.5),
+        (Act::None, true, 1.0),
+        (Act::Gelu { store: false }, false, 0.0),
+    ];
+    for (i, (act, bias, beta)) in acts.into_iter().enumerate() {
+        let mut case = Case::new(m, 64 - 3 * (i % 2), k, LAYOUTS[i], p).aligned();
+        (case.act, case.bias, case.spec.beta) = (act, bias, beta);
+        run::<D, f32, f32>(dev, &mut rng, &case);
+    }
+    let (r, c) = (Layout::RowMajor, Layout::ColMajor);
+    let mut values = batches(Case::new(m, 64, 100, (r, r), p).aligned(), 3);
+    values.spec.alpha = rng.scalar(0.5, 2.0);
+    run::<D, f32, f32>(dev, &mut rng, &values);
+    let mut broadcast = batches(Case::new(m, 61, 100, (c, r), p).odd_padded(), 2);
+    (broadcast.spec.stride_b, broadcast.bias) = (0, true);
+    run::<D, f32, f32>(dev, &mut rng, &broadcast);
+    for (aligned, split, act) in [(true, 3, Act::Gelu { store: true }), (false, 4, Act::DGelu)] {
+        let case = Case::new(100, if aligned { 64 } else { 61 }, 300, (c, c), p);
+        let mut case = if aligned { case.aligned() } else { case.odd_padded() };
+        (case.act, case.bias, case.spec.split_k, case.spec.beta) = (act, true, split, 0.5);
+        assert!(case.spec.split_plan().0 > 1);
+        run::<D, f32, f32>(dev, &mut rng, &case);
+    }
+}
+
 /// The GPT-2 124M matmuls at B·T = 16384 (forward, input and weight gradients of qkv, attention
 /// projection, fc, fc projection and the 50304-wide classifier), checked on a sample of rows;
 /// weight gradients split K as `with_split_k_for` picks on a 132-SM GPU with the runtime's module. On the simulator the
@@ -735,6 +786,7 @@ kernel_tests! {
     gemm_fp32_unaligned_and_edges => fp32::unaligned_and_edges;
     gemm_fp32_split_k => fp32::split_k;
     gemm_fp32_residues => fp32::residues;
+    gemm_fp32_narrow_tile => check_narrow_simt;
     gemm_fp32_gpt2_shapes => gpt2_fp32;
     gemm_tf32_layouts => tf32::layouts;
     gemm_tf32_epilogues => tf32::epilogues;

@@ -187,20 +187,17 @@ pub const fn rem(a: u32, b: u32) -> u32 {
 /// Tile rows per rasterization band.
 pub const RASTER_GROUP: u32 = 8;
 
-/// FP32 SIMT kernel geometry: 128×128 block tile, BK = 8, 256 threads, 8×8 outputs per thread
-/// (two 4×4 quadrants 64 apart in each dimension), double-buffered shared memory, an epilogue
-/// staged through shared memory in 4 phases of 32 rows.
+/// FP32 SIMT kernel geometry: 128-row block tiles 128 or 64 columns wide ([`simt::Tile`]), BK =
+/// 8, 8×8 outputs per thread (two 4×4 quadrants half a tile apart in each dimension),
+/// double-buffered shared memory, an epilogue staged through shared memory in 4 phases of 32
+/// rows.
 pub mod simt {
     /// Block tile rows.
     pub const BM: u32 = 128;
-    /// Block tile columns.
-    pub const BN: u32 = 128;
     /// K per shared-memory tile.
     pub const BK: u32 = 8;
-    /// Threads per block.
-    pub const THREADS: u32 = 256;
     /// Floats per shared-memory row: 128 + 4 padding, so the transposing stores of the
-    /// K-contiguous operands hit 32 distinct banks.
+    /// K-contiguous operands hit 32 distinct banks. B's rows of the narrow tile use 64 of them.
     pub const ROW_FLOATS: u32 = BM + 4;
     /// Bytes of one operand tile (BK rows).
     pub const TILE_BYTES: u32 = BK * ROW_FLOATS * 4;
@@ -208,6 +205,64 @@ pub mod simt {
     pub const SMEM_BYTES: u32 = 2 * 2 * TILE_BYTES;
     /// The epilogue stages 32 rows of the block tile at a time through the same memory.
     const _: () = assert!(32 * ROW_FLOATS * 4 <= SMEM_BYTES);
+
+    /// A block tile: 128 rows × `bn` columns, one thread per 8×8 outputs.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct Tile {
+        /// Block tile columns.
+        pub bn: u32,
+        /// Blocks per SM the launch bounds ask for, which caps the registers per thread.
+        pub blocks_per_sm: u32,
+    }
+
+    impl Tile {
+        /// The tile `bn` columns wide (64 or 128; anything else fails to compile in a const).
+        pub const fn of_width(bn: u32) -> Tile {
+            match bn {
+                64 => N64,
+                128 => N128,
+                _ => panic!("SIMT tiles are 64 or 128 columns wide"),
+            }
+        }
+
+        /// Threads per block.
+        pub const fn threads(self) -> u32 {
+            BM * self.bn / 64
+        }
+
+        /// This thread's (row group `ty`, column group `tx`): it owns rows `4ty .. 4ty+4` and
+        /// `64+4ty ..`, columns `4tx .. 4tx+4` and `bn/2+4tx ..` of the block tile.
+        pub const fn thread_grid(self, tid: u32) -> (u32, u32) {
+            (tid / (self.bn / 8), tid % (self.bn / 8))
+        }
+
+        /// 4-float copies per thread and k-tile of an operand tile `outer` (M or N) wide.
+        pub const fn copies(self, outer: u32) -> u32 {
+            outer * BK / 4 / self.threads()
+        }
+
+        /// The (outer, k) cell of copy `i` of thread `tid` in an operand tile `outer` wide: 4
+        /// consecutive k of one row along K (`along_k`: A row-major, B column-major; 2 threads
+        /// per row), else 4 consecutive m or n of one k (`outer / 4` threads per k).
+        pub const fn copy_cell(self, along_k: bool, outer: u32, tid: u32, i: u32) -> (u32, u32) {
+            let c = tid + i * self.threads();
+            if along_k { (c / 2, (c % 2) * 4) } else { (c % (outer / 4) * 4, c / (outer / 4)) }
+        }
+    }
+
+    /// 128 × 128, 256 threads, two blocks per SM (at most 128 registers): every GEMM with
+    /// N > 64.
+    pub const N128: Tile = Tile { bn: 128, blocks_per_sm: 2 };
+    /// 128 × 64, 128 threads: N ≤ 64 (the attention's products with the head dimension), where
+    /// the wide tile would multiply as many zero columns as real ones. Three blocks per SM (at
+    /// most 168 registers): its threads copy twice as much of A as the wide tile's, and ptxas
+    /// needs about 150 registers for them without spilling.
+    pub const N64: Tile = Tile { bn: 64, blocks_per_sm: 3 };
+
+    /// The tile the launcher picks for N columns.
+    pub const fn tile_for(n: u32) -> Tile {
+        if n <= N64.bn { N64 } else { N128 }
+    }
 }
 
 /// Tensor-core (`mma.sync`) kernel geometry, shared by the TF32, BF16 and FP16 variants.
@@ -379,8 +434,10 @@ macro_rules! gemm_family {
     };
 }
 
-gemm_family!(/// `gemm_simt_*_f32`: FP32 SIMT (the fp32 rung).
+gemm_family!(/// `gemm_simt_*_f32`: FP32 SIMT (the fp32 rung), 128 × 128 tiles.
     SIMT_F32: f32 => f32, "gemm_simt", "f32");
+gemm_family!(/// `gemm_simt_n64_*_f32`: FP32 SIMT, 128 × 64 tiles (N ≤ 64).
+    SIMT_N64_F32: f32 => f32, "gemm_simt_n64", "f32");
 gemm_family!(/// `gemm_tf32_*_f32`: `mma.sync` m16n8k8 TF32, f32 storage.
     TF32_F32: f32 => f32, "gemm_tf32", "f32");
 gemm_family!(/// `gemm_bf16_*_bf16`: `mma.sync` m16n8k16 BF16, bf16 output.
@@ -413,44 +470,61 @@ pub const BIAS_GRAD_BF16_F32: Kernel<BiasGradParams<Bf16, f32>> = Kernel::new("b
 /// `bias_grad_f16_f32`: f16 gradient in, f32 sums out.
 pub const BIAS_GRAD_F16_F32: Kernel<BiasGradParams<F16, f32>> = Kernel::new("bias_grad_f16_f32");
 
-/// The 24 GEMM entries, the 5 bias-gradient entries, the 3 split-K reductions.
-const SIGS: [KernelSig; 32] = {
+/// GEMM entries: 2 SIMT and 5 `mma.sync` families of 4 layouts.
+const GEMM_ENTRIES: usize = 28;
+
+/// The GEMM entries, the 5 bias-gradient entries, the 3 split-K reductions.
+const SIGS: [KernelSig; GEMM_ENTRIES + 8] = {
     let families = [
         SIMT_F32.sigs(),
+        SIMT_N64_F32.sigs(),
         TF32_F32.sigs(),
         BF16_BF16.sigs(),
         BF16_F32.sigs(),
         F16_F16.sigs(),
         F16_F32.sigs(),
     ];
-    let mut out = [BIAS_GRAD_F32.sig(); 32];
+    let mut out = [BIAS_GRAD_F32.sig(); GEMM_ENTRIES + 8];
     let mut i = 0;
-    while i < 24 {
+    while i < GEMM_ENTRIES {
         out[i] = families[i / 4][i % 4];
         i += 1;
     }
-    out[25] = BIAS_GRAD_BF16.sig();
-    out[26] = BIAS_GRAD_F16.sig();
-    out[27] = SPLIT_REDUCE_F32.sig();
-    out[28] = SPLIT_REDUCE_BF16.sig();
-    out[29] = SPLIT_REDUCE_F16.sig();
-    out[30] = BIAS_GRAD_BF16_F32.sig();
-    out[31] = BIAS_GRAD_F16_F32.sig();
+    let rest = [
+        BIAS_GRAD_F32.sig(),
+        BIAS_GRAD_BF16.sig(),
+        BIAS_GRAD_F16.sig(),
+        SPLIT_REDUCE_F32.sig(),
+        SPLIT_REDUCE_BF16.sig(),
+        SPLIT_REDUCE_F16.sig(),
+        BIAS_GRAD_BF16_F32.sig(),
+        BIAS_GRAD_F16_F32.sig(),
+    ];
+    let mut j = 0;
+    while j < rest.len() {
+        out[GEMM_ENTRIES + j] = rest[j];
+        j += 1;
+    }
     out
 };
 
 /// Every GEMM entry point.
 pub const KERNELS: &[KernelSig] = &SIGS;
 
-/// Two blocks per SM for every GEMM variant: the SIMT kernel then stays within 128 registers
-/// (256 threads), the tensor-core kernels within 255 (128 threads, their 64 KiB of shared
-/// memory also fits twice).
+/// The SIMT kernels ask for their tile's blocks per SM (two of 256 threads, within 128
+/// registers, or three of 128, within 168); the tensor-core kernels for two blocks (128
+/// threads, within 255 registers; their 64 KiB of shared memory also fits twice).
 pub const LAUNCH_BOUNDS: &[LaunchBounds] = &{
-    let mut out = [LaunchBounds { name: "", max_threads: 0, min_blocks_per_sm: 2 }; 24];
+    let mut out = [LaunchBounds { name: "", max_threads: 0, min_blocks_per_sm: 2 }; GEMM_ENTRIES];
     let mut i = 0;
-    while i < 24 {
-        let threads = if i < 4 { simt::THREADS } else { tc::THREADS };
-        out[i] = LaunchBounds { name: SIGS[i].name, max_threads: threads, min_blocks_per_sm: 2 };
+    while i < GEMM_ENTRIES {
+        let (threads, blocks) = match i / 4 {
+            0 => (simt::N128.threads(), simt::N128.blocks_per_sm),
+            1 => (simt::N64.threads(), simt::N64.blocks_per_sm),
+            _ => (tc::THREADS, 2),
+        };
+        out[i] =
+            LaunchBounds { name: SIGS[i].name, max_threads: threads, min_blocks_per_sm: blocks };
         i += 1;
     }
     out
@@ -678,6 +752,65 @@ mod tests {
         assert_eq!(raster(1, 16, 4, 8), (1, 0));
         assert_eq!(raster(8, 16, 4, 8), (0, 1));
         assert_eq!(raster(32, 16, 4, 8), (8, 0));
+    }
+
+    /// The SIMT kernels' shared-memory traffic, for both tiles and both operand widths: each
+    /// operand's copies cover its tile exactly once; the transposing scalar stores (along K)
+    /// are conflict-free per warp, the 16-byte stores and loads per phase of 8 threads (the
+    /// fragment loads of A are broadcasts); the epilogue's staging stores likewise.
+    #[test]
+    fn simt_shared_memory_traffic_is_conflict_free() {
+        use simt::{BK, BM, ROW_FLOATS, Tile};
+        let at = |k: u32, col: u32| (k * ROW_FLOATS + col) * 4;
+        for tile in [simt::N128, simt::N64] {
+            for (outer, along_k) in [(BM, true), (BM, false), (tile.bn, true), (tile.bn, false)] {
+                let cell = |tid, i| tile.copy_cell(along_k, outer, tid, i);
+                let mut covered = BTreeSet::new();
+                for i in 0..tile.copies(outer) {
+                    for tid in 0..tile.threads() {
+                        let (o, k) = cell(tid, i);
+                        for e in 0..4 {
+                            let (o, k) = if along_k { (o, k + e) } else { (o + e, k) };
+                            assert!(o < outer && k < BK, "{tile:?} {outer} {along_k}");
+                            assert!(covered.insert((o, k)), "{tile:?} {outer} {along_k}");
+                        }
+                    }
+                    if along_k {
+                        for warp in 0..tile.threads() / 32 {
+                            for e in 0..4 {
+                                let stores = (0..32).map(|l| {
+                                    let (o, k) = cell(32 * warp + l, i);
+                                    (at(k + e, o), 4)
+                                });
+                                assert!(conflict_free(stores), "{tile:?} {outer} warp {warp}");
+                            }
+                        }
+                    } else {
+                        for phase in 0..tile.threads() / 8 {
+                            let stores = (0..8).map(|j| {
+                                let (o, k) = cell(8 * phase + j, i);
+                                (at(k, o), 16)
+                            });
+                            assert!(conflict_free(stores), "{tile:?} {outer} phase {phase}");
+                        }
+                    }
+                }
+                assert_eq!(covered.len() as u32, outer * BK, "{tile:?} {outer} {along_k}");
+            }
+            let grid = |tid| Tile::thread_grid(tile, tid);
+            for phase in 0..tile.threads() / 8 {
+                let threads = || (0..8).map(|j| grid(8 * phase + j));
+                for half in [0, tile.bn / 2] {
+                    let b = threads().map(|(_, tx)| (at(3, half + 4 * tx), 16));
+                    assert!(conflict_free(b), "{tile:?} B fragments, phase {phase}");
+                    let staged = threads().map(|(ty, tx)| (at(ty, half + 4 * tx), 16));
+                    assert!(conflict_free(staged), "{tile:?} staging, phase {phase}");
+                }
+                let a: BTreeSet<u32> = threads().map(|(ty, _)| ty).collect();
+                assert_eq!(a.len(), 1, "{tile:?}: A fragments broadcast in a phase");
+            }
+        }
+        assert_eq!((simt::tile_for(64), simt::tile_for(65)), (simt::N64, simt::N128));
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! GEMM kernels (see `kernel_abi::gemm` for the contract and the tile geometry).
 //!
-//! - [`simt`]: FP32 SIMT, the fp32 rung;
+//! - [`simt`]: FP32 SIMT, the fp32 rung, in 128 × 128 and (N ≤ 64) 128 × 64 tiles;
 //! - [`mma`]: tensor cores through `mma.sync`, instantiated for TF32 ([`tensor_op::Tf32Op`]),
 //!   BF16 and FP16, with [`tile_copy`] (global → shared, `cp.async`), [`fragments`] (shared →
 //!   registers, `ldmatrix`) and the shared [`epilogue`];
@@ -31,10 +31,14 @@ use kernel_abi::{Bf16, F16};
 use tensor_op::{Bf16Op, F16Op, Tf32Op};
 
 entries! { "gemm";
-    gemm_simt_rr_f32(GemmParams<f32, f32>) => simt::gemm::<true, false>;
-    gemm_simt_rc_f32(GemmParams<f32, f32>) => simt::gemm::<true, true>;
-    gemm_simt_cr_f32(GemmParams<f32, f32>) => simt::gemm::<false, false>;
-    gemm_simt_cc_f32(GemmParams<f32, f32>) => simt::gemm::<false, true>;
+    gemm_simt_rr_f32(GemmParams<f32, f32>) => simt::gemm::<true, false, 128>;
+    gemm_simt_rc_f32(GemmParams<f32, f32>) => simt::gemm::<true, true, 128>;
+    gemm_simt_cr_f32(GemmParams<f32, f32>) => simt::gemm::<false, false, 128>;
+    gemm_simt_cc_f32(GemmParams<f32, f32>) => simt::gemm::<false, true, 128>;
+    gemm_simt_n64_rr_f32(GemmParams<f32, f32>) => simt::gemm::<true, false, 64>;
+    gemm_simt_n64_rc_f32(GemmParams<f32, f32>) => simt::gemm::<true, true, 64>;
+    gemm_simt_n64_cr_f32(GemmParams<f32, f32>) => simt::gemm::<false, false, 64>;
+    gemm_simt_n64_cc_f32(GemmParams<f32, f32>) => simt::gemm::<false, true, 64>;
     gemm_tf32_rr_f32(GemmParams<f32, f32>) => mma::gemm::<Tf32Op, f32, true, false>;
     gemm_tf32_rc_f32(GemmParams<f32, f32>) => mma::gemm::<Tf32Op, f32, true, true>;
     gemm_tf32_cr_f32(GemmParams<f32, f32>) => mma::gemm::<Tf32Op, f32, false, false>;

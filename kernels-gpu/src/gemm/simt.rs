@@ -1,31 +1,35 @@
-//! FP32 SIMT GEMM (the fp32 rung): 128×128×8 block tile, 256 threads, 8×8 outputs per
-//! thread, double-buffered shared memory.
+//! FP32 SIMT GEMM (the fp32 rung): 128×`BN`×8 block tiles (`BN` = 128 with 256 threads, or 64
+//! with 128 threads for N ≤ 64: [`kernel_abi::gemm::simt::Tile`]), 8×8 outputs per thread,
+//! double-buffered shared memory.
 //!
-//! Thread `t` (tx = t % 16, ty = t / 16) owns rows `{4ty .. 4ty+4, 64+4ty .. 64+4ty+4}` and
-//! columns `{4tx .. 4tx+4, 64+4tx .. 64+4tx+4}` of the block tile: per k it reads four 16-byte
-//! vectors from shared memory (broadcast for A, consecutive for B: conflict-free) and issues 64
-//! FMAs. Both operand tiles are stored k-major in shared memory (`[k][m]`, `[k][n]`, rows of
+//! Thread `t` (`Tile::thread_grid`: tx = t % (BN/8), ty = t / (BN/8)) owns rows
+//! `{4ty .. 4ty+4, 64+4ty .. 64+4ty+4}` and columns `{4tx .. 4tx+4, BN/2+4tx .. BN/2+4tx+4}` of
+//! the block tile: per k it reads four 16-byte vectors from shared memory (broadcast for A,
+//! consecutive for B: conflict-free) and issues 64 FMAs. Both operand tiles are stored k-major in shared memory (`[k][m]`, `[k][n]`, rows of
 //! 132 floats): operands that are contiguous along M/N are copied with 16-byte `cp.async`
 //! (edge chunks element by element, stored zero-filled: memcheck counts a partial `cp.async`'s
 //! whole window), those contiguous along K are transposed through registers (the 4-float row
 //! padding spreads those scalar stores over all 32 banks).
 //!
+//! Each thread copies 4 floats of B's tile per k-tile and 4 of A's (two runs of 4 in the narrow
+//! tile, whose 128 threads copy the same 128-row A tile): `Tile::copy_cell`.
+//!
 //! Pipeline per k-tile, double-buffered: the copies of tile `kt + 1` into the other buffer are
 //! issued before the FMAs on tile `kt` (`cp.async`, or global loads into registers that are
 //! stored after the FMAs), then `cp.async.wait_group 0` and one barrier. Keeping the M/N-
 //! contiguous operands out of registers leaves the 64 accumulators room within the 128
-//! registers that two blocks per SM allow.
+//! registers that 512 threads per SM allow.
 //!
 //! Epilogue: the accumulators go through shared memory in 4 phases of 32 tile rows, so each warp
-//! finishes whole rows with 16-byte accesses and the registers of staged rows are free for the
-//! epilogue's arithmetic.
+//! finishes whole rows (or, in the narrow tile, pairs of half rows) with 16-byte accesses and the
+//! registers of staged rows are free for the epilogue's arithmetic.
 
 use super::epilogue::{Epilogue, aligned16};
 use crate::arch::{
     block_idx_x, block_idx_y, block_idx_z, cp_async, global, smem, sync, thread_idx_x,
 };
 use crate::unroll::unroll;
-use kernel_abi::gemm::simt::{BK, BM, BN, ROW_FLOATS, TILE_BYTES};
+use kernel_abi::gemm::simt::{BK, BM, ROW_FLOATS, TILE_BYTES, Tile};
 use kernel_abi::gemm::{GemmParams, RASTER_GROUP, raster};
 
 const _: () = assert!(BK == 8, "the k loop below is unrolled 8 times");
@@ -56,17 +60,18 @@ struct Operand<const ALONG_K: bool> {
 }
 
 impl<const ALONG_K: bool> Operand<ALONG_K> {
+    /// The copy of the thread's `cell` (`Tile::copy_cell`: outer index and k inside the tile)
+    /// from a batch's matrix at `base` (leading dimension `ld`, batch stride `stride`, elements),
+    /// whose tile starts at row or column `outer0` of `outer_len`, with `k_len` k.
     #[inline(always)]
     fn new(
         base: *const f32,
-        ld: u32,
-        stride: u64,
+        (ld, stride): (u32, u64),
+        (outer, k): (u32, u32),
         outer0: u32,
         outer_len: u32,
         k_len: u32,
     ) -> Self {
-        let t = thread_idx_x();
-        let (outer, k) = if ALONG_K { (t / 2, (t % 2) * 4) } else { ((t % 32) * 4, t / 32) };
         let vector = aligned16(base as u64 | (ld as u64 * 4) | (stride * 4));
         let global = outer0 + outer;
         let (line, line_valid) = if ALONG_K {
@@ -183,13 +188,26 @@ unsafe fn ld4(tile: u32, k: u32, col: u32) -> [f32; 4] {
     unsafe { smem::ld_shared_v4_u32(tile + (k * ROW_FLOATS + col) * 4) }.map(f32::from_bits)
 }
 
-/// The kernel body; `A_ROW`: A row-major (else column-major), `B_COL`: B column-major.
+/// The kernel body for tiles `BN` columns wide; `A_ROW`: A row-major (else column-major),
+/// `B_COL`: B column-major.
 ///
 /// # Safety
-/// Launched by `gpu-host` with 256 threads, a grid of (tiles_m · tiles_n, split_k, batch) and
-/// `simt::SMEM_BYTES` of dynamic shared memory, on buffers it validated.
+/// Launched by `gpu-host` with `Tile::of_width(BN).threads()` threads, a grid of
+/// (tiles_m · tiles_n, split_k, batch) and `simt::SMEM_BYTES` of dynamic shared memory, on
+/// buffers it validated.
 #[inline(always)]
-pub unsafe fn gemm<const A_ROW: bool, const B_COL: bool>(p: GemmParams<f32, f32>) {
+pub unsafe fn gemm<const A_ROW: bool, const B_COL: bool, const BN: u32>(p: GemmParams<f32, f32>) {
+    let tile = const { Tile::of_width(BN) };
+    // Each thread copies one run of 4 of B's tile per k-tile, and one or two of A's (the
+    // second, `a_hi`, only in the narrow tile: its 128 threads copy the same 128-row A tile).
+    let two_a = tile.copies(BM) == 2;
+    const {
+        let tile = Tile::of_width(BN);
+        assert!(matches!(tile.copies(BM), 1 | 2));
+        assert!(tile.copies(BN) == 1);
+        // The epilogue's 4 runs per thread cover 32 staged rows.
+        assert!(32 * (BN / 4) == 4 * tile.threads());
+    }
     let t = thread_idx_x();
     let (tile_m, tile_n) = raster(block_idx_x(), p.tiles_m, p.tiles_n, RASTER_GROUP);
     let (m0, n0) = (tile_m * BM, tile_n * BN);
@@ -202,12 +220,17 @@ pub unsafe fn gemm<const A_ROW: bool, const B_COL: bool>(p: GemmParams<f32, f32>
         )
     };
     // A is contiguous along K when row-major, B when column-major.
-    let a_op = Operand::<A_ROW>::new(a, p.lda, p.stride_a, m0, p.m, p.k);
-    let b_op = Operand::<B_COL>::new(b, p.ldb, p.stride_b, n0, p.n, p.k);
+    let a_op = |i| {
+        let cell = tile.copy_cell(A_ROW, BM, t, i);
+        Operand::<A_ROW>::new(a, (p.lda, p.stride_a), cell, m0, p.m, p.k)
+    };
+    let (a_lo, a_hi) = (a_op(0), a_op(1));
+    let b_cell = tile.copy_cell(B_COL, BN, t, 0);
+    let b_op = Operand::<B_COL>::new(b, (p.ldb, p.stride_b), b_cell, n0, p.n, p.k);
     let smem = smem::dynamic_smem_base();
     let a_tile = |buf: u32| smem + buf * TILE_BYTES;
     let b_tile = |buf: u32| smem + (2 + buf) * TILE_BYTES;
-    let (tx, ty) = (t % 16, t / 16);
+    let (ty, tx) = tile.thread_grid(t);
     let mut acc = [[0.0f32; 8]; 8];
     // This block's K slice: tiles [kt0, kt1).
     let kt0 = block_idx_y() * p.k_tiles_per_split;
@@ -217,23 +240,28 @@ pub unsafe fn gemm<const A_ROW: bool, const B_COL: bool>(p: GemmParams<f32, f32>
     // in the two buffers; global loads are bounds-checked by `Operand::load`.
     unsafe {
         if kt0 < kt1 {
-            a_op.store(a_tile(0), a_op.load(kt0));
+            a_lo.store(a_tile(0), a_lo.load(kt0));
+            if two_a {
+                a_hi.store(a_tile(0), a_hi.load(kt0));
+            }
             b_op.store(b_tile(0), b_op.load(kt0));
         }
         sync::bar_sync();
         for kt in kt0..kt1 {
             let (cur, next) = ((kt - kt0) % 2, (kt - kt0 + 1) % 2);
             let prefetch = kt + 1 < kt1;
-            let (a_next, b_next) = if prefetch {
-                (a_op.begin(kt + 1, a_tile(next)), b_op.begin(kt + 1, b_tile(next)))
+            let (a_lo_next, a_hi_next, b_next) = if prefetch {
+                let a_lo_next = a_lo.begin(kt + 1, a_tile(next));
+                let a_hi_next = if two_a { a_hi.begin(kt + 1, a_tile(next)) } else { [0.0; 4] };
+                (a_lo_next, a_hi_next, b_op.begin(kt + 1, b_tile(next)))
             } else {
-                ([0.0; 4], [0.0; 4])
+                ([0.0; 4], [0.0; 4], [0.0; 4])
             };
             unroll!(k in 0..8 => {
                 let k = k as u32;
                 let (lo, hi) = (ld4(a_tile(cur), k, 4 * ty), ld4(a_tile(cur), k, 64 + 4 * ty));
                 let a_frag = [lo[0], lo[1], lo[2], lo[3], hi[0], hi[1], hi[2], hi[3]];
-                let (lo, hi) = (ld4(b_tile(cur), k, 4 * tx), ld4(b_tile(cur), k, 64 + 4 * tx));
+                let (lo, hi) = (ld4(b_tile(cur), k, 4 * tx), ld4(b_tile(cur), k, BN / 2 + 4 * tx));
                 let b_frag = [lo[0], lo[1], lo[2], lo[3], hi[0], hi[1], hi[2], hi[3]];
                 unroll!(i in 0..8 => {
                     unroll!(j in 0..8 => {
@@ -242,7 +270,10 @@ pub unsafe fn gemm<const A_ROW: bool, const B_COL: bool>(p: GemmParams<f32, f32>
                 });
             });
             if prefetch {
-                a_op.finish(a_tile(next), a_next);
+                a_lo.finish(a_tile(next), a_lo_next);
+                if two_a {
+                    a_hi.finish(a_tile(next), a_hi_next);
+                }
                 b_op.finish(b_tile(next), b_next);
             }
             cp_async::cp_async_commit_group();
@@ -256,9 +287,10 @@ pub unsafe fn gemm<const A_ROW: bool, const B_COL: bool>(p: GemmParams<f32, f32>
             Epilogue::new(&p, batch)
         };
         // The epilogue goes through shared memory in 4 phases of 32 tile rows: phase `ph`
-        // holds the thread's rows 4ty + ph and 64 + 4ty + ph. Each warp then finishes whole
-        // rows (lane l: columns 4l .. 4l+4, 16-byte accesses, 512 contiguous bytes per warp),
-        // and the accumulators already staged no longer occupy registers.
+        // holds the thread's rows 4ty + ph and 64 + 4ty + ph. Then each thread finishes runs
+        // of 4 columns, consecutive threads consecutive runs of a staged row (16-byte
+        // accesses), and the accumulators already staged no longer occupy registers.
+        let runs_per_row = BN / 4;
         unroll!(ph in 0..4 => {
             unroll!(half in 0..2 => {
                 let row = acc[ph + 4 * half];
@@ -266,14 +298,15 @@ pub unsafe fn gemm<const A_ROW: bool, const B_COL: bool>(p: GemmParams<f32, f32>
                 let lo = [row[0], row[1], row[2], row[3]].map(f32::to_bits);
                 let hi = [row[4], row[5], row[6], row[7]].map(f32::to_bits);
                 smem::st_shared_v4_u32(at(4 * tx), lo);
-                smem::st_shared_v4_u32(at(64 + 4 * tx), hi);
+                smem::st_shared_v4_u32(at(BN / 2 + 4 * tx), hi);
             });
             sync::bar_sync();
             for q in 0..4 {
-                let s = t / 32 + 8 * q;
+                // Run t + q · threads (threads: a whole number of rows).
+                let s = t / runs_per_row + q * (tile.threads() / runs_per_row);
                 let local = if s < 16 { 4 * s } else { 64 + 4 * (s - 16) } + ph as u32;
                 let m = m0 + local;
-                let col = 4 * (t % 32);
+                let col = 4 * (t % runs_per_row);
                 if m < p.m {
                     // Row s < 32 of the staging area, which fits in the pipeline buffers.
                     let staged = smem::ld_shared_v4_u32(smem + (s * ROW_FLOATS + col) * 4);

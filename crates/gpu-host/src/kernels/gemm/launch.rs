@@ -133,7 +133,8 @@ fn launch<D: Device, I: GemmTypes<O>, O: GemmOutput>(
     epilogue: Epilogue<'_, O>,
     workspace: Option<DeviceViewMut<'_, f32>>,
 ) -> Result<()> {
-    let kernels = I::kernels(spec.precision).ok_or_else(|| {
+    let simt_tile = spec.simt_tile();
+    let kernels = I::kernels(spec.precision, simt_tile).ok_or_else(|| {
         invalid(
             "precision",
             format!(
@@ -178,7 +179,7 @@ fn launch<D: Device, I: GemmTypes<O>, O: GemmOutput>(
     };
     let (bm, bn) = match (wgmma, spec.precision) {
         (Some((tile, _)), _) => (wg::BM, tile.bn),
-        (None, Precision::Fp32) => (simt::BM, simt::BN),
+        (None, Precision::Fp32) => (simt::BM, simt_tile.bn),
         (None, _) => (tc::BM, tc::BN),
     };
     let tiles_m = spec.m.div_ceil(bm as usize);
@@ -229,7 +230,7 @@ fn launch<D: Device, I: GemmTypes<O>, O: GemmOutput>(
         unsafe { wgmma::launch(dev, spec, (tile, kernel), params) }?;
     } else {
         let (threads, smem) = match spec.precision {
-            Precision::Fp32 => (simt::THREADS, simt::SMEM_BYTES),
+            Precision::Fp32 => (simt_tile.threads(), simt::SMEM_BYTES),
             _ => (tc::THREADS, tc::SMEM_BYTES),
         };
         let config = LaunchConfig {

@@ -372,7 +372,10 @@ impl GemmSpec {
         let (bm, bn, per_sm, flops_per_byte) = match (engine, self.precision) {
             (GemmEngine::Wgmma, Precision::Tf32) => (wg::BM, wg::N128.bn, 1, 100.0),
             (GemmEngine::Wgmma, _) => (wg::BM, wg::N128.bn, 1, 200.0),
-            (_, Precision::Fp32) => (simt::BM, simt::BN, 2, 15.0),
+            (_, Precision::Fp32) => {
+                let tile = self.simt_tile();
+                (simt::BM, tile.bn, tile.blocks_per_sm as usize, 15.0)
+            }
             (_, Precision::Tf32) => (tc::BM, tc::BN, 2, 50.0),
             _ => (tc::BM, tc::BN, 2, 100.0),
         };
@@ -394,6 +397,12 @@ impl GemmSpec {
                 .unwrap_or(1)
         };
         self
+    }
+
+    /// The FP32 SIMT kernel's block tile for this spec: 128 × 64 when N ≤ 64 (the attention's
+    /// products with the head dimension), else 128 × 128.
+    pub fn simt_tile(&self) -> simt::Tile {
+        simt::tile_for(u32::try_from(self.n).unwrap_or(u32::MAX))
     }
 
     /// Whether the Hopper kernel has an entry of `tile` for this precision and these layouts

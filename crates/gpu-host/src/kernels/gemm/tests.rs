@@ -8,7 +8,7 @@ use crate::error::GpuError;
 use crate::ptx::PtxArch;
 use crate::tensor_map::{TensorMapDesc, TensorMapElem, TensorMapLayers, TensorMapSwizzle};
 use half::{bf16, f16};
-use kernel_abi::gemm::{GemmParams, tc};
+use kernel_abi::gemm::{GemmParams, simt, tc};
 
 #[test]
 fn extents_follow_layout_ld_and_batch() {
@@ -106,16 +106,32 @@ fn split_heuristic_targets_small_outputs_with_long_k() {
 
 #[test]
 fn precisions_map_to_families() {
+    let wide = simt::N128;
     assert_eq!(
-        <f32 as GemmTypes<f32>>::kernels(Precision::Tf32).unwrap().rc.name(),
+        <f32 as GemmTypes<f32>>::kernels(Precision::Tf32, wide).unwrap().rc.name(),
         "gemm_tf32_rc_f32"
     );
-    assert!(<f32 as GemmTypes<f32>>::kernels(Precision::Bf16).is_none());
+    assert!(<f32 as GemmTypes<f32>>::kernels(Precision::Bf16, wide).is_none());
     assert_eq!(
-        <bf16 as GemmTypes<f32>>::kernels(Precision::Bf16).unwrap().cr.name(),
+        <bf16 as GemmTypes<f32>>::kernels(Precision::Bf16, wide).unwrap().cr.name(),
         "gemm_bf16_cr_f32"
     );
-    assert!(<f16 as GemmTypes<f16>>::kernels(Precision::Bf16).is_none());
+    assert!(<f16 as GemmTypes<f16>>::kernels(Precision::Bf16, wide).is_none());
+    let simt = |tile| <f32 as GemmTypes<f32>>::kernels(Precision::Fp32, tile).unwrap().rr.name();
+    assert_eq!((simt(wide), simt(simt::N64)), ("gemm_simt_rr_f32", "gemm_simt_n64_rr_f32"));
+}
+
+#[test]
+fn fp32_takes_the_narrow_simt_tile_up_to_64_columns() {
+    let spec =
+        |n| GemmSpec::new(1024, n, 1024, Layout::RowMajor, Layout::RowMajor, Precision::Fp32);
+    assert_eq!((spec(1).simt_tile(), spec(64).simt_tile()), (simt::N64, simt::N64));
+    assert_eq!((spec(65).simt_tile(), spec(1 << 40).simt_tile()), (simt::N128, simt::N128));
+    // The split model counts the narrow tile's columns and its three blocks per SM: the
+    // attention's dV = Pᵀ·dO per head (1024 × 64, K = 1024) over 12 heads has 96 tiles.
+    let mut dv = spec(64);
+    dv.batch = 12;
+    assert_eq!(dv.with_split_k_for(132, PtxArch::Sm90a).split_k, 4);
 }
 
 #[test]
@@ -401,15 +417,18 @@ mod engines {
     #[test]
     fn fp32_and_the_other_types_pick_their_entries() {
         let dev = MockDevice::new(PtxArch::Sm90a, 132);
-        let a = dev.alloc::<f32>(64 * 64).unwrap();
-        let mut c = dev.alloc::<f32>(64 * 64).unwrap();
-        for (precision, want) in
-            [(Precision::Fp32, "gemm_simt_rc_f32"), (Precision::Tf32, "gemm_wgmma_tf32_rc_f32")]
-        {
-            let spec = GemmSpec::linear_forward(64, 64, 64, precision);
+        let a = dev.alloc::<f32>(65 * 64).unwrap();
+        let mut c = dev.alloc::<f32>(65 * 64).unwrap();
+        for (precision, n, want, threads) in [
+            (Precision::Fp32, 64, "gemm_simt_n64_rc_f32", 128),
+            (Precision::Fp32, 65, "gemm_simt_rc_f32", 256),
+            (Precision::Tf32, 64, "gemm_wgmma_tf32_rc_f32", 384),
+        ] {
+            let spec = GemmSpec::linear_forward(64, n, 64, precision);
             let e = Epilogue::default();
             gemm(&dev, &spec, a.view(), a.view(), c.view_mut(), e).unwrap();
-            assert_eq!(dev.take_launches()[0].name, want);
+            let launch = &dev.take_launches()[0];
+            assert_eq!((launch.name, launch.config.block.0), (want, threads));
         }
         let forced = GemmSpec {
             engine: GemmEngine::Wgmma,

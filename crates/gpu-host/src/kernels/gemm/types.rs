@@ -7,8 +7,8 @@ use crate::view::{DeviceView, DeviceViewMut};
 use half::{bf16, f16};
 use kernel_abi::Kernel;
 use kernel_abi::gemm::{
-    BF16_BF16, BF16_F32, F16_F16, F16_F32, GemmKernels, GemmParams, SIMT_F32, SPLIT_REDUCE_BF16,
-    SPLIT_REDUCE_F16, SPLIT_REDUCE_F32, TF32_F32,
+    BF16_BF16, BF16_F32, F16_F16, F16_F32, GemmKernels, GemmParams, SIMT_F32, SIMT_N64_F32,
+    SPLIT_REDUCE_BF16, SPLIT_REDUCE_F16, SPLIT_REDUCE_F32, TF32_F32, simt,
 };
 use kernel_abi::gemm_wgmma::{
     WGMMA_BF16_BF16, WGMMA_BF16_F32, WGMMA_F16_F16, WGMMA_F16_F32, WGMMA_N256_BF16_BF16,
@@ -72,8 +72,9 @@ impl GemmOutput for f16 {
 pub trait GemmTypes<O: GemmOutput>: DeviceElement {
     /// The precision modes that take this input type.
     const PRECISIONS: &'static [Precision];
-    /// The entry points of `precision`, if it takes these types.
-    fn kernels(precision: Precision) -> Option<GemmKernels<Self::Abi, O::Abi>>;
+    /// The entry points of `precision`, if it takes these types; FP32's with the SIMT tile
+    /// `simt` (the tensor-core variants have one tile).
+    fn kernels(precision: Precision, simt: simt::Tile) -> Option<GemmKernels<Self::Abi, O::Abi>>;
     /// The Hopper (`wgmma`) entries of `precision` with block tiles `tile` (`wg::N128` or
     /// `wg::N256`), if it takes these types.
     fn wgmma_kernels(
@@ -95,8 +96,9 @@ fn by_tile<K>(tile: wg::Tile, narrow: K, wide: K, pingpong: K) -> Option<K> {
 
 impl GemmTypes<f32> for f32 {
     const PRECISIONS: &'static [Precision] = &[Precision::Fp32, Precision::Tf32];
-    fn kernels(precision: Precision) -> Option<GemmKernels<f32, f32>> {
+    fn kernels(precision: Precision, simt: simt::Tile) -> Option<GemmKernels<f32, f32>> {
         match precision {
+            Precision::Fp32 if simt == simt::N64 => Some(SIMT_N64_F32),
             Precision::Fp32 => Some(SIMT_F32),
             Precision::Tf32 => Some(TF32_F32),
             _ => None,
@@ -114,6 +116,7 @@ macro_rules! half_gemm_types {
             const PRECISIONS: &'static [Precision] = &[Precision::$precision];
             fn kernels(
                 precision: Precision,
+                _: simt::Tile,
             ) -> Option<GemmKernels<<$in as DeviceElement>::Abi, <$in as DeviceElement>::Abi>> {
                 (precision == Precision::$precision).then_some($same)
             }
@@ -130,6 +133,7 @@ macro_rules! half_gemm_types {
             const PRECISIONS: &'static [Precision] = &[Precision::$precision];
             fn kernels(
                 precision: Precision,
+                _: simt::Tile,
             ) -> Option<GemmKernels<<$in as DeviceElement>::Abi, f32>> {
                 (precision == Precision::$precision).then_some($wide)
             }
