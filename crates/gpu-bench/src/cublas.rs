@@ -1,5 +1,5 @@
-//! The cuBLAS baselines: `cublasSgemm`, `cublasGemmEx` and a `cublasLtMatmul` plan prepared
-//! once (descriptors, layouts and the heuristic's algorithm), so the timed loop issues only the
+//! The cuBLAS baselines: `cublasSgemm`, `cublasGemmEx` (their strided-batched forms for
+//! batched problems) and a `cublasLtMatmul` plan prepared once (descriptors, layouts and the heuristic's algorithm), so the timed loop issues only the
 //! matmul itself.
 //!
 //! cuBLAS is column-major. Our row-major `C (M×N) = A · B` is the column-major
@@ -114,10 +114,65 @@ impl Blas {
         let (alpha, beta) = (1.0f32, p.beta);
         let (m, n, k) = (p.n as i32, p.m as i32, p.k as i32);
         let (lda, ldb, ldc) = (p.ldb as i32, p.lda as i32, p.ldc as i32);
+        let (stride_a, stride_b, stride_c) =
+            (p.stride_b as i64, p.stride_a as i64, p.stride_c as i64);
+        let compute = if mode == Mode::Tf32 {
+            blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32
+        } else {
+            blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F
+        };
+        let t = blas_type(mode);
         // SAFETY: the caller guarantees the matrices; scalars are f32 host values (default
         // pointer mode), as both entry points expect for these compute types.
         unsafe {
-            if mode == Mode::Fp32 {
+            if p.batch > 1 && mode == Mode::Fp32 {
+                blas::sgemm_strided_batched(
+                    self.handle,
+                    op(ta),
+                    op(tb),
+                    m,
+                    n,
+                    k,
+                    &alpha,
+                    b as *const f32,
+                    lda,
+                    stride_a,
+                    a as *const f32,
+                    ldb,
+                    stride_b,
+                    &beta,
+                    c as *mut f32,
+                    ldc,
+                    stride_c,
+                    p.batch as i32,
+                )
+            } else if p.batch > 1 {
+                blas::gemm_strided_batched_ex(
+                    self.handle,
+                    op(ta),
+                    op(tb),
+                    m,
+                    n,
+                    k,
+                    (&alpha as *const f32).cast(),
+                    b as *const c_void,
+                    t,
+                    lda,
+                    stride_a,
+                    a as *const c_void,
+                    t,
+                    ldb,
+                    stride_b,
+                    (&beta as *const f32).cast(),
+                    c as *mut c_void,
+                    t,
+                    ldc,
+                    stride_c,
+                    p.batch as i32,
+                    compute,
+                    blas_sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+                )
+            } else if mode == Mode::Fp32 {
                 blas::sgemm(
                     self.handle,
                     op(ta),
@@ -135,12 +190,6 @@ impl Blas {
                     ldc,
                 )
             } else {
-                let compute = if mode == Mode::Tf32 {
-                    blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32
-                } else {
-                    blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F
-                };
-                let t = blas_type(mode);
                 blas::gemm_ex(
                     self.handle,
                     op(ta),
@@ -201,11 +250,38 @@ impl LtPlan {
         // First operand: Bᵀ (N×K) stored as B, second: Aᵀ (K×M) stored as A.
         let first = if ta { (p.k, p.n) } else { (p.n, p.k) };
         let second = if tb { (p.m, p.k) } else { (p.k, p.m) };
-        let layout = |(rows, cols): (usize, usize), ld: usize| {
-            lt::create_matrix_layout(t, rows as u64, cols as u64, ld as i64)
-                .context("cublasLtMatrixLayoutCreate")
+        let layout = |(rows, cols): (usize, usize), ld: usize, stride: usize| {
+            let layout = lt::create_matrix_layout(t, rows as u64, cols as u64, ld as i64)
+                .context("cublasLtMatrixLayoutCreate")?;
+            if p.batch > 1 {
+                let (count, stride) = (p.batch as i32, stride as i64);
+                // SAFETY: a live layout; the values are an i32 count and an i64 stride, the
+                // types cuBLASLt documents for these attributes.
+                unsafe {
+                    lt::set_matrix_layout_attribute(
+                        layout,
+                        lt_sys::cublasLtMatrixLayoutAttribute_t::CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                        (&count as *const i32).cast(),
+                        4,
+                    )
+                    .and_then(|()| {
+                        lt::set_matrix_layout_attribute(
+                            layout,
+                            lt_sys::cublasLtMatrixLayoutAttribute_t::CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                            (&stride as *const i64).cast(),
+                            8,
+                        )
+                    })
+                }
+                .context("cublasLtMatrixLayoutSetAttribute")?;
+            }
+            anyhow::Ok(layout)
         };
-        let layouts = [layout(first, p.ldb)?, layout(second, p.lda)?, layout((p.n, p.m), p.ldc)?];
+        let layouts = [
+            layout(first, p.ldb, p.stride_b)?,
+            layout(second, p.lda, p.stride_a)?,
+            layout((p.n, p.m), p.ldc, p.stride_c)?,
+        ];
         // SAFETY: live descriptors; attribute values are i32 transposes and a usize size.
         unsafe {
             for (attr, value) in [

@@ -58,9 +58,15 @@ pub const GPT2_LAYERS: [(&str, usize, usize); 5] = [
     ("classifier", 50304, 768),
 ];
 
+/// The materialised attention's batch of heads (B·NH = 16 · 12), sequence and head size.
+pub const ATTENTION: (usize, usize, usize) = (192, 1024, 64);
+
 /// 4096³ (row-major A·B), 4096³ and 8192³ with K-major operands (A row-major, B
 /// column-major: the layout every Hopper entry takes), then per GPT-2 layer its forward
-/// `X·Wᵀ`, input gradient `dY·W` and weight gradient `dW += dYᵀ·X`.
+/// `X·Wᵀ`, input gradient `dY·W` and weight gradient `dW += dYᵀ·X`, then the materialised
+/// attention's three kinds of per-head products, batched over the heads, in full (the trainer
+/// runs them in causal blocks): the scores `Q·Kᵀ` (also `dP = dO·Vᵀ`), `P·V` (also
+/// `dQ = dS·K`) and `dV = Pᵀ·dO` (also `dK = dSᵀ·Q`), the last two 64 columns wide.
 pub fn problems() -> Vec<Problem> {
     let p = Precision::Fp32;
     let mut out = vec![Problem {
@@ -81,6 +87,18 @@ pub fn problems() -> Vec<Problem> {
         ] {
             out.push(Problem { name: format!("{layer} {pass}"), spec });
         }
+    }
+    let (heads, t, hd) = ATTENTION;
+    let (r, c) = (Layout::RowMajor, Layout::ColMajor);
+    for (name, (m, n, k), layouts) in [
+        ("attention QKᵀ", (t, t, hd), (r, c)),
+        ("attention PV", (t, hd, t), (r, r)),
+        ("attention dV", (t, hd, t), (c, r)),
+    ] {
+        let mut spec = GemmSpec::new(m, n, k, layouts.0, layouts.1, p);
+        (spec.batch, spec.stride_a, spec.stride_b, spec.stride_c) =
+            (heads, spec.a_len(), spec.b_len(), spec.c_len());
+        out.push(Problem { name: name.into(), spec });
     }
     out
 }
@@ -324,11 +342,12 @@ impl<'a> Bench<'a> {
     }
 }
 
-/// The element ranges of C's 8 sampled rows (evenly spread over M).
+/// The element ranges of C's 8 sampled rows (evenly spread over the batches' M rows).
 fn sampled_rows(spec: &GemmSpec) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
     (0..8).map(|i| {
-        let row = i * (spec.m - 1) / 7;
-        row * spec.ldc..row * spec.ldc + spec.n
+        let row = i * (spec.batch * spec.m - 1) / 7;
+        let start = row / spec.m * spec.stride_c + row % spec.m * spec.ldc;
+        start..start + spec.n
     })
 }
 
@@ -342,7 +361,7 @@ mod tests {
     #[test]
     fn problems_cover_the_gpt2_matmuls() {
         let all = problems();
-        assert_eq!(all.len(), 3 + 3 * GPT2_LAYERS.len());
+        assert_eq!(all.len(), 3 + 3 * GPT2_LAYERS.len() + 3);
         let fwd = all.iter().find(|p| p.name == "classifier fwd").unwrap();
         assert_eq!((fwd.spec.m, fwd.spec.n, fwd.spec.k), (TOKENS, 50304, 768));
         let dw = all.iter().find(|p| p.name == "fcproj dW").unwrap();
@@ -354,6 +373,19 @@ mod tests {
         let qkv: f64 =
             all.iter().filter(|p| p.name.starts_with("qkv")).map(|p| p.spec.flops()).sum();
         assert_eq!(qkv, 3.0 * 2.0 * 16384.0 * 768.0 * 2304.0);
+    }
+
+    #[test]
+    fn attention_problems_batch_the_heads_and_sample_every_part_of_c() {
+        let all = problems();
+        let pv = &all.iter().find(|p| p.name == "attention PV").unwrap().spec;
+        assert_eq!((pv.batch, pv.m, pv.n, pv.k, pv.stride_c), (192, 1024, 64, 1024, 1024 * 64));
+        assert_eq!(pv.flops(), 2.0 * 192.0 * 1024.0 * 64.0 * 1024.0);
+        let rows: Vec<_> = sampled_rows(pv).collect();
+        assert_eq!(rows[0], 0..64);
+        assert_eq!(rows[7].end, pv.c_len(), "the last row of the last batch");
+        let dw = &all.iter().find(|p| p.name == "fc dW").unwrap().spec;
+        assert_eq!(sampled_rows(dw).last().unwrap().end, dw.c_len());
     }
 
     #[test]
