@@ -270,7 +270,7 @@ fn report(dir: &Path, files: &[PathBuf]) -> Result<()> {
     println!(
         "gpu-bundle: {} ({} files, {:.1} MiB)\n\
          run it on a GPU machine from the repository root (docs/GPU.md):\n  \
-         bash {}/run.sh [info] [tests] [sanitize] [bench] [train] [ladder] --out DIR [--archive FILE.tar.gz] [--budget SECONDS]",
+         bash {}/run.sh [info] [tests] [sanitize] [bench] [train] [ladder] [profile] --out DIR [--archive FILE.tar.gz] [--budget SECONDS]",
         dir.display(),
         files.len(),
         total as f64 / (1 << 20) as f64,

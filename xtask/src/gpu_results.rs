@@ -19,10 +19,14 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The stages of `run.sh`, in the order it runs them.
-const STAGES: [&str; 6] = ["info", "tests", "sanitize", "bench", "train", "ladder"];
+const STAGES: [&str; 7] = ["info", "tests", "sanitize", "bench", "train", "ladder", "profile"];
 
 /// The logs a run's record keeps beside its summary (small, and quoted by the validation).
 const RECORDED_LOGS: [&str; 2] = ["info.log", "tests-sim_vs_gpu.log"];
+
+/// The profile stage's logs (Nsight Compute's reports) start with this: the record keeps them
+/// too, for the findings to quote.
+const PROFILE_LOG_PREFIX: &str = "profile-";
 
 /// The file of a run's record that names the reports the run wrote, one per line.
 const REPORT_LIST: &str = "reports.txt";
@@ -99,8 +103,9 @@ fn import(runs: &[PathBuf], bench_dir: &Path, scratch: &Path) -> Result<Imported
     Ok(Imported { validation, reports, tally })
 }
 
-/// Copies `run`'s summary and [`RECORDED_LOGS`] into `records/<its id>/`, with the names of
-/// the reports it wrote in `reports.txt` (replacing an earlier import of the same run).
+/// Copies `run`'s summary, [`RECORDED_LOGS`] and profile logs into `records/<its id>/`, with
+/// the names of the reports it wrote in `reports.txt` (replacing an earlier import of the same
+/// run).
 fn keep_record(run: &Run, records: &Path) -> Result<()> {
     let record = records.join(run.record_id());
     if record.exists() {
@@ -108,8 +113,16 @@ fn keep_record(run: &Run, records: &Path) -> Result<()> {
     }
     let list: String = run.reports.iter().map(|name| format!("{name}\n")).collect();
     cmd::write_atomic(&record.join(REPORT_LIST), list.as_bytes())?;
+    let mut profiles: Vec<String> = fs::read_dir(run.folder.join("logs"))
+        .into_iter()
+        .flatten()
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .filter(|name| name.starts_with(PROFILE_LOG_PREFIX) && name.ends_with(".log"))
+        .collect();
+    profiles.sort();
     let files = std::iter::once("summary.md".to_string())
-        .chain(RECORDED_LOGS.iter().map(|log| format!("logs/{log}")));
+        .chain(RECORDED_LOGS.iter().map(|log| format!("logs/{log}")))
+        .chain(profiles.iter().map(|log| format!("logs/{log}")));
     for file in files {
         let source = run.folder.join(&file);
         if source.is_file() {
@@ -586,7 +599,9 @@ mod tests {
         assert!(md.contains("-one` | Fake GPU, 0.0, 9.0 | "), "{md}");
         assert!(md.contains("-two` | Fake GPU, 0.0, 9.0 | "), "{md}");
         assert!(
-            md.contains("**Stages no run has finished a step of yet: sanitize, train, ladder.**"),
+            md.contains(
+                "**Stages no run has finished a step of yet: sanitize, train, ladder, profile.**"
+            ),
             "{md}"
         );
         assert!(md.contains("**5 steps passed, 0 failed, 0 not finished**"), "{md}");
@@ -614,8 +629,13 @@ mod tests {
     fn validation_accumulates_over_sessions() {
         let fake = FakeBundle::new("gpu-results-sessions");
         let out = fake.run(
-            &["info", "tests", "bench", "--out", "r1", "--archive", "one.tar.gz"],
-            &[("TESTS", "gemm sim_vs_gpu"), ("BENCHMARKS", "gemm")],
+            &["info", "tests", "bench", "profile", "--out", "r1", "--archive", "one.tar.gz"],
+            &[
+                ("TESTS", "gemm sim_vs_gpu"),
+                ("BENCHMARKS", "gemm"),
+                ("PROFILE_STEP", "^gemm_wgmma@1"),
+                ("PROFILE_GEMMS", "qkv fwd"),
+            ],
         );
         assert_eq!(out.status.code(), Some(0), "{}", text(&out));
         let out =
@@ -634,7 +654,15 @@ mod tests {
         assert_eq!(records.len(), 2, "{records:?}");
         let md = fs::read_to_string(validation).unwrap();
         assert!(md.contains("from the 2 run(s)"), "{md}");
-        assert!(md.contains("**4 steps passed, 1 failed, 0 not finished**"), "{md}");
+        assert!(md.contains("**6 steps passed, 1 failed, 0 not finished**"), "{md}");
+        assert!(
+            md.contains("**Stages no run has finished a step of yet: sanitize, train, ladder.**"),
+            "{md}"
+        );
+        let profiled = records.iter().any(|r| {
+            bench.join("gpu-runs").join(r).join("logs/profile-gemm-qkv_fwd.log").is_file()
+        });
+        assert!(profiled, "the profile logs are kept in the record");
         let gemm = ["2 passed, 0 failed; kernel tests on Fake GPU", "1"];
         assert!(has_row(&md, &["tests", "gemm gpu::", "pass"], &gemm), "{md}");
         let bad = ["1 passed, 1 failed", "2"];

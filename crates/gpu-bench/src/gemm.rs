@@ -1,5 +1,7 @@
 //! `cargo xtask bench gemm`: TFLOP/s of the GEMM variants and of cuBLAS / cuBLASLt in the same
-//! run, on 4096³ and the GPT-2 124M matmuls at B·T = 16384, written to `bench/gemm-<device>.md`.
+//! run, on 4096³ and 8192³, the GPT-2 124M matmuls at B·T = 16384 and the materialised
+//! attention's batched head products, written to `bench/gemm-<device>.md`. With `--once` it
+//! only launches each selected variant once (for a profiler).
 //!
 //! Method: CUDA events around every launch, warm-up launches first, the median of the timed
 //! launches; each problem rotates over enough copies of its operands that the rotation exceeds
@@ -35,6 +37,15 @@ pub struct Args {
     /// Only problems whose name contains this (e.g. `fc`, `4096`).
     #[arg(long)]
     pub only: Option<String>,
+    /// Only our variant with exactly this label (e.g. `BF16 wgmma`: the tile `Auto` picks;
+    /// `FP32 SIMT`).
+    #[arg(long)]
+    pub variant: Option<String>,
+    /// Launch each selected variant of each selected problem once, untimed, without the cuBLAS
+    /// baselines and without a report: one launch per variant for a profiler (`ncu`, the GPU
+    /// bundle's `profile` stage).
+    #[arg(long)]
+    pub once: bool,
 }
 
 /// One benchmarked GEMM.
@@ -135,14 +146,17 @@ pub fn run(args: &Args) -> Result<()> {
     let meta = args.run.meta(&gpu, l2_bytes);
     let bench = Bench::new(&gpu, args, l2_bytes)?;
     let mut rows = Vec::new();
+    let mut launched = 0;
     for problem in problems() {
         if args.only.as_ref().is_some_and(|s| !problem.name.contains(s.as_str())) {
             continue;
         }
         for mode in MODES {
             let mut variants = Vec::new();
-            for (precision, engine, wgmma_tile, _, label) in VARIANTS.iter().filter(|v| v.3 == mode)
-            {
+            let selected = |v: &&Variant| {
+                v.3 == mode && args.variant.as_ref().is_none_or(|label| label == v.4)
+            };
+            for (precision, engine, wgmma_tile, _, label) in VARIANTS.iter().filter(selected) {
                 let mut spec = problem.spec;
                 (spec.precision, spec.engine, spec.wgmma_tile) = (*precision, *engine, *wgmma_tile);
                 let spec = spec.with_split_k_for(info.multiprocessors as usize, gpu.ptx_arch());
@@ -156,6 +170,19 @@ pub fn run(args: &Args) -> Result<()> {
             if variants.is_empty() {
                 continue;
             }
+            if args.once {
+                match mode {
+                    Mode::Fp32 | Mode::Tf32 => bench.launch_once::<f32>(&variants),
+                    Mode::Bf16 => bench.launch_once::<bf16>(&variants),
+                    Mode::Fp16 => bench.launch_once::<f16>(&variants),
+                }
+                .with_context(|| format!("{} ({mode:?})", problem.name))?;
+                for (_, label) in &variants {
+                    println!("launched once: {} {label}", problem.name);
+                }
+                launched += variants.len();
+                continue;
+            }
             let measured = match mode {
                 Mode::Fp32 | Mode::Tf32 => bench.measure::<f32>(&problem.name, mode, &variants),
                 Mode::Bf16 => bench.measure::<bf16>(&problem.name, mode, &variants),
@@ -167,6 +194,10 @@ pub fn run(args: &Args) -> Result<()> {
                 rows.push(row);
             }
         }
+    }
+    if args.once {
+        println!("headline: {launched} GEMM variants launched once (no timing, no report)");
+        return Ok(());
     }
     let text = report::markdown(&meta, &cublas_version, &rows);
     let path = args.run.report_path("gemm", &info.name);
@@ -233,6 +264,22 @@ impl<'a> Bench<'a> {
             sets.push([a, b, c]);
         }
         Ok(Operands { sets })
+    }
+
+    /// Launches each of `variants` (specs of one shape and layouts) once on one set of random
+    /// operands, and waits for them.
+    fn launch_once<T: Sample>(&self, variants: &[(GemmSpec, &str)]) -> Result<()> {
+        let spec = &variants[0].0;
+        let a = self.gpu.upload(&random::<T>(spec.a_len(), 1))?;
+        let b = self.gpu.upload(&random::<T>(spec.b_len(), 2))?;
+        let mut c = self.gpu.upload(&random::<T>(spec.c_len(), 3))?;
+        let workspace_len = variants.iter().map(|(s, _)| s.workspace_len()).max().unwrap_or(0);
+        let mut workspace = self.gpu.alloc::<f32>(workspace_len.max(1))?;
+        for (spec, _) in variants {
+            let (av, bv, w) = (a.view(), b.view(), workspace.view_mut());
+            gemm_split_k(self.gpu, spec, av, bv, c.view_mut(), Epilogue::default(), w)?;
+        }
+        Ok(self.gpu.synchronize()?)
     }
 
     /// One row per variant of `problem` in `mode` (specs of the same shape and layouts that

@@ -1,6 +1,6 @@
 //! The bundle rehearsed where it was built, without a GPU: `run.sh` over every stage (a few
-//! steps of each) with a fake `nvidia-smi` first on `PATH` and a `compute-sanitizer` that just
-//! runs its command. Every step must then fail for want of a driver and for no other reason,
+//! steps of each) with a fake `nvidia-smi` first on `PATH`, and a `compute-sanitizer` and an
+//! `ncu` that just run their command. Every step must then fail for want of a driver and for no other reason,
 //! which shows that each command line `run.sh` gives a binary parses and finds its files
 //! before a GPU machine's time is spent on it (docs/GPU.md).
 
@@ -14,6 +14,9 @@ use std::process::Command;
 const FAKE_NVIDIA_SMI: &str = "#!/bin/sh\ncase $1 in -L) echo 'GPU 0: Rehearsal (UUID: none)' ;; \
                                *) echo 'Rehearsal, 0.0, 9.0' ;; esac\n";
 const FAKE_SANITIZER: &str = "#!/bin/sh\nshift 4\nexec \"$@\"\n";
+/// `ncu` with the 10 words of options `run.sh` always gives it (`ncu_options`), then the
+/// command.
+const FAKE_NCU: &str = "#!/bin/sh\nshift 10\nexec \"$@\"\n";
 
 /// Rehearses the bundle in `dir`; skipped on a machine with a real `nvidia-smi`, where the
 /// rehearsal would run the GPU for real.
@@ -42,7 +45,9 @@ fn rehearse(dir: &Path, scratch: &Path) -> Result<usize> {
     let fake = scratch.join("bin");
     fs::create_dir_all(&fake)?;
     fs::create_dir_all(scratch.join("tmp"))?;
-    for (name, script) in [("nvidia-smi", FAKE_NVIDIA_SMI), ("compute-sanitizer", FAKE_SANITIZER)] {
+    for (name, script) in
+        [("nvidia-smi", FAKE_NVIDIA_SMI), ("compute-sanitizer", FAKE_SANITIZER), ("ncu", FAKE_NCU)]
+    {
         crate::cmd::write_executable_atomic(&fake.join(name), script.as_bytes())?;
     }
     let path = std::env::var_os("PATH").unwrap_or_default();

@@ -26,6 +26,13 @@
 #             200), B=16, T=1024; metrics in DIR/train/<precision>.jsonl
 #   ladder    the speed ladder against PyTorch (`trainer ladder`), writing
 #             bench/ladder-<gpu>.md and its chart; $LADDER_RUNGS (e.g. "fp32,tf32") runs a part
+#   profile   Nsight Compute (ncu --set detailed) on single launches, the report of each in
+#             its log: the kernels of one bf16 GPT-2 124M training step (trainer bench, B=16,
+#             T=1024) named by $PROFILE_STEP, a list of REGEX@COUNT (one ncu run each: the
+#             first COUNT launches whose kernel name matches REGEX); then, for each problem
+#             in $PROFILE_GEMMS (names of `gpu-bench gemm`, separated by commas), the variant
+#             $PROFILE_VARIANT (default "BF16 wgmma": the tile the trainer's choice picks)
+#             launched once
 #
 # $GEMM_ENGINE (auto, mma-sync or wgmma; default auto) is passed to every `trainer` run of the
 # bench, train and ladder stages as --gemm-engine: mma-sync takes the Hopper wgmma GEMMs out of
@@ -36,7 +43,8 @@
 #
 # Each step runs under its own time limit (seconds; override with e.g. TIMEOUT_BENCH=900):
 # TIMEOUT_INFO, TIMEOUT_TESTS (per test binary), TIMEOUT_SANITIZE (per tool and binary),
-# TIMEOUT_BENCH (per benchmark), TIMEOUT_TRAIN (per precision), TIMEOUT_LADDER. Logs go to
+# TIMEOUT_BENCH (per benchmark), TIMEOUT_TRAIN (per precision), TIMEOUT_LADDER,
+# TIMEOUT_PROFILE (per ncu run). Logs go to
 # DIR/logs (a log over 2 MiB keeps its first and last MiB), reports to DIR/bench, and
 # DIR/summary.md gets one row per step.
 #
@@ -58,7 +66,7 @@ case $0 in
     *) here=. ;;
 esac
 here=$(cd "$here" && pwd)
-all_stages=(info tests sanitize bench train ladder)
+all_stages=(info tests sanitize bench train ladder profile)
 out=./gpu-results
 archive=""
 budget=${RUN_BUDGET:-}
@@ -72,7 +80,7 @@ while (($#)); do
         --archive) archive=${2:?--archive needs a file name}; shift 2 ;;
         --budget) budget=${2:?--budget needs seconds}; shift 2 ;;
         -h|--help) usage; exit 0 ;;
-        info|tests|sanitize|bench|train|ladder) stages+=("$1"); shift ;;
+        info|tests|sanitize|bench|train|ladder|profile) stages+=("$1"); shift ;;
         *) echo "run.sh: unknown argument '$1' (stages: ${all_stages[*]}; see --help)" >&2; exit 2 ;;
     esac
 done
@@ -239,7 +247,7 @@ record() {
 # a time limit (cut to what is left of the budget), then records a summary row whose headline
 # HEADLINE_FN extracts from LOG.
 step() {
-    local stage=$1 name=$2 limit=$3 log=$4 headline_fn=$5
+    local stage=$1 name=${2//|/\\|} limit=$3 log=$4 headline_fn=$5
     shift 5
     local start=$SECONDS status result headline cut=""
     if [[ -n $budget ]]; then
@@ -550,6 +558,62 @@ stage_ladder() {
         --wgmma-tile "${WGMMA_TILE:-auto}" \
         --op-times --torch-script "$here/bench/ladder_torch.py" ${LADDER_RUNGS:+--rungs "$LADDER_RUNGS"}
     popd >/dev/null || exit 2
+}
+
+# The kernels profiled by default: where a bf16 step's time went on an H200 (2026-11-26), and
+# the GEMM shapes furthest from cuBLAS. The forward kernels first appear in the first layer;
+# the backward ones after the classifier, in the last layer's backward.
+default_profile_step='^(flash_attention_forward|residual_layernorm_forward)_bf16$@2 ^(fused_classifier_bf16|layernorm_backward_bf16|layernorm_backward_reduce|flash_attention_backward_(dot|dkdv|dq)_bf16)$@7 ^gemm_wgmma@4'
+default_profile_gemms='qkv fwd,fcproj dX,fc dW,attention PV'
+
+# One report per profiled kernel (the details page: speed of light, workloads, warp states,
+# occupancy, launch statistics) -> one line: each kernel's duration and throughputs.
+headline_ncu() {
+    awk 'function flush() { if (name != "") printf "%s: %s, SM %s%%, memory %s%%\n", name, d, sm, mem }
+         /^  [A-Za-z_][A-Za-z0-9_]* \(/ { flush(); name = $1; d = sm = mem = "?"; n++ }
+         /^ +Duration / { d = $NF " " $(NF-1) }
+         /^ +Compute \(SM\) Throughput / { sm = $NF }
+         /^ +Memory Throughput +%/ { mem = $NF }
+         END { flush(); if (n == 0 && status == 0) print "no kernel matched" }' status="$2" "$1" |
+        head -n 8 | paste -sd ';' | sed 's/;/; /g'
+}
+
+# ncu's options for the first COUNT launches matching REGEX: always these 10 words (the
+# rehearsal's stand-in for ncu skips them). ncu locks the clocks to base for its replays, so its
+# durations are for comparing kernels, not for reporting speeds.
+ncu_options() {
+    local regex=$1 count=$2
+    ncu_args=(--set detailed --import-source no --target-processes all
+        --kernel-name "regex:$regex" --launch-count "$count")
+}
+
+stage_profile() {
+    local ncu item items regex count problem problems
+    ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null)
+    if [[ -z $ncu ]]; then
+        failed=1
+        record "| profile | ncu | FAIL (not found on PATH or in /usr/local/cuda/bin) | 0 | |"
+        return
+    fi
+    read -ra items <<<"${PROFILE_STEP:-$default_profile_step}"
+    for item in "${items[@]}"; do
+        regex=${item%@*} count=${item##*@}
+        [[ $item == *@* ]] || count=1
+        ncu_options "$regex" "$count"
+        step profile "ncu step: $regex x$count" "${TIMEOUT_PROFILE:-180}" \
+            "$out/logs/profile-step-$(printf %s "$regex" | tr -c 'A-Za-z0-9_' '_' | cut -c1-60).log" \
+            headline_ncu "$ncu" "${ncu_args[@]}" \
+            "$work/bin/trainer" bench --device cuda --precision bf16 --model d12 \
+            --batch-size 16 --seq-len 1024 --warmup 0 --steps 1 \
+            --gemm-engine "${GEMM_ENGINE:-auto}" --wgmma-tile "${WGMMA_TILE:-auto}"
+    done
+    IFS=, read -ra problems <<<"${PROFILE_GEMMS:-$default_profile_gemms}"
+    ncu_options '^gemm_' 4
+    for problem in "${problems[@]}"; do
+        step profile "ncu gemm: $problem" "${TIMEOUT_PROFILE:-180}" \
+            "$out/logs/profile-gemm-${problem// /_}.log" headline_ncu "$ncu" "${ncu_args[@]}" \
+            "$bench_bin" gemm --only "$problem" --variant "${PROFILE_VARIANT:-BF16 wgmma}" --once
+    done
 }
 
 for stage in "${all_stages[@]}"; do

@@ -138,6 +138,42 @@ fn run_sh_ladder_runs_the_named_rungs_with_op_times() {
     }
 }
 
+/// The profile stage runs ncu once per `$PROFILE_STEP` item over one bf16 training step, then
+/// once per `$PROFILE_GEMMS` problem over `gpu-bench gemm --once`, each kernel's duration and
+/// throughputs in the headline; without ncu it fails in one row.
+#[test]
+fn run_sh_profiles_a_training_step_and_gemms_with_ncu() {
+    let fake = FakeBundle::new("profile");
+    let env =
+        [("PROFILE_STEP", "^gemm_wgmma@4 ^flash_(fwd|bwd)"), ("PROFILE_GEMMS", "qkv fwd,fc dW")];
+    let out = fake.run(&["profile", "--out", "r"], &env);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let summary = fake.read("r/summary.md");
+    let kernel = "gemm_wgmma_bf16_rc_bf16: 12.50 us, SM 80.10%, memory 40.20%";
+    for step in ["ncu step: ^gemm_wgmma x4", "ncu step: ^flash_(fwd\\|bwd) x1", "ncu gemm: fc dW"] {
+        assert!(has_row(&summary, &["profile", step, "pass"], &[kernel]), "{step}: {summary}");
+    }
+    let log = fake.read("r/logs/profile-step-_gemm_wgmma.log");
+    assert!(log.contains("==PROF== kernels regex:^gemm_wgmma, at most 4"), "{log}");
+    let trainer = "bench --device cuda --precision bf16 --model d12 --batch-size 16 --seq-len 1024 \
+                   --warmup 0 --steps 1 --gemm-engine auto --wgmma-tile auto";
+    assert!(log.contains(trainer), "{log}");
+    let log = fake.read("r/logs/profile-gemm-fc_dW.log");
+    assert!(log.contains("==PROF== kernels regex:^gemm_, at most 4"), "{log}");
+    let system_ncu = Command::new("sh")
+        .args(["-c", "command -v ncu || ls /usr/local/cuda/bin/ncu"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if system_ncu {
+        return; // the case without ncu cannot be staged on this machine
+    }
+    fs::remove_file(fake.path("fakebin/ncu")).unwrap();
+    let out = fake.run(&["profile", "--out", "s"], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let summary = fake.read("s/summary.md");
+    assert!(summary.contains("| profile | ncu | FAIL (not found"), "{summary}");
+}
+
 /// `$TESTS` says which test binaries run and in what order, `$TESTS_FIRST` which run before
 /// the others; a name the bundle lacks stops run.sh before anything runs (exit 2, naming it).
 #[test]
@@ -409,7 +445,8 @@ impl Drop for Scratch {
 /// before passing, `slow` passes 1 test, then sleeps
 /// for ten minutes; `sim_vs_gpu` prints its largest differences as the real one does.
 /// `gpu-bench` answers `info` and runs one benchmark, `gemm`; `trainer` prints its arguments as
-/// its headline. Both write their reports under `bench/` of the folder they run in.
+/// its headline. Both write their reports under `bench/` of the folder they run in. `ncu` checks
+/// the options run.sh always gives it, prints one kernel's report and runs the command.
 pub(crate) struct FakeBundle {
     scratch: Scratch,
 }
@@ -420,6 +457,17 @@ impl FakeBundle {
         fake.script(
             "fakebin/nvidia-smi",
             "case $1 in -L) echo 'GPU 0: Fake GPU (UUID: GPU-0)' ;; *) echo 'Fake GPU, 0.0, 9.0' ;; esac",
+        );
+        fake.script(
+            "fakebin/ncu",
+            "[ \"$1 $2 $3 $4 $5 $6 $7 $9\" = '--set detailed --import-source no --target-processes all \
+             --kernel-name --launch-count' ] || { echo \"fake ncu: unexpected options: $*\"; exit 9; }
+             echo \"==PROF== kernels $8, at most ${10}\"; shift 10
+             echo '  gemm_wgmma_bf16_rc_bf16 (132, 1, 1)x(384, 1, 1), Context 1, Stream 7, Device 0, CC 9.0'
+             echo '    Duration                         us        12.50'
+             echo '    Compute (SM) Throughput           %        80.10'
+             echo '    Memory Throughput                 %        40.20'
+             exec \"$@\"",
         );
         fs::create_dir_all(fake.path("bundle")).unwrap();
         fs::create_dir_all(fake.path("tmp")).unwrap();
@@ -510,6 +558,9 @@ impl FakeBundle {
             .env_remove("TESTS_FIRST")
             .env_remove("SANITIZE_PROBE")
             .env_remove("LADDER_RUNGS")
+            .env_remove("PROFILE_STEP")
+            .env_remove("PROFILE_GEMMS")
+            .env_remove("PROFILE_VARIANT")
             .env_remove("TIMEOUT_TESTS")
             .env_remove("GPU_HOST_CUBIN_DIR")
             .envs(env.iter().copied());
