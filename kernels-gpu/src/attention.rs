@@ -171,6 +171,18 @@ fn softmax_row(t: u32) -> Option<(usize, usize)> {
     Some((row as usize, (block_idx_y() as usize * t + row as usize) * t))
 }
 
+/// The columns of row `row` (of `t`) a softmax kernel writes: all of them when `block_rows` is
+/// 0, else those up to the end of the row's block of `block_rows` rows (`SoftmaxForwardParams`).
+#[inline(always)]
+fn written_columns(row: usize, t: u32, block_rows: u32) -> usize {
+    let written = match block_rows {
+        0 => t,
+        // 32-bit: `row < t` fits.
+        b => (row as u32 / b + 1).saturating_mul(b).min(t),
+    };
+    written as usize
+}
+
 /// The kernel body.
 ///
 /// # Safety
@@ -181,7 +193,7 @@ fn softmax_row(t: u32) -> Option<(usize, usize)> {
 #[inline(always)]
 unsafe fn softmax_forward<T: Elem>(p: SoftmaxForwardParams<T>) {
     let Some((row, offset)) = softmax_row(p.t) else { return };
-    let t = p.t as usize;
+    let written = written_columns(row, p.t, p.block_rows);
     let vector = p.t.is_multiple_of(CHUNK) && p.inp.is_aligned_to(16) && p.out.is_aligned_to(16);
     let scale = p.scale * LOG2_E;
     // SAFETY: (here and below) the launcher checked both buffers hold B·NH·T·T elements and
@@ -200,7 +212,7 @@ unsafe fn softmax_forward<T: Elem>(p: SoftmaxForwardParams<T>) {
     let n = unsafe { n.warp_merge() };
     let inv_sum = 1.0 / n.sum;
 
-    for_lane_chunks(t, |col, count| {
+    for_lane_chunks(written, |col, count| {
         let live = valid_in(col, count, valid);
         let x = if live == 0 {
             [0.0; 8]
@@ -229,7 +241,7 @@ unsafe fn softmax_forward<T: Elem>(p: SoftmaxForwardParams<T>) {
 #[inline(always)]
 unsafe fn softmax_backward<T: Elem>(p: SoftmaxBackwardParams<T>) {
     let Some((row, offset)) = softmax_row(p.t) else { return };
-    let t = p.t as usize;
+    let written = written_columns(row, p.t, p.block_rows);
     let vector = p.t.is_multiple_of(CHUNK)
         && p.att.is_aligned_to(16)
         && p.datt.is_aligned_to(16)
@@ -260,7 +272,7 @@ unsafe fn softmax_backward<T: Elem>(p: SoftmaxBackwardParams<T>) {
     // SAFETY: every lane of the warp is here (the row test is warp-uniform).
     let dot = unsafe { warp_sum(dot) };
 
-    for_lane_chunks(t, |col, count| {
+    for_lane_chunks(written, |col, count| {
         let live = valid_in(col, count, valid);
         let mut grad = [0.0; 8];
         if live > 0 {

@@ -8,8 +8,8 @@ use gpu_host::kernels::attention::{
     PermuteBackward, SoftmaxBackward, SoftmaxShape, attention_backward,
     attention_backward_scratch_len, attention_forward, attention_forward_scratch_len,
     attention_permute, attention_permute_backward, attention_unpermute,
-    attention_unpermute_backward, causal_softmax_backward, causal_softmax_backward_in_place,
-    causal_softmax_forward, causal_softmax_forward_in_place,
+    attention_unpermute_backward, causal_block_rows, causal_softmax_backward,
+    causal_softmax_backward_in_place, causal_softmax_forward, causal_softmax_forward_in_place,
 };
 use gpu_host::kernels::elementwise::FloatElement;
 use gpu_host::kernels::gemm::Precision;
@@ -140,24 +140,66 @@ fn check_permutes<T: FloatElement + Element>(dev: &impl Device) {
     }
 }
 
-/// (matrices, t, scale): T = 1, T below, at and across the warp's 256-column span (264: the
-/// 16-byte path past 256 columns; 300: scalar), T not a multiple of 8 (scalar path), two
-/// head-size scales; B·NH = 48 at T = 1024 on a GPU.
+/// (matrices, t, scale, block_rows): T = 1, T below, at and across the warp's 256-column span
+/// (264: the 16-byte path past 256 columns; 300: scalar), T not a multiple of 8 (scalar path),
+/// two head-size scales; rows written in full, and only to the end of their block of rows
+/// (blocks of 12, 16 and 48 rows: a last partial block, block ends off the 8-column chunks);
+/// B·NH = 48 at T = 1024 on a GPU, in full and in the attention's blocks of 128 rows.
 fn softmax_shapes(dev: &impl Device) -> Vec<SoftmaxShape> {
-    let scale = |hd: f32| 1.0 / hd.sqrt();
+    let shape = |matrices, t, hd: f32, block_rows| SoftmaxShape {
+        matrices,
+        t,
+        scale: 1.0 / hd.sqrt(),
+        block_rows,
+    };
     let mut shapes = vec![
-        SoftmaxShape { matrices: 3, t: 1, scale: scale(64.0) },
-        SoftmaxShape { matrices: 3, t: 7, scale: scale(12.0) },
-        SoftmaxShape { matrices: 2, t: 8, scale: scale(64.0) },
-        SoftmaxShape { matrices: 2, t: 37, scale: scale(64.0) },
-        SoftmaxShape { matrices: 2, t: 64, scale: scale(12.0) },
-        SoftmaxShape { matrices: 1, t: 300, scale: scale(64.0) },
-        SoftmaxShape { matrices: 1, t: 264, scale: scale(64.0) },
+        shape(3, 1, 64.0, 0),
+        shape(3, 7, 12.0, 0),
+        shape(2, 8, 64.0, 0),
+        shape(2, 37, 64.0, 0),
+        shape(2, 64, 12.0, 0),
+        shape(1, 300, 64.0, 0),
+        shape(1, 264, 64.0, 0),
+        shape(2, 37, 64.0, 12),
+        shape(2, 64, 12.0, 16),
+        shape(1, 264, 64.0, 48),
     ];
     if !small_sizes(dev) {
-        shapes.push(SoftmaxShape { matrices: 48, t: 1024, scale: scale(64.0) });
+        shapes.push(shape(48, 1024, 64.0, 0));
+        shapes.push(shape(48, 1024, 64.0, 128));
     }
     shapes
+}
+
+/// Whether the softmax kernels write column `col` of row `row` ([`SoftmaxShape::block_rows`]).
+fn is_written(block_rows: usize, row: usize, col: usize) -> bool {
+    block_rows == 0 || col < (row / block_rows + 1) * block_rows
+}
+
+/// Checks the entries of `got` (T×T matrices) that the kernels write, those of columns up to
+/// the end of each row's block of `block_rows` rows (all when 0), against `want` within `tol`,
+/// and exactly 0 above the diagonal; the entries after them must have kept `initial`'s bits.
+fn assert_written<T: Element + bytemuck::Pod>(
+    what: &str,
+    seed: u64,
+    (t, block_rows): (usize, usize),
+    (got, initial): (&[T], &[T]),
+    want: &[f32],
+    tol: Tolerance,
+) {
+    let (mut got_w, mut want_w) = (Vec::new(), Vec::new());
+    for (i, (g, init)) in got.iter().zip(initial).enumerate() {
+        let (row, col) = ((i / t) % t, i % t);
+        if !is_written(block_rows, row, col) {
+            let kept = bytemuck::bytes_of(g) == bytemuck::bytes_of(init);
+            assert!(kept, "{what}: [{i}] (row {row}, column {col}) is past its block: written");
+            continue;
+        }
+        assert!(col <= row || g.to_f32() == 0.0, "{what}: [{i}] above the diagonal is not 0");
+        got_w.push(*g);
+        want_w.push(want[i]);
+    }
+    assert_close_in(what, seed, &got_w, &want_w, tol);
 }
 
 /// Calls `f(row, col, index)` for every element of the T×T matrices of `s`.
@@ -231,11 +273,10 @@ fn check_softmax_forward<T: FloatElement + Element>(dev: &impl Device) {
             causal_softmax_forward(dev, s, inp.view().slice(window.clone()).unwrap(), out_view)
                 .unwrap();
             let got = dev.download(out.view().slice(window.clone()).unwrap()).unwrap();
-            assert_close_in(&what, rng.seed(), &got, &want, softmax_forward_tolerance(s, 30.0));
-            let zero = T::from_f32(0.0);
-            for_each_entry(s, |row, col, i| {
-                assert!(col <= row || got[i] == zero, "{what}: [{i}] above the diagonal is not 0");
-            });
+            let poison = dev.download(poisoned::<_, T>(dev, n).unwrap().view()).unwrap();
+            let tol = softmax_forward_tolerance(s, 30.0);
+            let layout = (s.t, s.block_rows);
+            assert_written(&what, rng.seed(), layout, (&got, &poison), &want, tol);
 
             causal_softmax_forward_in_place(
                 dev,
@@ -244,7 +285,10 @@ fn check_softmax_forward<T: FloatElement + Element>(dev: &impl Device) {
             )
             .unwrap();
             let in_place = dev.download(inp.view().slice(window).unwrap()).unwrap();
-            assert_bits_eq(&format!("{what} in place"), rng.seed(), &in_place, &got);
+            let tol = Tolerance { abs: 0.0, rel: 0.0 };
+            let same = widen(&got);
+            let what = format!("{what} in place");
+            assert_written(&what, rng.seed(), layout, (&in_place, &x), &same, tol);
         }
     }
 }
@@ -290,17 +334,18 @@ fn check_softmax_backward<T: FloatElement + Element>(dev: &impl Device) {
             };
             causal_softmax_backward(dev, s, args).unwrap();
             let got = dev.download(dpreatt.view().slice(window.clone()).unwrap()).unwrap();
-            assert_close_in(&what, rng.seed(), &got, &want, softmax_backward_tolerance(s));
-            let zero = T::from_f32(0.0);
-            for_each_entry(s, |row, col, i| {
-                assert!(col <= row || got[i] == zero, "{what}: [{i}] above the diagonal is not 0");
-            });
+            let poison = dev.download(poisoned::<_, T>(dev, n).unwrap().view()).unwrap();
+            let layout = (s.t, s.block_rows);
+            let tol = softmax_backward_tolerance(s);
+            assert_written(&what, rng.seed(), layout, (&got, &poison), &want, tol);
 
             let att_view = att.view().slice(window.clone()).unwrap();
             let grad = datt.view_mut().slice_mut(window.clone()).unwrap();
             causal_softmax_backward_in_place(dev, s, att_view, grad).unwrap();
             let in_place = dev.download(datt.view().slice(window).unwrap()).unwrap();
-            assert_bits_eq(&format!("{what} in place"), rng.seed(), &in_place, &got);
+            let tol = Tolerance { abs: 0.0, rel: 0.0 };
+            let what = format!("{what} in place");
+            assert_written(&what, rng.seed(), layout, (&in_place, &dp), &widen(&got), tol);
         }
     }
 }
@@ -354,8 +399,11 @@ fn check_forward_shapes<T: AttentionElement + Element>(
         let tol = whole_path_tolerance(precision, s, max_abs(&want_out));
         assert_close_in(&format!("{what} out"), rng.seed(), &got_out, &want_out, tol);
         let got_att = dev.download(att.view()).unwrap();
+        let poison = dev.download(poisoned::<_, T>(dev, s.att_len()).unwrap().view()).unwrap();
         let tol = whole_path_tolerance(precision, s, 1.0);
-        assert_close_in(&format!("{what} att"), rng.seed(), &got_att, &want_att, tol);
+        let layout = (s.t, causal_block_rows(s.t));
+        let what = format!("{what} att");
+        assert_written(&what, rng.seed(), layout, (&got_att, &poison), &want_att, tol);
     }
 }
 
@@ -381,8 +429,15 @@ fn check_backward_shapes<T: AttentionElement + Element>(
         let (qkv32, dout32, att32) = (widen(&qkv), widen(&dout), widen(&att));
         cpu_ref::attention_backward(&mut want, &dout32, &qkv32, &att32, s.b, s.t, s.c, s.nh);
 
+        // The columns the forward does not write hold NaN: the backward must not read them.
+        let mut saved = att.clone();
+        for (i, p) in saved.iter_mut().enumerate() {
+            if !is_written(causal_block_rows(s.t), (i / s.t) % s.t, i % s.t) {
+                *p = T::from_f32(f32::NAN);
+            }
+        }
         let (ddout, dqkv, datt) =
-            (dev.upload(&dout).unwrap(), dev.upload(&qkv).unwrap(), dev.upload(&att).unwrap());
+            (dev.upload(&dout).unwrap(), dev.upload(&qkv).unwrap(), dev.upload(&saved).unwrap());
         let mut grad = poisoned::<_, T>(dev, s.qkv_len()).unwrap();
         let mut scratch = poisoned::<_, T>(dev, attention_backward_scratch_len(s)).unwrap();
         let args = AttentionBackward {

@@ -123,12 +123,18 @@ pub struct UnpermuteBackwardParams<T: Copy> {
 pub struct SoftmaxForwardParams<T: Copy> {
     /// Pre-softmax scores (columns above the diagonal are not read).
     pub inp: DevicePtr<T>,
-    /// Probabilities, written (may be `inp` itself).
+    /// Probabilities, written (may be `inp` itself): see `block_rows`.
     pub out: DevicePtrMut<T>,
     /// Sequence length T.
     pub t: u32,
     /// Factor of the scores (`1 / sqrt(hd)`).
     pub scale: f32,
+    /// 0: every row is written in full (zeros above the diagonal). `b > 0`: row `r` is written
+    /// up to the end of its block of `b` rows, columns `..min(T, (r / b + 1)·b)`, and the rest
+    /// is left as it was: what the materialised attention's causal head GEMMs read.
+    pub block_rows: u32,
+    /// Zero (keeps the struct free of implicit padding).
+    pub _pad: u32,
 }
 
 /// Causal scaled softmax backward over `B·NH` matrices of T×T (one per `blockIdx.y`).
@@ -139,12 +145,16 @@ pub struct SoftmaxBackwardParams<T: Copy> {
     pub att: DevicePtr<T>,
     /// Gradient of the probabilities (columns above the diagonal are not read).
     pub datt: DevicePtr<T>,
-    /// Gradient of the unscaled scores, written (may be `datt` itself).
+    /// Gradient of the unscaled scores, written (may be `datt` itself): see `block_rows`.
     pub dpreatt: DevicePtrMut<T>,
     /// Sequence length T.
     pub t: u32,
     /// The forward's factor of the scores.
     pub scale: f32,
+    /// The columns written, as in [`SoftmaxForwardParams::block_rows`].
+    pub block_rows: u32,
+    /// Zero (keeps the struct free of implicit padding).
+    pub _pad: u32,
 }
 
 // SAFETY: #[repr(C)] structs of device pointers followed by `HeadDims` (16 bytes, 4-aligned,
@@ -156,7 +166,8 @@ unsafe impl<T: Copy + 'static> KernelParams for PermuteBackwardParams<T> {}
 unsafe impl<T: Copy + 'static> KernelParams for UnpermuteParams<T> {}
 // SAFETY: as above.
 unsafe impl<T: Copy + 'static> KernelParams for UnpermuteBackwardParams<T> {}
-// SAFETY: #[repr(C)] structs of device pointers then a u32 and an f32 (8 bytes); no padding.
+// SAFETY: #[repr(C)] structs of device pointers then a u32, an f32 and two u32 (16 bytes); no
+// padding.
 unsafe impl<T: Copy + 'static> KernelParams for SoftmaxForwardParams<T> {}
 // SAFETY: as above.
 unsafe impl<T: Copy + 'static> KernelParams for SoftmaxBackwardParams<T> {}

@@ -55,12 +55,14 @@ impl AttentionShape {
         self.b * self.nh * self.t * self.t
     }
 
-    /// The softmax of this attention: B·NH matrices of T×T, scaled by `1 / sqrt(hd)`.
+    /// The softmax of this attention: B·NH matrices of T×T, scaled by `1 / sqrt(hd)`, rows
+    /// written in full.
     pub fn softmax(&self) -> SoftmaxShape {
         SoftmaxShape {
             matrices: self.b * self.nh,
             t: self.t,
             scale: 1.0 / (self.head_size() as f32).sqrt(),
+            block_rows: 0,
         }
     }
 
@@ -122,6 +124,11 @@ pub struct SoftmaxShape {
     pub t: usize,
     /// Factor of the scores (`1 / sqrt(hd)`).
     pub scale: f32,
+    /// 0: every row is written in full, zeros above the diagonal. `b > 0`: row `r` is written
+    /// up to the end of its block of `b` rows (columns `..min(T, (r / b + 1)·b)`, zeros above
+    /// the diagonal among them) and its later columns are left as they were: all that the
+    /// materialised attention's head GEMMs, which run in blocks of `b` rows, read.
+    pub block_rows: usize,
 }
 
 impl SoftmaxShape {
@@ -150,6 +157,10 @@ impl SoftmaxShape {
         }
         if !self.scale.is_finite() {
             return Err(GpuError::invalid(op, "scale", format!("{} is not finite", self.scale)));
+        }
+        if self.block_rows > u32::MAX as usize {
+            let reason = format!("{} does not fit in 32 bits", self.block_rows);
+            return Err(GpuError::invalid(op, "block_rows", reason));
         }
         Ok(())
     }
@@ -283,8 +294,9 @@ pub fn attention_unpermute_backward<D: Device, T: FloatElement>(
 }
 
 /// Causal scaled softmax of every row: row `t` of each T×T matrix of `inp` becomes
-/// `softmax(scale · inp[t, 0..=t])` in `out`, followed by exact zeros. The entries above the
-/// diagonal of `inp` are not read.
+/// `softmax(scale · inp[t, 0..=t])` in `out`, followed by exact zeros (up to the end of its
+/// block of rows when `shape.block_rows` is not 0: [`SoftmaxShape::block_rows`]). The entries
+/// above the diagonal of `inp` are not read.
 pub fn causal_softmax_forward<D: Device, T: FloatElement>(
     dev: &D,
     shape: SoftmaxShape,
@@ -303,6 +315,8 @@ pub fn causal_softmax_forward<D: Device, T: FloatElement>(
         out: out.ptr(),
         t: shape.t as u32,
         scale: shape.scale,
+        block_rows: shape.block_rows as u32,
+        _pad: 0,
     };
     // SAFETY: both views cover the matrices and do not overlap; the grid is the kernel's.
     unsafe { dev.launch(T::Abi::SOFTMAX_FORWARD, shape.config(), params) }
@@ -321,8 +335,14 @@ pub fn causal_softmax_forward_in_place<D: Device, T: FloatElement>(
         return Ok(());
     }
     let out = att.ptr();
-    let params =
-        SoftmaxForwardParams { inp: out.as_const(), out, t: shape.t as u32, scale: shape.scale };
+    let params = SoftmaxForwardParams {
+        inp: out.as_const(),
+        out,
+        t: shape.t as u32,
+        scale: shape.scale,
+        block_rows: shape.block_rows as u32,
+        _pad: 0,
+    };
     // SAFETY: the view covers the matrices; each element is read before it is written, by the
     // thread that writes it.
     unsafe { dev.launch(T::Abi::SOFTMAX_FORWARD, shape.config(), params) }
@@ -334,12 +354,14 @@ pub struct SoftmaxBackward<'a, T> {
     pub att: DeviceView<'a, T>,
     /// Gradient of the probabilities (entries above the diagonal are not read).
     pub datt: DeviceView<'a, T>,
-    /// Gradient of the unscaled scores, written (0 above the diagonal).
+    /// Gradient of the unscaled scores, written (0 above the diagonal; as far as
+    /// [`SoftmaxShape::block_rows`] says).
     pub dpreatt: DeviceViewMut<'a, T>,
 }
 
 /// Causal softmax backward: `dpreatt[t, j] = att[t, j]·(datt[t, j] − Σ_{k≤t} att[t, k]·datt[t, k])
-/// ·scale` for `j ≤ t`, 0 above the diagonal: the gradient of the scores before scaling.
+/// ·scale` for `j ≤ t`, 0 above the diagonal (up to the end of the row's block of rows when
+/// `shape.block_rows` is not 0): the gradient of the scores before scaling.
 pub fn causal_softmax_backward<D: Device, T: FloatElement>(
     dev: &D,
     shape: SoftmaxShape,
@@ -359,6 +381,8 @@ pub fn causal_softmax_backward<D: Device, T: FloatElement>(
         dpreatt: args.dpreatt.ptr(),
         t: shape.t as u32,
         scale: shape.scale,
+        block_rows: shape.block_rows as u32,
+        _pad: 0,
     };
     // SAFETY: the views cover the matrices; `dpreatt` overlaps neither input; the grid is the
     // kernel's.
@@ -387,6 +411,8 @@ pub fn causal_softmax_backward_in_place<D: Device, T: FloatElement>(
         dpreatt,
         t: shape.t as u32,
         scale: shape.scale,
+        block_rows: shape.block_rows as u32,
+        _pad: 0,
     };
     // SAFETY: the views cover the matrices; `grad` does not overlap `att` (a mutable borrow);
     // each element of `grad` is read before it is written, by the thread that writes it.
@@ -405,8 +431,10 @@ pub struct AttentionForward<'a, T> {
     pub qkv: DeviceView<'a, T>,
     /// (B, T, C), written: the heads' outputs side by side.
     pub out: DeviceViewMut<'a, T>,
-    /// (B, NH, T, T), written: the causal softmax probabilities (0 above the diagonal). Keep
-    /// it for the backward.
+    /// (B, NH, T, T), written: the causal softmax probabilities, 0 above the diagonal up to
+    /// the end of each row's block of `causal_block_rows(T)` rows (T/8 rounded up to a
+    /// multiple of 16), the columns after it not written (nothing reads them). Keep it for
+    /// the backward.
     pub att: DeviceViewMut<'a, T>,
     /// At least [`attention_forward_scratch_len`] elements (contents ignored, overwritten).
     pub scratch: DeviceViewMut<'a, T>,
@@ -418,7 +446,8 @@ pub struct AttentionBackward<'a, T> {
     pub dout: DeviceView<'a, T>,
     /// (B, T, 3, NH, hd): the forward's input.
     pub qkv: DeviceView<'a, T>,
-    /// (B, NH, T, T): the forward's probabilities.
+    /// (B, NH, T, T): the forward's probabilities, as [`attention_forward`] wrote them (only
+    /// the columns it wrote are read).
     pub att: DeviceView<'a, T>,
     /// (B, T, 3, NH, hd), written (not accumulated): the gradient of `qkv`.
     pub dqkv: DeviceViewMut<'a, T>,
@@ -464,10 +493,12 @@ struct HeadGemm {
     causal: Causal,
 }
 
-/// Output rows per block of the causal head GEMMs: about an eighth of T, a multiple of 16 (so
-/// every block's operands stay 16-byte aligned, for the wgmma kernel's tensor maps). At
-/// T = 1024, 8 blocks of 128 rows do (1 + 8) / (2 · 8) = 56% of the full products' work.
-fn causal_block_rows(t: usize) -> usize {
+/// Output rows per block of the materialised attention's causal head GEMMs: about an eighth
+/// of T, a multiple of 16 (so every block's operands stay 16-byte aligned, for the wgmma
+/// kernel's tensor maps). At T = 1024, 8 blocks of 128 rows do (1 + 8) / (2 · 8) = 56% of the
+/// full products' work; the softmax kernels write the same 56% of the T×T matrices (`att` of
+/// [`AttentionForward`] holds each row up to the end of its block of rows).
+pub fn causal_block_rows(t: usize) -> usize {
     (t / 8).next_multiple_of(16).max(16)
 }
 
@@ -530,6 +561,12 @@ struct HeadGemms {
 }
 
 impl HeadGemms {
+    /// The softmax between these GEMMs, which writes each row only as far as they read it: to
+    /// the end of its block of [`causal_block_rows`] rows.
+    fn softmax(&self, shape: AttentionShape) -> SoftmaxShape {
+        SoftmaxShape { block_rows: causal_block_rows(shape.t), ..shape.softmax() }
+    }
+
     fn new(shape: AttentionShape) -> Self {
         use Causal::{Columns, Prefix, Suffix};
         use Layout::{ColMajor as Col, RowMajor as Row};
@@ -609,7 +646,7 @@ pub fn attention_forward<D: Device, T: AttentionElement>(
         T::round_tf32_in_place(dev, k.reborrow())?;
     }
     gemms.scores.run(dev, shape, config, (q.as_view(), k.as_view()), args.att.reborrow())?;
-    causal_softmax_forward_in_place(dev, shape.softmax(), args.att.reborrow())?;
+    causal_softmax_forward_in_place(dev, gemms.softmax(shape), args.att.reborrow())?;
     gemms.values.run(dev, shape, config, (args.att.as_view(), v.as_view()), y.reborrow())?;
     attention_unpermute(dev, shape, y.as_view(), args.out)
 }
@@ -658,7 +695,7 @@ pub fn attention_backward<D: Device, T: AttentionElement>(
     }
     gemms.dprobs.run(dev, shape, config, (dy.as_view(), v.as_view()), datt.reborrow())?;
     gemms.dvalues.run(dev, shape, config, (args.att, dy.as_view()), dv.reborrow())?;
-    causal_softmax_backward_in_place(dev, shape.softmax(), args.att, datt.reborrow())?;
+    causal_softmax_backward_in_place(dev, gemms.softmax(shape), args.att, datt.reborrow())?;
     gemms.dqueries.run(dev, shape, config, (datt.as_view(), k.as_view()), dq.reborrow())?;
     gemms.dkeys.run(dev, shape, config, (datt.as_view(), q.as_view()), dk.reborrow())?;
     let grads = PermuteBackward {
