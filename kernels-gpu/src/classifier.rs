@@ -14,7 +14,8 @@ use crate::elem::{Elem, load_chunk, store_chunk};
 use crate::entry::entries;
 use crate::softmax::{Normaliser, valid_in};
 use core::f32::consts::{LN_2, LOG2_E};
-use kernel_abi::classifier::ClassifierParams;
+use crate::arch::cvt::f32_to_tf32;
+use kernel_abi::classifier::{ClassifierParams, GRAD_SKIP, GRAD_WRITE_TF32};
 use kernel_abi::{Bf16, F16};
 
 /// The block's combined normaliser, the same in every thread: butterfly within each warp, then
@@ -155,18 +156,20 @@ unsafe fn fused_classifier<T: Elem>(p: ClassifierParams<T>) {
         // SAFETY: row < rows.
         unsafe { *p.losses.as_mut_ptr().add(row) = loss };
     }
-    if p.write_grad == 0 {
+    if p.write_grad == GRAD_SKIP {
         return;
     }
     let scale = p.dloss / n.sum;
+    let tf32 = p.write_grad == GRAD_WRITE_TF32;
     let grad = |col: usize, x: f32| -> f32 {
-        if col >= v {
+        let g = if col >= v {
             0.0
         } else if col == target {
             ex2_approx_f32(x * LOG2_E - n.max) * scale - p.dloss
         } else {
             ex2_approx_f32(x * LOG2_E - n.max) * scale
-        }
+        };
+        if tf32 { f32::from_bits(f32_to_tf32(g)) } else { g }
     };
     // SAFETY: as above; each element is read and then written by the thread that owns it.
     split.for_each_reversed(vp, |col0, count, vector| unsafe {

@@ -2,9 +2,9 @@
 //! losses and the in-place gradient, f32/bf16/f16 logits, GPT-2's odd V = 50257 in rows padded
 //! to 50304 and unpadded (rows not 16-byte aligned), rows stored further apart than their width
 //! (the gaps untouched), small vocabularies, unaligned views, the evaluation mode that leaves the
-//! logits untouched, and out-of-range targets.
+//! logits untouched, the gradient rounded to TF32, and out-of-range targets.
 
-use cpu_ref::precision::Element;
+use cpu_ref::precision::{Element, round_tf32};
 use gpu_host::kernels::classifier::{Classifier, LogitsGradient, Vocab, fused_classifier};
 use gpu_host::kernels::elementwise::FloatElement;
 use gpu_host::{Device, DeviceBuffer, GpuError};
@@ -150,6 +150,50 @@ fn check_out_of_range_target(dev: &impl Device) {
     }
 }
 
+/// `WriteTf32` stores exactly `Write`'s gradient rounded to TF32 (`cpu_ref::precision::round_tf32`,
+/// ties away from zero), with the same losses, the row gaps untouched, on every shape (aligned
+/// and not); bf16 logits are refused.
+fn check_tf32_gradient(dev: &impl Device) {
+    let mut rng = TestRng::new();
+    for (rows, v, vp, ld) in shapes(dev) {
+        for offset in [0, 1] {
+            let what = format!("TF32 gradient rows={rows} v={v} vp={vp} ld={ld} offset={offset}");
+            let x = logits::<f32>(&mut rng, rows * ld);
+            let dtgt = dev.upload(&targets(&mut rng, rows, v)).unwrap();
+            let window = offset..offset + rows * ld;
+            let run = |gradient| {
+                let mut buf = upload_at(dev, &x, offset).unwrap();
+                let mut losses = poisoned::<_, f32>(dev, rows).unwrap();
+                let args = Classifier {
+                    logits: buf.view_mut().slice_mut(window.clone()).unwrap(),
+                    losses: losses.view_mut(),
+                    targets: dtgt.view(),
+                };
+                fused_classifier(dev, Vocab { v, vp, ld }, gradient, args).unwrap();
+                let logits = dev.download(buf.view().slice(window.clone()).unwrap()).unwrap();
+                (logits, dev.download(losses.view()).unwrap())
+            };
+            let dloss = 1.0 / rows as f32;
+            let (plain, plain_losses) = run(LogitsGradient::Write { dloss });
+            let (rounded, losses) = run(LogitsGradient::WriteTf32 { dloss });
+            assert_bits_eq(&format!("{what} losses"), rng.seed(), &losses, &plain_losses);
+            let (plain_grad, _) = split_rows(&plain, rows, vp, ld);
+            let want: Vec<f32> = plain_grad.iter().map(|&g| round_tf32(g)).collect();
+            let (got, got_gaps) = split_rows(&rounded, rows, vp, ld);
+            assert_bits_eq(&format!("{what} dlogits"), rng.seed(), &got, &want);
+            let (_, gaps) = split_rows(&x, rows, vp, ld);
+            assert_bits_eq(&format!("{what} row gaps"), rng.seed(), &got_gaps, &gaps);
+        }
+    }
+    let mut x = dev.upload(&[bf16::from_f32(0.5); 8]).unwrap();
+    let mut losses = dev.alloc::<f32>(1).unwrap();
+    let tgt = dev.upload(&[0u32]).unwrap();
+    let args = Classifier { logits: x.view_mut(), losses: losses.view_mut(), targets: tgt.view() };
+    let gradient = LogitsGradient::WriteTf32 { dloss: 1.0 };
+    let err = fused_classifier(dev, Vocab::dense(5, 8), gradient, args).unwrap_err();
+    assert!(matches!(&err, GpuError::InvalidArgument { arg: "gradient", .. }), "{err}");
+}
+
 /// Bad shapes and factors are rejected before launch, naming the argument.
 fn check_argument_errors(dev: &impl Device) {
     let mut x = dev.upload(&[0.5f32; 24]).unwrap();
@@ -181,6 +225,7 @@ kernel_tests! {
     fused_classifier_f32 => check_classifier::<f32>;
     fused_classifier_bf16 => check_classifier::<bf16>;
     fused_classifier_f16 => check_classifier::<f16>;
+    classifier_tf32_gradient => check_tf32_gradient;
     classifier_out_of_range_target => check_out_of_range_target;
     classifier_argument_errors => check_argument_errors;
 }

@@ -11,9 +11,11 @@
 //! has a scalar head up to its first aligned element and a scalar tail), so `vp = 50257` and
 //! `vp = 50304` both take the fast path. Rows start `ld ≥ vp` elements apart; columns `vp..ld`
 //! are never touched (the trainer pads the row stride to 16 bytes, so that the GEMMs reading
-//! the gradient get aligned rows whatever `vp` is). With `write_grad == 0` the logits are only read
-//! (evaluation). A target `≥ v` (which the launcher's checked token type rules out) gives a
-//! NaN loss and no out-of-row access.
+//! the gradient get aligned rows whatever `vp` is). With `write_grad == GRAD_SKIP` the logits are
+//! only read (evaluation); with `GRAD_WRITE_TF32` each gradient is rounded to TF32 as it is
+//! stored (f32 logits: the operand a TF32 GEMM on `wgmma`, which truncates its operands, can read
+//! as it is). A target `≥ v` (which the launcher's checked token type rules out) gives a NaN loss
+//! and no out-of-row access.
 
 use crate::kernel::{Kernel, KernelParams, KernelSig};
 use crate::ptr::{Bf16, DevicePtr, DevicePtrMut, F16};
@@ -21,12 +23,21 @@ use crate::ptr::{Bf16, DevicePtr, DevicePtrMut, F16};
 /// Threads per block (one block per row).
 pub const BLOCK_THREADS: u32 = 512;
 
+/// `write_grad`: losses only, the logits left as they are.
+pub const GRAD_SKIP: u32 = 0;
+/// `write_grad`: the gradient written in place of the logits.
+pub const GRAD_WRITE: u32 = 1;
+/// `write_grad`: the gradient written in place of the logits, each value rounded to TF32 (to
+/// nearest, ties away from zero: `cvt.rna.tf32.f32`, as the `mma.sync` TF32 GEMMs round their
+/// operands). For f32 logits.
+pub const GRAD_WRITE_TF32: u32 = 2;
+
 /// Parameters of the fused classifier.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct ClassifierParams<T: Copy> {
-    /// `rows` rows of `vp` logits, `ld` elements apart, overwritten with their gradient when
-    /// `write_grad != 0`.
+    /// `rows` rows of `vp` logits, `ld` elements apart, overwritten with their gradient unless
+    /// `write_grad == GRAD_SKIP`.
     pub logits: DevicePtrMut<T>,
     /// `rows` losses, written.
     pub losses: DevicePtrMut<f32>,
@@ -40,7 +51,7 @@ pub struct ClassifierParams<T: Copy> {
     pub vp: u32,
     /// Gradient of the reduced loss with respect to each row's loss (e.g. `1 / rows`).
     pub dloss: f32,
-    /// Non-zero: write the gradient in place; zero: losses only.
+    /// [`GRAD_SKIP`], [`GRAD_WRITE`] or [`GRAD_WRITE_TF32`].
     pub write_grad: u32,
     /// Elements between the starts of consecutive rows (`≥ vp`).
     pub ld: u32,

@@ -335,12 +335,23 @@ impl<'d, D: Device, A: CudaAct> CudaBackend<'d, D, A> {
     /// GPT-2 124M at B·T = 16384 on an H200, 0.27 ms of copies and 0.83 ms of wgmma per layer
     /// against 2.3 ms on mma.sync (TF32 wgmma at 86% of cuBLAS, mma.sync at 38–44%, measured
     /// 2026-11-26). Only with `--gemm-engine auto`, and not for a layer whose output is
-    /// more than [`MAX_WGMMA_DX_WIDENING`] times wider than its input (the classifier, whose
-    /// `dY` is the B·T·Vp logits' gradient: a copy would double the step's largest buffer).
+    /// more than [`MAX_WGMMA_DX_WIDENING`] times wider than its input (a copy of its `dY` would
+    /// be the step's largest buffer again) unless it is the lm head, whose `dY`, the logits'
+    /// gradient, the fused classifier stored rounded already ([`Self::rounds_logits_gradient`]):
+    /// only its weight is transposed then (the classifier's input gradient, 1.27 TFLOP at
+    /// B·T = 16384, ran on mma.sync at 137 TFLOP/s, TF32 wgmma ran its forward at 318).
     fn tf32_input_gradient_on_wgmma(&self, transposed: &GemmSpec, shape: Linear) -> bool {
         self.gemm.engine == GemmEngine::Auto
-            && shape.out <= MAX_WGMMA_DX_WIDENING * shape.inp
+            && (shape.lm_head || shape.out <= MAX_WGMMA_DX_WIDENING * shape.inp)
             && transposed.truncates_tf32_operands(self.dev.ptx_arch())
+    }
+
+    /// Whether the fused classifier stores the logits' gradient rounded to TF32: in TF32, where
+    /// every GEMM reading it rounds it so first (`mma.sync`) or must be handed it rounded
+    /// (`wgmma`, which truncates): the same arithmetic on both engines, and no rounded copy of
+    /// the step's largest buffer for the lm head's input gradient on wgmma.
+    fn rounds_logits_gradient(&self) -> bool {
+        self.gemm_precision() == GemmPrecision::Tf32
     }
 
     /// Runs `gemm` on two operands of `lens` elements that `prepare` writes into scratch first
@@ -700,7 +711,16 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
         let out_ld = shape.out_ld;
         let transposed = GemmSpec::linear_forward(rows, in_features, out_features, precision);
         let transposed = self.on_engine(GemmSpec { lda: out_ld, ..transposed });
-        if self.tf32_input_gradient_on_wgmma(&transposed, shape) {
+        if self.tf32_input_gradient_on_wgmma(&transposed, shape) && shape.lm_head {
+            // The classifier stored `dout` rounded: only the weight is transposed (and rounded).
+            self.with_tf32_operands(
+                (0, weight.len()),
+                |_, weight_t| {
+                    A::transpose_tf32(self.dev, weight, (out_features, in_features), weight_t)
+                },
+                |_, weight| input_gradient(transposed, dout, weight),
+            )?;
+        } else if self.tf32_input_gradient_on_wgmma(&transposed, shape) {
             self.with_tf32_operands(
                 (dout.len(), weight.len()),
                 |dout_tf32, weight_t| {
@@ -867,6 +887,9 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
             || {
                 let Classifier { logits, losses, targets, dloss } = args;
                 let gradient = match dloss {
+                    Some(dloss) if self.rounds_logits_gradient() => {
+                        LogitsGradient::WriteTf32 { dloss }
+                    }
                     Some(dloss) => LogitsGradient::Write { dloss },
                     None => LogitsGradient::Skip,
                 };

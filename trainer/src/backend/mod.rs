@@ -221,7 +221,9 @@ pub trait Backend {
     ) -> Result<()>;
 
     /// Per row: the cross-entropy loss, and (training) the logits' gradient in place
-    /// ([`cpu_ref::fused_classifier`]).
+    /// ([`cpu_ref::fused_classifier`]). A backend may store the gradient as its GEMMs will
+    /// read it (the CUDA backend in TF32: rounded to TF32, which its lm head's input gradient
+    /// relies on: [`Linear::lm_head`]).
     fn fused_classifier(&self, args: Classifier<'_, Self>, dims: Dims) -> Result<()>;
 
     /// The L2 norm of `grads` and whether any element is not finite (read back to the host).

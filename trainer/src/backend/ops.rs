@@ -46,12 +46,22 @@ pub struct Linear {
     /// Elements between the starts of consecutive rows of the output and of its gradient:
     /// `out`, except for the classifier, whose logits rows are [`Dims::logits_ld`] apart.
     pub out_ld: usize,
+    /// Whether this is the language-model head, whose output gradient is what the backend's
+    /// [`Backend::fused_classifier`] wrote in place of the logits: the backend may rely on how
+    /// it stored it (the CUDA backend rounds it to TF32 in TF32, so that a wgmma GEMM can read
+    /// it without a rounded copy).
+    pub lm_head: bool,
 }
 
 impl Linear {
     /// A layer of `inp` to `out` features over `rows` rows, its output stored densely.
     pub fn new(layer: &'static str, rows: usize, inp: usize, out: usize) -> Self {
-        Self { layer, rows, inp, out, out_ld: out }
+        Self { layer, rows, inp, out, out_ld: out, lm_head: false }
+    }
+
+    /// The language-model head: `channels` to `vp` logits per row, rows `logits_ld` apart.
+    pub fn lm_head(rows: usize, channels: usize, vp: usize, logits_ld: usize) -> Self {
+        Self { out_ld: logits_ld, lm_head: true, ..Self::new("lm head", rows, channels, vp) }
     }
 }
 

@@ -321,7 +321,7 @@ impl<B: Backend> Gpt2<B> {
                 bias: None,
                 activation: Activation::None,
             },
-            Linear { out_ld: ld, ..linear("lm head", c, cfg.padded_vocab_size) },
+            Linear::lm_head(bt, c, cfg.padded_vocab_size, ld),
         )
     }
 
@@ -388,7 +388,7 @@ impl<B: Backend> Gpt2<B> {
                 weight: self.p(K::Wte, 0),
                 gelu_pre_act: None,
             },
-            Linear { out_ld: a.logits_ld, ..linear("lm head", c, vp) },
+            Linear::lm_head(bt, c, vp, a.logits_ld),
         )?;
         backend.zero(s.dres.at_mut(0, n))?;
         backend.layernorm_backward(

@@ -216,7 +216,8 @@ fn unaligned_vocabularies_train_in_strided_logits() {
 /// TF32 computes the same on both GEMM engines. On the Hopper module the forward GEMMs, the input
 /// gradients (against transposed weights) and the attention's `Q·Kᵀ` and `dY·Vᵀ` run on wgmma,
 /// which reads TF32 operands by truncation, so the backend and the attention round them to
-/// nearest first; on the sm_80 module every GEMM runs on mma.sync, which rounds them itself. The simulator sums each k8 step of both instructions the
+/// nearest first (the lm head's `dY`, the logits' gradient, the classifier stores rounded); on
+/// the sm_80 module every GEMM runs on mma.sync, which rounds them itself. The simulator sums each k8 step of both instructions the
 /// same way, so one step's loss and gradients agree bit for bit (with the operands truncated
 /// they differ by 1.9e-4 in the loss and up to 3e-3 of a tensor's largest gradient).
 #[test]

@@ -6,7 +6,9 @@ use super::elementwise::FloatElement;
 use crate::device::{Device, LaunchConfig};
 use crate::error::{GpuError, Result};
 use crate::view::{DeviceView, DeviceViewMut};
-use kernel_abi::classifier::{BLOCK_THREADS, ClassifierKernels, ClassifierParams};
+use kernel_abi::classifier::{
+    BLOCK_THREADS, ClassifierKernels, ClassifierParams, GRAD_SKIP, GRAD_WRITE, GRAD_WRITE_TF32,
+};
 
 /// The vocabulary: `v` real tokens in rows padded to `vp` columns, stored `ld` apart.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,6 +35,14 @@ pub enum LogitsGradient {
     /// Overwrite them with `dloss · (softmax − onehot)` (training; `dloss` is the gradient of
     /// the reduced loss with respect to each row's loss, e.g. `1 / rows`).
     Write {
+        /// The factor of every row's gradient.
+        dloss: f32,
+    },
+    /// As [`LogitsGradient::Write`], each gradient rounded to TF32 (to nearest, ties away from
+    /// zero, as the `mma.sync` TF32 GEMMs round their operands) as it is stored: f32 logits only.
+    /// A TF32 GEMM on `wgmma`, which truncates its f32 operands, then reads the gradient as it
+    /// is, and one on `mma.sync` reads the same values as from [`LogitsGradient::Write`].
+    WriteTf32 {
         /// The factor of every row's gradient.
         dloss: f32,
     },
@@ -83,12 +93,17 @@ pub fn fused_classifier<D: Device, T: FloatElement>(
     check_len(OP, "losses", args.losses.len(), rows, "one per row of logits")?;
     check_len(OP, "targets", args.targets.len(), rows, "one per row of logits")?;
     let (dloss, write_grad) = match gradient {
-        LogitsGradient::Write { dloss } if dloss.is_finite() => (dloss, 1),
-        LogitsGradient::Write { dloss } => {
-            return Err(GpuError::invalid(OP, "dloss", format!("{dloss} is not finite")));
+        LogitsGradient::Write { dloss } => (dloss, GRAD_WRITE),
+        LogitsGradient::WriteTf32 { .. } if T::NAME != "f32" => {
+            let reason = format!("TF32 rounding takes f32 logits, not {}", T::NAME);
+            return Err(GpuError::invalid(OP, "gradient", reason));
         }
-        LogitsGradient::Skip => (0.0, 0),
+        LogitsGradient::WriteTf32 { dloss } => (dloss, GRAD_WRITE_TF32),
+        LogitsGradient::Skip => (0.0, GRAD_SKIP),
     };
+    if !dloss.is_finite() {
+        return Err(GpuError::invalid(OP, "dloss", format!("{dloss} is not finite")));
+    }
     if rows == 0 {
         return Ok(());
     }
