@@ -5,11 +5,12 @@
 //! Thread `t` (`Tile::thread_grid`: tx = t % (BN/8), ty = t / (BN/8)) owns rows
 //! `{4ty .. 4ty+4, 64+4ty .. 64+4ty+4}` and columns `{4tx .. 4tx+4, BN/2+4tx .. BN/2+4tx+4}` of
 //! the block tile: per k it reads four 16-byte vectors from shared memory (broadcast for A,
-//! consecutive for B: conflict-free) and issues 64 FMAs. Both operand tiles are stored k-major in shared memory (`[k][m]`, `[k][n]`, rows of
-//! 132 floats): operands that are contiguous along M/N are copied with 16-byte `cp.async`
-//! (edge chunks element by element, stored zero-filled: memcheck counts a partial `cp.async`'s
-//! whole window), those contiguous along K are transposed through registers (the 4-float row
-//! padding spreads those scalar stores over all 32 banks).
+//! consecutive for B: conflict-free) and issues 64 FMAs. Both operand tiles are stored k-major
+//! in shared memory (`[k][m]`, `[k][n]`, rows of 132 floats): operands that are contiguous
+//! along M/N are copied with 16-byte `cp.async` (edge chunks element by element, stored
+//! zero-filled: memcheck counts a partial `cp.async`'s whole window), those contiguous along K
+//! are transposed through registers (the 4-float row padding spreads those scalar stores over
+//! all 32 banks).
 //!
 //! Each thread copies 4 floats of B's tile per k-tile and 4 of A's (two runs of 4 in the narrow
 //! tile, whose 128 threads copy the same 128-row A tile): `Tile::copy_cell`.
