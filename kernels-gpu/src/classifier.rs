@@ -6,6 +6,7 @@
 //! Thread `t` takes head element `t`, body vectors `t, t + threads, …` and tail element `t`, in
 //! both passes (the second walks them backwards), so it rewrites exactly the elements it read.
 
+use crate::arch::cvt::f32_to_tf32;
 use crate::arch::math::{ex2_approx_f32, lg2_approx_f32};
 use crate::arch::smem::{dynamic_smem_base, ld_shared_f32, st_shared_f32};
 use crate::arch::sync::bar_sync;
@@ -14,7 +15,6 @@ use crate::elem::{Elem, load_chunk, store_chunk};
 use crate::entry::entries;
 use crate::softmax::{Normaliser, valid_in};
 use core::f32::consts::{LN_2, LOG2_E};
-use crate::arch::cvt::f32_to_tf32;
 use kernel_abi::classifier::{ClassifierParams, GRAD_SKIP, GRAD_WRITE_TF32};
 use kernel_abi::{Bf16, F16};
 
