@@ -46,8 +46,8 @@ pub struct Row {
     pub ours: f64,
     /// cuBLAS (`cublasSgemm` / `cublasGemmEx`) name and TFLOP/s.
     pub blas: (&'static str, f64),
-    /// cuBLASLt TFLOP/s.
-    pub lt: f64,
+    /// cuBLASLt TFLOP/s (none where its heuristic had no plan for the problem).
+    pub lt: Option<f64>,
     /// The faster baseline's name and TFLOP/s.
     pub best: (&'static str, f64),
     /// max |ours − best baseline| / max |baseline| on sampled rows.
@@ -87,16 +87,21 @@ fn shape(spec: &GemmSpec) -> String {
     format!("{batch}{}×{}×{}", spec.m, spec.n, spec.k)
 }
 
+/// cuBLASLt's TFLOP/s, or `–` where it had no plan.
+fn lt_cell(lt: Option<f64>) -> String {
+    lt.map_or_else(|| "–".to_string(), |tflops| format!("{tflops:.1}"))
+}
+
 /// One line per measurement while the benchmark runs.
 pub fn progress_line(row: &Row) -> String {
     format!(
-        "{:16} {:14} ours {:7.1}  {} {:7.1}  cublasLt {:7.1}  ({:5.1}% of best)  diff {:.1e}",
+        "{:16} {:14} ours {:7.1}  {} {:7.1}  cublasLt {:>7}  ({:5.1}% of best)  diff {:.1e}",
         row.problem,
         row.variant,
         row.ours,
         row.blas.0,
         row.blas.1,
-        row.lt,
+        lt_cell(row.lt),
         row.percent(),
         row.rel_diff
     )
@@ -268,14 +273,14 @@ pub fn markdown(meta: &Meta, cublas_version: &str, rows: &[Row]) -> String {
         for r in rows.iter().filter(|r| r.variant == *variant) {
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {:.1} | {:.1} ({}) | {:.1} | {:.1} | {:.1e} |",
+                "| {} | {} | {} | {:.1} | {:.1} ({}) | {} | {:.1} | {:.1e} |",
                 r.problem,
                 shape(&r.spec),
                 layouts(&r.spec),
                 r.ours,
                 r.blas.1,
                 r.blas.0,
-                r.lt,
+                lt_cell(r.lt),
                 r.percent(),
                 r.rel_diff
             );
@@ -303,7 +308,7 @@ mod tests {
             variant: variant.into(),
             ours,
             blas: ("cublasGemmEx", 400.0),
-            lt: 500.0,
+            lt: Some(500.0),
             best: ("cublasLt", 500.0),
             rel_diff: 1e-3,
         };
@@ -317,7 +322,7 @@ mod tests {
             row("attproj fwd", "BF16 mma.sync", 400.0),
             row("square", "BF16 mma.sync", 100.0),
             row("square 8192 K-major", "BF16 mma.sync", 100.0),
-            Row { spec: batched, ..row("attention PV", "BF16 mma.sync", 50.0) },
+            Row { spec: batched, lt: None, ..row("attention PV", "BF16 mma.sync", 50.0) },
             row("attproj fwd", "BF16 wgmma", 450.0),
             tf32("attproj fwd", "TF32 mma.sync", 250.0),
         ];
@@ -334,7 +339,12 @@ mod tests {
         assert!(md.contains("- Baselines (cuBLAS 13.0.2): FP32 = `cublasSgemm`"), "{md}");
         assert!(md.contains("| BF16 mma.sync | 80.0 | 80.0 | 80.0 |"), "{md}");
         assert!(md.contains("| attproj fwd | 16384×768×768 | rc | 400.0 | 400.0 (cublasGemmEx) | 500.0 | 80.0 | 1.0e-3 |"), "{md}");
-        assert!(md.contains("| attention PV | 192 × 1024×64×1024 | rc | 50.0 |"), "{md}");
+        assert!(
+            md.contains(
+                "| attention PV | 192 × 1024×64×1024 | rc | 50.0 | 400.0 (cublasGemmEx) | – |"
+            ),
+            "{md}"
+        );
         assert!(md.contains("## TF32 mma.sync"));
         assert!(md.contains("commit: `abc1234`"));
         // BF16 ran in two variants: side by side; TF32 in one: no such table.
