@@ -63,6 +63,29 @@ fn split_rows<T: Element>(x: &[T], rows: usize, vp: usize, ld: usize) -> (Vec<T>
     (dense, gaps)
 }
 
+/// Runs the classifier with `gradient` on `x` (`rows × ld`) uploaded `offset` elements into a
+/// fresh buffer, the losses into a poisoned one; returns the logits' window and the losses.
+fn run_classifier<T: FloatElement + Element>(
+    dev: &impl Device,
+    (x, offset): (&[T], usize),
+    vocab: Vocab,
+    targets: &[u32],
+    gradient: LogitsGradient,
+) -> (Vec<T>, Vec<f32>) {
+    let window = offset..offset + x.len();
+    let mut buf = upload_at(dev, x, offset).unwrap();
+    let dtgt = dev.upload(targets).unwrap();
+    let mut losses = poisoned::<_, f32>(dev, targets.len()).unwrap();
+    let args = Classifier {
+        logits: buf.view_mut().slice_mut(window.clone()).unwrap(),
+        losses: losses.view_mut(),
+        targets: dtgt.view(),
+    };
+    fused_classifier(dev, vocab, gradient, args).unwrap();
+    let logits = dev.download(buf.view().slice(window).unwrap()).unwrap();
+    (logits, dev.download(losses.view()).unwrap())
+}
+
 fn check_classifier<T: FloatElement + Element>(dev: &impl Device) {
     let mut rng = TestRng::new();
     for (rows, v, vp, ld) in shapes(dev) {
@@ -75,24 +98,14 @@ fn check_classifier<T: FloatElement + Element>(dev: &impl Device) {
             let mut want_loss = vec![0.0; rows];
             cpu_ref::fused_classifier(&mut want_grad, &mut want_loss, &tgt, dloss, rows, v, vp);
 
-            let mut buf = upload_at(dev, &x, offset).unwrap();
-            let window = offset..offset + rows * ld;
-            let dtgt = dev.upload(&tgt).unwrap();
-            let mut losses = poisoned::<_, f32>(dev, rows).unwrap();
-            let args = Classifier {
-                logits: buf.view_mut().slice_mut(window.clone()).unwrap(),
-                losses: losses.view_mut(),
-                targets: dtgt.view(),
-            };
             let vocab = Vocab { v, vp, ld };
-            fused_classifier(dev, vocab, LogitsGradient::Write { dloss }, args).unwrap();
+            let gradient = LogitsGradient::Write { dloss };
+            let (got, got_loss) = run_classifier(dev, (&x, offset), vocab, &tgt, gradient);
             let what = format!(
                 "fused_classifier_{} rows={rows} v={v} vp={vp} ld={ld} offset={offset}",
                 <T as Element>::NAME
             );
-            let got_loss = dev.download(losses.view()).unwrap();
             assert_close(&format!("{what} losses"), rng.seed(), &got_loss, &want_loss, LOSS);
-            let got = dev.download(buf.view().slice(window.clone()).unwrap()).unwrap();
             let (got_grad, got_gaps) = split_rows(&got, rows, vp, ld);
             assert_close_in(
                 &format!("{what} dlogits"),
@@ -104,17 +117,9 @@ fn check_classifier<T: FloatElement + Element>(dev: &impl Device) {
             assert_bits_eq(&format!("{what} row gaps"), rng.seed(), &got_gaps, &want_gaps);
 
             // Evaluation on the same layout: the same losses, bit for bit, logits untouched.
-            let mut eval = upload_at(dev, &x, offset).unwrap();
-            let mut losses2 = poisoned::<_, f32>(dev, rows).unwrap();
-            let args = Classifier {
-                logits: eval.view_mut().slice_mut(window.clone()).unwrap(),
-                losses: losses2.view_mut(),
-                targets: dtgt.view(),
-            };
-            fused_classifier(dev, vocab, LogitsGradient::Skip, args).unwrap();
-            let eval_losses = dev.download(losses2.view()).unwrap();
+            let skip = LogitsGradient::Skip;
+            let (eval_logits, eval_losses) = run_classifier(dev, (&x, offset), vocab, &tgt, skip);
             assert_bits_eq(&format!("{what} eval losses"), rng.seed(), &eval_losses, &got_loss);
-            let eval_logits = dev.download(eval.view().slice(window).unwrap()).unwrap();
             assert_bits_eq(&format!("{what} eval logits"), rng.seed(), &eval_logits, &x);
         }
     }
@@ -159,20 +164,9 @@ fn check_tf32_gradient(dev: &impl Device) {
         for offset in [0, 1] {
             let what = format!("TF32 gradient rows={rows} v={v} vp={vp} ld={ld} offset={offset}");
             let x = logits::<f32>(&mut rng, rows * ld);
-            let dtgt = dev.upload(&targets(&mut rng, rows, v)).unwrap();
-            let window = offset..offset + rows * ld;
-            let run = |gradient| {
-                let mut buf = upload_at(dev, &x, offset).unwrap();
-                let mut losses = poisoned::<_, f32>(dev, rows).unwrap();
-                let args = Classifier {
-                    logits: buf.view_mut().slice_mut(window.clone()).unwrap(),
-                    losses: losses.view_mut(),
-                    targets: dtgt.view(),
-                };
-                fused_classifier(dev, Vocab { v, vp, ld }, gradient, args).unwrap();
-                let logits = dev.download(buf.view().slice(window.clone()).unwrap()).unwrap();
-                (logits, dev.download(losses.view()).unwrap())
-            };
+            let tgt = targets(&mut rng, rows, v);
+            let run =
+                |gradient| run_classifier(dev, (&x, offset), Vocab { v, vp, ld }, &tgt, gradient);
             let dloss = 1.0 / rows as f32;
             let (plain, plain_losses) = run(LogitsGradient::Write { dloss });
             let (rounded, losses) = run(LogitsGradient::WriteTf32 { dloss });

@@ -711,7 +711,8 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
         let out_ld = shape.out_ld;
         let transposed = GemmSpec::linear_forward(rows, in_features, out_features, precision);
         let transposed = self.on_engine(GemmSpec { lda: out_ld, ..transposed });
-        if self.tf32_input_gradient_on_wgmma(&transposed, shape) && shape.lm_head {
+        let on_wgmma = self.tf32_input_gradient_on_wgmma(&transposed, shape);
+        if on_wgmma && shape.lm_head {
             // The classifier stored `dout` rounded: only the weight is transposed (and rounded).
             self.with_tf32_operands(
                 (0, weight.len()),
@@ -720,7 +721,7 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
                 },
                 |_, weight| input_gradient(transposed, dout, weight),
             )?;
-        } else if self.tf32_input_gradient_on_wgmma(&transposed, shape) {
+        } else if on_wgmma {
             self.with_tf32_operands(
                 (dout.len(), weight.len()),
                 |dout_tf32, weight_t| {

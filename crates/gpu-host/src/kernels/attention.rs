@@ -16,6 +16,7 @@ use kernel_abi::attention::{
     SOFTMAX_THREADS, SoftmaxBackwardParams, SoftmaxForwardParams, UnpermuteBackwardParams,
     UnpermuteParams,
 };
+use kernel_abi::{DevicePtr, DevicePtrMut};
 
 /// Largest grid in y and z: bounds B, NH and B·NH (also the GEMM's batch limit).
 const MAX_GRID_YZ: usize = 65_535;
@@ -165,6 +166,27 @@ impl SoftmaxShape {
         Ok(())
     }
 
+    /// The forward kernel's parameters on these buffers (`out` may be `inp` itself).
+    fn forward_params<A: Copy>(
+        &self,
+        inp: DevicePtr<A>,
+        out: DevicePtrMut<A>,
+    ) -> SoftmaxForwardParams<A> {
+        let (t, scale, block_rows) = (self.t as u32, self.scale, self.block_rows as u32);
+        SoftmaxForwardParams { inp, out, t, scale, block_rows, _pad: 0 }
+    }
+
+    /// The backward kernel's parameters on these buffers (`dpreatt` may be `datt` itself).
+    fn backward_params<A: Copy>(
+        &self,
+        att: DevicePtr<A>,
+        datt: DevicePtr<A>,
+        dpreatt: DevicePtrMut<A>,
+    ) -> SoftmaxBackwardParams<A> {
+        let (t, scale, block_rows) = (self.t as u32, self.scale, self.block_rows as u32);
+        SoftmaxBackwardParams { att, datt, dpreatt, t, scale, block_rows, _pad: 0 }
+    }
+
     /// One warp per row: `(⌈T / warps⌉, matrices)`.
     fn config(&self) -> LaunchConfig {
         let warps = (SOFTMAX_THREADS / 32) as usize;
@@ -310,14 +332,7 @@ pub fn causal_softmax_forward<D: Device, T: FloatElement>(
     if shape.is_empty() {
         return Ok(());
     }
-    let params = SoftmaxForwardParams {
-        inp: inp.ptr(),
-        out: out.ptr(),
-        t: shape.t as u32,
-        scale: shape.scale,
-        block_rows: shape.block_rows as u32,
-        _pad: 0,
-    };
+    let params = shape.forward_params(inp.ptr(), out.ptr());
     // SAFETY: both views cover the matrices and do not overlap; the grid is the kernel's.
     unsafe { dev.launch(T::Abi::SOFTMAX_FORWARD, shape.config(), params) }
 }
@@ -335,14 +350,7 @@ pub fn causal_softmax_forward_in_place<D: Device, T: FloatElement>(
         return Ok(());
     }
     let out = att.ptr();
-    let params = SoftmaxForwardParams {
-        inp: out.as_const(),
-        out,
-        t: shape.t as u32,
-        scale: shape.scale,
-        block_rows: shape.block_rows as u32,
-        _pad: 0,
-    };
+    let params = shape.forward_params(out.as_const(), out);
     // SAFETY: the view covers the matrices; each element is read before it is written, by the
     // thread that writes it.
     unsafe { dev.launch(T::Abi::SOFTMAX_FORWARD, shape.config(), params) }
@@ -375,15 +383,7 @@ pub fn causal_softmax_backward<D: Device, T: FloatElement>(
     if shape.is_empty() {
         return Ok(());
     }
-    let params = SoftmaxBackwardParams {
-        att: args.att.ptr(),
-        datt: args.datt.ptr(),
-        dpreatt: args.dpreatt.ptr(),
-        t: shape.t as u32,
-        scale: shape.scale,
-        block_rows: shape.block_rows as u32,
-        _pad: 0,
-    };
+    let params = shape.backward_params(args.att.ptr(), args.datt.ptr(), args.dpreatt.ptr());
     // SAFETY: the views cover the matrices; `dpreatt` overlaps neither input; the grid is the
     // kernel's.
     unsafe { dev.launch(T::Abi::SOFTMAX_BACKWARD, shape.config(), params) }
@@ -405,15 +405,7 @@ pub fn causal_softmax_backward_in_place<D: Device, T: FloatElement>(
         return Ok(());
     }
     let dpreatt = grad.ptr();
-    let params = SoftmaxBackwardParams {
-        att: att.ptr(),
-        datt: dpreatt.as_const(),
-        dpreatt,
-        t: shape.t as u32,
-        scale: shape.scale,
-        block_rows: shape.block_rows as u32,
-        _pad: 0,
-    };
+    let params = shape.backward_params(att.ptr(), dpreatt.as_const(), dpreatt);
     // SAFETY: the views cover the matrices; `grad` does not overlap `att` (a mutable borrow);
     // each element of `grad` is read before it is written, by the thread that writes it.
     unsafe { dev.launch(T::Abi::SOFTMAX_BACKWARD, shape.config(), params) }
@@ -502,6 +494,12 @@ pub fn causal_block_rows(t: usize) -> usize {
     (t / 8).next_multiple_of(16).max(16)
 }
 
+/// The softmax between the causal head GEMMs, which writes each row only as far as they read
+/// it: to the end of its block of [`causal_block_rows`] rows.
+fn causal_softmax_shape(shape: AttentionShape) -> SoftmaxShape {
+    SoftmaxShape { block_rows: causal_block_rows(shape.t), ..shape.softmax() }
+}
+
 impl HeadGemm {
     fn spec(&self, shape: AttentionShape, config: GemmConfig) -> GemmSpec {
         let (m, n, k) = self.mnk;
@@ -561,12 +559,6 @@ struct HeadGemms {
 }
 
 impl HeadGemms {
-    /// The softmax between these GEMMs, which writes each row only as far as they read it: to
-    /// the end of its block of [`causal_block_rows`] rows.
-    fn softmax(&self, shape: AttentionShape) -> SoftmaxShape {
-        SoftmaxShape { block_rows: causal_block_rows(shape.t), ..shape.softmax() }
-    }
-
     fn new(shape: AttentionShape) -> Self {
         use Causal::{Columns, Prefix, Suffix};
         use Layout::{ColMajor as Col, RowMajor as Row};
@@ -646,7 +638,7 @@ pub fn attention_forward<D: Device, T: AttentionElement>(
         T::round_tf32_in_place(dev, k.reborrow())?;
     }
     gemms.scores.run(dev, shape, config, (q.as_view(), k.as_view()), args.att.reborrow())?;
-    causal_softmax_forward_in_place(dev, gemms.softmax(shape), args.att.reborrow())?;
+    causal_softmax_forward_in_place(dev, causal_softmax_shape(shape), args.att.reborrow())?;
     gemms.values.run(dev, shape, config, (args.att.as_view(), v.as_view()), y.reborrow())?;
     attention_unpermute(dev, shape, y.as_view(), args.out)
 }
@@ -695,7 +687,7 @@ pub fn attention_backward<D: Device, T: AttentionElement>(
     }
     gemms.dprobs.run(dev, shape, config, (dy.as_view(), v.as_view()), datt.reborrow())?;
     gemms.dvalues.run(dev, shape, config, (args.att, dy.as_view()), dv.reborrow())?;
-    causal_softmax_backward_in_place(dev, gemms.softmax(shape), args.att, datt.reborrow())?;
+    causal_softmax_backward_in_place(dev, causal_softmax_shape(shape), args.att, datt.reborrow())?;
     gemms.dqueries.run(dev, shape, config, (datt.as_view(), k.as_view()), dq.reborrow())?;
     gemms.dkeys.run(dev, shape, config, (datt.as_view(), q.as_view()), dk.reborrow())?;
     let grads = PermuteBackward {
