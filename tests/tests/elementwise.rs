@@ -156,10 +156,11 @@ fn check_cast<S: CastTo<T> + Element, T: DeviceElement + Element>(dev: &impl Dev
     }
 }
 
-/// `round_tf32` against cpu-ref bit for bit (NaN payloads aside): random values over many binades, and at the
-/// start of each input the cases a wrong rounding rule gets wrong (exact ties, which go away
-/// from zero; one below a tie; a carry into the exponent; the largest f32, which becomes
-/// infinity; infinities, NaN, zeros, subnormals). Both alignment paths and every residue of the
+/// `round_tf32` against cpu-ref bit for bit, NaN payloads included: random values over many
+/// binades, and at the start of each input the cases a wrong rounding rule gets wrong (exact
+/// ties, which go away from zero; one below a tie; a carry into the exponent; the largest f32,
+/// which becomes infinity; infinities, NaNs with payloads above and within the low 13 bits,
+/// zeros, subnormals). Both alignment paths and every residue of the
 /// 8-element chunk; out of place and in place.
 fn check_round_tf32(dev: &impl Device) {
     let mut rng = TestRng::new();
@@ -173,6 +174,9 @@ fn check_round_tf32(dev: &impl Device) {
         f32::INFINITY,
         f32::NEG_INFINITY,
         f32::NAN,
+        f32::from_bits(0x7fff_ffff),
+        f32::from_bits(0xffc0_1fff),
+        f32::from_bits(0x7f80_0001),
         -0.0,
         f32::from_bits(0x0000_1fff),
         f32::from_bits(0x8000_3000),
@@ -188,14 +192,14 @@ fn check_round_tf32(dev: &impl Device) {
             let mut want = vec![poison::<f32>(); offset + n];
             cpu_ref::elementwise::round_tf32(&src, &mut want[offset..]);
             let what = format!("round_tf32_f32 n={n} offsets src={o_src} out={offset}");
-            assert_floats_eq(&what, rng.seed(), &got, &want);
+            assert_bits_eq(&what, rng.seed(), &got, &want);
 
             let mut inplace = upload_at(dev, &src, o_src).unwrap();
             round_tf32_in_place(dev, inplace.view_mut().slice_mut(o_src..o_src + n).unwrap())
                 .unwrap();
             let got = dev.download(inplace.view().slice(o_src..o_src + n).unwrap()).unwrap();
             let what = format!("round_tf32_in_place n={n} offset={o_src}");
-            assert_floats_eq(&what, rng.seed(), &got, &want[offset..]);
+            assert_bits_eq(&what, rng.seed(), &got, &want[offset..]);
         }
     }
 }

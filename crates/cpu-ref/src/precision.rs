@@ -50,16 +50,14 @@ impl Element for f16 {
     }
 }
 
-/// Rounds an f32 to TF32 (10 explicit mantissa bits) the way `cvt.rna.tf32.f32` does: to
-/// nearest, ties away from zero; the result is returned as an f32 with the low 13 bits clear.
-/// NaN and infinities pass through.
+/// Rounds an f32 to TF32 (10 explicit mantissa bits) bit for bit as `cvt.rna.tf32.f32` does on
+/// the GPU: to nearest, ties away from zero; the result is returned as an f32 with the low 13
+/// bits clear. Infinities and NaNs only lose their low 13 bits (so a NaN whose payload lies
+/// wholly there, such as `0x7f800001`, becomes infinity, as on an H100).
 pub fn round_tf32(x: f32) -> f32 {
-    if !x.is_finite() {
-        return x;
-    }
     let bits = x.to_bits();
-    let rounded = bits.wrapping_add(1 << 12) & !0x1fff;
-    f32::from_bits(rounded)
+    let rounded = if x.is_finite() { bits.wrapping_add(1 << 12) } else { bits };
+    f32::from_bits(rounded & !0x1fff)
 }
 
 #[cfg(test)]
@@ -75,6 +73,8 @@ mod tests {
         assert_eq!(round_tf32(f32::from_bits(one + (1 << 12) - 1)).to_bits(), one);
         assert_eq!(round_tf32(-1.5), -1.5);
         assert!(round_tf32(f32::NAN).is_nan());
+        assert_eq!(round_tf32(f32::from_bits(0x7fff_ffff)).to_bits(), 0x7fff_e000);
+        assert_eq!(round_tf32(f32::from_bits(0x7f80_0001)), f32::INFINITY);
         assert_eq!(round_tf32(f32::INFINITY), f32::INFINITY);
         // the largest finite f32 rounds up to infinity, as the hardware does
         assert_eq!(round_tf32(f32::MAX), f32::INFINITY);

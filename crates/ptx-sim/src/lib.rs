@@ -150,7 +150,8 @@
 //!   in f32/f64 (other rounding modifiers are rejected). `add`/`mul` without a rounding
 //!   modifier are rounded the same way (ptxas may contract those into an `fma` on a GPU; LLVM
 //!   always writes `.rn`). `.ftz` flushes subnormal inputs and results; `.sat` clamps to
-//!   [0, 1]. Every NaN an arithmetic instruction produces is the canonical `0x7fffffff`;
+//!   [0, 1]. Every NaN an arithmetic instruction produces is the canonical `0x7fffffff`,
+//!   f32 `abs`/`neg` of a NaN included (ptxas makes them `FADD`s; an H100 agrees); otherwise
 //!   `abs`/`neg`/`copysign` only touch the sign bit. `min`/`max` return the non-NaN operand
 //!   and order -0 below +0 (`.NaN` variants return NaN).
 //! - `.approx` functions (`ex2`, `lg2`, `rcp`, `sqrt`, `rsqrt`, `tanh`, `sin`, `cos`,
@@ -160,7 +161,9 @@
 //! - `cvt`: every rounding mode for float → integer (saturating, NaN → 0), integer → f32/f64
 //!   (`.rn/.rz/.rm/.rp`), f64 → f32 (`.rn/.rz/.rm/.rp`), `.rn` from f32 to f16/bf16 and the
 //!   packed `.f16x2/.bf16x2` forms (with `.relu`/`.satfinite`), `.rna[.satfinite]` to tf32,
-//!   integral rounding `.rni/.rzi/.rmi/.rpi`, `.ftz`, `.sat`. NaN results are canonical.
+//!   integral rounding `.rni/.rzi/.rmi/.rpi`, `.ftz`, `.sat`. NaN results are canonical, except
+//!   tf32's, which keep the input's upper 19 bits (ptxas's integer code for `cvt.rna`). `.relu`
+//!   turns -0 into +0.
 //! - `mma.sync` (m16n8k16 bf16/f16 and m16n8k8 tf32, `.row.col`, f32 accumulators): products
 //!   are exact in f64, the k products and the accumulator are summed in f64 and rounded once
 //!   to f32; tf32 operands use only the upper 19 bits of their registers. The hardware's

@@ -290,7 +290,9 @@ fn op_outputs<D: Device>(dev: &D, seed: u64) -> Outputs<u8> {
         let mut params = dev.upload(&rng.uniform(n, -1.0, 1.0)).unwrap();
         let mut m = dev.upload(&rng.uniform(n, -0.1, 0.1)).unwrap();
         let mut v = dev.upload(&rng.uniform(n, 0.0, 0.01)).unwrap();
-        let mut working = dev.alloc::<bf16>(n).unwrap();
+        // Uploaded, not allocated: the elements between the two tensors must keep their bits
+        // on both devices (a fresh allocation's contents differ between them).
+        let mut working = dev.upload(&bf(rng.uniform(n, -1.0, 1.0))).unwrap();
         let bufs = AdamWBuffers {
             params: params.view_mut(),
             grads: grads.view(),
@@ -479,6 +481,7 @@ const ZOO: &[(&str, Check)] = &[
     ("cvt.rn.f16x2.f32 %r10, %r1, %r2;", EXACT),
     ("cvt.rn.bf16x2.f32 %r10, %r1, %r2;", EXACT),
     ("cvt.rn.relu.f16x2.f32 %r10, %r1, %r2;", EXACT),
+    ("cvt.rn.relu.bf16x2.f32 %r10, %r1, %r2;", EXACT),
     ("cvt.rna.tf32.f32 %r10, %r1;", EXACT),
     ("cvt.rzi.s32.f32 %r10, %r1;", EXACT),
     ("cvt.rni.s32.f32 %r10, %r1;", EXACT),

@@ -4,13 +4,14 @@
 //! Rules (PTX ISA "cvt"): float → integer rounds as its `.rni/.rzi/.rmi/.rpi` modifier says,
 //! saturates to the destination range and maps NaN to 0; `.sat` on an integer destination
 //! clamps; narrowing float conversions round with `.rn` (to nearest even) or, for tf32,
-//! `.rna` (to nearest, ties away from zero); `.relu` clamps negative results to +0;
-//! `.satfinite` turns infinities into the largest finite value of the destination; NaN
-//! results are canonical (`0x7fff` for f16/bf16, `0x7fffffff` for f32 and tf32); an integer
+//! `.rna` (to nearest, ties away from zero); `.relu` clamps negative results and -0 to +0
+//! (an H100 does); `.satfinite` turns infinities into the largest finite value of the
+//! destination; NaN results are canonical (`0x7fff` for f16/bf16, `0x7fffffff` for f32),
+//! except tf32's, which keep the input's bits as [`tf32_rna`] says; an integer
 //! result narrower than its destination register is sign-extended for signed types and
 //! zero-extended otherwise.
 
-use super::float::{NAN32, NAN64, flush32};
+use super::float::{NAN64, flush32};
 use super::int::{mask, sext};
 use crate::decode::op::{Cvt, IntTy, NumTy, PackTy, Rnd};
 use half::{bf16, f16};
@@ -138,10 +139,6 @@ fn directed_f32(exact_cmp: std::cmp::Ordering, rn: f32, rnd: Rnd) -> f32 {
     }
 }
 
-fn saturate_finite(x: f32, max: f32) -> f32 {
-    if x.is_infinite() { max.copysign(x) } else { x }
-}
-
 /// Converts a register value as `c` says.
 pub fn convert(c: &Cvt, v: u64) -> u64 {
     match (c.from, c.to) {
@@ -208,7 +205,11 @@ pub fn convert(c: &Cvt, v: u64) -> u64 {
                     };
                     super::float::out32(r, c.ftz, c.sat)
                 }
-                NumTy::Tf32 => tf32_rna(x as f32, c.satfinite),
+                NumTy::Tf32 => {
+                    // From the bits, not `x`: an f64 round trip would quieten a NaN.
+                    let x = f32::from_bits(v as u32);
+                    tf32_rna(if c.ftz { flush32(x) } else { x }, c.satfinite)
+                }
                 _ => narrow_half(c, x as f32),
             }
         }
@@ -220,7 +221,7 @@ pub fn convert(c: &Cvt, v: u64) -> u64 {
 /// `.relu`/`.satfinite`/`.sat`.
 fn narrow_half(c: &Cvt, x: f32) -> u64 {
     let x = if c.sat { if x.is_nan() { 0.0 } else { x.clamp(0.0, 1.0) } } else { x };
-    let x = if c.relu && !x.is_nan() && x < 0.0 { 0.0 } else { x };
+    let x = if c.relu && !x.is_nan() && x.is_sign_negative() { 0.0 } else { x };
     if x.is_nan() {
         return 0x7fff;
     }
@@ -237,22 +238,18 @@ fn narrow_half(c: &Cvt, x: f32) -> u64 {
     bits as u64
 }
 
-/// `cvt.rna.tf32.f32`: nearest, ties away from zero, low 13 bits cleared; a finite input
-/// that rounds past the largest tf32 becomes infinity (or, with `.satfinite`, the largest).
+/// `cvt.rna[.satfinite].tf32.f32`, as ptxas compiles it for sm_90a (integer operations, so
+/// exact; an H100 agrees on the plain form): a finite input gets `0x1000` added to its bits
+/// (nearest, ties away from zero; a carry into the exponent rounds up to the next binade or
+/// to infinity), infinities and NaNs are kept, and the low 13 bits are cleared (a NaN keeps
+/// its sign and high payload: `0x7fffffff` becomes `0x7fffe000`, `0x7f800001` becomes
+/// infinity). `.satfinite` then steps any result with an all-ones exponent down by one tf32
+/// ulp: infinity becomes the largest finite tf32 of its sign, a NaN another NaN or that.
 pub fn tf32_rna(x: f32, satfinite: bool) -> u64 {
-    if x.is_nan() {
-        return NAN32 as u64;
-    }
-    if x.is_infinite() {
-        return if satfinite {
-            (f32::from_bits(0x7f7f_e000).copysign(x)).to_bits() as u64
-        } else {
-            x.to_bits() as u64
-        };
-    }
-    let r = f32::from_bits(x.to_bits().wrapping_add(1 << 12) & !0x1fff);
-    let r = if satfinite { saturate_finite(r, f32::from_bits(0x7f7f_e000)) } else { r };
-    r.to_bits() as u64
+    let bits = x.to_bits();
+    let rounded = if x.is_finite() { bits.wrapping_add(1 << 12) } else { bits } & !0x1fff;
+    let saturate = satfinite && rounded & 0x7f80_0000 == 0x7f80_0000;
+    (if saturate { rounded - 0x2000 } else { rounded }) as u64
 }
 
 /// `cvt.rn[.relu][.satfinite].{f16x2,bf16x2}.f32 d, hi, lo`.

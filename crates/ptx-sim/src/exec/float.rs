@@ -9,7 +9,10 @@
 //!   the exact value, tighter than the hardware's documented bounds, so a kernel's results
 //!   may differ from a GPU's by up to those bounds (tests of such kernels need a tolerance).
 //! - Every NaN an arithmetic instruction produces is the canonical NaN (`0x7fffffff`, or
-//!   `0x7fffffffffffffff` for f64); `abs`/`neg`/`copysign` only touch the sign bit.
+//!   `0x7fffffffffffffff` for f64). f32 `abs`/`neg` flip or clear the sign bit of a number
+//!   and turn a NaN into the canonical NaN (ptxas compiles them to `FADD |x|, -RZ` and
+//!   `FADD -x, -RZ`, and an H100 agrees); f64 `abs`/`neg` and `copysign` only touch the sign
+//!   bit.
 //! - `min`/`max` return the non-NaN operand when one is NaN (canonical NaN when both are,
 //!   or when either is with `.NaN`), and order -0 below +0.
 
@@ -72,8 +75,9 @@ pub fn binary(op: FBinOp, ty: FTy, ftz: bool, sat: bool, a: u64, b: u64) -> u64 
                 FBinOp::Sub => x - y,
                 FBinOp::Mul => x * y,
                 FBinOp::Div(DivKind::Approx) if (2f32.powi(126)..=f32::MAX).contains(&y.abs()) => {
-                    // The documented range quirk of div.approx: a * (1/b) with 1/b flushed.
-                    if x.is_infinite() { f32::NAN } else { 0.0f32.copysign(x) * y.signum() }
+                    // The documented range quirk of div.approx: a * (1/b) with 1/b flushed,
+                    // so an infinite or NaN dividend gives NaN.
+                    if !x.is_finite() { f32::NAN } else { 0.0f32.copysign(x) * y.signum() }
                 }
                 FBinOp::Div(_) => x / y,
                 FBinOp::Min(nan) => {
@@ -116,8 +120,9 @@ pub fn unary(op: FUnOp, ty: FTy, ftz: bool, a: u64) -> u64 {
             let x = f32_of(a, ftz);
             let wide = x as f64;
             let r = match op {
-                FUnOp::Neg => return (x.to_bits() ^ 0x8000_0000) as u64,
-                FUnOp::Abs => return (x.to_bits() & 0x7fff_ffff) as u64,
+                FUnOp::Neg if !x.is_nan() => return (x.to_bits() ^ 0x8000_0000) as u64,
+                FUnOp::Abs if !x.is_nan() => return (x.to_bits() & 0x7fff_ffff) as u64,
+                FUnOp::Neg | FUnOp::Abs => return NAN32 as u64,
                 FUnOp::Sqrt(_) => x.sqrt(),
                 FUnOp::Rcp(_) => 1.0 / x,
                 FUnOp::Rsqrt => (1.0 / wide.sqrt()) as f32,

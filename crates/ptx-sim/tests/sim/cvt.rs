@@ -31,8 +31,10 @@ fn packs_f32_pairs_to_bf16_and_f16_nearest_even() {
 \tmov.b32 %f2, 0fC0000000;\n\tmov.b32 %f3, 0f7FFFFFFF;\n\
 \tcvt.rn.relu.f16x2.f32 %r1, %f2, %f3;\n\tst.global.u32 [%rd0+12], %r1;\n\
 \tmov.b32 %f2, 0f7F800000;\n\tmov.b32 %f3, 0f3F800000;\n\
-\tcvt.rn.satfinite.bf16x2.f32 %r1, %f2, %f3;\n\tst.global.u32 [%rd0+16], %r1;\n";
-    let got = run1(body, 5);
+\tcvt.rn.satfinite.bf16x2.f32 %r1, %f2, %f3;\n\tst.global.u32 [%rd0+16], %r1;\n\
+\tmov.b32 %f2, 0f80000000;\n\tmov.b32 %f3, 0f80000001;\n\
+\tcvt.rn.relu.bf16x2.f32 %r1, %f2, %f3;\n\tst.global.u32 [%rd0+20], %r1;\n";
+    let got = run1(body, 6);
     let pair = |hi: u32, lo: u32| hi << 16 | lo;
     // bf16: 1 + 2^-8 is a tie -> 1.0 (even); 1 + 3 * 2^-8 is a tie -> 1 + 2^-6 (even).
     // The first source goes to the upper half.
@@ -45,6 +47,8 @@ fn packs_f32_pairs_to_bf16_and_f16_nearest_even() {
     assert_eq!(got[3], pair(0x0000, 0x7fff));
     // satfinite: inf -> largest finite bf16.
     assert_eq!(got[4], pair(0x7f7f, 0x3f80));
+    // relu: -0 and a negative that rounds to -0 -> +0 (an H100's F2FP.RELU does this).
+    assert_eq!(got[5], pair(0x0000, 0x0000));
 }
 
 #[test]
@@ -57,10 +61,29 @@ fn rounds_to_tf32_to_nearest_ties_away() {
         ("cvt.rna.tf32.f32 %r1, %f2;", f(f32::MAX)),
         ("cvt.rna.satfinite.tf32.f32 %r1, %f2;", f(f32::MAX)),
         ("cvt.rna.tf32.f32 %r1, %f2;", 0xffc0_0001),
+        ("cvt.rna.tf32.f32 %r1, %f2;", 0x7fff_ffff),
+        ("cvt.rna.tf32.f32 %r1, %f2;", 0x7f80_0001),
+        ("cvt.rna.satfinite.tf32.f32 %r1, %f2;", 0xff80_0000),
+        ("cvt.rna.satfinite.tf32.f32 %r1, %f2;", 0x7fc0_0000),
     ]);
+    // NaNs and infinities keep their bits above the low 13 (as ptxas's code for sm_90a does,
+    // and an H100 agrees), so 0x7f800001 becomes infinity; satfinite steps an all-ones
+    // exponent down by one tf32 ulp.
     assert_eq!(
         got,
-        [0x3f80_2000, 0x3f80_0000, 0xbf80_2000, 0x3f80_4000, 0x7f80_0000, 0x7f7f_e000, 0x7fff_ffff]
+        [
+            0x3f80_2000,
+            0x3f80_0000,
+            0xbf80_2000,
+            0x3f80_4000,
+            0x7f80_0000,
+            0x7f7f_e000,
+            0xffc0_0000,
+            0x7fff_e000,
+            0x7f80_0000,
+            0xff7f_e000,
+            0x7fbf_e000,
+        ]
     );
 }
 

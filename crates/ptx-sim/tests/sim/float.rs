@@ -91,11 +91,15 @@ fn nan_results_are_canonical_and_min_max_prefer_numbers() {
         ("max.f32 %f1, %f2, %f3;", [NEG_ZERO, 0, 0]),
         ("neg.f32 %f1, %f2;", [neg_nan, 0, 0]),
         ("abs.f32 %f1, %f2;", [f(-2.5), 0, 0]),
+        ("abs.f32 %f1, %f2;", [neg_nan, 0, 0]),
+        ("neg.f32 %f1, %f2;", [0, 0, 0]),
         ("copysign.f32 %f1, %f2, %f3;", [f(-1.0), f(3.0), 0]),
+        ("div.approx.f32 %f1, %f2, %f3;", [0x7f80_0001, f(f32::MAX), 0]),
     ]);
+    // f32 neg/abs of a NaN give the canonical NaN, as on an H100 (FADD -x, -RZ).
     assert_eq!(
         got,
-        [NAN, NAN, f(1.0), f(1.0), NAN, NAN, NEG_ZERO, 0, 0x7fc0_0000, f(2.5), f(-3.0)]
+        [NAN, NAN, f(1.0), f(1.0), NAN, NAN, NEG_ZERO, 0, NAN, f(2.5), NAN, NEG_ZERO, f(-3.0), NAN]
     );
 }
 
