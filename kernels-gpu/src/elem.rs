@@ -16,7 +16,19 @@ pub trait Elem: Copy {
     ///
     /// # Safety
     /// `p` must be a 16-byte aligned global address of 8 readable elements.
-    unsafe fn load8(p: *const Self) -> [f32; 8];
+    unsafe fn load8(p: *const Self) -> [f32; 8] {
+        // SAFETY: forwarded contract.
+        Self::widen8(unsafe { Self::load8_words(p) })
+    }
+    /// Loads the 8 elements at `p` as raw 32-bit words, with 16-byte accesses: all 8 words for
+    /// f32, the first 4 for the 16-bit types (the rest zero). Widening them later
+    /// ([`Elem::widen8`]) keeps loads in flight in half the registers for 16-bit types.
+    ///
+    /// # Safety
+    /// `p` must be a 16-byte aligned global address of 8 readable elements.
+    unsafe fn load8_words(p: *const Self) -> [u32; 8];
+    /// The 8 elements of [`Elem::load8_words`]'s words, as f32.
+    fn widen8(words: [u32; 8]) -> [f32; 8];
     /// Rounds 8 values and stores them at `p`, with 16-byte accesses.
     ///
     /// # Safety
@@ -44,13 +56,17 @@ impl Elem for f32 {
         self.to_bits()
     }
     #[inline(always)]
-    unsafe fn load8(p: *const Self) -> [f32; 8] {
+    unsafe fn load8_words(p: *const Self) -> [u32; 8] {
         // SAFETY: the caller guarantees 8 aligned readable f32 = two 16-byte vectors.
         let (lo, hi) = unsafe {
             let w = p.cast::<u32>();
             (global::ld_global_v4_u32(w), global::ld_global_v4_u32(w.add(4)))
         };
-        core::array::from_fn(|i| f32::from_bits(if i < 4 { lo[i] } else { hi[i - 4] }))
+        core::array::from_fn(|i| if i < 4 { lo[i] } else { hi[i - 4] })
+    }
+    #[inline(always)]
+    fn widen8(words: [u32; 8]) -> [f32; 8] {
+        words.map(f32::from_bits)
     }
     #[inline(always)]
     unsafe fn store8(p: *mut Self, v: [f32; 8]) {
@@ -81,10 +97,14 @@ macro_rules! half_elem {
                 (self.0 as u32) * 0x0001_0001
             }
             #[inline(always)]
-            unsafe fn load8(p: *const Self) -> [f32; 8] {
+            unsafe fn load8_words(p: *const Self) -> [u32; 8] {
                 // SAFETY: the caller guarantees 8 aligned readable 16-bit elements.
                 let w = unsafe { global::ld_global_v4_u32(p.cast::<u32>()) };
-                core::array::from_fn(|i| $widen((w[i / 2] >> (16 * (i % 2))) as u16))
+                core::array::from_fn(|i| if i < 4 { w[i] } else { 0 })
+            }
+            #[inline(always)]
+            fn widen8(words: [u32; 8]) -> [f32; 8] {
+                core::array::from_fn(|i| $widen((words[i / 2] >> (16 * (i % 2))) as u16))
             }
             #[inline(always)]
             unsafe fn store8(p: *mut Self, v: [f32; 8]) {

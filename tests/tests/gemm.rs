@@ -18,7 +18,7 @@ use cpu_ref::precision::Element;
 use gpu_host::kernels::elementwise::{FloatElement, fill};
 use gpu_host::kernels::gemm::{
     Activation, Epilogue, GemmEngine, GemmOutput, GemmSpec, GemmTypes, Layout, Precision,
-    WgmmaTile, bias_grad, gemm, gemm_split_k,
+    WgmmaTile, bias_grad, bias_grad_workspace_len, gemm, gemm_split_k,
 };
 use gpu_host::{Device, DeviceBuffer, DeviceElement, GpuError};
 use half::{bf16, f16};
@@ -638,31 +638,51 @@ fn check_sampled<D: Device, I: GemmTypes<O> + Element, O: FloatElement + GemmOut
     assert_matches(&what, rng.seed(), &got, &want, &tol);
 }
 
-/// Column sums: vector and scalar paths (N not a multiple of 8, odd ld), beta 0 and ≠ 0;
-/// deterministic (a second launch gives the same bits).
+/// Column sums: vector and scalar paths (odd ld), N in every residue class of the 8-column
+/// lane runs and over several 256-column blocks, rows not a multiple of the 128-row slices (and
+/// fewer than one, and more than the second pass's 16 groups take in one round), beta 0 and ≠ 0; the workspace poisoned; deterministic (a second launch gives
+/// the same bits).
 fn check_bias_grad<D: Device, T, O>(dev: &D)
 where
     T: gpu_host::kernels::gemm::BiasGradElement<O> + Element,
-    O: DeviceElement + Element,
+    O: gpu_host::kernels::gemm::BiasGradOutput + Element,
 {
     let mut rng = TestRng::new();
     let rows = if small_sizes(dev) { 300 } else { 16384 };
-    for (n, ld, beta) in [(64, 64, 0.0), (37, 40, 1.0), (8, 9, 0.5), (1, 1, 0.0), (130, 136, -1.0)]
-    {
+    let cases = [
+        (rows, 64, 64, 0.0),
+        (rows, 37, 40, 1.0),
+        (rows, 8, 9, 0.5),
+        (rows, 1, 1, 0.0),
+        (rows, 130, 136, -1.0),
+        (rows, 300, 300, 1.0),
+        (rows, 515, 520, 0.0),
+        (rows, 263, 264, 0.5),
+        (rows, 774, 776, 1.0),
+        (77, 70, 72, 1.0),
+        // 131 slices: the second pass's groups walk their slices in two rounds of 8.
+        (16384 + 300, 9, 9, 1.0),
+    ];
+    for (rows, n, ld, beta) in cases {
         let dy: Vec<T> = random(&mut rng, (rows - 1) * ld + n, -1.0, 1.0);
         let db0: Vec<O> = random(&mut rng, n, -1.0, 1.0);
         let ddy = dev.upload(&dy).unwrap();
+        let mut workspace = poisoned::<_, f32>(dev, bias_grad_workspace_len(rows, n)).unwrap();
         let mut ddb =
             if beta != 0.0 { dev.upload(&db0).unwrap() } else { poisoned(dev, n).unwrap() };
-        bias_grad(dev, ddy.view(), rows, ld, ddb.view_mut(), beta).unwrap();
+        bias_grad(dev, ddy.view(), rows, ld, ddb.view_mut(), beta, workspace.view_mut()).unwrap();
         let got = dev.download(ddb.view()).unwrap();
         let mut again =
             if beta != 0.0 { dev.upload(&db0).unwrap() } else { poisoned(dev, n).unwrap() };
-        bias_grad(dev, ddy.view(), rows, ld, again.view_mut(), beta).unwrap();
+        bias_grad(dev, ddy.view(), rows, ld, again.view_mut(), beta, workspace.view_mut()).unwrap();
         let again = dev.download(again.view()).unwrap();
         assert_bits_eq(&format!("bias_grad n={n}, second launch"), rng.seed(), &again, &got);
         let mut want = db0.clone();
         reference::bias_grad(&dy, rows, ld, &mut want, beta);
+        // The summation tree's depth bounds its rounding: 16 rows per lane, 8 warps, a
+        // group's slices, 16 groups and beta's term (not the rows: a sequential sum's bound
+        // would hide a slice left out).
+        let depth = 16 + 8 + rows.div_ceil(128).div_ceil(16) + 16 + 1;
         let tol: Vec<Option<f64>> = want
             .iter()
             .enumerate()
@@ -670,7 +690,7 @@ where
                 let mag: f64 = (0..rows).map(|m| dy[m * ld + col].to_f32().abs() as f64).sum();
                 let mag = mag + (beta * db0[col].to_f32()).abs() as f64;
                 Some(
-                    mag * (rows as f64 + 8.0) * 2f64.powi(-23)
+                    mag * depth as f64 * 2f64.powi(-23)
                         + w.to_f32().abs() as f64 * output_rounding::<O>(),
                 )
             })
@@ -713,10 +733,15 @@ fn check_argument_errors(dev: &impl Device) {
     let err = gemm_split_k(dev, &split, av, av, cv, Epilogue::default(), wv).unwrap_err();
     assert!(err.to_string().contains("`workspace`"), "unexpected error: {err}");
     let mut db = dev.alloc::<f32>(8).unwrap();
-    let err = bias_grad(dev, a.view(), 9, 8, db.view_mut(), 0.0).unwrap_err();
+    let mut ws = dev.alloc::<f32>(bias_grad_workspace_len(9, 8)).unwrap();
+    let err = bias_grad(dev, a.view(), 9, 8, db.view_mut(), 0.0, ws.view_mut()).unwrap_err();
     assert!(err.to_string().contains("`dy`"), "unexpected error: {err}");
-    // The row loop steps by a block's threads in 32 bits: rows stop a block short of 2^32.
-    let err = bias_grad(dev, a.view(), u32::MAX as usize, 8, db.view_mut(), 0.0).unwrap_err();
+    let mut short_ws = dev.alloc::<f32>(bias_grad_workspace_len(8, 8) - 1).unwrap();
+    let err = bias_grad(dev, a.view(), 8, 8, db.view_mut(), 0.0, short_ws.view_mut()).unwrap_err();
+    assert!(err.to_string().contains("`workspace`"), "unexpected error: {err}");
+    // The row slices are the first pass's grid.y: at most 65535 of them.
+    let rows = kernel_abi::gemm::bias_grad::MAX_ROWS as usize + 1;
+    let err = bias_grad(dev, a.view(), rows, 8, db.view_mut(), 0.0, ws.view_mut()).unwrap_err();
     assert!(err.to_string().contains("`rows`"), "unexpected error: {err}");
     // A batch stride whose span wraps past 2^64 (C's extent would wrap to 0): refused, not
     // launched on views too short for it.

@@ -7,7 +7,10 @@
 
 use crate::cmd::{self, target_dir, workspace_root};
 use anyhow::{Context, Result, bail, ensure};
-use kernel_abi::{ALL_HOPPER_KERNELS, ALL_KERNELS, ALL_LAUNCH_BOUNDS, KernelSig, LaunchBounds};
+use kernel_abi::{
+    ALL_HOPPER_KERNELS, ALL_KERNELS, ALL_LAUNCH_BOUNDS, HOPPER_LAUNCH_BOUNDS, KernelSig,
+    LaunchBounds,
+};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -72,7 +75,8 @@ pub fn run() -> Result<Vec<BuiltPtx>> {
         let ptx = std::fs::read_to_string(&asm)
             .with_context(|| format!("reading rustc's PTX output {}", asm.display()))?;
         let entries = validate(&ptx, arch).with_context(|| format!("PTX for {}", arch.name))?;
-        let ptx = apply_launch_bounds(&ptx).with_context(|| format!("PTX for {}", arch.name))?;
+        let ptx = apply_launch_bounds(&ptx, arch.hopper)
+            .with_context(|| format!("PTX for {}", arch.name))?;
         let path = ptx_path(arch.name);
         if std::fs::read_to_string(&path).ok().as_deref() != Some(ptx.as_str()) {
             cmd::write_atomic(&path, ptx.as_bytes())?;
@@ -276,10 +280,16 @@ pub fn validate(ptx: &str, arch: &PtxArch) -> Result<BTreeMap<String, usize>> {
 /// Writes kernel-abi's [`LaunchBounds`] into the PTX: `.maxntid` and `.minnctapersm` after the
 /// parameter list of each listed entry the module has (PTX "performance-tuning directives").
 /// Fails if an entry with bounds is missing, unless it is one of [`ALL_HOPPER_KERNELS`], which
-/// only the Hopper module exports ([`validate`] checks which entries each module has).
-pub fn apply_launch_bounds(ptx: &str) -> Result<String> {
-    let bounds: BTreeMap<&str, &LaunchBounds> =
-        ALL_LAUNCH_BOUNDS.iter().flat_map(|family| family.iter()).map(|b| (b.name, b)).collect();
+/// only the Hopper module exports ([`validate`] checks which entries each module has). The
+/// Hopper module (`hopper`) also gets [`HOPPER_LAUNCH_BOUNDS`].
+pub fn apply_launch_bounds(ptx: &str, hopper: bool) -> Result<String> {
+    let hopper_bounds = HOPPER_LAUNCH_BOUNDS.iter().filter(|_| hopper);
+    let bounds: BTreeMap<&str, &LaunchBounds> = ALL_LAUNCH_BOUNDS
+        .iter()
+        .chain(hopper_bounds)
+        .flat_map(|family| family.iter())
+        .map(|b| (b.name, b))
+        .collect();
     let mut out = String::with_capacity(ptx.len() + 64 * bounds.len());
     let mut pending: Option<&LaunchBounds> = None;
     let mut applied = std::collections::BTreeSet::new();
@@ -378,11 +388,19 @@ mod tests {
     #[test]
     fn launch_bounds_follow_the_parameter_list() {
         let ptx = ".visible .entry gemm_simt_rr_f32(\n\t.param .align 8 .b8 p[8]\n)\n{\n}\n";
-        let err = apply_launch_bounds(ptx).unwrap_err().to_string();
+        let err = apply_launch_bounds(ptx, false).unwrap_err().to_string();
         assert!(err.contains("missing"), "{err}");
         let bounded = || ALL_LAUNCH_BOUNDS.iter().flat_map(|f| f.iter()).map(|b| b.name);
-        let all = module(bounded());
-        let out = apply_launch_bounds(&all).unwrap();
+        let hopper_bounded = || HOPPER_LAUNCH_BOUNDS.iter().flat_map(|f| f.iter()).map(|b| b.name);
+        let all = module(bounded().chain(hopper_bounded()));
+        let out = apply_launch_bounds(&all, true).unwrap();
+        assert!(out.contains(
+            "layernorm_backward_bf16(\n\t.param .b8 p[8]\n)\n.maxntid 256, 1, 1\n.minnctapersm 4\n{"
+        ));
+        // The portable module leaves the Hopper-only bounds out.
+        let out = apply_launch_bounds(&all, false).unwrap();
+        assert!(out.contains("layernorm_backward_bf16(\n\t.param .b8 p[8]\n)\n{"));
+        let out = apply_launch_bounds(&all, true).unwrap();
         assert!(out.contains(".visible .entry gemm_simt_rr_f32(\n\t.param .b8 p[8]\n)\n.maxntid 256, 1, 1\n.minnctapersm 2\n{"));
         assert!(out.contains("gemm_bf16_rc_bf16(\n\t.param .b8 p[8]\n)\n.maxntid 128, 1, 1\n"));
         assert!(out.contains(
@@ -390,11 +408,11 @@ mod tests {
         ));
         // The portable module has no Hopper entries: their bounds are skipped, not an error.
         let portable = module(bounded().filter(|n| !is_hopper(n)));
-        let out = apply_launch_bounds(&portable).unwrap();
+        let out = apply_launch_bounds(&portable, false).unwrap();
         assert!(!out.contains("gemm_wgmma") && out.contains(".maxntid 128, 1, 1\n"));
         // A missing non-Hopper entry still is.
         let short = module(bounded().filter(|n| *n != "gemm_tf32_rr_f32"));
-        let err = apply_launch_bounds(&short).unwrap_err().to_string();
+        let err = apply_launch_bounds(&short, false).unwrap_err().to_string();
         assert!(err.contains("gemm_tf32_rr_f32"), "{err}");
     }
 

@@ -78,8 +78,16 @@ pub struct LaunchBounds {
 }
 
 /// Launch bounds of the entries that need them, grouped by kernel family.
-pub const ALL_LAUNCH_BOUNDS: &[&[LaunchBounds]] =
-    &[crate::gemm::LAUNCH_BOUNDS, crate::gemm_wgmma::LAUNCH_BOUNDS, crate::flash::LAUNCH_BOUNDS];
+pub const ALL_LAUNCH_BOUNDS: &[&[LaunchBounds]] = &[
+    crate::gemm::LAUNCH_BOUNDS,
+    crate::gemm::BIAS_GRAD_LAUNCH_BOUNDS,
+    crate::gemm_wgmma::LAUNCH_BOUNDS,
+    crate::flash::LAUNCH_BOUNDS,
+];
+
+/// Launch bounds only the sm_90a module's entries get (an occupancy that only Hopper's shared
+/// memory allows, or that the sm_80 module could not reach without spilling).
+pub const HOPPER_LAUNCH_BOUNDS: &[&[LaunchBounds]] = &[crate::layernorm::LAUNCH_BOUNDS];
 
 /// Every entry point `kernels-gpu` must export from every module, grouped by kernel family.
 pub const ALL_KERNELS: &[&[KernelSig]] = &[

@@ -24,7 +24,7 @@
 //!   result depends only on the inputs and `(rows, c)`: the same bits on every run and every
 //!   GPU.
 
-use crate::kernel::{Kernel, KernelParams, KernelSig};
+use crate::kernel::{Kernel, KernelParams, KernelSig, LaunchBounds};
 use crate::ptr::{Bf16, DevicePtr, DevicePtrMut, F16};
 
 /// The epsilon GPT-2's layernorms add to the variance.
@@ -240,6 +240,30 @@ pub const KERNELS: &[KernelSig] = &[
     LAYERNORM_BACKWARD_F16.sig(),
     LAYERNORM_BACKWARD_REDUCE.sig(),
 ];
+
+/// Blocks of the backward that must share a Hopper SM: four of 8 warps (64 registers a thread,
+/// and 4 × 48 KiB of shared memory). GPT-2 124M's 16384 rows make 512 blocks, and at 71
+/// registers (three blocks per SM) an H100 ran them as 1.29 waves, the last with a quarter of
+/// the SMs busy: 85 µs a call, 32% of the memory bandwidth (Nsight Compute, 2026-11-26). Four
+/// per SM are 528 slots on 132 SMs: one wave. Only the sm_90a module has the bound
+/// (`kernel::HOPPER_LAUNCH_BOUNDS`): an A100's 164 KiB of shared memory holds three such
+/// blocks anyway, and 64 registers made the sm_80 build spill.
+pub const BACKWARD_BLOCKS_PER_SM: u32 = 4;
+
+/// Launch bounds of the backward kernels in the sm_90a module ([`BACKWARD_BLOCKS_PER_SM`]).
+pub const LAUNCH_BOUNDS: &[LaunchBounds] = &[
+    backward_bounds(LAYERNORM_BACKWARD_F32.sig()),
+    backward_bounds(LAYERNORM_BACKWARD_BF16.sig()),
+    backward_bounds(LAYERNORM_BACKWARD_F16.sig()),
+];
+
+const fn backward_bounds(sig: KernelSig) -> LaunchBounds {
+    LaunchBounds {
+        name: sig.name,
+        max_threads: BACKWARD_MAX_WARPS * 32,
+        min_blocks_per_sm: BACKWARD_BLOCKS_PER_SM,
+    }
+}
 
 #[cfg(test)]
 mod tests {

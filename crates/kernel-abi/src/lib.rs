@@ -30,7 +30,7 @@ pub mod ptr;
 pub mod transpose;
 
 pub use kernel::{
-    ALL_HOPPER_KERNELS, ALL_KERNELS, ALL_LAUNCH_BOUNDS, Kernel, KernelParams, KernelSig,
-    LaunchBounds,
+    ALL_HOPPER_KERNELS, ALL_KERNELS, ALL_LAUNCH_BOUNDS, HOPPER_LAUNCH_BOUNDS, Kernel, KernelParams,
+    KernelSig, LaunchBounds,
 };
 pub use ptr::{Bf16, DevicePtr, DevicePtrMut, F16};

@@ -5,7 +5,8 @@
 //!   BF16 and FP16, with [`tile_copy`] (global → shared, `cp.async`), [`fragments`] (shared →
 //!   registers, `ldmatrix`) and the shared [`epilogue`];
 //! - [`split_reduce`]: the second pass of split-K (sums the K slices, applies the epilogue);
-//! - [`bias_grad`]: the column-sum reduction for bias gradients;
+//! - [`bias_grad`]: the column sums of bias gradients, in two passes (row slices, then the
+//!   slices added up);
 //! - `wgmma` (sm_90a module only): the Hopper kernel, TMA + `wgmma.mma_async`, warp-specialised
 //!   and persistent (`kernel_abi::gemm_wgmma`), sharing the epilogue; `wgmma_pingpong` its
 //!   ping-pong schedule (each consumer warpgroup multiplies whole tiles, in turns).
@@ -26,7 +27,7 @@ pub mod wgmma;
 pub mod wgmma_pingpong;
 
 use crate::entry::entries;
-use kernel_abi::gemm::{BiasGradParams, GemmParams};
+use kernel_abi::gemm::{BiasGradParams, BiasGradReduceParams, GemmParams};
 use kernel_abi::{Bf16, F16};
 use tensor_op::{Bf16Op, F16Op, Tf32Op};
 
@@ -62,11 +63,12 @@ entries! { "gemm";
     gemm_split_reduce_f32(GemmParams<f32, f32>) => split_reduce::split_reduce::<f32>;
     gemm_split_reduce_bf16(GemmParams<f32, Bf16>) => split_reduce::split_reduce::<Bf16>;
     gemm_split_reduce_f16(GemmParams<f32, F16>) => split_reduce::split_reduce::<F16>;
-    bias_grad_f32(BiasGradParams<f32, f32>) => bias_grad::bias_grad::<f32, f32>;
-    bias_grad_bf16(BiasGradParams<Bf16, Bf16>) => bias_grad::bias_grad::<Bf16, Bf16>;
-    bias_grad_f16(BiasGradParams<F16, F16>) => bias_grad::bias_grad::<F16, F16>;
-    bias_grad_bf16_f32(BiasGradParams<Bf16, f32>) => bias_grad::bias_grad::<Bf16, f32>;
-    bias_grad_f16_f32(BiasGradParams<F16, f32>) => bias_grad::bias_grad::<F16, f32>;
+    bias_grad_partials_f32(BiasGradParams<f32>) => bias_grad::bias_grad_partials::<f32>;
+    bias_grad_partials_bf16(BiasGradParams<Bf16>) => bias_grad::bias_grad_partials::<Bf16>;
+    bias_grad_partials_f16(BiasGradParams<F16>) => bias_grad::bias_grad_partials::<F16>;
+    bias_grad_reduce_f32(BiasGradReduceParams<f32>) => bias_grad::bias_grad_reduce::<f32>;
+    bias_grad_reduce_bf16(BiasGradReduceParams<Bf16>) => bias_grad::bias_grad_reduce::<Bf16>;
+    bias_grad_reduce_f16(BiasGradReduceParams<F16>) => bias_grad::bias_grad_reduce::<F16>;
 }
 
 #[cfg(target_feature = "sm_90a")]

@@ -760,14 +760,18 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
             self.timed(
                 || op_work::matmul_backward_bias(shape, Self::ACT),
                 || {
-                    Ok(gemm::bias_grad::<D, A, f32>(
-                        self.dev,
-                        dout,
-                        rows,
-                        out_features,
-                        dbias,
-                        1.0,
-                    )?)
+                    let len = gemm::bias_grad_workspace_len(rows, out_features);
+                    self.with_scratch(0, len, "bias-gradient workspace", |_, workspace| {
+                        Ok(gemm::bias_grad::<D, A, f32>(
+                            self.dev,
+                            dout,
+                            rows,
+                            out_features,
+                            dbias,
+                            1.0,
+                            workspace,
+                        )?)
+                    })
                 },
             )?;
         }

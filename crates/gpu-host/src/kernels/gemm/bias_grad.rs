@@ -7,55 +7,79 @@ use crate::view::{DeviceView, DeviceViewMut};
 use half::{bf16, f16};
 use kernel_abi::Kernel;
 use kernel_abi::gemm::{
-    BIAS_GRAD_BF16, BIAS_GRAD_BF16_F32, BIAS_GRAD_F16, BIAS_GRAD_F16_F32, BIAS_GRAD_F32,
-    BiasGradParams, bias_grad as bg,
+    BIAS_GRAD_PARTIALS_BF16, BIAS_GRAD_PARTIALS_F16, BIAS_GRAD_PARTIALS_F32, BIAS_GRAD_REDUCE_BF16,
+    BIAS_GRAD_REDUCE_F16, BIAS_GRAD_REDUCE_F32, BiasGradParams, BiasGradReduceParams,
+    bias_grad as bg,
 };
 
 /// Element types of [`bias_grad`]: `dy` of `Self`, sums written as `O`: `f32 → f32`,
 /// `bf16 → bf16 | f32`, `f16 → f16 | f32` (sums are f32 in every case).
-pub trait BiasGradElement<O: DeviceElement>: DeviceElement {
-    /// The kernel of this pair of types.
-    const KERNEL: Kernel<BiasGradParams<Self::Abi, O::Abi>>;
+pub trait BiasGradElement<O: BiasGradOutput>: DeviceElement {
+    /// The first pass reading `dy` of this type.
+    const PARTIALS: Kernel<BiasGradParams<Self::Abi>>;
+}
+
+/// Output types of [`bias_grad`].
+pub trait BiasGradOutput: DeviceElement {
+    /// The second pass writing sums of this type.
+    const REDUCE: Kernel<BiasGradReduceParams<Self::Abi>>;
+}
+
+impl BiasGradOutput for f32 {
+    const REDUCE: Kernel<BiasGradReduceParams<f32>> = BIAS_GRAD_REDUCE_F32;
+}
+impl BiasGradOutput for bf16 {
+    const REDUCE: Kernel<BiasGradReduceParams<kernel_abi::Bf16>> = BIAS_GRAD_REDUCE_BF16;
+}
+impl BiasGradOutput for f16 {
+    const REDUCE: Kernel<BiasGradReduceParams<kernel_abi::F16>> = BIAS_GRAD_REDUCE_F16;
 }
 
 impl BiasGradElement<f32> for f32 {
-    const KERNEL: Kernel<BiasGradParams<f32, f32>> = BIAS_GRAD_F32;
+    const PARTIALS: Kernel<BiasGradParams<f32>> = BIAS_GRAD_PARTIALS_F32;
 }
 impl BiasGradElement<bf16> for bf16 {
-    const KERNEL: Kernel<BiasGradParams<kernel_abi::Bf16, kernel_abi::Bf16>> = BIAS_GRAD_BF16;
+    const PARTIALS: Kernel<BiasGradParams<kernel_abi::Bf16>> = BIAS_GRAD_PARTIALS_BF16;
 }
 impl BiasGradElement<f16> for f16 {
-    const KERNEL: Kernel<BiasGradParams<kernel_abi::F16, kernel_abi::F16>> = BIAS_GRAD_F16;
+    const PARTIALS: Kernel<BiasGradParams<kernel_abi::F16>> = BIAS_GRAD_PARTIALS_F16;
 }
 impl BiasGradElement<f32> for bf16 {
-    const KERNEL: Kernel<BiasGradParams<kernel_abi::Bf16, f32>> = BIAS_GRAD_BF16_F32;
+    const PARTIALS: Kernel<BiasGradParams<kernel_abi::Bf16>> = BIAS_GRAD_PARTIALS_BF16;
 }
 impl BiasGradElement<f32> for f16 {
-    const KERNEL: Kernel<BiasGradParams<kernel_abi::F16, f32>> = BIAS_GRAD_F16_F32;
+    const PARTIALS: Kernel<BiasGradParams<kernel_abi::F16>> = BIAS_GRAD_PARTIALS_F16;
+}
+
+/// f32 elements of workspace [`bias_grad`] needs for `rows` rows of `n` columns: one row of
+/// `n` sums per slice of `kernel_abi::gemm::bias_grad::SLICE_ROWS` rows.
+pub fn bias_grad_workspace_len(rows: usize, n: usize) -> usize {
+    rows.div_ceil(bg::SLICE_ROWS as usize) * n
 }
 
 /// `db[n] = beta · db[n] + Σ_{m < rows} dy[m · ld + n]` for `n < db.len()`: the bias gradient of
 /// a linear layer from its output gradient `dy` (rows × N, row-major, leading dimension `ld`).
-/// f32 sums in a fixed order (deterministic), rounded once. `rows` is at most
-/// `u32::MAX - THREADS` (the kernel's 32-bit row loop steps by a block's threads).
-pub fn bias_grad<D: Device, T: BiasGradElement<O>, O: DeviceElement>(
+/// Two launches: f32 column sums of each slice of rows into `workspace` (at least
+/// [`bias_grad_workspace_len`] elements), then the slices added in order and rounded once.
+/// Deterministic, the same bits on every GPU. `rows` is at most
+/// `kernel_abi::gemm::bias_grad::MAX_ROWS` (8,388,480).
+pub fn bias_grad<D: Device, T: BiasGradElement<O>, O: BiasGradOutput>(
     dev: &D,
     dy: DeviceView<'_, T>,
     rows: usize,
     ld: usize,
     mut db: DeviceViewMut<'_, O>,
     beta: f32,
+    mut workspace: DeviceViewMut<'_, f32>,
 ) -> Result<()> {
     const OP: &str = "bias_grad";
     let n = db.len();
     if ld < n.max(1) {
         return Err(GpuError::invalid(OP, "ld", format!("{ld} is smaller than N = {n}")));
     }
-    // 32-bit fields first (then the length below cannot overflow); the kernel's row loop
-    // steps by a block's threads in 32 bits, so rows stop a block short of 2^32.
-    let max_rows = (u32::MAX - bg::THREADS) as usize;
-    if rows > max_rows {
-        return Err(GpuError::invalid(OP, "rows", format!("{rows} exceeds {max_rows}")));
+    if rows > bg::MAX_ROWS as usize {
+        let max = bg::MAX_ROWS;
+        return Err(GpuError::invalid(OP, "rows", format!("{rows} exceeds {max}")));
     }
     for (arg, value) in [("ld", ld), ("db", n)] {
         u32::try_from(value)
@@ -72,23 +96,51 @@ pub fn bias_grad<D: Device, T: BiasGradElement<O>, O: DeviceElement>(
             ),
         ));
     }
+    let workspace_len = bias_grad_workspace_len(rows, n);
+    if workspace.len() < workspace_len {
+        return Err(GpuError::invalid(
+            OP,
+            "workspace",
+            format!("has {} f32, {rows} rows × {n} columns need {workspace_len}", workspace.len()),
+        ));
+    }
     if n == 0 {
         return Ok(());
     }
-    let params = BiasGradParams {
+    let slices = bg::slices(rows as u32);
+    let partials = BiasGradParams {
         dy: dy.ptr(),
-        db: db.ptr(),
+        partials: workspace.ptr(),
         m: rows as u32,
         n: n as u32,
         ld: ld as u32,
-        beta,
+        _pad: 0,
     };
     let config = LaunchConfig {
-        grid: (n.div_ceil(bg::COLS as usize) as u32, 1, 1),
+        grid: (n.div_ceil(bg::BLOCK_COLS as usize) as u32, slices, 1),
         block: (bg::THREADS, 1, 1),
-        shared_mem_bytes: bg::THREADS / 32 * bg::COLS * 4,
+        shared_mem_bytes: bg::THREADS / 32 * bg::BLOCK_COLS * 4,
     };
-    // SAFETY: `dy` covers rows × N with leading dimension ld, `db` has N elements; the launch
-    // geometry is the kernel's.
-    unsafe { dev.launch(T::KERNEL, config, params) }
+    if slices > 0 {
+        // SAFETY: `dy` covers rows × N with leading dimension ld, the workspace holds slices ×
+        // N f32; the launch geometry is the kernel's.
+        unsafe { dev.launch(T::PARTIALS, config, partials)? };
+    }
+    let reduce = BiasGradReduceParams {
+        partials: workspace.as_view().ptr(),
+        db: db.ptr(),
+        n: n as u32,
+        slices,
+        beta,
+        _pad: 0,
+    };
+    let groups = bg::REDUCE_THREADS / bg::REDUCE_COLS;
+    let config = LaunchConfig {
+        grid: (n.div_ceil(bg::REDUCE_COLS as usize) as u32, 1, 1),
+        block: (bg::REDUCE_THREADS, 1, 1),
+        shared_mem_bytes: groups * bg::REDUCE_COLS * 4,
+    };
+    // SAFETY: the first pass (same stream, so before) wrote slices × N partial sums; `db`
+    // has N elements; the launch geometry is the kernel's.
+    unsafe { dev.launch(O::REDUCE, config, reduce) }
 }

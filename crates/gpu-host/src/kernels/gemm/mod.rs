@@ -28,7 +28,7 @@ mod tests;
 mod types;
 mod wgmma;
 
-pub use bias_grad::{BiasGradElement, bias_grad};
+pub use bias_grad::{BiasGradElement, BiasGradOutput, bias_grad, bias_grad_workspace_len};
 pub use kernel_abi::gemm::Layout;
 pub use launch::{gemm, gemm_split_k};
 pub use spec::{GemmConfig, GemmEngine, GemmSpec, Precision, WgmmaTile};
