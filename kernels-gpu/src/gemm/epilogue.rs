@@ -211,21 +211,145 @@ impl<O: Elem> Epilogue<O> {
     }
 }
 
+/// The global inputs of a run of 8 columns, as raw words ([`Elem::load8_words`]): the old C
+/// (under `beta != 0`) and the pre-activation (under GELU backward), each loaded only when the
+/// run takes the 16-byte path and the epilogue reads it (zeros otherwise).
+#[derive(Clone, Copy, Default)]
+pub struct RunInputs {
+    c: [u32; 8],
+    pre_act: [u32; 8],
+}
+
+/// The bias of a run of 8 columns, as raw words, shared by the runs of every row
+/// ([`Epilogue::load_bias8`]; zeros without a bias or off the 16-byte path).
+#[derive(Clone, Copy, Default)]
+pub struct RunBias([u32; 8]);
+
+impl<O: Elem> Epilogue<O> {
+    /// Whether the run of 8 columns from `n` takes the 16-byte path.
+    #[inline(always)]
+    fn vector8(&self, n: u32) -> bool {
+        self.vector && n + 8 <= self.n
+    }
+
+    /// Loads the inputs of the run of row `m` (< M), columns `n .. n + 8`, for
+    /// [`Epilogue::store8_with`]: issued early, their latency overlaps whatever comes between.
+    ///
+    /// # Safety
+    /// `m < M`; the launch's buffers as [`Epilogue::new`] requires.
+    #[inline(always)]
+    pub unsafe fn load_inputs8(&self, m: u32, n: u32) -> RunInputs {
+        let mut inputs = RunInputs::default();
+        if self.vector8(n) {
+            let at = (m as u64 * self.ldc as u64 + n as u64) as usize;
+            // SAFETY: as in `store8`'s vector path: the run is inside row m of every epilogue
+            // matrix and 16-byte aligned.
+            unsafe {
+                if self.beta != 0.0 {
+                    inputs.c = O::load8_words(self.c.add(at));
+                }
+                if self.activation == ACT_DGELU {
+                    inputs.pre_act = O::load8_words(self.pre_act.add(at));
+                }
+            }
+        }
+        inputs
+    }
+
+    /// Loads the bias of columns `n .. n + 8` for [`Epilogue::store8_with`].
+    #[inline(always)]
+    pub fn load_bias8(&self, n: u32) -> RunBias {
+        if self.vector8(n) && !self.bias.is_null() {
+            // SAFETY: the bias holds N elements (the launcher checked), the run is inside them
+            // and 16-byte aligned (`vector`).
+            RunBias(unsafe { O::load8_words(self.bias.add(n as usize)) })
+        } else {
+            RunBias::default()
+        }
+    }
+
+    /// As [`Epilogue::store8`], with the run's inputs loaded by [`Epilogue::load_inputs8`] and
+    /// [`Epilogue::load_bias8`].
+    ///
+    /// # Safety
+    /// As [`Epilogue::store8`]; `inputs` are `load_inputs8(m, n)`'s, `bias` `load_bias8(n)`'s.
+    #[inline(always)]
+    pub unsafe fn store8_with(
+        &self,
+        m: u32,
+        n: u32,
+        acc: [f32; 8],
+        inputs: RunInputs,
+        bias: RunBias,
+    ) where
+        O: VecIo<8>,
+    {
+        if !self.vector8(n) {
+            // SAFETY: forwarded contract (the element path loads its own inputs).
+            return unsafe { self.store8(m, n, acc) };
+        }
+        let at = (m as u64 * self.ldc as u64 + n as u64) as usize;
+        let mut v = acc.map(|x| self.alpha * x);
+        if self.beta != 0.0 {
+            let old = O::widen8(inputs.c);
+            v = core::array::from_fn(|e| v[e] + self.beta * old[e]);
+        }
+        if !self.bias.is_null() {
+            let bias = O::widen8(bias.0);
+            v = core::array::from_fn(|e| v[e] + bias[e]);
+        }
+        // SAFETY: the run is inside row m of every epilogue matrix and 16-byte aligned.
+        unsafe {
+            if self.activation == ACT_GELU {
+                if !self.pre_act.is_null() {
+                    O::store_vec(self.pre_act.add(at), v);
+                }
+                v = v.map(gelu);
+            } else if self.activation == ACT_DGELU {
+                let x = O::widen8(inputs.pre_act);
+                v = core::array::from_fn(|e| v[e] * gelu_grad(x[e]));
+            }
+            O::store_vec(self.c.add(at), v);
+        }
+    }
+}
+
 /// A destination for runs of 8 finished accumulators: a launch's epilogue, or the split-K
 /// partial sums (which are always f32, whatever the output type).
 pub trait Runs8 {
-    /// As [`Epilogue::store8`].
+    /// Runs whose inputs [`write_rows16`] keeps in flight at once: all four of a lane for
+    /// 16-bit outputs, two for f32 (whose inputs take twice the registers: with four, ptxas
+    /// spilled in the Hopper kernels with 128 × 256 tiles).
+    const INPUTS_AHEAD: usize;
+    /// As [`Epilogue::load_inputs8`].
     ///
     /// # Safety
-    /// As [`Epilogue::store8`].
-    unsafe fn store8(&self, m: u32, n: u32, acc: [f32; 8]);
+    /// As [`Epilogue::load_inputs8`].
+    unsafe fn load_inputs8(&self, m: u32, n: u32) -> RunInputs;
+    /// As [`Epilogue::load_bias8`].
+    fn load_bias8(&self, n: u32) -> RunBias;
+    /// As [`Epilogue::store8_with`].
+    ///
+    /// # Safety
+    /// As [`Epilogue::store8_with`].
+    unsafe fn store8_with(&self, m: u32, n: u32, acc: [f32; 8], inputs: RunInputs, bias: RunBias);
 }
 
 impl<O: VecIo<8>> Runs8 for Epilogue<O> {
+    const INPUTS_AHEAD: usize = if size_of::<O>() == 4 { 2 } else { 4 };
     #[inline(always)]
-    unsafe fn store8(&self, m: u32, n: u32, acc: [f32; 8]) {
+    unsafe fn load_inputs8(&self, m: u32, n: u32) -> RunInputs {
         // SAFETY: forwarded contract.
-        unsafe { Epilogue::store8(self, m, n, acc) }
+        unsafe { Epilogue::load_inputs8(self, m, n) }
+    }
+    #[inline(always)]
+    fn load_bias8(&self, n: u32) -> RunBias {
+        Epilogue::load_bias8(self, n)
+    }
+    #[inline(always)]
+    unsafe fn store8_with(&self, m: u32, n: u32, acc: [f32; 8], inputs: RunInputs, bias: RunBias) {
+        // SAFETY: forwarded contract.
+        unsafe { Epilogue::store8_with(self, m, n, acc, inputs, bias) }
     }
 }
 
@@ -265,12 +389,13 @@ const _: () = assert!(STAGE_ROW_WORDS == tc::EPI_ROW_WORDS && STAGE_ROW_WORDS ==
 /// m16n8 C fragment (`kernel_abi::fragment`) of columns `8j .. 8j + 8` of rows `m_base ..
 /// m_base + 16`, columns from `n_base`. The fragments go to the warp's padded staging buffer
 /// at `stage` and are read back as runs of 8 adjacent columns per lane; rows at or past
-/// `m_len` are dropped (columns past N by `sink`).
+/// `m_len` are dropped (columns past N by `sink`). The runs' global inputs (old C,
+/// pre-activation; the bias, the same for the four) are loaded before the staging, all at once.
 ///
 /// # Safety
 /// The whole warp calls it together; `stage` is this warp's own `16 · STAGE_ROW_WORDS · 4`
 /// bytes of shared memory (16-byte aligned), which nothing else accesses meanwhile; `sink` as
-/// [`Runs8::store8`] requires, for rows `< m_len`.
+/// [`Runs8::store8_with`] requires, for rows `< m_len`.
 #[inline(always)]
 pub unsafe fn write_rows16<E: Runs8>(
     sink: &E,
@@ -280,11 +405,31 @@ pub unsafe fn write_rows16<E: Runs8>(
     (m_base, n_base, m_len): (u32, u32, u32),
 ) {
     let (group, tig) = (lane / 4, lane % 4);
-    // Lane reads row lane/8 + 4q, columns 8c .. 8c+8 (c = lane % 8), as two 16-byte loads;
-    // lanes with c >= 4 take the halves in the other order so that each quarter-warp's loads
-    // cover 32 distinct banks.
+    // Lane finishes row lane/8 + 4q, columns 8c .. 8c+8 (c = lane % 8), reading them back as
+    // two 16-byte loads; lanes with c >= 4 take the halves in the other order so that each
+    // quarter-warp's loads cover 32 distinct banks.
     let c = lane % 8;
     let swap = c >= 4;
+    let row = |q: usize| lane / 8 + 4 * q as u32;
+    // The runs' global inputs first, `E::INPUTS_AHEAD` runs ahead of their use: their latency
+    // overlaps the staging round trip and the runs before (loaded where they are used, the
+    // four runs' loads were waited for one after another).
+    let bias = sink.load_bias8(n_base + 8 * c);
+    let mut inputs = [RunInputs::default(); 4];
+    let load = |q: usize| {
+        let m = m_base + row(q);
+        // SAFETY: row m < m_len, as `sink` requires.
+        if m < m_len {
+            unsafe { sink.load_inputs8(m, n_base + 8 * c) }
+        } else {
+            RunInputs::default()
+        }
+    };
+    unroll!(q in 0..4 => {
+        if q < E::INPUTS_AHEAD {
+            inputs[q] = load(q);
+        }
+    });
     // SAFETY: staging addresses stay in the warp's buffer (rows < 16, columns <
     // STAGE_ROW_WORDS, 8- and 16-byte aligned); the warp is converged at every warp barrier.
     unsafe {
@@ -296,19 +441,21 @@ pub unsafe fn write_rows16<E: Runs8>(
             smem::st_shared_v2_u32(at(group + 8), [d2.to_bits(), d3.to_bits()]);
         });
         sync::bar_warp_sync();
-        for q in 0..4 {
-            let row = lane / 8 + 4 * q;
-            let base = stage + (row * STAGE_ROW_WORDS + 8 * c) * 4;
+        unroll!(q in 0..4 => {
+            if q + E::INPUTS_AHEAD < 4 {
+                inputs[q + E::INPUTS_AHEAD] = load(q + E::INPUTS_AHEAD);
+            }
+            let base = stage + (row(q) * STAGE_ROW_WORDS + 8 * c) * 4;
             let first = smem::ld_shared_v4_u32(base + if swap { 16 } else { 0 });
             let second = smem::ld_shared_v4_u32(base + if swap { 0 } else { 16 });
             let (lo, hi) = if swap { (second, first) } else { (first, second) };
             let run =
                 core::array::from_fn(|e| f32::from_bits(if e < 4 { lo[e] } else { hi[e - 4] }));
-            let m = m_base + row;
+            let m = m_base + row(q);
             if m < m_len {
-                sink.store8(m, n_base + 8 * c, run);
+                sink.store8_with(m, n_base + 8 * c, run, inputs[q], bias);
             }
-        }
+        });
         sync::bar_warp_sync();
     }
 }

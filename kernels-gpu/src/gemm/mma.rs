@@ -118,7 +118,7 @@ pub unsafe fn gemm<T: TensorOp, O: VecIo<8>, const A_ROW: bool, const B_COL: boo
 /// # Safety
 /// The whole warp calls it together after a barrier that ended every warp's use of the
 /// pipeline buffers; `stage` is this warp's `EPI_WARP_BYTES` of shared memory; `sink` as
-/// [`Runs8::store8`] requires, for rows `< m_len`.
+/// [`Runs8::store8_with`] requires, for rows `< m_len`.
 #[inline(always)]
 unsafe fn write_tile<E: Runs8>(
     sink: &E,
