@@ -243,8 +243,12 @@ mod engines {
         let uploaded = dev.read(p.tmap_a.addr(), 2 * size_of::<TensorMap>());
         assert_eq!(uploaded[..128], MockDevice::encode(&desc_a).bytes);
         assert_eq!(uploaded[128..], MockDevice::encode(&desc_b).bytes);
-        // Many units: still one block per SM; 8 × 4 tiles of 128 × 256 fill the 4 SMs.
-        let big = GemmSpec::linear_forward(1024, 1024, 64, Precision::Bf16);
+        // Many units: still one block per SM; 8 × 4 tiles of 128 × 256 (forced: a forward GEMM
+        // this size would take the ping-pong schedule) fill the 4 SMs.
+        let big = GemmSpec {
+            wgmma_tile: WgmmaTile::N256,
+            ..GemmSpec::linear_forward(1024, 1024, 64, Precision::Bf16)
+        };
         let launches = run_bf16(&dev, &big, 0, 0).unwrap();
         let l = &launches[0];
         assert_eq!((l.name, l.config.grid), ("gemm_wgmma_n256_bf16_rc_bf16", (4, 1, 1)));
@@ -315,9 +319,13 @@ mod engines {
     fn the_wide_tile_needs_its_entry_whole_sms_and_no_split() {
         let dev = MockDevice::new(PtxArch::Sm90a, 16);
         let name = |spec: GemmSpec| run_bf16(&dev, &spec, 0, 1 << 20).map(|l| l[0].name);
-        // 8 × 2 wide tiles fill 16 SMs; 8 × 1 do not.
+        // A forward GEMM with two 128 × 128 tiles per SM (8 × 4 on 16 SMs) takes the
+        // ping-pong schedule.
         let fwd = |n| GemmSpec::linear_forward(1024, n, 64, Precision::Bf16);
-        assert_eq!(name(fwd(512)).unwrap(), "gemm_wgmma_n256_bf16_rc_bf16");
+        assert_eq!(name(fwd(512)).unwrap(), "gemm_wgmma_pp_bf16_rc_bf16");
+        // Otherwise (8 × 3 and 8 × 2 tiles of 128 × 128): 8 × 2 wide tiles fill 16 SMs; 8 × 1
+        // do not.
+        assert_eq!(name(fwd(384)).unwrap(), "gemm_wgmma_n256_bf16_rc_bf16");
         assert_eq!(name(fwd(256)).unwrap(), "gemm_wgmma_bf16_rc_bf16");
         // So do 2 batches of 8 × 1.
         let batched = GemmSpec {
@@ -328,6 +336,19 @@ mod engines {
             ..fwd(256)
         };
         assert_eq!(name(batched).unwrap(), "gemm_wgmma_n256_bf16_rc_bf16");
+        // A batched one (the attention's Q·Kᵀ) with tiles enough for the ping-pong schedule
+        // keeps the cooperative tiles; so does TF32.
+        let batched_wide = GemmSpec {
+            batch: 2,
+            stride_a: 1024 * 64,
+            stride_b: 512 * 64,
+            stride_c: 1024 * 512,
+            ..fwd(512)
+        };
+        assert_eq!(name(batched_wide).unwrap(), "gemm_wgmma_n256_bf16_rc_bf16");
+        let tf32 = GemmSpec { precision: Precision::Tf32, ..fwd(512) };
+        assert_eq!(super::super::wgmma::tile_for(&tf32, 16).unwrap(), wg::N256);
+        assert_eq!(super::super::wgmma::tile_for(&fwd(512), 16).unwrap(), wg::PINGPONG);
         // dX (rr) has the wide entry; dW (cr) does not.
         let dx = GemmSpec::linear_backward_input(1024, 512, 512, Precision::Bf16);
         assert_eq!(name(dx).unwrap(), "gemm_wgmma_n256_bf16_rr_bf16");
@@ -344,8 +365,8 @@ mod engines {
         assert_eq!(name(wide).unwrap(), "gemm_wgmma_n256_bf16_rc_bf16");
         let err = name(GemmSpec { wgmma_tile: WgmmaTile::N256, ..dw }).unwrap_err();
         assert!(matches!(&err, GpuError::InvalidArgument { arg: "wgmma_tile", .. }), "{err}");
-        // Ping-pong: only forced, on the entries of the A row-major layouts.
-        let pingpong = GemmSpec { wgmma_tile: WgmmaTile::PingPong, ..fwd(512) };
+        // Ping-pong forced, on the entries of the A row-major layouts.
+        let pingpong = GemmSpec { wgmma_tile: WgmmaTile::PingPong, ..fwd(256) };
         assert_eq!(name(pingpong).unwrap(), "gemm_wgmma_pp_bf16_rc_bf16");
         let pingpong_dx = GemmSpec { wgmma_tile: WgmmaTile::PingPong, ..dx };
         assert_eq!(name(pingpong_dx).unwrap(), "gemm_wgmma_pp_bf16_rr_bf16");

@@ -111,11 +111,19 @@ pub(super) fn unsupported_reason(
 
 /// The block tile of the wgmma kernel for `spec` on a GPU with `sms` SMs: `spec.wgmma_tile` when
 /// set (an [`GpuError::InvalidArgument`](crate::GpuError::InvalidArgument) for `N256` or
-/// `PingPong` without such an entry, [`GemmSpec::has_wgmma_entry`]); under `Auto`, 128×256 when
-/// there is the entry, K is not split and the wide tiles still give every SM at least one
-/// (`tiles_m · ceil(N / 256) · batch ≥ sms`: each block then multiplies twice the columns per A
-/// tile it loads), else 128×128. A heuristic to check against `cargo xtask bench gemm` on the
-/// GPU, which times every tile.
+/// `PingPong` without such an entry, [`GemmSpec::has_wgmma_entry`]); under `Auto`:
+/// - the ping-pong schedule for an unbatched, unsplit 16-bit `rc` GEMM (a linear layer's
+///   forward) with at least two 128×128 tiles per SM: on an H100 (2026-11-26) it ran GPT-2's
+///   forward GEMMs 0.5–9.5% faster than the cooperative tiles (its consumers take turns, one's
+///   epilogue overlapping the other's wgmmas), but its input gradients (`rr`) up to 32%
+///   slower (the lm head's, K = 50304) and the batched attention `Q·Kᵀ` 6% slower;
+/// - else 128×256 when there is the entry, K is not split and the wide tiles still give every
+///   SM at least one (`tiles_m · ceil(N / 256) · batch ≥ sms`: each block then multiplies
+///   twice the columns per A tile it loads);
+/// - else 128×128.
+///
+/// Heuristics from `cargo xtask bench gemm` and `trainer bench --wgmma-tile` on the GPU, which
+/// time every tile.
 pub(super) fn tile_for(spec: &GemmSpec, sms: u32) -> Result<wg::Tile> {
     let missing = |what: &str| {
         invalid(
@@ -135,12 +143,24 @@ pub(super) fn tile_for(spec: &GemmSpec, sms: u32) -> Result<wg::Tile> {
         WgmmaTile::N256 => Err(missing("128 × 256")),
         WgmmaTile::PingPong => Err(missing("ping-pong")),
         WgmmaTile::Auto => {
-            let wide_tiles =
-                spec.m.div_ceil(wg::BM as usize) * spec.n.div_ceil(wg::N256.bn as usize);
+            let tiles = |bn: u32| spec.m.div_ceil(wg::BM as usize) * spec.n.div_ceil(bn as usize);
             let unsplit = spec.split_plan_for(GemmEngine::Wgmma).0 == 1;
-            let fills = wide_tiles.saturating_mul(spec.batch) >= sms as usize;
+            let forward = (spec.a_layout, spec.b_layout) == (Layout::RowMajor, Layout::ColMajor)
+                && spec.batch == 1
+                && matches!(spec.precision, Precision::Bf16 | Precision::Fp16);
+            let pingpong = forward
+                && unsplit
+                && spec.has_wgmma_entry(WgmmaTile::PingPong)
+                && tiles(wg::PINGPONG.bn) >= 2 * sms as usize;
+            let fills = tiles(wg::N256.bn).saturating_mul(spec.batch) >= sms as usize;
             let wide = spec.has_wgmma_entry(WgmmaTile::N256) && unsplit && fills;
-            Ok(if wide { wg::N256 } else { wg::N128 })
+            Ok(if pingpong {
+                wg::PINGPONG
+            } else if wide {
+                wg::N256
+            } else {
+                wg::N128
+            })
         }
     }
 }
