@@ -127,8 +127,8 @@ pub unsafe fn bias_grad_reduce<O: Elem>(p: BiasGradReduceParams<O>) {
         while s < p.slices {
             let vals: [f32; 8] = core::array::from_fn(|i| {
                 let si = s + GROUPS * i as u32;
-                // SAFETY: slice si < slices and col < N: inside the partials.
                 if si < p.slices {
+                    // SAFETY: slice si < slices and col < N: inside the partials.
                     unsafe { *partials.add(si as usize * n + col as usize) }
                 } else {
                     0.0

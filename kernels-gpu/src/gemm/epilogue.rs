@@ -418,8 +418,8 @@ pub unsafe fn write_rows16<E: Runs8>(
     let mut inputs = [RunInputs::default(); 4];
     let load = |q: usize| {
         let m = m_base + row(q);
-        // SAFETY: row m < m_len, as `sink` requires.
         if m < m_len {
+            // SAFETY: row m < m_len, as `sink` requires.
             unsafe { sink.load_inputs8(m, n_base + 8 * c) }
         } else {
             RunInputs::default()

@@ -349,6 +349,16 @@ mod engines {
         let tf32 = GemmSpec { precision: Precision::Tf32, ..fwd(512) };
         assert_eq!(super::super::wgmma::tile_for(&tf32, 16).unwrap(), wg::N256);
         assert_eq!(super::super::wgmma::tile_for(&fwd(512), 16).unwrap(), wg::PINGPONG);
+        // N ≤ 128 (the attention's P·V, N = 64): 128 × 128, though 8 × 1 × 2 wide tiles would
+        // fill the 16 SMs.
+        let pv = GemmSpec {
+            batch: 2,
+            stride_a: 1024 * 1024,
+            stride_b: 1024 * 64,
+            stride_c: 1024 * 64,
+            ..GemmSpec::new(1024, 64, 1024, Layout::RowMajor, Layout::RowMajor, Precision::Bf16)
+        };
+        assert_eq!(name(pv).unwrap(), "gemm_wgmma_bf16_rr_bf16");
         // dX (rr) has the wide entry; dW (cr) does not.
         let dx = GemmSpec::linear_backward_input(1024, 512, 512, Precision::Bf16);
         assert_eq!(name(dx).unwrap(), "gemm_wgmma_n256_bf16_rr_bf16");

@@ -117,9 +117,11 @@ pub(super) fn unsupported_reason(
 ///   forward GEMMs 0.5–9.5% faster than the cooperative tiles (its consumers take turns, one's
 ///   epilogue overlapping the other's wgmmas), but its input gradients (`rr`) up to 32%
 ///   slower (the lm head's, K = 50304) and the batched attention `Q·Kᵀ` 6% slower;
-/// - else 128×256 when there is the entry, K is not split and the wide tiles still give every
-///   SM at least one (`tiles_m · ceil(N / 256) · batch ≥ sms`: each block then multiplies
-///   twice the columns per A tile it loads);
+/// - else 128×256 when there is the entry, N > 128, K is not split and the wide tiles still
+///   give every SM at least one (`tiles_m · ceil(N / 256) · batch ≥ sms`: each block then
+///   multiplies twice the columns per A tile it loads; with N ≤ 128 half of each wide tile or
+///   more would be zeros: the attention's `P·V` (N = 64) ran at 67% of cuBLAS on them and at
+///   102% on 128×128 tiles on an H100);
 /// - else 128×128.
 ///
 /// Heuristics from `cargo xtask bench gemm` and `trainer bench --wgmma-tile` on the GPU, which
@@ -153,7 +155,8 @@ pub(super) fn tile_for(spec: &GemmSpec, sms: u32) -> Result<wg::Tile> {
                 && spec.has_wgmma_entry(WgmmaTile::PingPong)
                 && tiles(wg::PINGPONG.bn) >= 2 * sms as usize;
             let fills = tiles(wg::N256.bn).saturating_mul(spec.batch) >= sms as usize;
-            let wide = spec.has_wgmma_entry(WgmmaTile::N256) && unsplit && fills;
+            let narrow_n = spec.n <= wg::N128.bn as usize;
+            let wide = spec.has_wgmma_entry(WgmmaTile::N256) && unsplit && fills && !narrow_n;
             Ok(if pingpong {
                 wg::PINGPONG
             } else if wide {
