@@ -390,7 +390,8 @@ const _: () = assert!(STAGE_ROW_WORDS == tc::EPI_ROW_WORDS && STAGE_ROW_WORDS ==
 /// m_base + 16`, columns from `n_base`. The fragments go to the warp's padded staging buffer
 /// at `stage` and are read back as runs of 8 adjacent columns per lane; rows at or past
 /// `m_len` are dropped (columns past N by `sink`). The runs' global inputs (old C,
-/// pre-activation; the bias, the same for the four) are loaded before the staging, all at once.
+/// pre-activation; the bias, the same for the four) are loaded before the staging,
+/// [`Runs8::INPUTS_AHEAD`] runs ahead of their use.
 ///
 /// # Safety
 /// The whole warp calls it together; `stage` is this warp's own `16 · STAGE_ROW_WORDS · 4`
