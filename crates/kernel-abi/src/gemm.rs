@@ -191,6 +191,10 @@ pub mod bias_grad {
     pub const REDUCE_COLS: u32 = 32;
     /// Most rows a launch takes: the slices are the first pass's `grid.y` (at most 65535).
     pub const MAX_ROWS: u32 = 65535 * SLICE_ROWS;
+    /// Dynamic shared memory of the first pass: each warp's sums of the block's columns.
+    pub const PARTIALS_SHARED_BYTES: u32 = THREADS / 32 * BLOCK_COLS * 4;
+    /// Dynamic shared memory of the second pass: each thread group's sums of its columns.
+    pub const REDUCE_SHARED_BYTES: u32 = REDUCE_THREADS / REDUCE_COLS * REDUCE_COLS * 4;
 
     /// First-pass blocks that must share an SM: three (85 registers a thread). At ptxas's
     /// own choice, 88, two fitted, and GPT-2's N = 768 (3 × 128 blocks) would have run as

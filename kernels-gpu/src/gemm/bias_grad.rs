@@ -15,7 +15,8 @@ use crate::arch::{block_idx_x, block_idx_y, smem, sync, thread_idx_x};
 use crate::elem::Elem;
 use crate::unroll::unroll;
 use kernel_abi::gemm::bias_grad::{
-    BLOCK_COLS, LANE_COLS, REDUCE_COLS, REDUCE_THREADS, SLICE_ROWS, THREADS,
+    BLOCK_COLS, LANE_COLS, PARTIALS_SHARED_BYTES, REDUCE_COLS, REDUCE_SHARED_BYTES, REDUCE_THREADS,
+    SLICE_ROWS, THREADS,
 };
 use kernel_abi::gemm::{BiasGradParams, BiasGradReduceParams};
 
@@ -23,17 +24,14 @@ const WARPS: u32 = THREADS / 32;
 const _: () = assert!(LANE_COLS == 8 && SLICE_ROWS == 16 * WARPS, "the loops below are unrolled");
 const _: () = assert!(THREADS == BLOCK_COLS, "one thread per column adds the warps' sums");
 const GROUPS: u32 = REDUCE_THREADS / REDUCE_COLS;
-
-/// Dynamic shared memory of the first pass: each warp's sums of the block's 256 columns.
-pub const PARTIALS_SMEM_BYTES: u32 = WARPS * BLOCK_COLS * 4;
-/// Dynamic shared memory of the second pass: each group's sums of the block's 32 columns.
-pub const REDUCE_SMEM_BYTES: u32 = GROUPS * REDUCE_COLS * 4;
+const _: () = assert!(PARTIALS_SHARED_BYTES == WARPS * BLOCK_COLS * 4);
+const _: () = assert!(REDUCE_SHARED_BYTES == GROUPS * REDUCE_COLS * 4);
 
 /// The first pass.
 ///
 /// # Safety
 /// Launched by `gpu-host` with `THREADS` threads, grid `(ceil(N / BLOCK_COLS), slices(M))` and
-/// `PARTIALS_SMEM_BYTES` of dynamic shared memory, on buffers it validated (`partials` holds
+/// `PARTIALS_SHARED_BYTES` of dynamic shared memory, on buffers it validated (`partials` holds
 /// `slices(M) × N` f32).
 #[inline(always)]
 pub unsafe fn bias_grad_partials<T: Elem>(p: BiasGradParams<T>) {
@@ -81,7 +79,7 @@ pub unsafe fn bias_grad_partials<T: Elem>(p: BiasGradParams<T>) {
         }
     }
     let base = smem::dynamic_smem_base();
-    // SAFETY: shared addresses stay in the PARTIALS_SMEM_BYTES allocation (warp < 8, columns
+    // SAFETY: shared addresses stay in the PARTIALS_SHARED_BYTES allocation (warp < 8, columns
     // < 256, 16-byte aligned runs); every thread reaches the barrier; `partials` is written
     // only for columns < N of this block's slice.
     unsafe {
@@ -111,7 +109,7 @@ pub unsafe fn bias_grad_partials<T: Elem>(p: BiasGradParams<T>) {
 ///
 /// # Safety
 /// Launched by `gpu-host` with `REDUCE_THREADS` threads, `ceil(N / REDUCE_COLS)` blocks and
-/// `REDUCE_SMEM_BYTES` of dynamic shared memory, after the first pass wrote `partials`
+/// `REDUCE_SHARED_BYTES` of dynamic shared memory, after the first pass wrote `partials`
 /// (`slices × N` f32); `db` holds N elements.
 #[inline(always)]
 pub unsafe fn bias_grad_reduce<O: Elem>(p: BiasGradReduceParams<O>) {
@@ -141,7 +139,7 @@ pub unsafe fn bias_grad_reduce<O: Elem>(p: BiasGradReduceParams<O>) {
         }
     }
     let base = smem::dynamic_smem_base();
-    // SAFETY: shared addresses stay in the REDUCE_SMEM_BYTES allocation; every thread reaches
+    // SAFETY: shared addresses stay in the REDUCE_SHARED_BYTES allocation; every thread reaches
     // the barrier; `db` is read and written only for columns < N.
     unsafe {
         smem::st_shared_f32(base + (group * REDUCE_COLS + c) * 4, total);

@@ -119,7 +119,7 @@ pub fn bias_grad<D: Device, T: BiasGradElement<O>, O: BiasGradOutput>(
     let config = LaunchConfig {
         grid: (n.div_ceil(bg::BLOCK_COLS as usize) as u32, slices, 1),
         block: (bg::THREADS, 1, 1),
-        shared_mem_bytes: bg::THREADS / 32 * bg::BLOCK_COLS * 4,
+        shared_mem_bytes: bg::PARTIALS_SHARED_BYTES,
     };
     if slices > 0 {
         // SAFETY: `dy` covers rows × N with leading dimension ld, the workspace holds slices ×
@@ -134,11 +134,10 @@ pub fn bias_grad<D: Device, T: BiasGradElement<O>, O: BiasGradOutput>(
         beta,
         _pad: 0,
     };
-    let groups = bg::REDUCE_THREADS / bg::REDUCE_COLS;
     let config = LaunchConfig {
         grid: (n.div_ceil(bg::REDUCE_COLS as usize) as u32, 1, 1),
         block: (bg::REDUCE_THREADS, 1, 1),
-        shared_mem_bytes: groups * bg::REDUCE_COLS * 4,
+        shared_mem_bytes: bg::REDUCE_SHARED_BYTES,
     };
     // SAFETY: the first pass (same stream, so before) wrote slices × N partial sums; `db`
     // has N elements; the launch geometry is the kernel's.
