@@ -75,33 +75,22 @@ macro_rules! store_run {
             O: VecIo<$len>,
         {
             let at = (m as u64 * self.ldc as u64 + n as u64) as usize;
-            let mut v = acc.map(|x| self.alpha * x);
             if self.vector && n + $len <= self.n {
                 // SAFETY: the run is inside row m of every epilogue matrix and 16-byte aligned
                 // (`vector`: aligned bases, ld and stride; runs start at multiples of the run
-                // length, whose byte size is a multiple of 16).
+                // length, whose byte size is a multiple of 16); each input is loaded only when
+                // the epilogue reads that matrix.
                 unsafe {
-                    if self.beta != 0.0 {
-                        let old = O::load_vec(self.c.add(at));
-                        v = core::array::from_fn(|e| v[e] + self.beta * old[e]);
-                    }
-                    if !self.bias.is_null() {
-                        let bias = O::load_vec(self.bias.add(n as usize));
-                        v = core::array::from_fn(|e| v[e] + bias[e]);
-                    }
-                    if self.activation == ACT_GELU {
-                        if !self.pre_act.is_null() {
-                            O::store_vec(self.pre_act.add(at), v);
-                        }
-                        v = v.map(gelu);
-                    } else if self.activation == ACT_DGELU {
-                        let x = O::load_vec(self.pre_act.add(at));
-                        v = core::array::from_fn(|e| v[e] * gelu_grad(x[e]));
-                    }
-                    O::store_vec(self.c.add(at), v);
+                    let inputs = VecInputs {
+                        c: || O::load_vec(self.c.add(at)),
+                        bias: || O::load_vec(self.bias.add(n as usize)),
+                        pre_act: || O::load_vec(self.pre_act.add(at)),
+                    };
+                    self.finish_vec(at, acc, inputs);
                 }
                 return;
             }
+            let v = acc.map(|x| self.alpha * x);
             unroll!(e in 0..$len => {
                 if n + (e as u32) < self.n {
                     // SAFETY: (m, n + e) is inside the matrices.
@@ -289,16 +278,44 @@ impl<O: Elem> Epilogue<O> {
             return unsafe { self.store8(m, n, acc) };
         }
         let at = (m as u64 * self.ldc as u64 + n as u64) as usize;
+        let loaded = VecInputs {
+            c: || O::widen8(inputs.c),
+            bias: || O::widen8(bias.0),
+            pre_act: || O::widen8(inputs.pre_act),
+        };
+        // SAFETY: the run is inside row m of every epilogue matrix and 16-byte aligned.
+        unsafe { self.finish_vec(at, acc, loaded) }
+    }
+
+    /// Finishes a run of `V` columns at offset `at` on the 16-byte path and stores it: alpha,
+    /// `beta ·` the old C, the bias, then GELU (storing the pre-activation first) or the GELU
+    /// backward. Each of `inputs` is called only when the epilogue reads that matrix.
+    ///
+    /// # Safety
+    /// The run is inside its row of every epilogue matrix and 16-byte aligned.
+    #[inline(always)]
+    unsafe fn finish_vec<const V: usize>(
+        &self,
+        at: usize,
+        acc: [f32; V],
+        inputs: VecInputs<
+            impl FnOnce() -> [f32; V],
+            impl FnOnce() -> [f32; V],
+            impl FnOnce() -> [f32; V],
+        >,
+    ) where
+        O: VecIo<V>,
+    {
         let mut v = acc.map(|x| self.alpha * x);
         if self.beta != 0.0 {
-            let old = O::widen8(inputs.c);
+            let old = (inputs.c)();
             v = core::array::from_fn(|e| v[e] + self.beta * old[e]);
         }
         if !self.bias.is_null() {
-            let bias = O::widen8(bias.0);
+            let bias = (inputs.bias)();
             v = core::array::from_fn(|e| v[e] + bias[e]);
         }
-        // SAFETY: the run is inside row m of every epilogue matrix and 16-byte aligned.
+        // SAFETY: the caller's contract.
         unsafe {
             if self.activation == ACT_GELU {
                 if !self.pre_act.is_null() {
@@ -306,12 +323,20 @@ impl<O: Elem> Epilogue<O> {
                 }
                 v = v.map(gelu);
             } else if self.activation == ACT_DGELU {
-                let x = O::widen8(inputs.pre_act);
+                let x = (inputs.pre_act)();
                 v = core::array::from_fn(|e| v[e] * gelu_grad(x[e]));
             }
             O::store_vec(self.c.add(at), v);
         }
     }
+}
+
+/// Where [`Epilogue::finish_vec`] gets a run's inputs: loading them, or widening words loaded
+/// ahead ([`Epilogue::load_inputs8`]).
+struct VecInputs<C, B, P> {
+    c: C,
+    bias: B,
+    pre_act: P,
 }
 
 /// A destination for runs of 8 finished accumulators: a launch's epilogue, or the split-K
