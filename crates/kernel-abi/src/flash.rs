@@ -198,17 +198,13 @@ pub const KERNELS: &[KernelSig] = &[
 /// Without the bound, ptxas allocated 172 registers to the forward on sm_90 after a change that
 /// saved instructions, which would have left two blocks per SM instead of three.
 pub const LAUNCH_BOUNDS: &[LaunchBounds] = &[
-    bounds(FLASH_FORWARD_BF16.sig(), FORWARD_THREADS, 3),
-    bounds(FLASH_FORWARD_F16.sig(), FORWARD_THREADS, 3),
-    bounds(FLASH_BACKWARD_DKDV_BF16.sig(), BACKWARD_THREADS, 2),
-    bounds(FLASH_BACKWARD_DKDV_F16.sig(), BACKWARD_THREADS, 2),
-    bounds(FLASH_BACKWARD_DQ_BF16.sig(), BACKWARD_THREADS, 3),
-    bounds(FLASH_BACKWARD_DQ_F16.sig(), BACKWARD_THREADS, 3),
+    LaunchBounds::new(FLASH_FORWARD_BF16.sig(), FORWARD_THREADS, 3),
+    LaunchBounds::new(FLASH_FORWARD_F16.sig(), FORWARD_THREADS, 3),
+    LaunchBounds::new(FLASH_BACKWARD_DKDV_BF16.sig(), BACKWARD_THREADS, 2),
+    LaunchBounds::new(FLASH_BACKWARD_DKDV_F16.sig(), BACKWARD_THREADS, 2),
+    LaunchBounds::new(FLASH_BACKWARD_DQ_BF16.sig(), BACKWARD_THREADS, 3),
+    LaunchBounds::new(FLASH_BACKWARD_DQ_F16.sig(), BACKWARD_THREADS, 3),
 ];
-
-const fn bounds(sig: KernelSig, max_threads: u32, min_blocks_per_sm: u32) -> LaunchBounds {
-    LaunchBounds { name: sig.name, max_threads, min_blocks_per_sm }
-}
 
 #[cfg(test)]
 mod tests {

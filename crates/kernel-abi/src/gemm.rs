@@ -577,19 +577,14 @@ const SIGS: [KernelSig; GEMM_ENTRIES + 9] = {
 pub const KERNELS: &[KernelSig] = &SIGS;
 
 /// Launch bounds of the bias gradient's first pass ([`bias_grad::BLOCKS_PER_SM`]).
-pub const BIAS_GRAD_LAUNCH_BOUNDS: &[LaunchBounds] = &[
-    bias_grad_bounds(BIAS_GRAD_PARTIALS_F32.sig()),
-    bias_grad_bounds(BIAS_GRAD_PARTIALS_BF16.sig()),
-    bias_grad_bounds(BIAS_GRAD_PARTIALS_F16.sig()),
-];
-
-const fn bias_grad_bounds(sig: KernelSig) -> LaunchBounds {
-    LaunchBounds {
-        name: sig.name,
-        max_threads: bias_grad::THREADS,
-        min_blocks_per_sm: bias_grad::BLOCKS_PER_SM,
-    }
-}
+pub const BIAS_GRAD_LAUNCH_BOUNDS: &[LaunchBounds] = &{
+    let (threads, blocks) = (bias_grad::THREADS, bias_grad::BLOCKS_PER_SM);
+    [
+        LaunchBounds::new(BIAS_GRAD_PARTIALS_F32.sig(), threads, blocks),
+        LaunchBounds::new(BIAS_GRAD_PARTIALS_BF16.sig(), threads, blocks),
+        LaunchBounds::new(BIAS_GRAD_PARTIALS_F16.sig(), threads, blocks),
+    ]
+};
 
 /// The SIMT kernels ask for their tile's blocks per SM (two of 256 threads, within 128
 /// registers, or three of 128, within 168); the tensor-core kernels for two blocks (128

@@ -77,6 +77,13 @@ pub struct LaunchBounds {
     pub min_blocks_per_sm: u32,
 }
 
+impl LaunchBounds {
+    /// The bounds of the entry `sig`.
+    pub const fn new(sig: KernelSig, max_threads: u32, min_blocks_per_sm: u32) -> Self {
+        Self { name: sig.name, max_threads, min_blocks_per_sm }
+    }
+}
+
 /// Launch bounds of the entries that need them, grouped by kernel family.
 pub const ALL_LAUNCH_BOUNDS: &[&[LaunchBounds]] = &[
     crate::gemm::LAUNCH_BOUNDS,

@@ -251,19 +251,14 @@ pub const KERNELS: &[KernelSig] = &[
 pub const BACKWARD_BLOCKS_PER_SM: u32 = 4;
 
 /// Launch bounds of the backward kernels in the sm_90a module ([`BACKWARD_BLOCKS_PER_SM`]).
-pub const LAUNCH_BOUNDS: &[LaunchBounds] = &[
-    backward_bounds(LAYERNORM_BACKWARD_F32.sig()),
-    backward_bounds(LAYERNORM_BACKWARD_BF16.sig()),
-    backward_bounds(LAYERNORM_BACKWARD_F16.sig()),
-];
-
-const fn backward_bounds(sig: KernelSig) -> LaunchBounds {
-    LaunchBounds {
-        name: sig.name,
-        max_threads: BACKWARD_MAX_WARPS * 32,
-        min_blocks_per_sm: BACKWARD_BLOCKS_PER_SM,
-    }
-}
+pub const LAUNCH_BOUNDS: &[LaunchBounds] = &{
+    let (threads, blocks) = (BACKWARD_MAX_WARPS * 32, BACKWARD_BLOCKS_PER_SM);
+    [
+        LaunchBounds::new(LAYERNORM_BACKWARD_F32.sig(), threads, blocks),
+        LaunchBounds::new(LAYERNORM_BACKWARD_BF16.sig(), threads, blocks),
+        LaunchBounds::new(LAYERNORM_BACKWARD_F16.sig(), threads, blocks),
+    ]
+};
 
 #[cfg(test)]
 mod tests {
