@@ -32,6 +32,8 @@ use core::f32::math::mul_add;
 use kernel_abi::flash::{BLOCK_KV, BLOCK_Q, FORWARD_THREADS, FlashForwardParams, HD, tile_offset};
 
 mod backward;
+#[cfg(target_feature = "sm_90a")]
+mod backward_wgmma;
 
 /// A 16-bit tensor-core type, with the packing of two f32 into one operand register.
 trait FlashOp: TensorOp {
@@ -121,6 +123,20 @@ impl<T> StreamPair<'_, T> {
     /// the previous step; the sources' buffers are as `Source::load` requires.
     #[inline(always)]
     unsafe fn step(&self, stage: u32, next_row: Option<u32>) -> (u32, u32) {
+        // SAFETY: the caller's contract.
+        unsafe {
+            let tiles = self.issue_and_wait(stage, next_row);
+            bar_sync();
+            tiles
+        }
+    }
+
+    /// [`Self::step`] without the barrier: this thread's own copies of this stage have landed.
+    ///
+    /// # Safety
+    /// As [`Self::step`]; the caller synchronises the block before reading the tiles.
+    #[inline(always)]
+    unsafe fn issue_and_wait(&self, stage: u32, next_row: Option<u32>) -> (u32, u32) {
         let ((a, a0), (b, b0)) = (self.first, self.second);
         // SAFETY: the caller's contract.
         unsafe {
@@ -131,7 +147,6 @@ impl<T> StreamPair<'_, T> {
             }
             cp_async_commit_group();
             cp_async_wait_group::<1>();
-            bar_sync();
         }
         (a0 + stage * TILE_BYTES, b0 + stage * TILE_BYTES)
     }

@@ -8,7 +8,8 @@ use gpu_host::kernels::attention::AttentionShape;
 use gpu_host::kernels::flash::{
     FlashBackward, FlashElement, FlashForward, flash_attention_backward, flash_attention_forward,
 };
-use gpu_host::{Device, DeviceBuffer, GpuError};
+use gpu_host::kernels::gemm::GemmEngine;
+use gpu_host::{Device, DeviceBuffer, GpuError, PtxArch};
 use half::{bf16, f16};
 use integration_tests::{
     TestRng, Tolerance, assert_bits_eq, assert_close, assert_close_in, kernel_tests, poisoned,
@@ -168,10 +169,11 @@ fn relative_rms(got: &[f32], want: &[f32], scale: f32) -> f64 {
     if norm == 0.0 { 0.0 } else { (err / norm).sqrt() }
 }
 
-/// Runs the backward into fresh poisoned buffers; returns (dqkv, D).
+/// Runs the backward on `engine` into fresh poisoned buffers; returns (dqkv, D).
 fn run_backward<T: FlashElement>(
     dev: &impl Device,
     shape: AttentionShape,
+    engine: GemmEngine,
     qkv: &impl DeviceBuffer<T>,
     out: &impl DeviceBuffer<T>,
     dout: &impl DeviceBuffer<T>,
@@ -188,11 +190,27 @@ fn run_backward<T: FlashElement>(
         d_scratch: d.view_mut(),
         dqkv: dqkv.view_mut(),
     };
-    flash_attention_backward(dev, shape, args).unwrap();
+    flash_attention_backward(dev, shape, engine, args).unwrap();
     (dev.download(dqkv.view()).unwrap(), dev.download(d.view()).unwrap())
 }
 
+/// The backward's kernels a device has: `mma.sync` everywhere, and wgmma (what `Auto` takes)
+/// on the sm_90a module.
+fn engines(dev: &impl Device) -> Vec<GemmEngine> {
+    if dev.ptx_arch() == PtxArch::Sm90a {
+        vec![GemmEngine::Wgmma, GemmEngine::MmaSync]
+    } else {
+        vec![GemmEngine::MmaSync]
+    }
+}
+
 fn check_backward<T: FlashElement + Element>(dev: &impl Device) {
+    for engine in engines(dev) {
+        check_backward_on::<T>(dev, engine);
+    }
+}
+
+fn check_backward_on<T: FlashElement + Element>(dev: &impl Device, engine: GemmEngine) {
     let mut rng = TestRng::new();
     // P and dS are rounded to T before their products (relative 2^-p: 2^-8 bf16, 2^-11 f16),
     // as are `out` (in D) and the gradients themselves: the largest element error measured on
@@ -219,8 +237,9 @@ fn check_backward<T: FlashElement + Element>(dev: &impl Device) {
         let mut lse = poisoned::<_, f32>(dev, b * nh * t).unwrap();
         let args = FlashForward { qkv: dqkv_in.view(), out: out.view_mut(), lse: lse.view_mut() };
         flash_attention_forward(dev, shape, args).unwrap();
-        let (got, got_d) = run_backward(dev, shape, &dqkv_in, &out, &ddout, &lse);
-        let what = format!("flash_attention_backward_{} {shape:?}", <T as Element>::NAME);
+        let (got, got_d) = run_backward(dev, shape, engine, &dqkv_in, &out, &ddout, &lse);
+        let what =
+            format!("flash_attention_backward_{} {engine:?} {shape:?}", <T as Element>::NAME);
 
         let out_host = dev.download(out.view()).unwrap();
         // 64 products summed in f32: a few f32 ulps of the terms' magnitude.
@@ -252,7 +271,7 @@ fn check_backward<T: FlashElement + Element>(dev: &impl Device) {
             assert!(max < 1e-3 || scaled > RMS_FACTOR, "{what}: a 1% scale error passes");
         }
         // Deterministic: a second run gives the same bits.
-        let (again, again_d) = run_backward(dev, shape, &dqkv_in, &out, &ddout, &lse);
+        let (again, again_d) = run_backward(dev, shape, engine, &dqkv_in, &out, &ddout, &lse);
         assert_bits_eq(&format!("{what} rerun"), rng.seed(), &again, &got);
         assert_bits_eq(&format!("{what} rerun D"), rng.seed(), &again_d, &got_d);
     }
@@ -287,7 +306,7 @@ fn check_backward_argument_errors(dev: &impl Device) {
             d_scratch: d.view_mut().slice_mut(0..d_len).unwrap(),
             dqkv: dqkv.view_mut().slice_mut(0..dqkv_len).unwrap(),
         };
-        let err = flash_attention_backward(dev, s, args).unwrap_err();
+        let err = flash_attention_backward(dev, s, GemmEngine::Auto, args).unwrap_err();
         assert!(
             matches!(&err, GpuError::InvalidArgument { op: "flash_attention_backward", arg: a, .. } if *a == arg),
             "{s:?} dout at {dout_at}: {err}"
@@ -308,10 +327,27 @@ fn check_backward_argument_errors(dev: &impl Device) {
             d_scratch: d.view_mut(),
             dqkv: wide_dqkv.view_mut().slice_mut(dqkv_at..dqkv_at + 3 * n).unwrap(),
         };
-        let err = flash_attention_backward(dev, shape, args).unwrap_err();
+        let err = flash_attention_backward(dev, shape, GemmEngine::Auto, args).unwrap_err();
         assert!(
             matches!(&err, GpuError::InvalidArgument { arg: a, .. } if *a == arg),
             "{arg} misaligned: {err}"
+        );
+    }
+    // The wgmma kernels exist only in the sm_90a module.
+    if dev.ptx_arch() != PtxArch::Sm90a {
+        let args = FlashBackward {
+            qkv: qkv.view(),
+            out: out.view(),
+            dout: dout.view().slice(0..n).unwrap(),
+            lse: lse.view(),
+            d_scratch: d.view_mut(),
+            dqkv: dqkv.view_mut(),
+        };
+        let err = flash_attention_backward(dev, shape, GemmEngine::Wgmma, args).unwrap_err();
+        assert!(
+            matches!(&err, GpuError::InvalidArgument { arg: "engine", .. })
+                && err.to_string().contains("sm_90a"),
+            "{err}"
         );
     }
 }
@@ -323,4 +359,21 @@ kernel_tests! {
     flash_attention_backward_bf16 => check_backward::<bf16>;
     flash_attention_backward_f16 => check_backward::<f16>;
     flash_attention_backward_argument_errors => check_backward_argument_errors;
+}
+
+/// The sm_90a module's backward on the simulator, its dK/dV and dQ kernels on wgmma and on
+/// `mma.sync`, with every check of the sm_80 module's tests; on a Hopper GPU the `gpu::` tests
+/// run both.
+mod hopper_sim {
+    use super::*;
+
+    #[test]
+    fn flash_attention_backward_bf16() {
+        check_backward::<bf16>(integration_tests::hopper_sim());
+    }
+
+    #[test]
+    fn flash_attention_backward_f16() {
+        check_backward::<f16>(integration_tests::hopper_sim());
+    }
 }

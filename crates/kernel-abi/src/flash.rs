@@ -48,6 +48,16 @@ pub const BACKWARD_THREADS: u32 = BACKWARD_WARPS * 32;
 /// Dynamic shared memory of the dK/dV and dQ kernels: two resident 64 × 64 16-bit tiles (K and
 /// V, or Q and dO) and two stages of the two streamed ones: 48 KiB, the default limit.
 pub const BACKWARD_SHARED_BYTES: u32 = 6 * BLOCK_KV * HD * 2;
+/// Threads per block of the sm_90a dK/dV and dQ kernels on wgmma: one warpgroup, whose four
+/// warps own the same 16 rows each as the `mma.sync` kernels' warps.
+pub const WGMMA_THREADS: u32 = 128;
+/// Alignment of the wgmma kernels' tiles: the 128-byte swizzle pattern repeats every 1024
+/// bytes, and a wgmma descriptor assumes the tile starts on such a boundary.
+pub const BACKWARD_WGMMA_ALIGN: u32 = 1024;
+/// Dynamic shared memory of the wgmma kernels: the tiles of [`BACKWARD_SHARED_BYTES`] and room
+/// to align the dynamic base up to [`BACKWARD_WGMMA_ALIGN`] (49 KiB: the launch opts in above
+/// the 48 KiB default).
+pub const BACKWARD_WGMMA_SHARED_BYTES: u32 = BACKWARD_SHARED_BYTES + BACKWARD_WGMMA_ALIGN;
 /// Positions per block of the `D` pre-pass.
 pub const DOT_ROWS: u32 = 32;
 /// Threads per block of the `D` pre-pass (8 per position, 8 values each).
@@ -141,6 +151,10 @@ pub trait FlashKernels: Copy + 'static {
     const BACKWARD_DKDV: Kernel<FlashBackwardParams<Self>>;
     /// `flash_attention_backward_dq_<ty>`.
     const BACKWARD_DQ: Kernel<FlashBackwardParams<Self>>;
+    /// `flash_attention_backward_dkdv_wgmma_<ty>` (sm_90a module only).
+    const BACKWARD_DKDV_WGMMA: Kernel<FlashBackwardParams<Self>>;
+    /// `flash_attention_backward_dq_wgmma_<ty>` (sm_90a module only).
+    const BACKWARD_DQ_WGMMA: Kernel<FlashBackwardParams<Self>>;
 }
 
 /// `flash_attention_forward_bf16`.
@@ -167,18 +181,34 @@ pub const FLASH_BACKWARD_DQ_BF16: Kernel<FlashBackwardParams<Bf16>> =
 /// `flash_attention_backward_dq_f16`.
 pub const FLASH_BACKWARD_DQ_F16: Kernel<FlashBackwardParams<F16>> =
     Kernel::new("flash_attention_backward_dq_f16");
+/// `flash_attention_backward_dkdv_wgmma_bf16`.
+pub const FLASH_BACKWARD_DKDV_WGMMA_BF16: Kernel<FlashBackwardParams<Bf16>> =
+    Kernel::new("flash_attention_backward_dkdv_wgmma_bf16");
+/// `flash_attention_backward_dkdv_wgmma_f16`.
+pub const FLASH_BACKWARD_DKDV_WGMMA_F16: Kernel<FlashBackwardParams<F16>> =
+    Kernel::new("flash_attention_backward_dkdv_wgmma_f16");
+/// `flash_attention_backward_dq_wgmma_bf16`.
+pub const FLASH_BACKWARD_DQ_WGMMA_BF16: Kernel<FlashBackwardParams<Bf16>> =
+    Kernel::new("flash_attention_backward_dq_wgmma_bf16");
+/// `flash_attention_backward_dq_wgmma_f16`.
+pub const FLASH_BACKWARD_DQ_WGMMA_F16: Kernel<FlashBackwardParams<F16>> =
+    Kernel::new("flash_attention_backward_dq_wgmma_f16");
 
 impl FlashKernels for Bf16 {
     const FORWARD: Kernel<FlashForwardParams<Self>> = FLASH_FORWARD_BF16;
     const BACKWARD_DOT: Kernel<FlashDotParams<Self>> = FLASH_BACKWARD_DOT_BF16;
     const BACKWARD_DKDV: Kernel<FlashBackwardParams<Self>> = FLASH_BACKWARD_DKDV_BF16;
     const BACKWARD_DQ: Kernel<FlashBackwardParams<Self>> = FLASH_BACKWARD_DQ_BF16;
+    const BACKWARD_DKDV_WGMMA: Kernel<FlashBackwardParams<Self>> = FLASH_BACKWARD_DKDV_WGMMA_BF16;
+    const BACKWARD_DQ_WGMMA: Kernel<FlashBackwardParams<Self>> = FLASH_BACKWARD_DQ_WGMMA_BF16;
 }
 impl FlashKernels for F16 {
     const FORWARD: Kernel<FlashForwardParams<Self>> = FLASH_FORWARD_F16;
     const BACKWARD_DOT: Kernel<FlashDotParams<Self>> = FLASH_BACKWARD_DOT_F16;
     const BACKWARD_DKDV: Kernel<FlashBackwardParams<Self>> = FLASH_BACKWARD_DKDV_F16;
     const BACKWARD_DQ: Kernel<FlashBackwardParams<Self>> = FLASH_BACKWARD_DQ_F16;
+    const BACKWARD_DKDV_WGMMA: Kernel<FlashBackwardParams<Self>> = FLASH_BACKWARD_DKDV_WGMMA_F16;
+    const BACKWARD_DQ_WGMMA: Kernel<FlashBackwardParams<Self>> = FLASH_BACKWARD_DQ_WGMMA_F16;
 }
 
 /// Every flash attention entry point.
@@ -193,6 +223,14 @@ pub const KERNELS: &[KernelSig] = &[
     FLASH_BACKWARD_DQ_F16.sig(),
 ];
 
+/// The entry points only the sm_90a module exports: the backward's kernels on wgmma.
+pub const HOPPER_KERNELS: &[KernelSig] = &[
+    FLASH_BACKWARD_DKDV_WGMMA_BF16.sig(),
+    FLASH_BACKWARD_DKDV_WGMMA_F16.sig(),
+    FLASH_BACKWARD_DQ_WGMMA_BF16.sig(),
+    FLASH_BACKWARD_DQ_WGMMA_F16.sig(),
+];
+
 /// Three blocks per SM for the forward and dQ kernels (128 threads: at most 168 registers, 40
 /// and 48 KiB of shared memory), two for dK/dV (its two f32 accumulators hold it near 255).
 /// Without the bound, ptxas allocated 172 registers to the forward on sm_90 after a change that
@@ -204,6 +242,10 @@ pub const LAUNCH_BOUNDS: &[LaunchBounds] = &[
     LaunchBounds::new(FLASH_BACKWARD_DKDV_F16.sig(), BACKWARD_THREADS, 2),
     LaunchBounds::new(FLASH_BACKWARD_DQ_BF16.sig(), BACKWARD_THREADS, 3),
     LaunchBounds::new(FLASH_BACKWARD_DQ_F16.sig(), BACKWARD_THREADS, 3),
+    LaunchBounds::new(FLASH_BACKWARD_DKDV_WGMMA_BF16.sig(), WGMMA_THREADS, 3),
+    LaunchBounds::new(FLASH_BACKWARD_DKDV_WGMMA_F16.sig(), WGMMA_THREADS, 3),
+    LaunchBounds::new(FLASH_BACKWARD_DQ_WGMMA_BF16.sig(), WGMMA_THREADS, 3),
+    LaunchBounds::new(FLASH_BACKWARD_DQ_WGMMA_F16.sig(), WGMMA_THREADS, 3),
 ];
 
 #[cfg(test)]

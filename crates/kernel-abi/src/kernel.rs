@@ -113,4 +113,5 @@ pub const ALL_KERNELS: &[&[KernelSig]] = &[
 ];
 
 /// The entry points only the sm_90a module exports (Hopper instructions), grouped by family.
-pub const ALL_HOPPER_KERNELS: &[&[KernelSig]] = &[crate::gemm_wgmma::KERNELS];
+pub const ALL_HOPPER_KERNELS: &[&[KernelSig]] =
+    &[crate::gemm_wgmma::KERNELS, crate::flash::HOPPER_KERNELS];

@@ -17,6 +17,7 @@
 //! must not be overwritten, until a `wait_group` covers it. All of them are `.sync.aligned`:
 //! every thread of the warpgroup executes the same call site, converged.
 
+use crate::unroll::unroll;
 use core::arch::asm;
 
 /// The descriptor of a K-major operand tile at shared address `addr` in the 128-byte swizzle
@@ -88,6 +89,35 @@ pub unsafe fn wait_group<const N: u32>() {
     }
 }
 
+/// Pins the 32 accumulators of an m64n64 wgmma at this point of the program: an empty `asm!`
+/// that reads and may rewrite each register, so the compiler moves no use of their values above
+/// it (CUTLASS's `warpgroup_fence_operand`). Placed right after the [`wait_group`] that
+/// completes the wgmmas writing them, it keeps their reads after the wait. Emits no instruction.
+#[inline(always)]
+pub fn hold(regs: &mut [f32; 32]) {
+    unroll!(i in 0..16 => {
+        // SAFETY: an empty instruction string (a PTX comment); the registers pass unchanged.
+        unsafe {
+            asm!("/* {0} {1} */", inout(reg32) regs[i], inout(reg32) regs[i + 16],
+                options(nomem, nostack, preserves_flags))
+        };
+    });
+}
+
+/// [`hold`] for the register A fragments of 4 k-steps: their values stay alive up to this
+/// point, after the [`wait_group`] that completes the wgmmas reading them.
+#[inline(always)]
+pub fn hold_words(frags: &[[u32; 4]; 4]) {
+    unroll!(k in 0..4 => {
+        let f = frags[k];
+        // SAFETY: an empty instruction string (a PTX comment) reading the registers.
+        unsafe {
+            asm!("/* {0} {1} {2} {3} */", in(reg32) f[0], in(reg32) f[1], in(reg32) f[2],
+                in(reg32) f[3], options(nomem, nostack, preserves_flags))
+        };
+    });
+}
+
 /// One m64nN wgmma: `acc` (N / 2 f32 per thread) in and out as tied registers, `scale_d`
 /// turned into the instruction's predicate inside a scope of its own. The 16-bit forms take
 /// the operands' majorness as const generics (the instruction's `imm-trans-a/b`). `$acc` is
@@ -130,6 +160,44 @@ macro_rules! wgmma_mma {
                     $(, $op = const $val)*)
             }
         }
+    };
+    ($(#[$doc:meta])* $name:ident, $instr:literal, register_a, $acc:literal, $idx:tt) => {
+        $(#[$doc])*
+        ///
+        /// `a`: this thread's 4 registers of the warpgroup's 64 × 16 A tile (each warp's 16
+        /// rows in the `mma.sync` m16n8k16 A fragment layout), `desc_b`: the N rows (n) of B
+        /// ([`desc_k_major_sw128`], or [`desc_mn_major_sw128`] when `TRANS_B`). `scale_d` as
+        /// for the shared-memory forms. Register `i` of `acc` as the module docs give it.
+        ///
+        /// # Safety
+        /// As the shared-memory forms; besides, `a`'s registers are read asynchronously: the
+        /// values must come from registers a [`fence`] ordered (written before it), and the
+        /// compiler must not reuse them before a [`wait_group`] covers this wgmma (they are
+        /// `in` operands of this asm; the caller keeps the values alive until the wait).
+        /// Minimum sm_90a.
+        #[inline(always)]
+        pub unsafe fn $name<const TRANS_B: bool>(
+            acc: &mut [f32; $acc],
+            a: [u32; 4],
+            desc_b: u64,
+            scale_d: bool,
+        ) {
+            // SAFETY: convergence, operand validity and the asynchronous register rules are
+            // the caller's contract.
+            unsafe {
+                wgmma_mma!(@asm_rs $instr, acc, a, desc_b, scale_d, $idx,
+                    tb = const TRANS_B as u32)
+            }
+        }
+    };
+    (@asm_rs $instr:literal, $acc:ident, $a:ident, $b:ident, $s:ident, [$($i:literal)*],
+     tb = const $tb:expr) => {
+        asm!(concat!("{{ .reg .pred p;\n\tsetp.ne.b32 p, {s}, 0;\n\t", $instr, " {{{0}",
+                     $(", {", $i, "}",)* "}}, {{{a0}, {a1}, {a2}, {a3}}}, {b}, p, 1, 1, {tb};\n\t}}"),
+             inout(reg32) $acc[0], $(inout(reg32) $acc[$i],)*
+             a0 = in(reg32) $a[0], a1 = in(reg32) $a[1], a2 = in(reg32) $a[2],
+             a3 = in(reg32) $a[3], b = in(reg64) $b, s = in(reg32) $s as u32,
+             tb = const $tb, options(nostack, preserves_flags))
     };
     (@asm $instr:literal, $tail:literal, $acc:ident, $a:ident, $b:ident, $s:ident,
      [$($i:literal)*] $(, $op:ident = const $val:expr)*) => {
@@ -203,5 +271,34 @@ wgmma_mma! {
         62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90
         91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114
         115 116 117 118 119 120 121 122 123 124 125 126 127
+    ]
+}
+wgmma_mma! {
+    /// `wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16`: k16 of bf16, N = 64 (flash
+    /// attention's 64 × 64 tiles).
+    mma_m64n64k16_bf16, "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16", transposable,
+    32, [
+        1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
+    ]
+}
+wgmma_mma! {
+    /// `wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16`: k16 of f16, N = 64.
+    mma_m64n64k16_f16, "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16", transposable,
+    32, [
+        1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
+    ]
+}
+wgmma_mma! {
+    /// `wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16` with A from registers.
+    mma_m64n64k16_bf16_rs, "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16", register_a,
+    32, [
+        1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
+    ]
+}
+wgmma_mma! {
+    /// `wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16` with A from registers.
+    mma_m64n64k16_f16_rs, "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16", register_a,
+    32, [
+        1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
     ]
 }

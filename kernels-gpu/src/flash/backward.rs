@@ -106,7 +106,11 @@ unsafe fn stats_at<T: Copy>(p: &FlashBackwardParams<T>, row_base: usize, pos: u3
 /// # Safety
 /// `row_base` is `(b·NH + h)·T` of a (b, h) inside the buffers.
 #[inline(always)]
-unsafe fn row_stats<T: Copy>(p: &FlashBackwardParams<T>, row_base: usize, pos: u32) -> (f32, f32) {
+pub(super) unsafe fn row_stats<T: Copy>(
+    p: &FlashBackwardParams<T>,
+    row_base: usize,
+    pos: u32,
+) -> (f32, f32) {
     if pos < p.t {
         // SAFETY: the caller's row_base, and pos < t.
         unsafe { stats_at(p, row_base, pos) }
@@ -121,7 +125,7 @@ unsafe fn row_stats<T: Copy>(p: &FlashBackwardParams<T>, row_base: usize, pos: u
 /// # Safety
 /// As [`row_stats`].
 #[inline(always)]
-unsafe fn tile_stats<T: Copy>(
+pub(super) unsafe fn tile_stats<T: Copy>(
     p: &FlashBackwardParams<T>,
     row_base: usize,
     tile0: u32,
@@ -149,7 +153,7 @@ unsafe fn tile_stats<T: Copy>(
 
 /// Packs accumulator n8-tiles `2k` and `2k + 1` into the m16k16 A fragment of k-step `k`.
 #[inline(always)]
-fn a_fragment<Op: FlashOp>(lo: [f32; 4], hi: [f32; 4]) -> [u32; 4] {
+pub(super) fn a_fragment<Op: FlashOp>(lo: [f32; 4], hi: [f32; 4]) -> [u32; 4] {
     [Op::pack(lo[0], lo[1]), Op::pack(lo[2], lo[3]), Op::pack(hi[0], hi[1]), Op::pack(hi[2], hi[3])]
 }
 
@@ -159,7 +163,7 @@ fn a_fragment<Op: FlashOp>(lo: [f32; 4], hi: [f32; 4]) -> [u32; 4] {
 /// # Safety
 /// `rows` are this lane's rows `g`, `g + 8` of the warp's 16; `dqkv` holds (B, T, 3, NH, HD).
 #[inline(always)]
-unsafe fn store_rows<Op: FlashOp>(
+pub(super) unsafe fn store_rows<Op: FlashOp>(
     p: &FlashBackwardParams<Op::In>,
     acc: &[[f32; 4]; 8],
     scale: f32,

@@ -57,10 +57,11 @@ pub trait CudaAct:
         args: FlashForward<'_, Self>,
     ) -> Result<()>;
 
-    /// Flash attention backward (16-bit types only).
+    /// Flash attention backward (16-bit types only), its dK/dV and dQ kernels on `engine`.
     fn flash_backward<D: Device>(
         dev: &D,
         shape: AttentionShape,
+        engine: GemmEngine,
         args: FlashBackward<'_, Self>,
     ) -> Result<()>;
 
@@ -95,6 +96,7 @@ impl CudaAct for f32 {
     fn flash_backward<D: Device>(
         _: &D,
         _: AttentionShape,
+        _: GemmEngine,
         _: FlashBackward<'_, f32>,
     ) -> Result<()> {
         Err(no_flash())
@@ -139,9 +141,10 @@ macro_rules! half_act {
             fn flash_backward<D: Device>(
                 dev: &D,
                 shape: AttentionShape,
+                engine: GemmEngine,
                 args: FlashBackward<'_, $ty>,
             ) -> Result<()> {
-                Ok(flash::flash_attention_backward(dev, shape, args)?)
+                Ok(flash::flash_attention_backward(dev, shape, engine, args)?)
             }
 
             fn adamw<D: Device>(
@@ -843,7 +846,7 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
                                 d_scratch,
                                 dqkv: dvm(dqkv),
                             };
-                            A::flash_backward(self.dev, shape, args)
+                            A::flash_backward(self.dev, shape, self.gemm.engine, args)
                         })
                     }
                 }

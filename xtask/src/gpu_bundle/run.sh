@@ -35,9 +35,10 @@
 #             launched once
 #
 # $GEMM_ENGINE (auto, mma-sync or wgmma; default auto) is passed to every `trainer` run of the
-# bench, train and ladder stages as --gemm-engine: mma-sync takes the Hopper wgmma GEMMs out of
-# the trainer (to measure it without them, or to go on when they fail on hardware); wgmma forces
-# them on every GEMM, so tf32 runs and unpadded-vocabulary rungs fail by design. Likewise
+# bench, train and ladder stages as --gemm-engine: mma-sync takes the Hopper wgmma GEMMs and
+# flash attention's wgmma backward out of the trainer (to measure it without them, or to go on
+# when they fail on hardware); wgmma forces them on every GEMM, so tf32 runs and
+# unpadded-vocabulary rungs fail by design. Likewise
 # $WGMMA_TILE (auto, 128, 256 or pingpong; default auto) as --wgmma-tile: 128 keeps the Hopper
 # GEMMs but not their 128 x 256 tiles; pingpong measures the trainer on the ping-pong kernels.
 #

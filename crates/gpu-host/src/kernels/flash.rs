@@ -8,11 +8,14 @@ use super::check_len;
 use crate::device::{Device, LaunchConfig};
 use crate::element::DeviceElement;
 use crate::error::{GpuError, Result};
+use crate::kernels::gemm::GemmEngine;
+use crate::ptx::PtxArch;
 use crate::view::{DeviceView, DeviceViewMut};
 use half::{bf16, f16};
 use kernel_abi::flash::{
-    BACKWARD_SHARED_BYTES, BACKWARD_THREADS, BLOCK_Q, DOT_ROWS, DOT_THREADS, FORWARD_SHARED_BYTES,
-    FORWARD_THREADS, FlashBackwardParams, FlashDotParams, FlashForwardParams, FlashKernels, HD,
+    BACKWARD_SHARED_BYTES, BACKWARD_THREADS, BACKWARD_WGMMA_SHARED_BYTES, BLOCK_Q, DOT_ROWS,
+    DOT_THREADS, FORWARD_SHARED_BYTES, FORWARD_THREADS, FlashBackwardParams, FlashDotParams,
+    FlashForwardParams, FlashKernels, HD, WGMMA_THREADS,
 };
 
 /// A storage type with flash attention kernels: `bf16`, `f16` (the tensor cores' 16-bit
@@ -112,11 +115,15 @@ pub struct FlashBackward<'a, T> {
 }
 
 /// Causal multi-head attention backward: `dqkv` from the forward's input, output and
-/// log-sum-exp, in three launches (`D` pre-pass, dK/dV, dQ). Deterministic: every gradient
-/// element is computed by one thread in a fixed order.
+/// log-sum-exp, in three launches (`D` pre-pass, dK/dV, dQ). `engine` picks the tensor-core
+/// instructions of the last two: [`GemmEngine::Auto`] takes wgmma when the device runs the
+/// sm_90a module and `mma.sync` otherwise, [`GemmEngine::Wgmma`] on another module is an
+/// error naming it. Deterministic: every gradient element is computed by one thread in a fixed
+/// order.
 pub fn flash_attention_backward<D: Device, T: FlashElement>(
     dev: &D,
     shape: AttentionShape,
+    engine: GemmEngine,
     mut args: FlashBackward<'_, T>,
 ) -> Result<()> {
     const OP: &str = "flash_attention_backward";
@@ -132,6 +139,22 @@ pub fn flash_attention_backward<D: Device, T: FlashElement>(
     check_aligned(OP, "out", args.out.addr(), 16)?;
     check_aligned(OP, "dout", args.dout.addr(), 16)?;
     check_aligned(OP, "dqkv", args.dqkv.addr(), 4)?;
+    let hopper = dev.ptx_arch() == PtxArch::Sm90a;
+    let wgmma = match engine {
+        GemmEngine::Auto => hopper,
+        GemmEngine::MmaSync => false,
+        GemmEngine::Wgmma if hopper => true,
+        GemmEngine::Wgmma => {
+            return Err(GpuError::invalid(
+                OP,
+                "engine",
+                format!(
+                    "the wgmma kernels are in the sm_90a module; this device runs {}",
+                    dev.ptx_arch().name()
+                ),
+            ));
+        }
+    };
     if b * t == 0 {
         return Ok(());
     }
@@ -163,17 +186,29 @@ pub fn flash_attention_backward<D: Device, T: FlashElement>(
         scale_log2: std::f32::consts::LOG2_E / (HD as f32).sqrt(),
         scale: 1.0 / (HD as f32).sqrt(),
     };
-    let config = LaunchConfig {
-        grid: (t.div_ceil(BLOCK_Q as usize) as u32, nh32, b32),
-        block: (BACKWARD_THREADS, 1, 1),
-        shared_mem_bytes: BACKWARD_SHARED_BYTES,
+    let grid = (t.div_ceil(BLOCK_Q as usize) as u32, nh32, b32);
+    let (dkdv, dq, config) = if wgmma {
+        let config = LaunchConfig {
+            grid,
+            block: (WGMMA_THREADS, 1, 1),
+            shared_mem_bytes: BACKWARD_WGMMA_SHARED_BYTES,
+        };
+        (T::Abi::BACKWARD_DKDV_WGMMA, T::Abi::BACKWARD_DQ_WGMMA, config)
+    } else {
+        let config = LaunchConfig {
+            grid,
+            block: (BACKWARD_THREADS, 1, 1),
+            shared_mem_bytes: BACKWARD_SHARED_BYTES,
+        };
+        (T::Abi::BACKWARD_DKDV, T::Abi::BACKWARD_DQ, config)
     };
     // SAFETY: the views hold the checked shapes; qkv and dout are 16-byte aligned (cp.async of
     // whole 16-byte chunks of 64-value head rows); `dqkv` takes 4-byte pair stores, the dK/dV
     // kernel into the k and v parts and the dQ kernel into the q part; shared memory holds
-    // the two resident tiles and two stages of the streamed ones (48 KiB, the default limit).
+    // the two resident tiles and two stages of the streamed ones (48 KiB, plus 1 KiB to align
+    // the wgmma kernels' tiles); the wgmma kernels are taken only from the sm_90a module.
     unsafe {
-        dev.launch(T::Abi::BACKWARD_DKDV, config, params)?;
-        dev.launch(T::Abi::BACKWARD_DQ, config, params)
+        dev.launch(dkdv, config, params)?;
+        dev.launch(dq, config, params)
     }
 }
