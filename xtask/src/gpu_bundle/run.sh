@@ -454,6 +454,11 @@ stage_bench() {
                 --wgmma-tile "${WGMMA_TILE:-auto}" \
                 --model ${BENCH_MODELS:-d12} --batch-size 16 --seq-len 1024 --warmup 3 --steps 10 \
                 --op-times --report
+        elif [[ $name == attention ]]; then
+            # $ATTENTION_SEQ_LENS (e.g. 1024) narrows the sequence lengths (default
+            # 1024,2048,4096; T = 4096 takes the longest).
+            step bench "$name" "${TIMEOUT_BENCH:-540}" "$out/logs/bench-$name.log" headline_line \
+                "$bench_bin" "$name" --seq-lens "${ATTENTION_SEQ_LENS:-1024,2048,4096}"
         else
             step bench "$name" "${TIMEOUT_BENCH:-540}" "$out/logs/bench-$name.log" headline_line \
                 "$bench_bin" "$name"
@@ -564,7 +569,7 @@ stage_ladder() {
 # The kernels profiled by default: where a bf16 step's time went on an H200 (2026-11-26), and
 # the GEMM shapes furthest from cuBLAS. The forward kernels first appear in the first layer;
 # the backward ones after the classifier, in the last layer's backward.
-default_profile_step='^(flash_attention_forward|residual_layernorm_forward)_bf16$@2 ^(fused_classifier_bf16|layernorm_backward_bf16|layernorm_backward_reduce|flash_attention_backward_(dot|dkdv|dq)_bf16)$@7 ^gemm_wgmma@4'
+default_profile_step='^(flash_attention_forward|residual_layernorm_forward)_bf16$@2 ^(fused_classifier_bf16|layernorm_backward_bf16|layernorm_backward_reduce|flash_attention_backward_(dot|dkdv|dq)(_wgmma)?_bf16)$@7 ^gemm_wgmma@4'
 default_profile_gemms='qkv fwd,fcproj dX,fc dW,attention PV'
 
 # One report per profiled kernel (the details page: speed of light, workloads, warp states,
