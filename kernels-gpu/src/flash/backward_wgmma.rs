@@ -97,8 +97,8 @@ impl WgmmaFlashOp for F16Op {
 /// `scale` times the values `tile0 + 8n + 2·quad + c` (n < 8, c < 2: a lane's 16 columns of a
 /// query tile) of the (B, NH, T) f32 row at `row_base` of `buf`, 0 past `t` (zero-filled rows,
 /// whose products must stay finite); without the bounds checks when the whole tile is inside.
-/// The dK/dV kernel loads `lse` and `D` separately, each just before the product it waits for,
-/// so that only one of them occupies registers at a time.
+/// The dK/dV kernel loads `−D` (into the `dPᵀ` accumulators) before its products and `lse`
+/// while they run, so that the two never occupy registers together.
 ///
 /// # Safety
 /// `row_base` is `(b·NH + h)·t` of a (b, h) inside `buf`.
@@ -132,8 +132,9 @@ fn aligned_smem_base() -> u32 {
 }
 
 /// `acc = A·Bᵀ` (or `acc += A·Bᵀ` when `ACCUMULATE`) over the 64 columns of two K-major tiles
-/// (A's 64 rows, B's 64 rows), issued as one committed group. Its own [`wgmma::fence`] follows every write to `acc` ([`hold`] keeps
-/// the compiler from sinking one, such as the accumulators' initial values, below it).
+/// (A's 64 rows, B's 64 rows), issued as one committed group. Its own [`wgmma::fence`] follows
+/// every write to `acc` ([`hold`] keeps the compiler from sinking one, such as the
+/// accumulators' initial values, below it).
 ///
 /// # Safety
 /// The warpgroup's 128 threads call it together; no pending wgmma uses `acc`; both tiles hold
