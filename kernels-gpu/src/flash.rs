@@ -13,6 +13,10 @@
 //! Shared memory: the Q tile, then two stages of K and two of V (64 × 64 16-bit values each,
 //! rows XOR-swizzled by `kernel_abi::flash::tile_offset`), filled by `cp.async` one tile ahead
 //! of the compute.
+//!
+//! The sm_90a module also has the forward and the backward's tiled kernels on `wgmma`
+//! (`forward_wgmma`, `backward_wgmma`, with their building blocks in `wgmma`); the online
+//! softmax ([`online_softmax`]) and the output's store ([`store_output`]) serve both forwards.
 
 use crate::arch::cp_async::{cp_async_cg_16, cp_async_commit_group, cp_async_wait_group};
 use crate::arch::cvt::{pack_bf16x2, pack_f16x2};
@@ -34,6 +38,10 @@ use kernel_abi::flash::{BLOCK_KV, BLOCK_Q, FORWARD_THREADS, FlashForwardParams, 
 mod backward;
 #[cfg(target_feature = "sm_90a")]
 mod backward_wgmma;
+#[cfg(target_feature = "sm_90a")]
+mod forward_wgmma;
+#[cfg(target_feature = "sm_90a")]
+mod wgmma;
 
 /// A 16-bit tensor-core type, with the packing of two f32 into one operand register.
 trait FlashOp: TensorOp {
@@ -178,6 +186,115 @@ unsafe fn quad_sum(mut x: f32) -> f32 {
     }
 }
 
+/// The online softmax's running state of a lane's two rows (`g`, `g + 8` of its warp's 16): the
+/// maximum of the scaled scores so far (base-2 exponent units) and the sum of this lane's
+/// `2^(s·scale − max)` (the quad's four partial sums are added once, at the end).
+struct RowState {
+    max: [f32; 2],
+    sum: [f32; 2],
+}
+
+impl RowState {
+    #[inline(always)]
+    fn new() -> Self {
+        Self { max: [f32::NEG_INFINITY; 2], sum: [0.0; 2] }
+    }
+}
+
+/// One key/value tile of the online softmax: masks the diagonal tile (`diagonal`: a
+/// warp-uniform branch, so the other tiles skip the mask's compares and selects), takes each
+/// row's maximum of the raw scores — scaled to base-2 exponents (a positive factor: the same
+/// maximum as of the scaled scores) it updates the running maximum — rescales the running sums
+/// and the output accumulator `o`, and turns `s` into `P = 2^(s·scale − max)` (one `fma` each),
+/// adding it to the sums.
+///
+/// # Safety
+/// All 32 lanes call it together; `s` and `o` are this lane's m16n8 accumulator tiles of its
+/// warp's 16 query rows (the tile's query and key offsets equal when `diagonal`).
+#[inline(always)]
+unsafe fn online_softmax(
+    s: &mut [[f32; 4]; 8],
+    o: &mut [[f32; 4]; 8],
+    state: &mut RowState,
+    diagonal: bool,
+    scale_log2: f32,
+) {
+    let (warp, lane) = (warp_idx_x() % 4, lane_id());
+    let (g, quad) = (lane / 4, lane % 4);
+    let mut tile_max = [f32::NEG_INFINITY; 2];
+    if diagonal {
+        // Column `8n + 2·quad + (e & 1)` of the tile lies past row `warp·16 + g + 8·(e / 2)`
+        // (the tile's query and key offsets are equal) when `8n + (e & 1)` exceeds `last`.
+        let last = |r: i32| (warp * 16 + g) as i32 + 8 * r - 2 * quad as i32;
+        let last = [last(0), last(1)];
+        unroll!(n in 0..8 => {
+            unroll!(e in 0..4 => {
+                if (8 * n + (e & 1)) as i32 > last[e / 2] {
+                    s[n][e] = f32::NEG_INFINITY;
+                }
+                tile_max[e / 2] = tile_max[e / 2].max(s[n][e]);
+            });
+        });
+    } else {
+        unroll!(n in 0..8 => {
+            unroll!(e in 0..4 => { tile_max[e / 2] = tile_max[e / 2].max(s[n][e]) });
+        });
+    }
+    let RowState { max, sum } = state;
+    let mut alpha = [0.0f32; 2];
+    unroll!(r in 0..2 => {
+        // SAFETY: the caller's convergence contract.
+        let m = max[r].max(unsafe { quad_max(tile_max[r]) } * scale_log2);
+        alpha[r] = ex2_approx_f32(max[r] - m);
+        max[r] = m;
+        sum[r] *= alpha[r];
+    });
+    unroll!(n in 0..8 => {
+        unroll!(e in 0..4 => {
+            s[n][e] = ex2_approx_f32(mul_add(s[n][e], scale_log2, -max[e / 2]));
+            sum[e / 2] += s[n][e];
+            o[n][e] *= alpha[e / 2];
+        });
+    });
+}
+
+/// Writes a lane's two rows of the output (`o / Σ`, rounded to the storage type) and their
+/// log-sum-exp, skipping rows at or past `t`.
+///
+/// # Safety
+/// All 32 lanes call it together; `rows` are this lane's rows `g`, `g + 8` of its warp's 16, of
+/// this block's (sequence, head); the buffers have the shapes the launcher checked.
+#[inline(always)]
+unsafe fn store_output<Op: FlashOp>(
+    p: &FlashForwardParams<Op::In>,
+    o: &[[f32; 4]; 8],
+    state: &RowState,
+    rows: [u32; 2],
+) {
+    let (b, h, quad) = (block_idx_z(), block_idx_y(), lane_id() % 4);
+    let channels = (p.nh * HD) as usize;
+    unroll!(r in 0..2 => {
+        // SAFETY: the caller's convergence contract.
+        let total = unsafe { quad_sum(state.sum[r]) };
+        let row = rows[r];
+        if row < p.t {
+            let inv = 1.0 / total;
+            let at = (b as usize * p.t as usize + row as usize) * channels + (h * HD) as usize;
+            unroll!(n in 0..8 => {
+                let d = n * 8 + 2 * quad as usize;
+                let word = Op::pack(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
+                // SAFETY: row < t; `d` is even, so the pair is 4-byte aligned inside the row.
+                unsafe { *p.out.as_mut_ptr().add(at + d).cast::<u32>() = word };
+            });
+            if quad == 0 {
+                let lse = (state.max[r] + lg2_approx_f32(total)) * LN_2;
+                // SAFETY: (b, h, row) is inside the (B, NH, T) buffer.
+                unsafe { *p.lse.as_mut_ptr().add(((b * p.nh + h) * p.t + row) as usize) = lse };
+            }
+        }
+    });
+}
+
 /// The kernel body.
 ///
 /// # Safety
@@ -197,7 +314,7 @@ unsafe fn forward<Op: FlashOp>(p: FlashForwardParams<Op::In>) {
     let sk = sq + BLOCK_Q * HD * 2;
     let sv = sk + 2 * TILE_BYTES;
     let (warp, lane) = (warp_idx_x(), lane_id());
-    let (g, quad) = (lane / 4, lane % 4);
+    let g = lane / 4;
     let rows = [q0 + warp * 16 + g, q0 + warp * 16 + g + 8];
 
     // SAFETY: block-uniform calls; the tiles are inside the launch's shared memory.
@@ -212,8 +329,7 @@ unsafe fn forward<Op: FlashOp>(p: FlashForwardParams<Op::In>) {
     let kv_tiles = q_tile + 1;
     let mut qa = [[0u32; 4]; 4];
     let mut o = [[0.0f32; 4]; 8];
-    let mut max = [f32::NEG_INFINITY; 2];
-    let mut sum = [0.0f32; 2];
+    let mut rows_state = RowState::new();
     let mut j = 0;
     while j < kv_tiles {
         let next_row = (j + 1 < kv_tiles).then(|| (j + 1) * BLOCK_KV);
@@ -243,44 +359,8 @@ unsafe fn forward<Op: FlashOp>(p: FlashForwardParams<Op::In>) {
             });
         });
 
-        // Mask the diagonal tile (the last one: a warp-uniform branch, so the others skip the
-        // mask's compares and selects) and take each row's maximum of the raw scores; scaled
-        // to base-2 exponents (a positive factor: the same maximum as of the scaled scores),
-        // it updates the running maximum, and each `P = 2^(s·scale − max)` is one `fma`.
-        let mut tile_max = [f32::NEG_INFINITY; 2];
-        if j == q_tile {
-            // Column `8n + 2·quad + (e & 1)` of the tile lies past row `warp·16 + g + 8·(e / 2)`
-            // (the tile's query and key offsets are equal) when `8n + (e & 1)` exceeds `last`.
-            let last = |r: i32| (warp * 16 + g) as i32 + 8 * r - 2 * quad as i32;
-            let last = [last(0), last(1)];
-            unroll!(n in 0..8 => {
-                unroll!(e in 0..4 => {
-                    if (8 * n + (e & 1)) as i32 > last[e / 2] {
-                        s[n][e] = f32::NEG_INFINITY;
-                    }
-                    tile_max[e / 2] = tile_max[e / 2].max(s[n][e]);
-                });
-            });
-        } else {
-            unroll!(n in 0..8 => {
-                unroll!(e in 0..4 => { tile_max[e / 2] = tile_max[e / 2].max(s[n][e]) });
-            });
-        }
-        let mut alpha = [0.0f32; 2];
-        unroll!(r in 0..2 => {
-            // SAFETY: all lanes are here (the loop bounds are block-uniform).
-            let m = max[r].max(unsafe { quad_max(tile_max[r]) } * p.scale_log2);
-            alpha[r] = ex2_approx_f32(max[r] - m);
-            max[r] = m;
-            sum[r] *= alpha[r];
-        });
-        unroll!(n in 0..8 => {
-            unroll!(e in 0..4 => {
-                s[n][e] = ex2_approx_f32(mul_add(s[n][e], p.scale_log2, -max[e / 2]));
-                sum[e / 2] += s[n][e];
-                o[n][e] *= alpha[e / 2];
-            });
-        });
+        // SAFETY: all lanes are here (the loop bounds are block-uniform).
+        unsafe { online_softmax(&mut s, &mut o, &mut rows_state, j == q_tile, p.scale_log2) };
 
         unroll!(kk in 0..4 => {
             let a = [
@@ -305,27 +385,8 @@ unsafe fn forward<Op: FlashOp>(p: FlashForwardParams<Op::In>) {
         j += 1;
     }
 
-    let channels = channels as usize;
-    unroll!(r in 0..2 => {
-        // SAFETY: all lanes are here.
-        let total = unsafe { quad_sum(sum[r]) };
-        let row = rows[r];
-        if row < p.t {
-            let inv = 1.0 / total;
-            let at = (b as usize * p.t as usize + row as usize) * channels + (h * HD) as usize;
-            unroll!(n in 0..8 => {
-                let d = n * 8 + 2 * quad as usize;
-                let word = Op::pack(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
-                // SAFETY: row < t; `d` is even, so the pair is 4-byte aligned inside the row.
-                unsafe { *p.out.as_mut_ptr().add(at + d).cast::<u32>() = word };
-            });
-            if quad == 0 {
-                let lse = (max[r] + lg2_approx_f32(total)) * LN_2;
-                // SAFETY: (b, h, row) is inside the (B, NH, T) buffer.
-                unsafe { *p.lse.as_mut_ptr().add(((b * p.nh + h) * p.t + row) as usize) = lse };
-            }
-        }
-    });
+    // SAFETY: all lanes are here; `rows` are this lane's rows of the warp's 16.
+    unsafe { store_output::<Op>(&p, &o, &rows_state, rows) };
 }
 
 entries! { "flash";

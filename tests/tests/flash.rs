@@ -53,7 +53,23 @@ fn reference_lse(qkv: &[f32], s: AttentionShape) -> Vec<f32> {
     lse
 }
 
+/// The flash kernels a device has: `mma.sync` everywhere, and wgmma (what `Auto` takes) on the
+/// sm_90a module.
+fn engines(dev: &impl Device) -> Vec<GemmEngine> {
+    if dev.ptx_arch() == PtxArch::Sm90a {
+        vec![GemmEngine::Wgmma, GemmEngine::MmaSync]
+    } else {
+        vec![GemmEngine::MmaSync]
+    }
+}
+
 fn check_forward<T: FlashElement + Element>(dev: &impl Device) {
+    for engine in engines(dev) {
+        check_forward_on::<T>(dev, engine);
+    }
+}
+
+fn check_forward_on<T: FlashElement + Element>(dev: &impl Device, engine: GemmEngine) {
     let mut rng = TestRng::new();
     // P is rounded to T before P·V: |Δout| ≲ 2^-p · max|v| (2^-8 bf16, 2^-11 f16), then the
     // output's own rounding (the one ulp `assert_close_in` adds).
@@ -72,8 +88,8 @@ fn check_forward<T: FlashElement + Element>(dev: &impl Device) {
         let mut out = poisoned::<_, T>(dev, b * t * c).unwrap();
         let mut lse = poisoned::<_, f32>(dev, b * nh * t).unwrap();
         let args = FlashForward { qkv: dqkv.view(), out: out.view_mut(), lse: lse.view_mut() };
-        flash_attention_forward(dev, shape, args).unwrap();
-        let what = format!("flash_attention_forward_{} {shape:?}", <T as Element>::NAME);
+        flash_attention_forward(dev, shape, engine, args).unwrap();
+        let what = format!("flash_attention_forward_{} {engine:?} {shape:?}", <T as Element>::NAME);
         let got = dev.download(out.view()).unwrap();
         assert_close_in(&what, rng.seed(), &got, &want, Tolerance { abs, rel: 0.0 });
         // The relative rms error (measured on the simulator: at most 0.48 · 2^-p) catches what
@@ -112,7 +128,7 @@ fn check_argument_errors(dev: &impl Device) {
     ];
     for (s, arg) in bad {
         let args = FlashForward { qkv: qkv.view(), out: out.view_mut(), lse: lse.view_mut() };
-        let err = flash_attention_forward(dev, s, args).unwrap_err();
+        let err = flash_attention_forward(dev, s, GemmEngine::Auto, args).unwrap_err();
         assert!(
             matches!(&err, GpuError::InvalidArgument { op: "flash_attention_forward", arg: a, .. } if *a == arg),
             "{s:?}: {err}"
@@ -123,18 +139,28 @@ fn check_argument_errors(dev: &impl Device) {
         out: out.view_mut(),
         lse: lse.view_mut().slice_mut(0..7).unwrap(),
     };
-    let err = flash_attention_forward(dev, shape, args).unwrap_err();
+    let err = flash_attention_forward(dev, shape, GemmEngine::Auto, args).unwrap_err();
     assert!(matches!(&err, GpuError::InvalidArgument { arg: "lse", .. }), "{err}");
     let wide = dev.alloc::<bf16>(4 * 3 * 128 + 1).unwrap();
     let misaligned = wide.view().slice(1..1 + 4 * 3 * 128).unwrap();
     let args = FlashForward { qkv: misaligned, out: out.view_mut(), lse: lse.view_mut() };
-    let err = flash_attention_forward(dev, shape, args).unwrap_err();
+    let err = flash_attention_forward(dev, shape, GemmEngine::Auto, args).unwrap_err();
     assert!(err.to_string().contains("16-byte aligned"), "{err}");
     let mut wide_out = dev.alloc::<bf16>(4 * 128 + 1).unwrap();
     let out_at_1 = wide_out.view_mut().slice_mut(1..1 + 4 * 128).unwrap();
     let args = FlashForward { qkv: qkv.view(), out: out_at_1, lse: lse.view_mut() };
-    let err = flash_attention_forward(dev, shape, args).unwrap_err();
+    let err = flash_attention_forward(dev, shape, GemmEngine::Auto, args).unwrap_err();
     assert!(matches!(&err, GpuError::InvalidArgument { arg: "out", .. }), "{err}");
+    // The wgmma kernel exists only in the sm_90a module.
+    if dev.ptx_arch() != PtxArch::Sm90a {
+        let args = FlashForward { qkv: qkv.view(), out: out.view_mut(), lse: lse.view_mut() };
+        let err = flash_attention_forward(dev, shape, GemmEngine::Wgmma, args).unwrap_err();
+        assert!(
+            matches!(&err, GpuError::InvalidArgument { arg: "engine", .. })
+                && err.to_string().contains("sm_90a"),
+            "{err}"
+        );
+    }
 }
 
 /// `Σ_d dout·out` per (b, h, i), in f64, from the 16-bit values.
@@ -194,16 +220,6 @@ fn run_backward<T: FlashElement>(
     (dev.download(dqkv.view()).unwrap(), dev.download(d.view()).unwrap())
 }
 
-/// The backward's kernels a device has: `mma.sync` everywhere, and wgmma (what `Auto` takes)
-/// on the sm_90a module.
-fn engines(dev: &impl Device) -> Vec<GemmEngine> {
-    if dev.ptx_arch() == PtxArch::Sm90a {
-        vec![GemmEngine::Wgmma, GemmEngine::MmaSync]
-    } else {
-        vec![GemmEngine::MmaSync]
-    }
-}
-
 fn check_backward<T: FlashElement + Element>(dev: &impl Device) {
     for engine in engines(dev) {
         check_backward_on::<T>(dev, engine);
@@ -236,7 +252,7 @@ fn check_backward_on<T: FlashElement + Element>(dev: &impl Device, engine: GemmE
         let mut out = poisoned::<_, T>(dev, b * t * c).unwrap();
         let mut lse = poisoned::<_, f32>(dev, b * nh * t).unwrap();
         let args = FlashForward { qkv: dqkv_in.view(), out: out.view_mut(), lse: lse.view_mut() };
-        flash_attention_forward(dev, shape, args).unwrap();
+        flash_attention_forward(dev, shape, GemmEngine::Auto, args).unwrap();
         let (got, got_d) = run_backward(dev, shape, engine, &dqkv_in, &out, &ddout, &lse);
         let what =
             format!("flash_attention_backward_{} {engine:?} {shape:?}", <T as Element>::NAME);
@@ -361,11 +377,20 @@ kernel_tests! {
     flash_attention_backward_argument_errors => check_backward_argument_errors;
 }
 
-/// The sm_90a module's backward on the simulator, its dK/dV and dQ kernels on wgmma and on
-/// `mma.sync`, with every check of the sm_80 module's tests; on a Hopper GPU the `gpu::` tests
-/// run both.
+/// The sm_90a module's forward and backward on the simulator, on wgmma and on `mma.sync`, with
+/// every check of the sm_80 module's tests; on a Hopper GPU the `gpu::` tests run both.
 mod hopper_sim {
     use super::*;
+
+    #[test]
+    fn flash_attention_forward_bf16() {
+        check_forward::<bf16>(integration_tests::hopper_sim());
+    }
+
+    #[test]
+    fn flash_attention_forward_f16() {
+        check_forward::<f16>(integration_tests::hopper_sim());
+    }
 
     #[test]
     fn flash_attention_backward_bf16() {

@@ -124,15 +124,15 @@ impl From<AttentionArg> for AttentionKind {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum GemmEngineArg {
     /// The Hopper `wgmma` kernels where they apply (an H100/H200: TF32 forward and
-    /// input-gradient GEMMs, BF16 and FP16 in every layout, and flash attention's dK/dV and dQ
-    /// kernels), the portable `mma.sync` kernels elsewhere.
+    /// input-gradient GEMMs, BF16 and FP16 in every layout, and flash attention's forward, dK/dV
+    /// and dQ kernels), the portable `mma.sync` kernels elsewhere.
     #[default]
     Auto,
-    /// The portable `mma.sync` kernels everywhere, flash attention's backward included (e.g. to
-    /// compare with, or to rule out, the Hopper kernels).
+    /// The portable `mma.sync` kernels everywhere, flash attention's included (e.g. to compare
+    /// with, or to rule out, the Hopper kernels).
     MmaSync,
-    /// The Hopper kernels for every tensor-core GEMM and the flash backward; an error where
-    /// they cannot run.
+    /// The Hopper kernels for every tensor-core GEMM and flash attention; an error where they
+    /// cannot run.
     Wgmma,
 }
 
@@ -196,8 +196,8 @@ pub struct KernelArgs {
     /// and layernorms (the unfused rung of the speed ladder).
     #[arg(long)]
     pub no_fuse: bool,
-    /// Tensor-core kernels of the GEMMs and of flash attention's backward (the FP32 rung
-    /// always runs the SIMT GEMM).
+    /// Tensor-core kernels of the GEMMs and of flash attention (the FP32 rung always runs the
+    /// SIMT GEMM).
     #[arg(long, value_enum, default_value_t = GemmEngineArg::Auto)]
     pub gemm_engine: GemmEngineArg,
     /// Block tile of the Hopper GEMM kernels, where they run.

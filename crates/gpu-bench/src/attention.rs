@@ -3,7 +3,7 @@
 //! attention and our materialised path against PyTorch in the same run
 //! (`scaled_dot_product_attention` with its default choice and pinned to each backend — flash,
 //! memory-efficient, cuDNN — and PyTorch's materialised `softmax(q·kᵀ)·v`), written to
-//! `bench/attention-<device>.md`. On Hopper our flash backward runs on wgmma; its `mma.sync`
+//! `bench/attention-<device>.md`. On Hopper our flash attention runs on wgmma; its `mma.sync`
 //! kernels are timed beside it.
 //!
 //! Method: CUDA events around every call, warm-up calls first, the median of the timed calls,
@@ -115,33 +115,16 @@ fn ours<T: FlashElement + AttentionElement + Value>(
     let dout = (0..sets as u64)
         .map(|i| Ok(gpu.upload(&random::<T>(shape.out_len(), 2 * i + 2))?))
         .collect::<Result<Vec<_>>>()?;
+    let inputs = Inputs { qkv: &qkv, dout: &dout };
+    let flash = flash_times(gpu, timer, shape, inputs, GemmEngine::Auto)?;
+    // On Hopper, Auto's kernels run on wgmma: the mma.sync kernels beside them.
+    let flash_mma = if gpu.ptx_arch() == PtxArch::Sm90a {
+        Some(flash_times(gpu, timer, shape, inputs, GemmEngine::MmaSync)?)
+    } else {
+        None
+    };
     let mut out = gpu.alloc::<T>(shape.out_len())?;
     let mut dqkv = gpu.alloc::<T>(shape.qkv_len())?;
-    let stats_len = B * NH * t;
-    let (mut lse, mut d_scratch) = (gpu.alloc::<f32>(stats_len)?, gpu.alloc::<f32>(stats_len)?);
-
-    let flash_fwd = timer.median_ms(sets, |i| {
-        let args = FlashForward { qkv: qkv[i].view(), out: out.view_mut(), lse: lse.view_mut() };
-        Ok(flash_attention_forward(gpu, shape, args)?)
-    })?;
-    let mut flash_bwd = |engine| {
-        timer.median_ms(sets, |i| {
-            let args = FlashBackward {
-                qkv: qkv[i].view(),
-                out: out.view(),
-                dout: dout[i].view(),
-                lse: lse.view(),
-                d_scratch: d_scratch.view_mut(),
-                dqkv: dqkv.view_mut(),
-            };
-            Ok(flash_attention_backward(gpu, shape, engine, args)?)
-        })
-    };
-    let flash_bwd_auto = flash_bwd(GemmEngine::Auto)?;
-    // On Hopper, Auto's backward runs on wgmma: the mma.sync kernels beside it.
-    let flash_bwd_mma =
-        if gpu.ptx_arch() == PtxArch::Sm90a { Some(flash_bwd(GemmEngine::MmaSync)?) } else { None };
-    drop((lse, d_scratch));
 
     let mut att = gpu.alloc::<T>(shape.att_len())?;
     let scratch_len =
@@ -166,19 +149,9 @@ fn ours<T: FlashElement + AttentionElement + Value>(
         };
         Ok(attention_backward(gpu, shape, precision, args)?)
     })?;
-    let mut rows = vec![Row {
-        dtype,
-        t,
-        name: "flash (ours)".into(),
-        times: Ok(Times { fwd_ms: flash_fwd, bwd_ms: flash_bwd_auto }),
-    }];
-    if let Some(bwd_ms) = flash_bwd_mma {
-        rows.push(Row {
-            dtype,
-            t,
-            name: "flash, mma.sync backward (ours)".into(),
-            times: Ok(Times { fwd_ms: flash_fwd, bwd_ms }),
-        });
+    let mut rows = vec![Row { dtype, t, name: "flash (ours)".into(), times: Ok(flash) }];
+    if let Some(times) = flash_mma {
+        rows.push(Row { dtype, t, name: "flash, mma.sync (ours)".into(), times: Ok(times) });
     }
     rows.push(Row {
         dtype,
@@ -188,6 +161,52 @@ fn ours<T: FlashElement + AttentionElement + Value>(
     });
     rows.iter().for_each(|r| println!("{}", progress_line(r)));
     Ok(rows)
+}
+
+/// The rotated input sets of one (type, T): qkv and the output gradient.
+struct Inputs<'a, B> {
+    qkv: &'a [B],
+    dout: &'a [B],
+}
+
+impl<B> Clone for Inputs<'_, B> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<B> Copy for Inputs<'_, B> {}
+
+/// Our flash attention's forward and backward medians with its kernels on `engine`.
+fn flash_times<T: FlashElement + Value>(
+    gpu: &Gpu,
+    timer: &Timer<'_>,
+    shape: AttentionShape,
+    inputs: Inputs<'_, impl DeviceBuffer<T>>,
+    engine: GemmEngine,
+) -> Result<Times> {
+    let sets = inputs.qkv.len();
+    let mut out = gpu.alloc::<T>(shape.out_len())?;
+    let mut dqkv = gpu.alloc::<T>(shape.qkv_len())?;
+    let stats_len = shape.b * shape.nh * shape.t;
+    let (mut lse, mut d_scratch) = (gpu.alloc::<f32>(stats_len)?, gpu.alloc::<f32>(stats_len)?);
+    let fwd_ms = timer.median_ms(sets, |i| {
+        let args =
+            FlashForward { qkv: inputs.qkv[i].view(), out: out.view_mut(), lse: lse.view_mut() };
+        Ok(flash_attention_forward(gpu, shape, engine, args)?)
+    })?;
+    let bwd_ms = timer.median_ms(sets, |i| {
+        let args = FlashBackward {
+            qkv: inputs.qkv[i].view(),
+            out: out.view(),
+            dout: inputs.dout[i].view(),
+            lse: lse.view(),
+            d_scratch: d_scratch.view_mut(),
+            dqkv: dqkv.view_mut(),
+        };
+        Ok(flash_attention_backward(gpu, shape, engine, args)?)
+    })?;
+    Ok(Times { fwd_ms, bwd_ms })
 }
 
 /// PyTorch's implementations at sequence length `t`, or none (with a note) when `python3`

@@ -1,5 +1,6 @@
-//! Flash attention (FlashAttention-2, `mma.sync`): causal multi-head attention straight from the
-//! fused qkv activation, never materialising the T×T scores.
+//! Flash attention (FlashAttention-2, `mma.sync`; on the sm_90a module the forward, dK/dV and
+//! dQ kernels also on `wgmma`, [`WGMMA_THREADS`] per block, same grids): causal multi-head
+//! attention straight from the fused qkv activation, never materialising the T×T scores.
 //!
 //! Layouts: `qkv` is (B, T, 3, NH, HD) (llm.c's `[q | k | v]` rows, head `h` owning channels
 //! `h·HD..(h+1)·HD` of each part), `out` is (B, T, NH, HD) = (B, T, C), `lse` is (B, NH, T) f32:
@@ -48,16 +49,19 @@ pub const BACKWARD_THREADS: u32 = BACKWARD_WARPS * 32;
 /// Dynamic shared memory of the dK/dV and dQ kernels: two resident 64 × 64 16-bit tiles (K and
 /// V, or Q and dO) and two stages of the two streamed ones: 48 KiB, the default limit.
 pub const BACKWARD_SHARED_BYTES: u32 = 6 * BLOCK_KV * HD * 2;
-/// Threads per block of the sm_90a dK/dV and dQ kernels on wgmma: one warpgroup, whose four
-/// warps own the same 16 rows each as the `mma.sync` kernels' warps.
+/// Threads per block of the sm_90a kernels on wgmma (the forward, dK/dV and dQ): one warpgroup,
+/// whose four warps own the same 16 rows each as the `mma.sync` kernels' warps.
 pub const WGMMA_THREADS: u32 = 128;
 /// Alignment of the wgmma kernels' tiles: the 128-byte swizzle pattern repeats every 1024
 /// bytes, and a wgmma descriptor assumes the tile starts on such a boundary.
-pub const BACKWARD_WGMMA_ALIGN: u32 = 1024;
-/// Dynamic shared memory of the wgmma kernels: the tiles of [`BACKWARD_SHARED_BYTES`] and room
-/// to align the dynamic base up to [`BACKWARD_WGMMA_ALIGN`] (49 KiB: the launch opts in above
+pub const WGMMA_TILE_ALIGN: u32 = 1024;
+/// Dynamic shared memory of the sm_90a forward on wgmma: the tiles of [`FORWARD_SHARED_BYTES`]
+/// and room to align the dynamic base up to [`WGMMA_TILE_ALIGN`].
+pub const FORWARD_WGMMA_SHARED_BYTES: u32 = FORWARD_SHARED_BYTES + WGMMA_TILE_ALIGN;
+/// Dynamic shared memory of the backward's wgmma kernels: the tiles of [`BACKWARD_SHARED_BYTES`] and room
+/// to align the dynamic base up to [`WGMMA_TILE_ALIGN`] (49 KiB: the launch opts in above
 /// the 48 KiB default).
-pub const BACKWARD_WGMMA_SHARED_BYTES: u32 = BACKWARD_SHARED_BYTES + BACKWARD_WGMMA_ALIGN;
+pub const BACKWARD_WGMMA_SHARED_BYTES: u32 = BACKWARD_SHARED_BYTES + WGMMA_TILE_ALIGN;
 /// Positions per block of the `D` pre-pass.
 pub const DOT_ROWS: u32 = 32;
 /// Threads per block of the `D` pre-pass (8 per position, 8 values each).
@@ -151,6 +155,8 @@ pub trait FlashKernels: Copy + 'static {
     const BACKWARD_DKDV: Kernel<FlashBackwardParams<Self>>;
     /// `flash_attention_backward_dq_<ty>`.
     const BACKWARD_DQ: Kernel<FlashBackwardParams<Self>>;
+    /// `flash_attention_forward_wgmma_<ty>` (sm_90a module only).
+    const FORWARD_WGMMA: Kernel<FlashForwardParams<Self>>;
     /// `flash_attention_backward_dkdv_wgmma_<ty>` (sm_90a module only).
     const BACKWARD_DKDV_WGMMA: Kernel<FlashBackwardParams<Self>>;
     /// `flash_attention_backward_dq_wgmma_<ty>` (sm_90a module only).
@@ -181,6 +187,12 @@ pub const FLASH_BACKWARD_DQ_BF16: Kernel<FlashBackwardParams<Bf16>> =
 /// `flash_attention_backward_dq_f16`.
 pub const FLASH_BACKWARD_DQ_F16: Kernel<FlashBackwardParams<F16>> =
     Kernel::new("flash_attention_backward_dq_f16");
+/// `flash_attention_forward_wgmma_bf16`.
+pub const FLASH_FORWARD_WGMMA_BF16: Kernel<FlashForwardParams<Bf16>> =
+    Kernel::new("flash_attention_forward_wgmma_bf16");
+/// `flash_attention_forward_wgmma_f16`.
+pub const FLASH_FORWARD_WGMMA_F16: Kernel<FlashForwardParams<F16>> =
+    Kernel::new("flash_attention_forward_wgmma_f16");
 /// `flash_attention_backward_dkdv_wgmma_bf16`.
 pub const FLASH_BACKWARD_DKDV_WGMMA_BF16: Kernel<FlashBackwardParams<Bf16>> =
     Kernel::new("flash_attention_backward_dkdv_wgmma_bf16");
@@ -199,6 +211,7 @@ impl FlashKernels for Bf16 {
     const BACKWARD_DOT: Kernel<FlashDotParams<Self>> = FLASH_BACKWARD_DOT_BF16;
     const BACKWARD_DKDV: Kernel<FlashBackwardParams<Self>> = FLASH_BACKWARD_DKDV_BF16;
     const BACKWARD_DQ: Kernel<FlashBackwardParams<Self>> = FLASH_BACKWARD_DQ_BF16;
+    const FORWARD_WGMMA: Kernel<FlashForwardParams<Self>> = FLASH_FORWARD_WGMMA_BF16;
     const BACKWARD_DKDV_WGMMA: Kernel<FlashBackwardParams<Self>> = FLASH_BACKWARD_DKDV_WGMMA_BF16;
     const BACKWARD_DQ_WGMMA: Kernel<FlashBackwardParams<Self>> = FLASH_BACKWARD_DQ_WGMMA_BF16;
 }
@@ -207,6 +220,7 @@ impl FlashKernels for F16 {
     const BACKWARD_DOT: Kernel<FlashDotParams<Self>> = FLASH_BACKWARD_DOT_F16;
     const BACKWARD_DKDV: Kernel<FlashBackwardParams<Self>> = FLASH_BACKWARD_DKDV_F16;
     const BACKWARD_DQ: Kernel<FlashBackwardParams<Self>> = FLASH_BACKWARD_DQ_F16;
+    const FORWARD_WGMMA: Kernel<FlashForwardParams<Self>> = FLASH_FORWARD_WGMMA_F16;
     const BACKWARD_DKDV_WGMMA: Kernel<FlashBackwardParams<Self>> = FLASH_BACKWARD_DKDV_WGMMA_F16;
     const BACKWARD_DQ_WGMMA: Kernel<FlashBackwardParams<Self>> = FLASH_BACKWARD_DQ_WGMMA_F16;
 }
@@ -223,8 +237,10 @@ pub const KERNELS: &[KernelSig] = &[
     FLASH_BACKWARD_DQ_F16.sig(),
 ];
 
-/// The entry points only the sm_90a module exports: the backward's kernels on wgmma.
+/// The entry points only the sm_90a module exports: the kernels on wgmma.
 pub const HOPPER_KERNELS: &[KernelSig] = &[
+    FLASH_FORWARD_WGMMA_BF16.sig(),
+    FLASH_FORWARD_WGMMA_F16.sig(),
     FLASH_BACKWARD_DKDV_WGMMA_BF16.sig(),
     FLASH_BACKWARD_DKDV_WGMMA_F16.sig(),
     FLASH_BACKWARD_DQ_WGMMA_BF16.sig(),
@@ -242,6 +258,8 @@ pub const LAUNCH_BOUNDS: &[LaunchBounds] = &[
     LaunchBounds::new(FLASH_BACKWARD_DKDV_F16.sig(), BACKWARD_THREADS, 2),
     LaunchBounds::new(FLASH_BACKWARD_DQ_BF16.sig(), BACKWARD_THREADS, 3),
     LaunchBounds::new(FLASH_BACKWARD_DQ_F16.sig(), BACKWARD_THREADS, 3),
+    LaunchBounds::new(FLASH_FORWARD_WGMMA_BF16.sig(), WGMMA_THREADS, 4),
+    LaunchBounds::new(FLASH_FORWARD_WGMMA_F16.sig(), WGMMA_THREADS, 4),
     LaunchBounds::new(FLASH_BACKWARD_DKDV_WGMMA_BF16.sig(), WGMMA_THREADS, 3),
     LaunchBounds::new(FLASH_BACKWARD_DKDV_WGMMA_F16.sig(), WGMMA_THREADS, 3),
     LaunchBounds::new(FLASH_BACKWARD_DQ_WGMMA_BF16.sig(), WGMMA_THREADS, 3),

@@ -50,10 +50,11 @@ pub trait CudaAct:
         dst: DeviceViewMut<'_, Self>,
     ) -> gpu_host::Result<()>;
 
-    /// Flash attention forward (16-bit types only).
+    /// Flash attention forward (16-bit types only), on `engine`.
     fn flash_forward<D: Device>(
         dev: &D,
         shape: AttentionShape,
+        engine: GemmEngine,
         args: FlashForward<'_, Self>,
     ) -> Result<()>;
 
@@ -89,7 +90,12 @@ impl CudaAct for f32 {
         elementwise::scale(dev, src, 1.0, dst)
     }
 
-    fn flash_forward<D: Device>(_: &D, _: AttentionShape, _: FlashForward<'_, f32>) -> Result<()> {
+    fn flash_forward<D: Device>(
+        _: &D,
+        _: AttentionShape,
+        _: GemmEngine,
+        _: FlashForward<'_, f32>,
+    ) -> Result<()> {
         Err(no_flash())
     }
 
@@ -133,9 +139,10 @@ macro_rules! half_act {
             fn flash_forward<D: Device>(
                 dev: &D,
                 shape: AttentionShape,
+                engine: GemmEngine,
                 args: FlashForward<'_, $ty>,
             ) -> Result<()> {
-                Ok(flash::flash_attention_forward(dev, shape, args)?)
+                Ok(flash::flash_attention_forward(dev, shape, engine, args)?)
             }
 
             fn flash_backward<D: Device>(
@@ -805,7 +812,7 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
                     }
                     AttentionSaved::Lse(lse) => {
                         let args = FlashForward { qkv: dv(qkv), out: dvm(out), lse: dvm(lse) };
-                        A::flash_forward(self.dev, shape, args)
+                        A::flash_forward(self.dev, shape, self.gemm.engine, args)
                     }
                 }
             },

@@ -325,9 +325,9 @@ fn every_precision_and_attention_trains_like_the_cpu() {
 
 /// The sm_90a module, as a Hopper GPU loads it: every kernel compiled for sm_90a, and every
 /// 16-bit GEMM of the step on the wgmma kernel (forward, `dX`, `dW`, the naive attention's
-/// batched head GEMMs, flash attention's backward; the simulator's launch counts show it). TF32 (its weight gradients on
-/// `mma.sync`), BF16 and FP16 train like the CPU's fp32 run, and so does BF16 on the ping-pong
-/// kernels (`--wgmma-tile pingpong`).
+/// batched head GEMMs, flash attention's products; the simulator's launch counts show it).
+/// TF32 (its weight gradients on `mma.sync`), BF16 and FP16 train like the CPU's fp32 run, and
+/// so does BF16 on the ping-pong kernels (`--wgmma-tile pingpong`).
 #[test]
 fn the_hopper_module_trains_like_the_cpu() {
     let want = ResolvedDevice::Cpu
@@ -358,13 +358,13 @@ fn the_hopper_module_trains_like_the_cpu() {
     let mma_16bit =
         counts.keys().filter(|k| k.starts_with("gemm_bf16") || k.starts_with("gemm_f16"));
     assert_eq!(mma_16bit.count(), 0, "{counts:?}");
-    // Flash attention's dK/dV and dQ ran on wgmma too (BF16 with the engine forced, FP16 on
-    // `Auto`), never on mma.sync.
-    for kernel in ["dkdv", "dq"] {
+    // Flash attention's forward, dK/dV and dQ ran on wgmma too (BF16 with the engine forced,
+    // FP16 on `Auto`), never on mma.sync.
+    for kernel in ["forward", "backward_dkdv", "backward_dq"] {
         for ty in ["bf16", "f16"] {
-            let name = format!("flash_attention_backward_{kernel}_wgmma_{ty}");
+            let name = format!("flash_attention_{kernel}_wgmma_{ty}");
             assert!(counts.contains_key(name.as_str()), "{name} never ran: {counts:?}");
-            let mma = format!("flash_attention_backward_{kernel}_{ty}");
+            let mma = format!("flash_attention_{kernel}_{ty}");
             assert!(!counts.contains_key(mma.as_str()), "{mma} ran: {counts:?}");
         }
     }

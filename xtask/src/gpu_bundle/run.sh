@@ -36,7 +36,7 @@
 #
 # $GEMM_ENGINE (auto, mma-sync or wgmma; default auto) is passed to every `trainer` run of the
 # bench, train and ladder stages as --gemm-engine: mma-sync takes the Hopper wgmma GEMMs and
-# flash attention's wgmma backward out of the trainer (to measure it without them, or to go on
+# flash attention's wgmma kernels out of the trainer (to measure it without them, or to go on
 # when they fail on hardware); wgmma forces them on every GEMM, so tf32 runs and
 # unpadded-vocabulary rungs fail by design. Likewise
 # $WGMMA_TILE (auto, 128, 256 or pingpong; default auto) as --wgmma-tile: 128 keeps the Hopper
@@ -569,7 +569,7 @@ stage_ladder() {
 # The kernels profiled by default: where a bf16 step's time went on an H200 (2026-11-26), and
 # the GEMM shapes furthest from cuBLAS. The forward kernels first appear in the first layer;
 # the backward ones after the classifier, in the last layer's backward.
-default_profile_step='^(flash_attention_forward|residual_layernorm_forward)_bf16$@2 ^(fused_classifier_bf16|layernorm_backward_bf16|layernorm_backward_reduce|flash_attention_backward_(dot|dkdv|dq)(_wgmma)?_bf16)$@7 ^gemm_wgmma@4'
+default_profile_step='^(flash_attention_forward(_wgmma)?|residual_layernorm_forward)_bf16$@2 ^(fused_classifier_bf16|layernorm_backward_bf16|layernorm_backward_reduce|flash_attention_backward_(dot|dkdv|dq)(_wgmma)?_bf16)$@7 ^gemm_wgmma@4'
 default_profile_gemms='qkv fwd,fcproj dX,fc dW,attention PV'
 
 # One report per profiled kernel (the details page: speed of light, workloads, warp states,

@@ -14,8 +14,8 @@ use crate::view::{DeviceView, DeviceViewMut};
 use half::{bf16, f16};
 use kernel_abi::flash::{
     BACKWARD_SHARED_BYTES, BACKWARD_THREADS, BACKWARD_WGMMA_SHARED_BYTES, BLOCK_Q, DOT_ROWS,
-    DOT_THREADS, FORWARD_SHARED_BYTES, FORWARD_THREADS, FlashBackwardParams, FlashDotParams,
-    FlashForwardParams, FlashKernels, HD, WGMMA_THREADS,
+    DOT_THREADS, FORWARD_SHARED_BYTES, FORWARD_THREADS, FORWARD_WGMMA_SHARED_BYTES,
+    FlashBackwardParams, FlashDotParams, FlashForwardParams, FlashKernels, HD, WGMMA_THREADS,
 };
 
 /// A storage type with flash attention kernels: `bf16`, `f16` (the tensor cores' 16-bit
@@ -61,10 +61,32 @@ pub struct FlashForward<'a, T> {
     pub lse: DeviceViewMut<'a, f32>,
 }
 
-/// Causal multi-head attention forward: `out` and the per-row log-sum-exp `lse`.
+/// Whether `engine` puts the flash kernels of operation `op` on wgmma on `dev`: `Auto` where
+/// the device runs the sm_90a module, `MmaSync` never, `Wgmma` there or an error naming the
+/// module.
+fn wgmma_for<D: Device>(dev: &D, op: &'static str, engine: GemmEngine) -> Result<bool> {
+    let hopper = dev.ptx_arch() == PtxArch::Sm90a;
+    match engine {
+        GemmEngine::Auto => Ok(hopper),
+        GemmEngine::MmaSync => Ok(false),
+        GemmEngine::Wgmma if hopper => Ok(true),
+        GemmEngine::Wgmma => Err(GpuError::invalid(
+            op,
+            "engine",
+            format!(
+                "the wgmma kernels are in the sm_90a module; this device runs {}",
+                dev.ptx_arch().name()
+            ),
+        )),
+    }
+}
+
+/// Causal multi-head attention forward: `out` and the per-row log-sum-exp `lse`. `engine`
+/// picks the tensor-core instructions as for [`flash_attention_backward`].
 pub fn flash_attention_forward<D: Device, T: FlashElement>(
     dev: &D,
     shape: AttentionShape,
+    engine: GemmEngine,
     mut args: FlashForward<'_, T>,
 ) -> Result<()> {
     const OP: &str = "flash_attention_forward";
@@ -75,6 +97,7 @@ pub fn flash_attention_forward<D: Device, T: FlashElement>(
     check_len(OP, "lse", args.lse.len(), b * nh * t, "b·nh·t")?;
     check_aligned(OP, "qkv", args.qkv.addr(), 16)?;
     check_aligned(OP, "out", args.out.addr(), 4)?;
+    let wgmma = wgmma_for(dev, OP, engine)?;
     if b * t == 0 {
         return Ok(());
     }
@@ -87,15 +110,27 @@ pub fn flash_attention_forward<D: Device, T: FlashElement>(
         scale_log2: std::f32::consts::LOG2_E / (HD as f32).sqrt(),
         _pad: 0,
     };
-    let config = LaunchConfig {
-        grid: (t.div_ceil(BLOCK_Q as usize) as u32, nh as u32, b as u32),
-        block: (FORWARD_THREADS, 1, 1),
-        shared_mem_bytes: FORWARD_SHARED_BYTES,
+    let grid = (t.div_ceil(BLOCK_Q as usize) as u32, nh as u32, b as u32);
+    let (kernel, config) = if wgmma {
+        let config = LaunchConfig {
+            grid,
+            block: (WGMMA_THREADS, 1, 1),
+            shared_mem_bytes: FORWARD_WGMMA_SHARED_BYTES,
+        };
+        (T::Abi::FORWARD_WGMMA, config)
+    } else {
+        let config = LaunchConfig {
+            grid,
+            block: (FORWARD_THREADS, 1, 1),
+            shared_mem_bytes: FORWARD_SHARED_BYTES,
+        };
+        (T::Abi::FORWARD, config)
     };
     // SAFETY: the views hold the checked (b, t, c) shapes; qkv is 16-byte aligned (cp.async of
     // whole 16-byte chunks: rows of 3C 16-bit values with C a multiple of 64); `out` takes
-    // 4-byte pair stores; shared memory holds the Q tile and two K/V stages.
-    unsafe { dev.launch(T::Abi::FORWARD, config, params) }
+    // 4-byte pair stores; shared memory holds the Q tile and two K/V stages (and 1 KiB to
+    // align the wgmma kernel's tiles); the wgmma kernel is taken only from the sm_90a module.
+    unsafe { dev.launch(kernel, config, params) }
 }
 
 /// Buffers of [`flash_attention_backward`].
@@ -117,8 +152,8 @@ pub struct FlashBackward<'a, T> {
 /// Causal multi-head attention backward: `dqkv` from the forward's input, output and
 /// log-sum-exp, in three launches (`D` pre-pass, dK/dV, dQ). `engine` picks the tensor-core
 /// instructions of the last two: [`GemmEngine::Auto`] takes wgmma when the device runs the
-/// sm_90a module and `mma.sync` otherwise, [`GemmEngine::Wgmma`] on another module is an
-/// error naming it. Deterministic: every gradient element is computed by one thread in a fixed
+/// sm_90a module and `mma.sync` otherwise, [`GemmEngine::MmaSync`] always `mma.sync`, and
+/// [`GemmEngine::Wgmma`] on another module is an error naming it. Deterministic: every gradient element is computed by one thread in a fixed
 /// order.
 pub fn flash_attention_backward<D: Device, T: FlashElement>(
     dev: &D,
@@ -139,22 +174,7 @@ pub fn flash_attention_backward<D: Device, T: FlashElement>(
     check_aligned(OP, "out", args.out.addr(), 16)?;
     check_aligned(OP, "dout", args.dout.addr(), 16)?;
     check_aligned(OP, "dqkv", args.dqkv.addr(), 4)?;
-    let hopper = dev.ptx_arch() == PtxArch::Sm90a;
-    let wgmma = match engine {
-        GemmEngine::Auto => hopper,
-        GemmEngine::MmaSync => false,
-        GemmEngine::Wgmma if hopper => true,
-        GemmEngine::Wgmma => {
-            return Err(GpuError::invalid(
-                OP,
-                "engine",
-                format!(
-                    "the wgmma kernels are in the sm_90a module; this device runs {}",
-                    dev.ptx_arch().name()
-                ),
-            ));
-        }
-    };
+    let wgmma = wgmma_for(dev, OP, engine)?;
     if b * t == 0 {
         return Ok(());
     }

@@ -1,0 +1,97 @@
+//! Flash attention forward on Hopper: the kernel of [`super::forward`] with its two products on
+//! `wgmma` (sm_90a module only; the building blocks are in [`super::wgmma`]).
+//!
+//! Per key/value tile: `S = Q·Kᵀ` with both operands K-major in shared memory (Q resident,
+//! read by the warpgroup once per tile instead of once per warp through `ldmatrix`), the
+//! online softmax of the `mma.sync` kernel on the accumulators (the same lanes own the same
+//! rows and columns), then `O += P·V` with `P` as the register A operand and V M/N-major. `O`
+//! is rescaled by the softmax between the two products, so the kernel waits for each product
+//! before the next step; three or four blocks per SM overlap one block's softmax with
+//! another's products.
+
+use super::wgmma::{
+    WgmmaFlashOp, aligned_smem_base, flat_of, product_acc, product_t, step, tiles_of,
+};
+use super::{RowState, Source, StreamPair, TILE_BYTES, online_softmax, store_output};
+use crate::arch::cp_async::cp_async_commit_group;
+use crate::arch::sync::bar_sync;
+use crate::arch::wgmma::{self, hold, hold_words};
+use crate::arch::{block_idx_x, block_idx_y, block_idx_z, grid_dim_x, lane_id, warp_idx_x};
+use crate::entry::entries;
+use crate::gemm::tensor_op::{Bf16Op, F16Op};
+use kernel_abi::flash::{BLOCK_KV, BLOCK_Q, FlashForwardParams, HD};
+
+/// The forward of one query tile on wgmma (see the module doc and [`super::forward`]).
+///
+/// # Safety
+/// As the `mma.sync` forward, launched with `FORWARD_WGMMA_SHARED_BYTES` of dynamic shared
+/// memory and `WGMMA_THREADS` threads; sm_90a.
+#[inline(always)]
+unsafe fn forward<Op: WgmmaFlashOp>(p: FlashForwardParams<Op::In>) {
+    let q_tile = grid_dim_x() - 1 - block_idx_x();
+    let (b, h) = (block_idx_z(), block_idx_y());
+    let q0 = q_tile * BLOCK_Q;
+    let channels = p.nh * HD;
+    let part = |i: u32| Source::new(p.qkv.as_ptr(), p.t, 3 * channels, b, i * channels, h);
+    let (q_src, k_src, v_src) = (part(0), part(1), part(2));
+    let sq = aligned_smem_base();
+    let sk = sq + TILE_BYTES;
+    let sv = sk + 2 * TILE_BYTES;
+    let (warp, lane) = (warp_idx_x(), lane_id());
+    let g = lane / 4;
+    let rows = [q0 + warp * 16 + g, q0 + warp * 16 + g + 8];
+
+    // SAFETY: block-uniform calls; the tiles are inside the launch's shared memory.
+    unsafe {
+        q_src.load(sq, q0);
+        k_src.load(sk, 0);
+        v_src.load(sv, 0);
+        cp_async_commit_group();
+    }
+
+    let kv = StreamPair { first: (&k_src, sk), second: (&v_src, sv) };
+    let kv_tiles = q_tile + 1;
+    let mut o = [0.0f32; 32];
+    let mut state = RowState::new();
+    let mut j = 0;
+    while j < kv_tiles {
+        let next_row = (j + 1 < kv_tiles).then(|| (j + 1) * BLOCK_KV);
+        // SAFETY: block-uniform; the previous step waited for all its wgmmas and ended with a
+        // barrier.
+        let (ks, vs) = unsafe { step(&kv, j % 2, next_row) };
+
+        let mut s = [0.0f32; 32];
+        // SAFETY: warpgroup-uniform; Q arrived with the first group, this stage's K with the
+        // step.
+        unsafe {
+            product_t::<Op, false>(&mut s, sq, ks);
+            wgmma::wait_group::<0>();
+            hold(&mut s);
+        }
+        let (mut s8, mut o8) = (tiles_of(&s), tiles_of(&o));
+        // SAFETY: all lanes are here (the loop bounds are block-uniform).
+        unsafe { online_softmax(&mut s8, &mut o8, &mut state, j == q_tile, p.scale_log2) };
+        (s, o) = (flat_of(&s8), flat_of(&o8));
+
+        // O += P·V; the group done, and the block past it, before the next step refills this
+        // stage.
+        // SAFETY: warpgroup-uniform; this stage's V is visible; the fragments stay alive until
+        // the wait.
+        unsafe {
+            let p_frags = product_acc::<Op>(&mut o, &s, vs);
+            wgmma::wait_group::<0>();
+            hold_words(&p_frags);
+            hold(&mut o);
+            bar_sync();
+        }
+        j += 1;
+    }
+
+    // SAFETY: all lanes are here; `rows` are this lane's rows of the warp's 16.
+    unsafe { store_output::<Op>(&p, &tiles_of(&o), &state, rows) };
+}
+
+entries! { "flash";
+    flash_attention_forward_wgmma_bf16(FlashForwardParams<kernel_abi::Bf16>) => forward::<Bf16Op>;
+    flash_attention_forward_wgmma_f16(FlashForwardParams<kernel_abi::F16>) => forward::<F16Op>;
+}

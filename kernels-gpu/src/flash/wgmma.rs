@@ -1,0 +1,200 @@
+//! The wgmma building blocks of the sm_90a flash attention kernels (the forward in
+//! [`super::forward_wgmma`], the backward in [`super::backward_wgmma`]).
+//!
+//! The block is one warpgroup (the 4 warps of the `mma.sync` kernels) and the tiles, their
+//! `cp.async` double buffering and their swizzle are the same: a 64 × 64 16-bit tile of
+//! 128-byte rows XOR-swizzled by `kernel_abi::flash::tile_offset` *is* the 128-byte-swizzle
+//! layout wgmma reads, once the tile starts at a 1024-byte aligned address (the dynamic shared
+//! base is aligned up; the launch adds 1 KiB for that). Such a tile is
+//! - K-major for an operand whose k runs along the head dimension (`S = Q·Kᵀ`-like products,
+//!   [`product_t`]): k-step `kk` at byte `32·kk`;
+//! - M/N-major for an operand whose k runs along the tile's rows (`O += P·V`-like products,
+//!   [`product_acc`]): k-step `kk` (16 rows) at byte `2048·kk`, the 64 columns one swizzle atom.
+//!
+//! An m64n64 f32 accumulator gives each warp of the warpgroup 16 rows in the `mma.sync` m16n8
+//! layout, so two adjacent n8 tiles rounded to 16 bits are the warp's part of the register A
+//! operand of the next wgmma, exactly as in the `mma.sync` kernels: each lane owns the same rows
+//! and columns as there, and the softmax, statistics, masks and stores are theirs.
+//!
+//! cp.async writes shared memory through the generic proxy and wgmma reads it through the async
+//! proxy, so each thread fences (`fence.proxy.async`) its landed copies before the barrier that
+//! publishes them ([`step`]).
+
+use super::backward::a_fragment;
+use super::{FlashOp, StreamPair, TILE_BYTES};
+use crate::arch::smem::dynamic_smem_base;
+use crate::arch::sync::bar_sync;
+use crate::arch::tma::fence_proxy_async_shared_cta;
+use crate::arch::wgmma::{self, hold, hold_words};
+use crate::gemm::tensor_op::{Bf16Op, F16Op};
+use crate::unroll::unroll;
+use kernel_abi::flash::{HD, WGMMA_THREADS, WGMMA_TILE_ALIGN};
+
+const _: () = assert!(WGMMA_THREADS == 128, "one warpgroup per block");
+const _: () = assert!(TILE_BYTES.is_multiple_of(WGMMA_TILE_ALIGN), "tiles stay aligned");
+const _: () = assert!(HD == 64, "m64n64 products, 4 k-steps of 16");
+
+/// Bytes between the k-steps of an M/N-major tile: 16 rows of 128 bytes.
+const MN_K_STEP: u32 = 16 * 128;
+
+/// A 16-bit type with the m64n64k16 wgmmas the kernels issue.
+pub(super) trait WgmmaFlashOp: FlashOp {
+    /// `acc (=|+=) A·B` with A and B K-major tiles in shared memory.
+    ///
+    /// # Safety
+    /// As `arch::wgmma::mma_m64n64k16_bf16`.
+    unsafe fn mma_ss(acc: &mut [f32; 32], desc_a: u64, desc_b: u64, scale_d: bool);
+
+    /// `acc += A·B` with A in registers and B an M/N-major tile in shared memory.
+    ///
+    /// # Safety
+    /// As `arch::wgmma::mma_m64n64k16_bf16_rs`.
+    unsafe fn mma_rs(acc: &mut [f32; 32], a: [u32; 4], desc_b: u64);
+}
+
+impl WgmmaFlashOp for Bf16Op {
+    #[inline(always)]
+    unsafe fn mma_ss(acc: &mut [f32; 32], desc_a: u64, desc_b: u64, scale_d: bool) {
+        // SAFETY: forwarded contract.
+        unsafe { wgmma::mma_m64n64k16_bf16::<false, false>(acc, desc_a, desc_b, scale_d) }
+    }
+
+    #[inline(always)]
+    unsafe fn mma_rs(acc: &mut [f32; 32], a: [u32; 4], desc_b: u64) {
+        // SAFETY: forwarded contract.
+        unsafe { wgmma::mma_m64n64k16_bf16_rs::<true>(acc, a, desc_b, true) }
+    }
+}
+
+impl WgmmaFlashOp for F16Op {
+    #[inline(always)]
+    unsafe fn mma_ss(acc: &mut [f32; 32], desc_a: u64, desc_b: u64, scale_d: bool) {
+        // SAFETY: forwarded contract.
+        unsafe { wgmma::mma_m64n64k16_f16::<false, false>(acc, desc_a, desc_b, scale_d) }
+    }
+
+    #[inline(always)]
+    unsafe fn mma_rs(acc: &mut [f32; 32], a: [u32; 4], desc_b: u64) {
+        // SAFETY: forwarded contract.
+        unsafe { wgmma::mma_m64n64k16_f16_rs::<true>(acc, a, desc_b, true) }
+    }
+}
+
+/// The dynamic shared base aligned up to the swizzle pattern's 1024 bytes.
+#[inline(always)]
+pub(super) fn aligned_smem_base() -> u32 {
+    dynamic_smem_base().next_multiple_of(WGMMA_TILE_ALIGN)
+}
+
+/// `acc = A·Bᵀ` (or `acc += A·Bᵀ` when `ACCUMULATE`) over the 64 columns of two K-major tiles
+/// (A's 64 rows, B's 64 rows), issued as one committed group. Its own [`wgmma::fence`] follows
+/// every write to `acc` ([`hold`] keeps the compiler from sinking one, such as the
+/// accumulators' initial values, below it).
+///
+/// # Safety
+/// The warpgroup's 128 threads call it together; no pending wgmma uses `acc`; both tiles hold
+/// their data (fenced for the async proxy and published by a barrier) and stay unwritten until
+/// a `wait_group` covers the group.
+#[inline(always)]
+pub(super) unsafe fn product_t<Op: WgmmaFlashOp, const ACCUMULATE: bool>(
+    acc: &mut [f32; 32],
+    a_tile: u32,
+    b_tile: u32,
+) {
+    hold(acc);
+    // SAFETY: the caller's contract.
+    unsafe { wgmma::fence() };
+    unroll!(kk in 0..4 => {
+        let at = 32 * kk as u32;
+        // SAFETY: the caller's contract; k-step kk of both tiles.
+        unsafe {
+            Op::mma_ss(
+                acc,
+                wgmma::desc_k_major_sw128(a_tile + at),
+                wgmma::desc_k_major_sw128(b_tile + at),
+                ACCUMULATE || kk > 0,
+            )
+        };
+    });
+    // SAFETY: the caller's contract.
+    unsafe { wgmma::commit_group() };
+}
+
+/// `acc += X·tile` with `X` the warpgroup's 64 × 64 f32 values in accumulator layout, rounded
+/// to the storage type (its A fragments returned: they are read asynchronously and must stay
+/// alive until the group is waited for), and `tile` M/N-major (k = its rows); one committed
+/// group.
+///
+/// # Safety
+/// As [`product_t`], for `acc` and `tile`; `x` is not written by a pending wgmma.
+#[inline(always)]
+pub(super) unsafe fn product_acc<Op: WgmmaFlashOp>(
+    acc: &mut [f32; 32],
+    x: &[f32; 32],
+    tile: u32,
+) -> [[u32; 4]; 4] {
+    let mut a = [[0u32; 4]; 4];
+    unroll!(kk in 0..4 => {
+        a[kk] = a_fragment::<Op>(quad_of(x, 2 * kk), quad_of(x, 2 * kk + 1));
+    });
+    hold_words(&a);
+    hold(acc);
+    // SAFETY: the caller's contract; the fence orders the fragments' writes before the reads.
+    unsafe {
+        wgmma::fence();
+        unroll!(kk in 0..4 => {
+            Op::mma_rs(
+                acc,
+                a[kk],
+                wgmma::desc_mn_major_sw128(tile + MN_K_STEP * kk as u32, TILE_BYTES),
+            );
+        });
+        wgmma::commit_group();
+    }
+    a
+}
+
+/// Registers `4n .. 4n + 4` of an accumulator: n8 tile `n` (the `mma.sync` C fragment).
+#[inline(always)]
+fn quad_of(acc: &[f32; 32], n: usize) -> [f32; 4] {
+    [acc[4 * n], acc[4 * n + 1], acc[4 * n + 2], acc[4 * n + 3]]
+}
+
+/// The accumulator as the `mma.sync` kernels' 8 n8 tiles.
+#[inline(always)]
+pub(super) fn tiles_of(acc: &[f32; 32]) -> [[f32; 4]; 8] {
+    let mut out = [[0.0f32; 4]; 8];
+    unroll!(n in 0..8 => { out[n] = quad_of(acc, n) });
+    out
+}
+
+/// The inverse of [`tiles_of`].
+#[inline(always)]
+pub(super) fn flat_of(tiles: &[[f32; 4]; 8]) -> [f32; 32] {
+    let mut out = [0.0f32; 32];
+    unroll!(n in 0..8 => {
+        unroll!(e in 0..4 => { out[4 * n + e] = tiles[n][e] });
+    });
+    out
+}
+
+/// One step of a tile stream for wgmma readers: [`StreamPair::issue_and_wait`], then this
+/// thread's landed copies fenced for the async proxy, then the barrier that publishes them.
+///
+/// # Safety
+/// As `StreamPair::step`; no wgmma reads the other stage any more (every thread waited for its
+/// groups before the barrier that ended the previous step).
+#[inline(always)]
+pub(super) unsafe fn step<T>(
+    pair: &StreamPair<'_, T>,
+    stage: u32,
+    next_row: Option<u32>,
+) -> (u32, u32) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let tiles = pair.issue_and_wait(stage, next_row);
+        fence_proxy_async_shared_cta();
+        bar_sync();
+        tiles
+    }
+}
