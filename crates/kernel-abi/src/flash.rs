@@ -58,9 +58,9 @@ pub const WGMMA_TILE_ALIGN: u32 = 1024;
 /// Dynamic shared memory of the sm_90a forward on wgmma: the tiles of [`FORWARD_SHARED_BYTES`]
 /// and room to align the dynamic base up to [`WGMMA_TILE_ALIGN`].
 pub const FORWARD_WGMMA_SHARED_BYTES: u32 = FORWARD_SHARED_BYTES + WGMMA_TILE_ALIGN;
-/// Dynamic shared memory of the backward's wgmma kernels: the tiles of [`BACKWARD_SHARED_BYTES`] and room
-/// to align the dynamic base up to [`WGMMA_TILE_ALIGN`] (49 KiB: the launch opts in above
-/// the 48 KiB default).
+/// Dynamic shared memory of the backward's wgmma kernels: the tiles of
+/// [`BACKWARD_SHARED_BYTES`] and room to align the dynamic base up to [`WGMMA_TILE_ALIGN`]
+/// (49 KiB: the launch opts in above the 48 KiB default).
 pub const BACKWARD_WGMMA_SHARED_BYTES: u32 = BACKWARD_SHARED_BYTES + WGMMA_TILE_ALIGN;
 /// Positions per block of the `D` pre-pass.
 pub const DOT_ROWS: u32 = 32;

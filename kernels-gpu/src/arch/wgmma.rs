@@ -193,7 +193,8 @@ macro_rules! wgmma_mma {
     (@asm_rs $instr:literal, $acc:ident, $a:ident, $b:ident, $s:ident, [$($i:literal)*],
      tb = const $tb:expr) => {
         asm!(concat!("{{ .reg .pred p;\n\tsetp.ne.b32 p, {s}, 0;\n\t", $instr, " {{{0}",
-                     $(", {", $i, "}",)* "}}, {{{a0}, {a1}, {a2}, {a3}}}, {b}, p, 1, 1, {tb};\n\t}}"),
+                     $(", {", $i, "}",)* "}}, {{{a0}, {a1}, {a2}, {a3}}}, {b}, p, 1, 1, {tb};",
+                     "\n\t}}"),
              inout(reg32) $acc[0], $(inout(reg32) $acc[$i],)*
              a0 = in(reg32) $a[0], a1 = in(reg32) $a[1], a2 = in(reg32) $a[2],
              a3 = in(reg32) $a[3], b = in(reg64) $b, s = in(reg32) $s as u32,

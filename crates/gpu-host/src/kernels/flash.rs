@@ -153,8 +153,8 @@ pub struct FlashBackward<'a, T> {
 /// log-sum-exp, in three launches (`D` pre-pass, dK/dV, dQ). `engine` picks the tensor-core
 /// instructions of the last two: [`GemmEngine::Auto`] takes wgmma when the device runs the
 /// sm_90a module and `mma.sync` otherwise, [`GemmEngine::MmaSync`] always `mma.sync`, and
-/// [`GemmEngine::Wgmma`] on another module is an error naming it. Deterministic: every gradient element is computed by one thread in a fixed
-/// order.
+/// [`GemmEngine::Wgmma`] on another module is an error naming it. Deterministic: every
+/// gradient element is computed by one thread in a fixed order.
 pub fn flash_attention_backward<D: Device, T: FlashElement>(
     dev: &D,
     shape: AttentionShape,
