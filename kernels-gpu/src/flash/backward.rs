@@ -259,6 +259,115 @@ unsafe fn mma_acc_tile<Op: FlashOp>(x: &[[f32; 4]; 8], tile: u32, acc: &mut [[f3
     });
 }
 
+/// What a dK/dV or dQ block sets up before its tile loop, the same in the `mma.sync` and wgmma
+/// kernels (whose tiles differ only in their base): the tile it owns (`blockIdx.x` for dK/dV;
+/// for dQ the query tiles run heaviest first), the shared addresses of its two resident tiles
+/// (K, V for dK/dV; Q, dO for dQ) and its two streamed tiles' stage 0 with their sources (Q, dO;
+/// K, V), this lane's rows `g`, `g + 8` of its warp's 16, and the (b, h) row of the (B, NH, T)
+/// statistics. [`Self::dkdv`] and [`Self::dq`] issue the resident tiles and the streamed ones'
+/// first tiles as one cp.async group.
+pub(super) struct BackwardBlock<T> {
+    pub tile: u32,
+    pub resident: [u32; 2],
+    streamed: [(Source<T>, u32); 2],
+    pub rows: [u32; 2],
+    pub stats_base: usize,
+}
+
+impl<T: Copy> BackwardBlock<T> {
+    /// The layout shared by both kernels: two resident tiles at `smem`, then two stages of each
+    /// streamed tile; the sources of qkv's three parts and of dout.
+    #[inline(always)]
+    fn new(
+        p: &FlashBackwardParams<T>,
+        smem: u32,
+        tile: u32,
+        resident: [Source<T>; 2],
+        streamed: [Source<T>; 2],
+    ) -> (Self, [Source<T>; 2]) {
+        let (warp, lane) = (warp_idx_x(), lane_id());
+        let row0 = tile * BLOCK_Q + warp * 16 + lane / 4;
+        let [first, second] = streamed;
+        let block = Self {
+            tile,
+            resident: [smem, smem + TILE_BYTES],
+            streamed: [(first, smem + 2 * TILE_BYTES), (second, smem + 4 * TILE_BYTES)],
+            rows: [row0, row0 + 8],
+            stats_base: ((block_idx_z() * p.nh + block_idx_y()) * p.t) as usize,
+        };
+        (block, resident)
+    }
+
+    /// The tile sources of this block's (sequence, head): q, k, v of qkv and dout.
+    #[inline(always)]
+    fn sources(p: &FlashBackwardParams<T>) -> [Source<T>; 4] {
+        let (b, h, channels) = (block_idx_z(), block_idx_y(), p.nh * HD);
+        let part = |i: u32| Source::new(p.qkv.as_ptr(), p.t, 3 * channels, b, i * channels, h);
+        [part(0), part(1), part(2), Source::new(p.dout.as_ptr(), p.t, channels, b, 0, h)]
+    }
+
+    /// A dK/dV block with its tiles at `smem`: K and V resident, Q and dO streamed from the
+    /// diagonal query tile on.
+    ///
+    /// # Safety
+    /// Every thread of the block calls it; `smem` starts the launch's tiles (6 of
+    /// `TILE_BYTES`); the buffers have the shapes the launcher checked.
+    #[inline(always)]
+    pub(super) unsafe fn dkdv(p: &FlashBackwardParams<T>, smem: u32) -> Self {
+        let [q, k, v, dout] = Self::sources(p);
+        let (block, [k, v]) = Self::new(p, smem, block_idx_x(), [k, v], [q, dout]);
+        let row0 = block.tile * BLOCK_KV;
+        // SAFETY: block-uniform calls; the tiles are inside the launch's shared memory.
+        unsafe { block.issue_first(&k, &v, row0, row0) };
+        block
+    }
+
+    /// A dQ block with its tiles at `smem`: Q and dO resident, K and V streamed from tile 0.
+    ///
+    /// # Safety
+    /// As [`Self::dkdv`].
+    #[inline(always)]
+    pub(super) unsafe fn dq(p: &FlashBackwardParams<T>, smem: u32) -> Self {
+        let [q, k, v, dout] = Self::sources(p);
+        let tile = grid_dim_x() - 1 - block_idx_x();
+        let (block, [q, dout]) = Self::new(p, smem, tile, [q, dout], [k, v]);
+        // SAFETY: block-uniform calls; the tiles are inside the launch's shared memory.
+        unsafe { block.issue_first(&q, &dout, block.tile * BLOCK_Q, 0) };
+        block
+    }
+
+    /// Issues the resident tiles from row `resident_row` and the streamed ones' first tiles
+    /// from `streamed_row`, as one group.
+    ///
+    /// # Safety
+    /// Block-uniform call site; the tiles are inside the launch's shared memory.
+    #[inline(always)]
+    unsafe fn issue_first(
+        &self,
+        a: &Source<T>,
+        b: &Source<T>,
+        resident_row: u32,
+        streamed_row: u32,
+    ) {
+        let [(first, s0), (second, s1)] = &self.streamed;
+        // SAFETY: the caller's contract.
+        unsafe {
+            a.load(self.resident[0], resident_row);
+            b.load(self.resident[1], resident_row);
+            first.load(*s0, streamed_row);
+            second.load(*s1, streamed_row);
+            cp_async_commit_group();
+        }
+    }
+
+    /// The streamed tiles' double buffer.
+    #[inline(always)]
+    pub(super) fn stream(&self) -> StreamPair<'_, T> {
+        let [(first, s0), (second, s1)] = &self.streamed;
+        StreamPair { first: (first, *s0), second: (second, *s1) }
+    }
+}
+
 /// dK and dV of one key/value tile (see the module doc).
 ///
 /// # Safety
@@ -268,32 +377,14 @@ unsafe fn mma_acc_tile<Op: FlashOp>(x: &[[f32; 4]; 8], tile: u32, acc: &mut [[f3
 /// `B·NH·T <= u32::MAX`), and `qkv` and `dout` 16-byte and `dqkv` 4-byte aligned.
 #[inline(always)]
 unsafe fn dkdv<Op: FlashOp>(p: FlashBackwardParams<Op::In>) {
-    let (kv_tile, tiles) = (block_idx_x(), grid_dim_x());
-    let (b, h) = (block_idx_z(), block_idx_y());
-    let kv0 = kv_tile * BLOCK_KV;
-    let channels = p.nh * HD;
-    let part = |i: u32| Source::new(p.qkv.as_ptr(), p.t, 3 * channels, b, i * channels, h);
-    let (q_src, k_src, v_src) = (part(0), part(1), part(2));
-    let do_src = Source::new(p.dout.as_ptr(), p.t, channels, b, 0, h);
-    let sk = dynamic_smem_base();
-    let sv = sk + TILE_BYTES;
-    let sq = sv + TILE_BYTES;
-    let sdo = sq + 2 * TILE_BYTES;
+    // SAFETY: every thread is here; the launch's tiles start at the dynamic shared base.
+    let block = unsafe { BackwardBlock::dkdv(&p, dynamic_smem_base()) };
+    let (kv_tile, tiles) = (block.tile, grid_dim_x());
+    let [sk, sv] = block.resident;
+    let (rows, stats_base) = (block.rows, block.stats_base);
     let (warp, lane) = (warp_idx_x(), lane_id());
     let (g, quad) = (lane / 4, lane % 4);
-    let rows = [kv0 + warp * 16 + g, kv0 + warp * 16 + g + 8];
-    let stats_base = ((b * p.nh + h) * p.t) as usize;
-
-    // SAFETY: block-uniform calls; the tiles are inside the launch's shared memory.
-    unsafe {
-        k_src.load(sk, kv0);
-        v_src.load(sv, kv0);
-        q_src.load(sq, kv0);
-        do_src.load(sdo, kv0);
-        cp_async_commit_group();
-    }
-
-    let q_do = StreamPair { first: (&q_src, sq), second: (&do_src, sdo) };
+    let q_do = block.stream();
     let mut dk = [[0.0f32; 4]; 8];
     let mut dv = [[0.0f32; 4]; 8];
     let mut j = kv_tile;
@@ -377,34 +468,15 @@ unsafe fn dkdv<Op: FlashOp>(p: FlashBackwardParams<Op::In>) {
 /// As [`dkdv`]: the same launcher, parameters and geometry, launched right after it.
 #[inline(always)]
 unsafe fn dq<Op: FlashOp>(p: FlashBackwardParams<Op::In>) {
-    let q_tile = grid_dim_x() - 1 - block_idx_x();
-    let (b, h) = (block_idx_z(), block_idx_y());
-    let q0 = q_tile * BLOCK_Q;
-    let channels = p.nh * HD;
-    let part = |i: u32| Source::new(p.qkv.as_ptr(), p.t, 3 * channels, b, i * channels, h);
-    let (q_src, k_src, v_src) = (part(0), part(1), part(2));
-    let do_src = Source::new(p.dout.as_ptr(), p.t, channels, b, 0, h);
-    let sq = dynamic_smem_base();
-    let sdo = sq + TILE_BYTES;
-    let sk = sdo + TILE_BYTES;
-    let sv = sk + 2 * TILE_BYTES;
-    let (warp, lane) = (warp_idx_x(), lane_id());
-    let (g, quad) = (lane / 4, lane % 4);
-    let rows = [q0 + warp * 16 + g, q0 + warp * 16 + g + 8];
-    let stats_base = ((b * p.nh + h) * p.t) as usize;
+    // SAFETY: every thread is here; the launch's tiles start at the dynamic shared base.
+    let block = unsafe { BackwardBlock::dq(&p, dynamic_smem_base()) };
+    let (q_tile, [sq, sdo], rows) = (block.tile, block.resident, block.rows);
+    let quad = lane_id() % 4;
     // SAFETY: stats_base is this block's (b, h) row.
-    let stats = unsafe { [row_stats(&p, stats_base, rows[0]), row_stats(&p, stats_base, rows[1])] };
-
-    // SAFETY: block-uniform calls; the tiles are inside the launch's shared memory.
-    unsafe {
-        q_src.load(sq, q0);
-        do_src.load(sdo, q0);
-        k_src.load(sk, 0);
-        v_src.load(sv, 0);
-        cp_async_commit_group();
-    }
-
-    let kv = StreamPair { first: (&k_src, sk), second: (&v_src, sv) };
+    let stats = unsafe {
+        [row_stats(&p, block.stats_base, rows[0]), row_stats(&p, block.stats_base, rows[1])]
+    };
+    let kv = block.stream();
     let kv_tiles = q_tile + 1;
     let mut qa = [[0u32; 4]; 4];
     let mut doa = [[0u32; 4]; 4];

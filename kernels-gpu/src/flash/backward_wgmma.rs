@@ -14,20 +14,18 @@
 //! `dP` accumulators, which start at `−D` (the first k-step accumulates): `dS = P ∘ acc`, and
 //! `D`'s registers are free before the products run.
 
-use super::backward::{row_stats, store_rows};
+use super::backward::{BackwardBlock, row_stats, store_rows};
 use super::wgmma::{WgmmaFlashOp, aligned_smem_base, product_acc, product_t, step, tiles_of};
-use super::{Source, StreamPair, TILE_BYTES};
-use crate::arch::cp_async::cp_async_commit_group;
 use crate::arch::math::ex2_approx_f32;
 use crate::arch::sync::bar_sync;
 use crate::arch::wgmma::{self, hold, hold_words};
-use crate::arch::{block_idx_x, block_idx_y, block_idx_z, grid_dim_x, lane_id, warp_idx_x};
+use crate::arch::{grid_dim_x, lane_id, warp_idx_x};
 use crate::entry::entries;
 use crate::gemm::tensor_op::{Bf16Op, F16Op};
 use crate::unroll::unroll;
 use core::f32::consts::LOG2_E;
 use core::f32::math::mul_add;
-use kernel_abi::flash::{BLOCK_KV, BLOCK_Q, FlashBackwardParams, HD};
+use kernel_abi::flash::{BLOCK_KV, BLOCK_Q, FlashBackwardParams};
 
 /// `scale` times the values `tile0 + 8n + 2·quad + c` (n < 8, c < 2: a lane's 16 columns of a
 /// query tile) of the (B, NH, T) f32 row at `row_base` of `buf`, 0 past `t` (zero-filled rows,
@@ -67,32 +65,14 @@ unsafe fn tile_columns(
 /// shared memory; sm_90a.
 #[inline(always)]
 unsafe fn dkdv<Op: WgmmaFlashOp>(p: FlashBackwardParams<Op::In>) {
-    let (kv_tile, tiles) = (block_idx_x(), grid_dim_x());
-    let (b, h) = (block_idx_z(), block_idx_y());
-    let kv0 = kv_tile * BLOCK_KV;
-    let channels = p.nh * HD;
-    let part = |i: u32| Source::new(p.qkv.as_ptr(), p.t, 3 * channels, b, i * channels, h);
-    let (q_src, k_src, v_src) = (part(0), part(1), part(2));
-    let do_src = Source::new(p.dout.as_ptr(), p.t, channels, b, 0, h);
-    let sk = aligned_smem_base();
-    let sv = sk + TILE_BYTES;
-    let sq = sv + TILE_BYTES;
-    let sdo = sq + 2 * TILE_BYTES;
+    // SAFETY: every thread is here; the launch's tiles start at the aligned base.
+    let block = unsafe { BackwardBlock::dkdv(&p, aligned_smem_base()) };
+    let (kv_tile, tiles) = (block.tile, grid_dim_x());
+    let [sk, sv] = block.resident;
+    let (rows, stats_base) = (block.rows, block.stats_base);
     let (warp, lane) = (warp_idx_x(), lane_id());
     let (g, quad) = (lane / 4, lane % 4);
-    let rows = [kv0 + warp * 16 + g, kv0 + warp * 16 + g + 8];
-    let stats_base = ((b * p.nh + h) * p.t) as usize;
-
-    // SAFETY: block-uniform calls; the tiles are inside the launch's shared memory.
-    unsafe {
-        k_src.load(sk, kv0);
-        v_src.load(sv, kv0);
-        q_src.load(sq, kv0);
-        do_src.load(sdo, kv0);
-        cp_async_commit_group();
-    }
-
-    let q_do = StreamPair { first: (&q_src, sq), second: (&do_src, sdo) };
+    let q_do = block.stream();
     let mut dk = [0.0f32; 32];
     let mut dv = [0.0f32; 32];
     let mut j = kv_tile;
@@ -183,34 +163,15 @@ unsafe fn dkdv<Op: WgmmaFlashOp>(p: FlashBackwardParams<Op::In>) {
 /// As [`dkdv`]: the same launcher, parameters and geometry, launched right after it.
 #[inline(always)]
 unsafe fn dq<Op: WgmmaFlashOp>(p: FlashBackwardParams<Op::In>) {
-    let q_tile = grid_dim_x() - 1 - block_idx_x();
-    let (b, h) = (block_idx_z(), block_idx_y());
-    let q0 = q_tile * BLOCK_Q;
-    let channels = p.nh * HD;
-    let part = |i: u32| Source::new(p.qkv.as_ptr(), p.t, 3 * channels, b, i * channels, h);
-    let (q_src, k_src, v_src) = (part(0), part(1), part(2));
-    let do_src = Source::new(p.dout.as_ptr(), p.t, channels, b, 0, h);
-    let sq = aligned_smem_base();
-    let sdo = sq + TILE_BYTES;
-    let sk = sdo + TILE_BYTES;
-    let sv = sk + 2 * TILE_BYTES;
-    let (warp, lane) = (warp_idx_x(), lane_id());
-    let (g, quad) = (lane / 4, lane % 4);
-    let rows = [q0 + warp * 16 + g, q0 + warp * 16 + g + 8];
-    let stats_base = ((b * p.nh + h) * p.t) as usize;
+    // SAFETY: every thread is here; the launch's tiles start at the aligned base.
+    let block = unsafe { BackwardBlock::dq(&p, aligned_smem_base()) };
+    let (q_tile, [sq, sdo], rows) = (block.tile, block.resident, block.rows);
+    let quad = lane_id() % 4;
     // SAFETY: stats_base is this block's (b, h) row.
-    let stats = unsafe { [row_stats(&p, stats_base, rows[0]), row_stats(&p, stats_base, rows[1])] };
-
-    // SAFETY: block-uniform calls; the tiles are inside the launch's shared memory.
-    unsafe {
-        q_src.load(sq, q0);
-        do_src.load(sdo, q0);
-        k_src.load(sk, 0);
-        v_src.load(sv, 0);
-        cp_async_commit_group();
-    }
-
-    let kv = StreamPair { first: (&k_src, sk), second: (&v_src, sv) };
+    let stats = unsafe {
+        [row_stats(&p, block.stats_base, rows[0]), row_stats(&p, block.stats_base, rows[1])]
+    };
+    let kv = block.stream();
     let kv_tiles = q_tile + 1;
     let mut dq = [0.0f32; 32];
     let mut j = 0;
