@@ -855,11 +855,12 @@ kernel_tests! {
 }
 
 /// The Hopper `wgmma` kernel (forced): partial tiles in M, N and K, alpha/beta, every
-/// epilogue, split-K, several units per block of the persistent grid, batches with gaps
-/// between them, in the forward layout (A row-major, B column-major: K-major operands) and,
-/// for BF16 and FP16, the other three (M/N-major A or B): the backward GEMMs `dX = dY·W` with
-/// GELU backward (rr), `dW += dYᵀ·X` (cr, beta 1) and cc, and the batched attention product
-/// `P·V` (rr) split over K; the 128 × 256 tiles (forced) of the A row-major layouts, with a
+/// epilogue, split-K and the tail split (whole tiles and a split tail, batched, and a weight
+/// gradient's, bit for bit twice), several units per block of the persistent grid, batches
+/// with gaps between them, in the forward layout (A row-major, B column-major: K-major
+/// operands) and, for BF16 and FP16, the other three (M/N-major A or B): the backward GEMMs
+/// `dX = dY·W` with GELU backward (rr), `dW += dYᵀ·X` (cr, beta 1) and cc, and the batched
+/// attention product `P·V` (rr) split over K; the 128 × 256 tiles (forced) of the A row-major layouts, with a
 /// partial second tile, the fused epilogue and split-K; and the ping-pong kernel (forced) of
 /// the same layouts, with the fused epilogue, split-K and, for 16-bit, GELU backward, with
 /// blocks of one, two and three units. On a GPU `Auto` already picks the kernel for these
@@ -912,6 +913,17 @@ fn check_wgmma<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
     let mut pp_split = pingpong(wgmma(Case::new(70, 260, 700, rc, precision)));
     pp_split.spec.split_k = 3;
     run::<D, I, O>(dev, &mut rng, &pp_split);
+    // Tail splits: of 3 × 2 tiles, 4 whole, the other 2 (in raster order (1, 1) and the
+    // partial corner (2, 1)) in 3 slices; the fused epilogue on both paths; two batches.
+    let tail = |case: Case, batch| {
+        let mut case = batches(wgmma(case), batch);
+        (case.spec.split_k, case.spec.whole_tiles) = (3, 4);
+        case
+    };
+    let mut tail_fused = tail(Case::new(300, 200, 300, rc, precision), 2);
+    (tail_fused.bias, tail_fused.act, tail_fused.spec.beta) =
+        (true, Act::Gelu { store: true }, 0.5);
+    run::<D, I, O>(dev, &mut rng, &tail_fused);
     if precision == Precision::Tf32 {
         return;
     }
@@ -931,6 +943,13 @@ fn check_wgmma<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
     let mut values = batches(wgmma(Case::new(100, 64, 200, (r, r), precision)), 2);
     values.spec.split_k = 2;
     run::<D, I, O>(dev, &mut rng, &values);
+    // A weight gradient's tail split, twice: the same bits.
+    let mut tail_dw = tail(Case::new(300, 200, 300, (c, r), precision), 1);
+    tail_dw.spec.beta = 1.0;
+    let (mut first, mut second) = rng.twins();
+    let got = run::<D, I, O>(dev, &mut first, &tail_dw);
+    let again = run::<D, I, O>(dev, &mut second, &tail_dw);
+    assert_bits_eq("tail split, second launch", rng.seed(), &again, &got);
     let mut wide_dx = wide(wgmma(Case::new(150, 300, 100, (r, r), precision)));
     wide_dx.act = Act::DGelu;
     run::<D, I, O>(dev, &mut rng, &wide_dx);

@@ -117,11 +117,16 @@ pub fn problems() -> Vec<Problem> {
 /// One benchmarked variant: our precision, engine and Hopper tile, its cuBLAS mode, a label.
 type Variant = (Precision, GemmEngine, WgmmaTile, Mode, &'static str);
 
+/// The label of the variant that runs the BF16 wgmma plan without the tail split (every tile
+/// split over K, or none), on the problems where `with_split_k_for` picks a tail split.
+const EVERY_TILE_SPLIT: &str = "BF16 wgmma, every tile split";
+
 /// The benchmarked variants. The wgmma rows appear on Hopper, for the problems that kernel
 /// takes (BF16/FP16: every layout; TF32: K-major operands, i.e. the forward GEMMs): with the
 /// tile `Auto` picks (what the trainer runs), and for BF16 also each tile forced (128 × 256
-/// and ping-pong only where they have entries: A row-major), to check that choice.
-const VARIANTS: [Variant; 10] = [
+/// and ping-pong only where they have entries: A row-major), to check that choice, and the
+/// split plan without the tail split ([`EVERY_TILE_SPLIT`]), to check that one.
+const VARIANTS: [Variant; 11] = [
     (Precision::Fp32, GemmEngine::MmaSync, WgmmaTile::Auto, Mode::Fp32, "FP32 SIMT"),
     (Precision::Tf32, GemmEngine::MmaSync, WgmmaTile::Auto, Mode::Tf32, "TF32 mma.sync"),
     (Precision::Tf32, GemmEngine::Wgmma, WgmmaTile::Auto, Mode::Tf32, "TF32 wgmma"),
@@ -130,6 +135,7 @@ const VARIANTS: [Variant; 10] = [
     (Precision::Bf16, GemmEngine::Wgmma, WgmmaTile::N128, Mode::Bf16, "BF16 wgmma 128×128"),
     (Precision::Bf16, GemmEngine::Wgmma, WgmmaTile::N256, Mode::Bf16, "BF16 wgmma 128×256"),
     (Precision::Bf16, GemmEngine::Wgmma, WgmmaTile::PingPong, Mode::Bf16, "BF16 wgmma ping-pong"),
+    (Precision::Bf16, GemmEngine::Wgmma, WgmmaTile::N128, Mode::Bf16, EVERY_TILE_SPLIT),
     (Precision::Fp16, GemmEngine::MmaSync, WgmmaTile::Auto, Mode::Fp16, "FP16 mma.sync"),
     (Precision::Fp16, GemmEngine::Wgmma, WgmmaTile::Auto, Mode::Fp16, "FP16 wgmma"),
 ];
@@ -159,7 +165,16 @@ pub fn run(args: &Args) -> Result<()> {
             for (precision, engine, wgmma_tile, _, label) in VARIANTS.iter().filter(selected) {
                 let mut spec = problem.spec;
                 (spec.precision, spec.engine, spec.wgmma_tile) = (*precision, *engine, *wgmma_tile);
-                let spec = spec.with_split_k_for(info.multiprocessors as usize, gpu.ptx_arch());
+                let (sms, arch) = (info.multiprocessors as usize, gpu.ptx_arch());
+                let planned = spec.with_split_k_for(sms, arch);
+                let spec = if *label == EVERY_TILE_SPLIT {
+                    if planned.whole_tiles == 0 {
+                        continue;
+                    }
+                    spec.with_every_tile_split_for(sms, arch)
+                } else {
+                    planned
+                };
                 let forced_missing =
                     *wgmma_tile != WgmmaTile::Auto && !spec.has_wgmma_entry(*wgmma_tile);
                 // Fresh allocations are 256-byte aligned: address 0 stands for them.

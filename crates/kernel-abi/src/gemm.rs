@@ -32,6 +32,15 @@
 //! in slice order (deterministic) and applies the whole epilogue. It fills the GPU when the
 //! output has few tiles and K is long (the weight gradients: M·N = 768·768, K = B·T).
 //!
+//! The Hopper kernel can also split only the *tail* ([`GemmParams::whole_tiles`]): its
+//! persistent grid multiplies the first `whole_tiles` tiles (whole waves of them) over the
+//! whole K, through the epilogue, and splits only the remaining tiles, the partial last wave,
+//! over K. The fc weight gradient of GPT-2 124M (144 tiles on 132 SMs) then runs as one wave
+//! of whole tiles plus twelve tiles in eleven slices each, instead of two waves (12 of 132 SMs
+//! busy in the second) or every tile split with eight times the partial sums. The partial sums
+//! of the tail go to a compact workspace, one [`TAIL_BM`] × [`TAIL_BN`] block per tail tile
+//! and slice (see [`GemmParams::workspace`]), and the reduction covers only those tiles.
+//!
 //! # Entry points
 //! Layouts and the input/output element types are compile-time (one entry per combination):
 //! they decide how tiles move through shared memory and which `ldmatrix` form feeds the tensor
@@ -78,7 +87,12 @@ pub struct GemmParams<I: Copy, O: Copy> {
     pub pre_act_load: DevicePtr<O>,
     /// Split-K partial sums (null when `split_k == 1`): the block of slice `s`, batch `z`
     /// writes the raw f32 products of its tile to `workspace[(z·split_k + s)·M·N + m·N + n]`;
-    /// [`SPLIT_REDUCE_F32`] and friends then sum the slices and apply the epilogue.
+    /// [`SPLIT_REDUCE_F32`] and friends then sum the slices and apply the epilogue. With
+    /// `whole_tiles > 0`, slice `s` of tail tile `j` (tile `whole_tiles + j` in raster order,
+    /// `j < tail = tiles_m·tiles_n − whole_tiles`) of batch `z` is the row-major [`TAIL_BM`] ×
+    /// [`TAIL_BN`] block `workspace[((z·tail + j)·split_k + s)·TAIL_BM·TAIL_BN ..]`, element
+    /// `(m − m0)·TAIL_BN + (n − n0)` for the tile's origin `(m0, n0)` (rows and columns past
+    /// the matrix are neither written nor read).
     pub workspace: DevicePtrMut<f32>,
     /// Elements between consecutive batches of A.
     pub stride_a: u64,
@@ -112,9 +126,11 @@ pub struct GemmParams<I: Copy, O: Copy> {
     pub split_k: u32,
     /// K tiles per slice: slice `s` multiplies K tiles `[s·k_tiles_per_split, …)`.
     pub k_tiles_per_split: u32,
-    /// Zero. The 4 bytes after the 13 u32/f32 fields, explicit: the struct has no padding,
-    /// so [`crate::gemm_wgmma::WgmmaGemmParams`], which embeds it, has none inside either.
-    pub _pad: u32,
+    /// With `split_k > 1`, the tiles of each batch (the first in raster order) multiplied over
+    /// the whole K and written through the epilogue, the others split (the Hopper kernel's
+    /// tail split, see the module docs; with 128 × 128 tiles, [`TAIL_BM`] × [`TAIL_BN`]). 0
+    /// splits every tile, the only value the other kernels take; ignored when `split_k == 1`.
+    pub whole_tiles: u32,
 }
 
 // SAFETY: #[repr(C)] struct of 7 device pointers (8 bytes each), 3 u64s and 14 u32/f32
@@ -514,6 +530,49 @@ pub const SPLIT_REDUCE_F16: Kernel<GemmParams<f32, F16>> = Kernel::new("gemm_spl
 
 /// Threads per block of the split-K reduction (each sums one run of 8 columns of one row).
 pub const SPLIT_REDUCE_THREADS: u32 = 256;
+/// Rows of a tile whose partial sums a tail split keeps ([`GemmParams::whole_tiles`]).
+pub const TAIL_BM: u32 = 128;
+/// Columns of a tile whose partial sums a tail split keeps.
+pub const TAIL_BN: u32 = 128;
+
+/// What one work unit of a split launch with `whole_tiles` computes ([`work_unit`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkUnit {
+    /// The batch.
+    pub batch: u32,
+    /// The tile, in raster order ([`raster`]).
+    pub tile: u32,
+    /// `None`: the whole K, through the epilogue; `Some(s)`: K slice `s`, as partial sums.
+    pub slice: Option<u32>,
+}
+
+/// Work unit `u` of a launch over `tiles` tiles per batch, `split_k` slices and `whole_tiles`
+/// whole tiles: each batch has [`units_per_batch`] units, the whole tiles first (unit `r` is
+/// tile `r`), then the slices of the tail, slice-major (slice `s` of tail tile `j` is unit
+/// `whole_tiles + s·tail + j`), so that consecutive units, which run at the same time, are
+/// different tiles of the same K range. With `whole_tiles = 0` this is the plain split-K
+/// order; with `split_k = 1` every tile is whole.
+#[inline]
+pub const fn work_unit(u: u32, tiles: u32, split_k: u32, whole_tiles: u32) -> WorkUnit {
+    let per_batch = units_per_batch(tiles, split_k, whole_tiles);
+    let (batch, r) = (div(u, per_batch), rem(u, per_batch));
+    if split_k <= 1 {
+        return WorkUnit { batch, tile: r, slice: None };
+    }
+    if r < whole_tiles {
+        return WorkUnit { batch, tile: r, slice: None };
+    }
+    let tail = tiles.saturating_sub(whole_tiles);
+    let r = r - whole_tiles;
+    WorkUnit { batch, tile: whole_tiles + rem(r, tail), slice: Some(div(r, tail)) }
+}
+
+/// Units per batch of a launch ([`work_unit`]): `whole_tiles + (tiles − whole_tiles)·split_k`
+/// (`tiles` when `split_k ≤ 1`); `whole_tiles ≤ tiles`.
+#[inline]
+pub const fn units_per_batch(tiles: u32, split_k: u32, whole_tiles: u32) -> u32 {
+    if split_k <= 1 { tiles } else { whole_tiles + tiles.saturating_sub(whole_tiles) * split_k }
+}
 
 /// `bias_grad_partials_f32`.
 pub const BIAS_GRAD_PARTIALS_F32: Kernel<BiasGradParams<f32>> =
@@ -622,10 +681,40 @@ mod tests {
         type P = GemmParams<f32, f32>;
         let fields = 7 * 8 + 3 * 8 + 14 * 4;
         assert_eq!(size_of::<P>(), fields);
-        assert_eq!(offset_of!(P, _pad) + 4, fields);
+        assert_eq!(offset_of!(P, whole_tiles) + 4, fields);
         type W = WgmmaGemmParams<f32, f32>;
         assert_eq!(offset_of!(W, tmap_a), size_of::<P>());
         assert_eq!(offset_of!(W, units), size_of::<P>() + 16);
+    }
+
+    /// Every tile of every batch is one whole unit or `split_k` slices, each exactly once.
+    #[test]
+    fn work_units_cover_every_tile_once() {
+        for tiles in 1..12u32 {
+            for split_k in 1..5u32 {
+                for whole_tiles in 0..tiles {
+                    let per_batch = units_per_batch(tiles, split_k, whole_tiles);
+                    let mut seen = BTreeSet::new();
+                    for u in 0..2 * per_batch {
+                        let w = work_unit(u, tiles, split_k, whole_tiles);
+                        assert!(w.batch < 2 && w.tile < tiles);
+                        let split = split_k > 1 && w.tile >= whole_tiles;
+                        assert_eq!(w.slice.is_some(), split, "{tiles} {split_k} {whole_tiles} {u}");
+                        assert!(w.slice.is_none_or(|s| s < split_k));
+                        assert!(seen.insert((w.batch, w.tile, w.slice)), "unit {u} repeats");
+                    }
+                    let slices = if split_k > 1 { split_k } else { 1 };
+                    let want = 2 * (whole_tiles.min(per_batch) + (tiles - whole_tiles) * slices);
+                    assert_eq!(seen.len() as u32, if split_k > 1 { want } else { 2 * tiles });
+                }
+            }
+        }
+        // The tail's slices are slice-major: consecutive units are different tiles.
+        let tail: Vec<_> = (5..9).map(|u| work_unit(u, 7, 2, 5)).collect();
+        assert_eq!(
+            tail.iter().map(|w| (w.tile, w.slice)).collect::<Vec<_>>(),
+            [(5, Some(0)), (6, Some(0)), (5, Some(1)), (6, Some(1))]
+        );
     }
 
     /// Shared memory serves 32 banks of 4 bytes; a request is conflict-free when no two

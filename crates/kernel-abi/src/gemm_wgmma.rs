@@ -33,12 +33,16 @@
 //!
 //! # Everything else
 //! The epilogue (alpha, beta, bias, GELU, GELU backward, output types), split-K (with the
-//! same `gemm_split_reduce_*` second pass) and rasterisation are those of [`crate::gemm`],
+//! same `gemm_split_reduce_*` second pass; here also the tail split of
+//! [`GemmParams::whole_tiles`], with 128 × 128 tiles) and rasterisation are those of
+//! [`crate::gemm`],
 //! through the embedded [`GemmParams`]; its `a`/`b` pointers are the operands the tensor maps
 //! describe (the launcher fills both), `lda`/`ldb` their leading dimensions, `stride_c` the
 //! batch stride of C and the pre-activation.
 
 use crate::gemm::{GemmParams, Layout};
+#[cfg(doc)]
+use crate::gemm::{units_per_batch, work_unit};
 use crate::kernel::{Kernel, KernelParams, KernelSig, LaunchBounds};
 use crate::ptr::{Bf16, DevicePtr, F16};
 
@@ -67,9 +71,10 @@ pub struct WgmmaGemmParams<I: Copy, O: Copy> {
     pub tmap_a: DevicePtr<TensorMap>,
     /// Tensor map of B.
     pub tmap_b: DevicePtr<TensorMap>,
-    /// Work units (`tiles_m · tiles_n · split_k · batch`) the persistent grid walks: block `b`
-    /// takes units `b, b + gridDim.x, …`; unit `u` is batch `u / (tiles · split_k)`, slice
-    /// `(u / tiles) % split_k` of tile `u % tiles`.
+    /// Work units (`batch ·` [`units_per_batch`]`(tiles_m · tiles_n, split_k, whole_tiles)`)
+    /// the persistent grid walks: block `b` takes units `b, b + gridDim.x, …`; unit `u` is
+    /// [`work_unit`]`(u, …)` (without a tail split: batch `u / (tiles · split_k)`, slice
+    /// `(u / tiles) % split_k` of tile `u % tiles`).
     pub units: u32,
 }
 
@@ -200,6 +205,12 @@ pub mod wg {
         N128.smem_bytes() <= 227 * 1024
             && N256.smem_bytes() <= 227 * 1024
             && PINGPONG.smem_bytes() <= 227 * 1024
+    );
+    const _: () = assert!(
+        crate::gemm::TAIL_BM == BM
+            && crate::gemm::TAIL_BN == N128.bn
+            && crate::gemm::TAIL_BN == PINGPONG.bn,
+        "a tail split keeps the partial sums of the 128 × 128 tiles"
     );
     const _: () = assert!(
         PRODUCER_REGS * 128 + CONSUMER_REGS * 128 * CONSUMERS <= 65536,

@@ -13,7 +13,7 @@ use crate::arch::{global, smem, sync};
 use crate::elem::Elem;
 use crate::gelu::{gelu, gelu_grad};
 use crate::unroll::unroll;
-use kernel_abi::gemm::{ACT_DGELU, ACT_GELU, ACT_NONE, GemmParams, tc};
+use kernel_abi::gemm::{ACT_DGELU, ACT_GELU, ACT_NONE, GemmParams, TAIL_BM, TAIL_BN, tc};
 use kernel_abi::gemm_wgmma::wg;
 
 /// Loads and stores of `V` adjacent elements, widened to / rounded from f32, as whole 16-byte
@@ -306,14 +306,23 @@ impl<O: Elem> Epilogue<O> {
     ) where
         O: VecIo<V>,
     {
-        let mut v = acc.map(|x| self.alpha * x);
+        // Element loops rather than `array::from_fn` / `map`: LLVM outlined those closures
+        // (a `call` with local-memory arrays) once the split-K reduction grew its tail path.
+        let mut v = acc;
+        for x in &mut v {
+            *x *= self.alpha;
+        }
         if self.beta != 0.0 {
             let old = (inputs.c)();
-            v = core::array::from_fn(|e| v[e] + self.beta * old[e]);
+            for (x, old) in v.iter_mut().zip(&old) {
+                *x += self.beta * old;
+            }
         }
         if !self.bias.is_null() {
             let bias = (inputs.bias)();
-            v = core::array::from_fn(|e| v[e] + bias[e]);
+            for (x, bias) in v.iter_mut().zip(&bias) {
+                *x += bias;
+            }
         }
         // SAFETY: the caller's contract.
         unsafe {
@@ -321,10 +330,14 @@ impl<O: Elem> Epilogue<O> {
                 if !self.pre_act.is_null() {
                     O::store_vec(self.pre_act.add(at), v);
                 }
-                v = v.map(gelu);
+                for x in &mut v {
+                    *x = gelu(*x);
+                }
             } else if self.activation == ACT_DGELU {
-                let x = (inputs.pre_act)();
-                v = core::array::from_fn(|e| v[e] * gelu_grad(x[e]));
+                let pre = (inputs.pre_act)();
+                for (x, pre) in v.iter_mut().zip(&pre) {
+                    *x *= gelu_grad(*pre);
+                }
             }
             O::store_vec(self.c.add(at), v);
         }
@@ -401,6 +414,40 @@ impl Epilogue<f32> {
             beta: 0.0,
             activation: ACT_NONE,
             vector: aligned16(p.workspace.addr() | (p.n as u64 * 4)),
+        }
+    }
+
+    /// Stores the partial sums of slice `slice` of tail tile `tail_tile` of batch `batch` of a
+    /// tail split (`p.whole_tiles > 0`) to its `TAIL_BM × TAIL_BN` block of `p.workspace`, in
+    /// the tile's coordinates (row 0, column 0 = the tile's origin, whose column is `n0`):
+    /// columns past N are dropped, rows past M are the caller's to skip.
+    ///
+    /// # Safety
+    /// `p.workspace` must hold `batch count · tail · split_k · TAIL_BM · TAIL_BN` f32 (`tail`
+    /// = `tiles_m · tiles_n − whole_tiles`), `batch < batch count`, `tail_tile < tail`,
+    /// `slice < split_k`.
+    #[inline(always)]
+    pub unsafe fn tail_partials<I: Copy, T: Copy>(
+        p: &GemmParams<I, T>,
+        batch: u32,
+        (tail_tile, slice): (u32, u32),
+        n0: u32,
+    ) -> Self {
+        let tail = (p.tiles_m * p.tiles_n - p.whole_tiles) as u64;
+        let index = (batch as u64 * tail + tail_tile as u64) * p.split_k as u64 + slice as u64;
+        let block = index * (TAIL_BM * TAIL_BN) as u64;
+        // SAFETY: the block lies inside the workspace (the caller's contract).
+        let c = unsafe { p.workspace.as_mut_ptr().add(block as usize) };
+        Self {
+            c,
+            bias: core::ptr::null(),
+            pre_act: core::ptr::null_mut(),
+            ldc: TAIL_BN,
+            n: TAIL_BN.min(p.n - n0),
+            alpha: 1.0,
+            beta: 0.0,
+            activation: ACT_NONE,
+            vector: aligned16(p.workspace.addr()),
         }
     }
 }

@@ -3,36 +3,57 @@
 //! Each thread owns one run of 8 adjacent columns of one row of one batch: it adds the
 //! `split_k` partial sums of the run in slice order (16-byte loads when the workspace rows are
 //! aligned) and hands the total to the GEMM [`Epilogue`], which applies alpha, beta·C, the bias
-//! and the activation exactly as the single-pass kernels do.
+//! and the activation exactly as the single-pass kernels do. Without a tail split the threads
+//! cover M × N; with one (`whole_tiles > 0`), only the rows and columns of the tail tiles,
+//! whose partial sums are one `TAIL_BM × TAIL_BN` block per tile and slice.
 
 use super::epilogue::{Epilogue, VecIo, aligned16};
 use crate::arch::{block_dim_x, block_idx_x, block_idx_z, thread_idx_x};
-use kernel_abi::gemm::{GemmParams, div, rem};
+use kernel_abi::gemm::{GemmParams, RASTER_GROUP, TAIL_BM, TAIL_BN, div, raster, rem};
+
+/// Runs of 8 columns in a row of a tail tile's block.
+const TAIL_RUNS: u32 = TAIL_BN / 8;
 
 /// The kernel body.
 ///
 /// # Safety
-/// Launched by `gpu-host` with a grid of (ceil(M · ceil(N / 8) / threads), 1, batch) after the
-/// split-K GEMM of the same parameters, on buffers it validated.
+/// Launched by `gpu-host` after the split-K GEMM of the same parameters, on buffers it
+/// validated, with a grid of (ceil(M · ceil(N / 8) / threads), 1, batch), or with a tail split
+/// of (ceil(tail · TAIL_BM · TAIL_BN / 8 / threads), 1, batch).
 #[inline(always)]
 pub unsafe fn split_reduce<O: VecIo<8>>(p: GemmParams<f32, O>) {
-    let runs = p.n.div_ceil(8);
     let index = block_idx_x() * block_dim_x() + thread_idx_x();
-    let (m, n) = (div(index, runs), 8 * rem(index, runs));
-    if m >= p.m {
+    let batch = block_idx_z();
+    let (m, n, first, block, vector) = if p.whole_tiles == 0 {
+        let runs = p.n.div_ceil(8);
+        let (m, n) = (div(index, runs), 8 * rem(index, runs));
+        let block = p.m as u64 * p.n as u64;
+        let first = batch as u64 * p.split_k as u64 * block + m as u64 * p.n as u64 + n as u64;
+        (m, n, first, block, aligned16(p.workspace.addr() | (p.n as u64 * 4)))
+    } else {
+        let tail = p.tiles_m * p.tiles_n - p.whole_tiles;
+        let tail_tile = div(index, TAIL_BM * TAIL_RUNS);
+        if tail_tile >= tail {
+            return;
+        }
+        let (row, run) = (div(rem(index, TAIL_BM * TAIL_RUNS), TAIL_RUNS), rem(index, TAIL_RUNS));
+        let tile = raster(p.whole_tiles + tail_tile, p.tiles_m, p.tiles_n, RASTER_GROUP);
+        let (m, n) = (tile.0 * TAIL_BM + row, tile.1 * TAIL_BN + 8 * run);
+        let block = (TAIL_BM * TAIL_BN) as u64;
+        let slices = (batch as u64 * tail as u64 + tail_tile as u64) * p.split_k as u64;
+        let first = slices * block + (row * TAIL_BN + 8 * run) as u64;
+        (m, n, first, block, aligned16(p.workspace.addr()))
+    };
+    if m >= p.m || n >= p.n {
         return;
     }
-    let batch = block_idx_z();
-    let block = p.m as u64 * p.n as u64;
-    let vector = aligned16(p.workspace.addr() | (p.n as u64 * 4)) && n + 8 <= p.n;
-    let first =
-        (batch as u64 * p.split_k as u64 * block + m as u64 * p.n as u64 + n as u64) as usize;
+    let vector = vector && n + 8 <= p.n;
     let mut sum = [0.0f32; 8];
     for s in 0..p.split_k {
         // SAFETY: slice s of this batch holds row m; only columns < N are read; the vector
         // path has the whole run inside the row and 16-byte alignment.
         let part: [f32; 8] = unsafe {
-            let at = p.workspace.as_const().as_ptr().add(first + (s as u64 * block) as usize);
+            let at = p.workspace.as_const().as_ptr().add((first + s as u64 * block) as usize);
             if vector {
                 <f32 as VecIo<8>>::load_vec(at)
             } else {

@@ -83,7 +83,7 @@ use crate::arch::{
 };
 use crate::elem::Elem;
 use crate::unroll::unroll;
-use kernel_abi::gemm::{GemmParams, RASTER_GROUP, div, raster, rem};
+use kernel_abi::gemm::{GemmParams, RASTER_GROUP, div, raster, rem, work_unit};
 use kernel_abi::gemm_wgmma::{TensorMap, WgmmaGemmParams, wg};
 use kernel_abi::{Bf16, F16};
 
@@ -367,12 +367,15 @@ impl Ring {
     }
 }
 
-/// One work unit: a block tile of batch `z` and the k-tiles `[kt0, kt1)` of one K slice.
+/// One work unit ([`work_unit`]): a block tile of batch `z` and its k-tiles `[kt0, kt1)`: all
+/// of K, or one K slice.
 pub(super) struct Unit {
     z: u32,
     pub(super) m0: u32,
     pub(super) n0: u32,
-    slice: u32,
+    /// The tile's index among the split ones (`tile − whole_tiles`) and the K slice, or `None`
+    /// for a whole tile.
+    split: Option<(u32, u32)>,
     kt0: u32,
     kt1: u32,
 }
@@ -385,13 +388,17 @@ impl Unit {
         u: u32,
         (bn, bk): (u32, u32),
     ) -> Self {
-        let tiles = p.tiles_m * p.tiles_n;
-        let (z, in_batch) = (div(u, tiles * p.split_k), rem(u, tiles * p.split_k));
-        let (slice, tile) = (div(in_batch, tiles), rem(in_batch, tiles));
-        let (tile_m, tile_n) = raster(tile, p.tiles_m, p.tiles_n, RASTER_GROUP);
-        let kt0 = slice * p.k_tiles_per_split;
-        let kt1 = p.k.div_ceil(bk).min(kt0 + p.k_tiles_per_split);
-        Self { z, m0: tile_m * wg::BM, n0: tile_n * bn, slice, kt0, kt1 }
+        let w = work_unit(u, p.tiles_m * p.tiles_n, p.split_k, p.whole_tiles);
+        let (tile_m, tile_n) = raster(w.tile, p.tiles_m, p.tiles_n, RASTER_GROUP);
+        let k_tiles = p.k.div_ceil(bk);
+        let (kt0, kt1, split) = match w.slice {
+            None => (0, k_tiles, None),
+            Some(s) => {
+                let kt0 = s * p.k_tiles_per_split;
+                (kt0, k_tiles.min(kt0 + p.k_tiles_per_split), Some((w.tile - p.whole_tiles, s)))
+            }
+        };
+        Self { z: w.batch, m0: tile_m * wg::BM, n0: tile_n * bn, split, kt0, kt1 }
     }
 
     /// Its k-tiles (none for a K slice past the end of K).
@@ -664,19 +671,22 @@ unsafe fn consume<T: WgmmaOp, W: Width, const A_MN: bool, const B_MN: bool, O: V
         let held = unsafe { mainloop(smem, &mut ring, &unit, lane, mma) };
         // SAFETY: the whole warpgroup, after its mainloop.
         unsafe { drain(smem, held, lane) };
-        let rows = (unit.m0 + 64 * group + 16 * warp_in_group, unit.n0, p.gemm.m);
+        let row = 64 * group + 16 * warp_in_group;
         // SAFETY: the warp is converged here (the loop above is warp-uniform); the staging
         // buffer is this warp's own, disjoint from the stages.
-        unsafe { write_unit::<W, O>(&p.gemm, &unit, &acc, smem.staging(cwarp), lane, rows) };
+        unsafe { write_unit::<W, O>(&p.gemm, &unit, &acc, smem.staging(cwarp), lane, row) };
         u += grid_dim_x();
     }
 }
 
-/// Writes a consumer warp's accumulators of `unit` through the epilogue ([`Epilogue::new`]) or,
-/// when K is split, as the slice's partial sums ([`Epilogue::partials`]).
+/// Writes a consumer warp's accumulators of `unit`, rows `row .. row + 16` of its tile, through
+/// the epilogue ([`Epilogue::new`]) for a whole tile, or as the slice's partial sums: at their
+/// place in M × N ([`Epilogue::partials`]) when every tile is split, in the tile's own block
+/// ([`Epilogue::tail_partials`], tile coordinates) when only the tail is.
 ///
 /// # Safety
-/// As [`write_acc`]; `unit` is inside the launch (`units` = tiles · split_k · batch).
+/// As [`write_acc`]; `unit` is one of the launch's (`units` as `kernel_abi::gemm_wgmma`
+/// describes), `W` 128 columns wide when `p.whole_tiles > 0`.
 #[inline(always)]
 pub(super) unsafe fn write_unit<W: Width, O: VecIo<8>>(
     p: &GemmParams<impl Copy, O>,
@@ -684,14 +694,25 @@ pub(super) unsafe fn write_unit<W: Width, O: VecIo<8>>(
     acc: &W::Acc,
     staging: u32,
     lane: u32,
-    rows: (u32, u32, u32),
+    row: u32,
 ) {
-    // SAFETY: forwarded contract.
+    // SAFETY: forwarded contract; a tail tile's block holds its rows and columns inside M × N
+    // in tile coordinates.
     unsafe {
-        if p.split_k > 1 {
-            write_acc::<W, _>(&Epilogue::partials(p, unit.z, unit.slice), acc, staging, lane, rows);
-        } else {
-            write_acc::<W, _>(&Epilogue::new(p, unit.z), acc, staging, lane, rows);
+        match unit.split {
+            None => {
+                let rows = (unit.m0 + row, unit.n0, p.m);
+                write_acc::<W, _>(&Epilogue::new(p, unit.z), acc, staging, lane, rows);
+            }
+            Some((tail_tile, slice)) => {
+                let (sink, rows) = if p.whole_tiles == 0 {
+                    (Epilogue::partials(p, unit.z, slice), (unit.m0 + row, unit.n0, p.m))
+                } else {
+                    let sink = Epilogue::tail_partials(p, unit.z, (tail_tile, slice), unit.n0);
+                    (sink, (row, 0, p.m - unit.m0))
+                };
+                write_acc::<W, _>(&sink, acc, staging, lane, rows);
+            }
         }
     }
 }

@@ -7,7 +7,9 @@ use super::{
 use crate::device::{Device, LaunchConfig};
 use crate::error::Result;
 use crate::view::{DeviceView, DeviceViewMut};
-use kernel_abi::gemm::{ACT_DGELU, ACT_GELU, ACT_NONE, GemmParams, SPLIT_REDUCE_THREADS, simt, tc};
+use kernel_abi::gemm::{
+    ACT_DGELU, ACT_GELU, ACT_NONE, GemmParams, SPLIT_REDUCE_THREADS, TAIL_BM, TAIL_BN, simt, tc,
+};
 use kernel_abi::gemm_wgmma::{WgmmaKernel, wg};
 use kernel_abi::{DevicePtr, DevicePtrMut};
 
@@ -59,6 +61,16 @@ pub(super) fn validate(spec: &GemmSpec) -> Result<()> {
         ("ldc", spec.ldc),
     ] {
         to_u32(arg, value)?;
+    }
+    if spec.whole_tiles > 0 && spec.whole_tiles >= spec.tiles_128() {
+        return Err(invalid(
+            "whole_tiles",
+            format!(
+                "{} leaves none of the {} tiles of 128 × 128 to split",
+                spec.whole_tiles,
+                spec.tiles_128()
+            ),
+        ));
     }
     if spec.batch > 1 && spec.m > 0 && spec.n > 0 {
         let matrix = (spec.m - 1) * spec.ldc + spec.n;
@@ -221,7 +233,8 @@ fn launch<D: Device, I: GemmTypes<O>, O: GemmOutput>(
         tiles_n: tiles_n as u32,
         split_k: slices as u32,
         k_tiles_per_split: steps_per_slice as u32,
-        _pad: 0,
+        // `split_plan_for` splits a tail split only on wgmma.
+        whole_tiles: if slices > 1 { spec.whole_tiles as u32 } else { 0 },
     };
     if let Some((tile, kernel)) = wgmma {
         // SAFETY: as for the mma.sync launch below (same views, shape and workspace checks);
@@ -285,7 +298,11 @@ fn split_reduce<D: Device, I: Copy + 'static, O: GemmOutput>(
     spec: &GemmSpec,
     params: &GemmParams<I, O::Abi>,
 ) -> Result<()> {
-    let runs = spec.m * spec.n.div_ceil(8);
+    let runs = if params.whole_tiles == 0 {
+        spec.m * spec.n.div_ceil(8)
+    } else {
+        spec.tail_tiles() * (TAIL_BM * TAIL_BN / 8) as usize
+    };
     let reduce_blocks = to_u32("m", runs.div_ceil(SPLIT_REDUCE_THREADS as usize))?;
     let reduce = GemmParams {
         a: DevicePtr::null(),
@@ -311,7 +328,7 @@ fn split_reduce<D: Device, I: Copy + 'static, O: GemmOutput>(
         tiles_n: params.tiles_n,
         split_k: params.split_k,
         k_tiles_per_split: params.k_tiles_per_split,
-        _pad: 0,
+        whole_tiles: params.whole_tiles,
     };
     let config = LaunchConfig {
         grid: (reduce_blocks, 1, spec.batch as u32),

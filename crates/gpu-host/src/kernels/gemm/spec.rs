@@ -6,7 +6,7 @@ use crate::device::Device;
 use crate::error::Result;
 use crate::ptx::PtxArch;
 use half::{bf16, f16};
-use kernel_abi::gemm::{simt, tc};
+use kernel_abi::gemm::{TAIL_BM, TAIL_BN, simt, tc};
 use kernel_abi::gemm_wgmma::{WgmmaKernels, wg};
 
 /// The matmul precision of a training mode (the project's speed ladder).
@@ -139,6 +139,13 @@ pub struct GemmSpec {
     pub precision: Precision,
     /// Split K into this many slices (1: no split-K; see [`gemm_split_k`](super::gemm_split_k)).
     pub split_k: usize,
+    /// With `split_k > 1`, on the Hopper kernel: the tiles (128 × 128, the first in its raster
+    /// order) multiplied over the whole K, only the rest split (the *tail split* of
+    /// `kernel_abi::gemm`; [`GemmSpec::with_split_k_for`] picks it for the whole waves of a
+    /// GEMM with a little more tiles than SMs). Less than the tiles; 0 (the default) splits
+    /// every tile. The `mma.sync` kernels have no persistent grid to share out whole tiles:
+    /// they run a spec with `whole_tiles > 0` unsplit.
+    pub whole_tiles: usize,
     /// Which instructions multiply ([`GemmEngine::Auto`] unless set).
     pub engine: GemmEngine,
     /// The Hopper kernel's block tile, when it runs ([`WgmmaTile::Auto`] unless set).
@@ -175,6 +182,7 @@ impl GemmSpec {
             beta: 0.0,
             precision,
             split_k: 1,
+            whole_tiles: 0,
             engine: GemmEngine::Auto,
             wgmma_tile: WgmmaTile::Auto,
         }
@@ -274,10 +282,12 @@ impl GemmSpec {
 
     /// (slices, K steps per slice) launched for `split_k` on `engine` (steps of
     /// [`GemmSpec::block_k_for`] that engine): every slice gets the same whole number of K
-    /// steps except the last, and none is empty.
+    /// steps except the last, and none is empty. A tail split (`whole_tiles > 0`) is
+    /// unsplit except on `Wgmma`.
     pub fn split_plan_for(&self, engine: GemmEngine) -> (usize, usize) {
         let steps = self.k.div_ceil(self.block_k_for(engine));
-        if self.split_k <= 1 || steps <= 1 {
+        let tail_split_elsewhere = self.whole_tiles > 0 && engine != GemmEngine::Wgmma;
+        if self.split_k <= 1 || steps <= 1 || tail_split_elsewhere {
             return (1, steps);
         }
         let per_slice = steps.div_ceil(self.split_k);
@@ -291,14 +301,30 @@ impl GemmSpec {
         self.candidate_engines().iter().map(|&e| self.workspace_len_for(e)).max().unwrap_or(0)
     }
 
-    /// The workspace of [`GemmSpec::split_plan_for`] `engine`.
+    /// The workspace of [`GemmSpec::split_plan_for`] `engine`: `batch · slices · M · N`, or
+    /// with a tail split one 128 × 128 block per tail tile and slice.
     pub(super) fn workspace_len_for(&self, engine: GemmEngine) -> usize {
+        let per_slice = if self.whole_tiles == 0 {
+            self.m.saturating_mul(self.n)
+        } else {
+            self.tail_tiles().saturating_mul((TAIL_BM * TAIL_BN) as usize)
+        };
         match self.split_plan_for(engine) {
             (1, _) => 0,
-            (slices, _) => {
-                [slices, self.m, self.n].iter().fold(self.batch, |a, &b| a.saturating_mul(b))
-            }
+            (slices, _) => [slices, per_slice].iter().fold(self.batch, |a, &b| a.saturating_mul(b)),
         }
+    }
+
+    /// The 128 × 128 tiles of one batch that a tail split divides over K (all but
+    /// `whole_tiles`).
+    pub(super) fn tail_tiles(&self) -> usize {
+        self.tiles_128().saturating_sub(self.whole_tiles)
+    }
+
+    /// Tiles of 128 × 128 in one batch: those of the `mma.sync` kernels and of the Hopper kernel
+    /// when it splits K.
+    pub(super) fn tiles_128(&self) -> usize {
+        self.m.div_ceil(TAIL_BM as usize) * self.n.div_ceil(TAIL_BN as usize)
     }
 
     /// The most K slices any engine this spec may run on launches.
@@ -358,14 +384,29 @@ impl GemmSpec {
         self.precision == Precision::Tf32 && self.likely_engine(arch) == GemmEngine::Wgmma
     }
 
-    /// Picks `split_k` for a GPU with `multiprocessors` SMs whose runtime loaded the `arch`
-    /// module, for the engine this spec will most likely run on there (what
-    /// [`GemmSpec::engine_on`] resolves to for aligned operands): the split of least
-    /// [`split_cost`], from 1 to 16 slices of at least 8 K steps (of that engine) each. A model,
-    /// not a tuner: it targets the GPT-2 weight gradients (outputs of a few dozen to a few
-    /// hundred tiles, K = B·T), whose last wave of tiles left most SMs idle (the 3072 × 768
-    /// gradient, 144 tiles on 132 SMs, ran at 59% of cuBLAS on an H200, 2026-11-26).
-    pub fn with_split_k_for(mut self, multiprocessors: usize, arch: PtxArch) -> Self {
+    /// Picks `split_k` (and, on the Hopper kernel, `whole_tiles`) for a GPU with
+    /// `multiprocessors` SMs whose runtime loaded the `arch` module, for the engine this spec
+    /// will most likely run on there (what [`GemmSpec::engine_on`] resolves to for aligned
+    /// operands): the plan of least [`split_cost`], from 1 to 16 slices of at least 8 K steps
+    /// (of that engine) each, every tile split or, on the Hopper kernel's persistent grid of an
+    /// unbatched GEMM, only those past its whole waves of tiles (the tail split). A model, not a
+    /// tuner: it targets the GPT-2 weight gradients (outputs of a few dozen to a few hundred
+    /// tiles, K = B·T), whose last wave of tiles left most SMs idle (the 3072 × 768 gradient,
+    /// 144 tiles on 132 SMs, ran at 59% of cuBLAS on an H200 unsplit, and at 61% on an H100 in
+    /// four slices, 2026-11-26: the partial sums of every tile cost more than the model said).
+    pub fn with_split_k_for(self, multiprocessors: usize, arch: PtxArch) -> Self {
+        self.plan_split(multiprocessors, arch, true)
+    }
+
+    /// [`GemmSpec::with_split_k_for`] without the tail split (`whole_tiles` 0: every tile
+    /// split, or none): the plan it picked before the tail split, which the GEMM benchmark
+    /// times beside it.
+    pub fn with_every_tile_split_for(self, multiprocessors: usize, arch: PtxArch) -> Self {
+        self.plan_split(multiprocessors, arch, false)
+    }
+
+    /// The split plans of [`GemmSpec::with_split_k_for`], tail splits only if `tail`.
+    fn plan_split(mut self, multiprocessors: usize, arch: PtxArch, tail: bool) -> Self {
         let engine = self.likely_engine(arch);
         // Blocks per SM, and roughly the engine's FLOPs per byte of DRAM traffic on an H100 /
         // H200 (dense peak over bandwidth): what a slice's workspace costs against its math.
@@ -381,20 +422,27 @@ impl GemmSpec {
         };
         let tiles = self.m.div_ceil(bm as usize) * self.n.div_ceil(bn as usize) * self.batch;
         let steps = self.k.div_ceil(self.block_k_for(engine));
+        let multiprocessors = multiprocessors.max(1);
         let model = SplitModel {
             tiles,
             steps,
-            multiprocessors: multiprocessors.max(1),
+            multiprocessors,
             per_sm,
             slice_overhead: 4.0 * flops_per_byte / self.k.max(1) as f64,
         };
         let most = (steps / 8).clamp(1, 16);
-        self.split_k = if tiles == 0 {
-            1
+        let whole_waves = tiles / multiprocessors * multiprocessors;
+        let tail_split =
+            tail && engine == GemmEngine::Wgmma && self.batch == 1 && whole_waves < tiles;
+        let plans = (1..=most).map(|split| (0, split));
+        let tail_plans = (2..=most).filter(|_| tail_split && whole_waves > 0);
+        let plans = plans.chain(tail_plans.map(|split| (whole_waves, split)));
+        (self.whole_tiles, self.split_k) = if tiles == 0 {
+            (0, 1)
         } else {
-            (1..=most)
+            plans
                 .min_by(|&a, &b| split_cost(&model, a).total_cmp(&split_cost(&model, b)))
-                .unwrap_or(1)
+                .unwrap_or((0, 1))
         };
         self
     }
@@ -449,17 +497,22 @@ pub(super) struct SplitModel {
     pub(super) slice_overhead: f64,
 }
 
-/// The time of the GEMM split into `split` K slices, relative to its ideal (every SM busy for
-/// the same number of K steps): the busiest SM's K steps, `⌈units / slots⌉ · per_sm ·
-/// ⌈steps / split⌉` (units = tiles · split, slots = per_sm · SMs: the blocks sharing an SM
-/// share its throughput), over `tiles · steps / SMs`, plus [`SplitModel::slice_overhead`] per
-/// slice when split. Ties keep the smaller split (the first minimum).
-pub(super) fn split_cost(model: &SplitModel, split: usize) -> f64 {
+/// The time of the GEMM split into `split` K slices, all but its first `whole` tiles (0, or
+/// a multiple of the block slots), relative to its ideal (every SM busy for the same number
+/// of K steps): the busiest SM's K steps, `whole / slots · per_sm · steps` for the whole tiles
+/// plus `⌈units / slots⌉ · per_sm · ⌈steps / split⌉` for the `units = (tiles − whole) · split`
+/// others (slots = per_sm · SMs: the blocks sharing an SM share its throughput), over `tiles
+/// · steps / SMs`, plus [`SplitModel::slice_overhead`] per slice of the split tiles' share
+/// when split. Ties keep the first minimum (the smaller split, every tile split).
+pub(super) fn split_cost(model: &SplitModel, (whole, split): (usize, usize)) -> f64 {
     let SplitModel { tiles, steps, multiprocessors, per_sm, slice_overhead } = *model;
     let slots = per_sm * multiprocessors;
-    let busiest = (tiles * split).div_ceil(slots) * per_sm * steps.div_ceil(split);
+    let split_tiles = tiles.saturating_sub(whole);
+    let busiest = whole / slots * per_sm * steps
+        + (split_tiles * split).div_ceil(slots) * per_sm * steps.div_ceil(split);
     let ideal = (tiles * steps) as f64 / multiprocessors as f64;
-    let workspace = if split > 1 { slice_overhead * split as f64 } else { 0.0 };
+    let split_share = split_tiles as f64 / tiles.max(1) as f64;
+    let workspace = if split > 1 { slice_overhead * split as f64 * split_share } else { 0.0 };
     busiest as f64 / ideal.max(f64::MIN_POSITIVE) + workspace
 }
 

@@ -87,11 +87,26 @@ fn split_heuristic_targets_small_outputs_with_long_k() {
     // block on 72 of the 108 SMs: 3 slices fill two waves).
     assert_eq!((a100(dw(768, 768)), a100(dw(2304, 768)), a100(dw(3072, 768))), (6, 2, 3));
     // wgmma, 1 persistent block per SM: 132 over 36 tiles; 108 already fill most SMs; 144 (fc
-    // and fcproj) left 12 tiles for a second wave, measured at 59% of cuBLAS on an H200.
-    assert_eq!((h100(dw(768, 768)), h100(dw(2304, 768))), (3, 1));
-    assert_eq!((h100(dw(3072, 768)), h100(dw(768, 3072))), (4, 4));
+    // and fcproj) left 12 tiles for a second wave, measured at 59% of cuBLAS on an H200, and
+    // at 61% split in 4: now a wave of 132 whole tiles, then the 12 others in 11 slices.
+    let plan = |s: GemmSpec| {
+        let s = s.with_split_k_for(132, PtxArch::Sm90a);
+        (s.whole_tiles, s.split_k)
+    };
+    assert_eq!((plan(dw(768, 768)), plan(dw(2304, 768))), ((0, 3), (0, 1)));
+    assert_eq!((plan(dw(3072, 768)), plan(dw(768, 3072))), ((132, 11), (132, 11)));
+    let every = dw(3072, 768).with_every_tile_split_for(132, PtxArch::Sm90a);
+    assert_eq!((every.whole_tiles, every.split_k), (0, 4), "the plan before the tail split");
+    let tail = dw(3072, 768).with_split_k_for(132, PtxArch::Sm90a);
+    assert_eq!(tail.workspace_len(), 12 * 11 * 128 * 128, "one block per tail tile and slice");
+    // mma.sync, should the operands' alignment rule wgmma out, runs a tail split unsplit.
+    let mma = GemmSpec { engine: GemmEngine::MmaSync, ..tail };
+    assert_eq!((mma.split_plan(), mma.workspace_len()), ((1, 512), 0));
+    // An H100 PCIe (114 SMs): a wave of 114 whole tiles, then 30 in 3 slices.
+    let pcie = dw(3072, 768).with_split_k_for(114, PtxArch::Sm90a);
+    assert_eq!((pcie.whole_tiles, pcie.split_k), (114, 3));
     // The classifier's gradient: 393 × 6 tiles, 18 waves, nothing to gain.
-    assert_eq!(h100(dw(50304, 768)), 1);
+    assert_eq!(plan(dw(50304, 768)), (0, 1));
     let forced_mma = GemmSpec { engine: GemmEngine::MmaSync, ..dw(768, 768) };
     assert_eq!(h100(forced_mma), 7);
     // TF32 weight gradients run on mma.sync (wgmma reads TF32 K-major only), whose slower
@@ -502,6 +517,45 @@ mod engines {
         assert_eq!(launches[0].config.grid, (2, 4, 1));
     }
 
+    /// A tail split: the persistent grid walks the whole tiles and the tail's slices, the
+    /// reduction only the tail's blocks; mma.sync (sm_80) runs the spec unsplit; whole tiles
+    /// that leave nothing to split and 128 × 256 tiles are refused.
+    #[test]
+    fn tail_split_launches_the_whole_tiles_and_the_tail_slices() {
+        let dev = MockDevice::new(PtxArch::Sm90a, 4);
+        // 3 × 2 tiles of 128 × 128; K = 640: 10 k-tiles of 64 → 3 slices of 4 k-tiles.
+        let spec = GemmSpec {
+            split_k: 3,
+            whole_tiles: 4,
+            ..GemmSpec::linear_backward_weight(640, 200, 304, Precision::Bf16)
+        };
+        assert_eq!(spec.workspace_len(), 2 * 3 * 128 * 128);
+        let launches = run_bf16(&dev, &spec, 0, spec.workspace_len()).unwrap();
+        let p = launches[0].params::<WgmmaGemmParams<Bf16, Bf16>>();
+        assert_eq!((p.gemm.split_k, p.gemm.whole_tiles, p.units), (3, 4, 4 + 2 * 3));
+        assert_eq!(launches[0].config.grid, (4, 1, 1));
+        assert_eq!(launches[1].name, "gemm_split_reduce_bf16");
+        let reduce = launches[1].params::<GemmParams<f32, Bf16>>();
+        assert_eq!(reduce.whole_tiles, 4);
+        let tail_runs = 2 * 128 * 128 / 8;
+        assert_eq!(launches[1].config.grid.0 as usize, tail_runs / 256);
+        let short = run_bf16(&dev, &spec, 0, spec.workspace_len() - 1).unwrap_err();
+        assert!(short.to_string().contains("`workspace`"), "{short}");
+
+        let sm80 = MockDevice::new(PtxArch::Sm80, 4);
+        let launches = run_bf16(&sm80, &spec, 0, spec.workspace_len()).unwrap();
+        assert_eq!(launches.len(), 1, "mma.sync runs a tail split unsplit");
+        assert_eq!(launches[0].config.grid, (6, 1, 1));
+
+        let all = GemmSpec { whole_tiles: 6, ..spec };
+        let err = run_bf16(&dev, &all, 0, 1 << 20).unwrap_err();
+        assert!(matches!(err, GpuError::InvalidArgument { arg: "whole_tiles", .. }), "{err}");
+        let wide =
+            GemmSpec { a_layout: Layout::RowMajor, lda: 640, wgmma_tile: WgmmaTile::N256, ..spec };
+        let err = run_bf16(&dev, &wide, 0, 1 << 20).unwrap_err();
+        assert!(matches!(err, GpuError::InvalidArgument { arg: "wgmma_tile", .. }), "{err}");
+    }
+
     #[test]
     fn gemm_rejects_a_split_on_any_candidate_engine() {
         let dev = MockDevice::new(PtxArch::Sm90a, 132);
@@ -531,11 +585,19 @@ fn split_cost_weighs_idle_sms_against_workspace_traffic() {
         per_sm: 1,
         slice_overhead: 4.0 * 200.0 / 16384.0,
     };
-    let cost = |s| split_cost(&fc_dw, s);
+    let cost = |s| split_cost(&fc_dw, (0, s));
     assert!((cost(1) - 2.0 * 132.0 / 144.0).abs() < 1e-12, "{}", cost(1));
     assert!(cost(4) < 0.75 * cost(1), "{} vs {}", cost(4), cost(1));
     assert!(cost(4) < cost(3) && cost(4) < cost(5) && cost(5) < cost(16));
+    // The tail split: one wave of 132 whole tiles, then the other 12 in 11 slices, one per
+    // SM (24 steps each): 280 steps on the busiest SM against the ideal 279.3, and partial
+    // sums for 12 tiles only.
+    let tail = |s| split_cost(&fc_dw, (132, s));
+    let steps = 256.0 + 24.0;
+    let want = steps / (144.0 * 256.0 / 132.0) + fc_dw.slice_overhead * 11.0 * 12.0 / 144.0;
+    assert!((tail(11) - want).abs() < 1e-12, "{} vs {want}", tail(11));
+    assert!(tail(11) < tail(10) && tail(11) < tail(12) && tail(11) < 0.8 * cost(4));
     // A whole number of waves without a split costs its ideal.
     let full = SplitModel { tiles: 264, ..fc_dw };
-    assert!((split_cost(&full, 1) - 1.0).abs() < 1e-12);
+    assert!((split_cost(&full, (0, 1)) - 1.0).abs() < 1e-12);
 }

@@ -7,7 +7,7 @@ use crate::error::Result;
 use crate::ptx::PtxArch;
 use crate::tensor_map::{TensorMapDesc, TensorMapElem, TensorMapLayers, TensorMapSwizzle};
 use kernel_abi::DevicePtr;
-use kernel_abi::gemm::GemmParams;
+use kernel_abi::gemm::{GemmParams, units_per_batch};
 use kernel_abi::gemm_wgmma::{TensorMap, WgmmaGemmParams, WgmmaKernel, wg};
 
 /// The element type of the operands of `precision` (`None`: FP32, which has no wgmma form).
@@ -137,7 +137,13 @@ pub(super) fn tile_for(spec: &GemmSpec, sms: u32) -> Result<wg::Tile> {
             ),
         )
     };
+    let tail_split = spec.whole_tiles > 0 && spec.split_plan_for(GemmEngine::Wgmma).0 > 1;
     match spec.wgmma_tile {
+        WgmmaTile::N256 if tail_split => Err(invalid(
+            "wgmma_tile",
+            "a tail split (whole_tiles > 0) keeps the partial sums of 128 × 128 tiles, not of \
+             128 × 256 ones",
+        )),
         WgmmaTile::N128 => Ok(wg::N128),
         forced @ (WgmmaTile::N256 | WgmmaTile::PingPong) if spec.has_wgmma_entry(forced) => {
             Ok(forced.geometry())
@@ -210,10 +216,10 @@ fn operand_maps(
 
 /// Launches the first (or only) pass of a GEMM on the wgmma `kernel` of tiles `tile`: `params`
 /// as for the `mma.sync` kernel (tiles of `wg::BM` × `tile.bn`, the split plan of the wgmma
-/// engine), with
-/// the two tensor maps ([`Device::with_tensor_maps_in_memory`]: uploaded once per operand buffers
-/// and shape, then reused) and a persistent grid of `min(units, SMs)` blocks over the `tiles
-/// · split_k · batch` work units.
+/// engine, and the tail split's `whole_tiles`), with the two tensor maps
+/// ([`Device::with_tensor_maps_in_memory`]: uploaded once per operand buffers and shape, then
+/// reused) and a persistent grid of `min(units, SMs)` blocks over the work units
+/// (`units_per_batch · batch`, see `kernel_abi::gemm::work_unit`).
 ///
 /// # Safety
 /// `params` must be valid for `kernel` as the checks of `super::launch` establish
@@ -227,8 +233,10 @@ pub(super) unsafe fn launch<D: Device, I: Copy + 'static, O: Copy + 'static>(
     params: GemmParams<I, O>,
 ) -> Result<()> {
     let descs = operand_maps(spec, tile, params.a.addr(), params.b.addr())?;
-    let tiles = params.tiles_m as u64 * params.tiles_n as u64;
-    let units = to_u32("m", (tiles * params.split_k as u64 * spec.batch as u64) as usize)?;
+    let tiles = to_u32("m", params.tiles_m as usize * params.tiles_n as usize)?;
+    let (split_k, whole_tiles) = (params.split_k, params.whole_tiles);
+    let per_batch = units_per_batch(tiles, split_k, whole_tiles) as u64;
+    let units = to_u32("m", (per_batch * spec.batch as u64) as usize)?;
     let config = LaunchConfig {
         grid: (units.min(dev.multiprocessors().max(1)), 1, 1),
         block: (wg::THREADS, 1, 1),
