@@ -160,6 +160,54 @@ impl<T> StreamPair<'_, T> {
     }
 }
 
+/// What both forwards (`mma.sync` and wgmma) set up: the query tile (the last first, so the
+/// longest rows start first), the shared-memory layout from `smem` (Q, then two stages of K,
+/// then two of V, each [`TILE_BYTES`]), this lane's two rows, and the first `cp.async` group:
+/// Q and the first K and V tiles.
+struct ForwardBlock<T> {
+    q_tile: u32,
+    sq: u32,
+    kv: [(Source<T>, u32); 2],
+    rows: [u32; 2],
+}
+
+impl<T: Copy> ForwardBlock<T> {
+    /// Sets up the block and issues its first group.
+    ///
+    /// # Safety
+    /// Every thread of the block calls it; `smem` starts the launch's five tiles (16-byte
+    /// aligned); the buffers have the shapes the launcher checked.
+    #[inline(always)]
+    unsafe fn start(p: &FlashForwardParams<T>, smem: u32) -> Self {
+        let q_tile = grid_dim_x() - 1 - block_idx_x();
+        let (b, h, channels) = (block_idx_z(), block_idx_y(), p.nh * HD);
+        let part = |i: u32| Source::new(p.qkv.as_ptr(), p.t, 3 * channels, b, i * channels, h);
+        let q0 = q_tile * BLOCK_Q;
+        let row0 = q0 + warp_idx_x() * 16 + lane_id() / 4;
+        let block = Self {
+            q_tile,
+            sq: smem,
+            kv: [(part(1), smem + TILE_BYTES), (part(2), smem + 3 * TILE_BYTES)],
+            rows: [row0, row0 + 8],
+        };
+        // SAFETY: block-uniform calls; the tiles are inside the launch's shared memory.
+        unsafe {
+            part(0).load(block.sq, q0);
+            block.kv[0].0.load(block.kv[0].1, 0);
+            block.kv[1].0.load(block.kv[1].1, 0);
+            cp_async_commit_group();
+        }
+        block
+    }
+
+    /// The K and V streams.
+    #[inline(always)]
+    fn kv(&self) -> StreamPair<'_, T> {
+        let [(k, sk), (v, sv)] = &self.kv;
+        StreamPair { first: (k, *sk), second: (v, *sv) }
+    }
+}
+
 /// The maximum of `x` over the 4 lanes of this lane's quad.
 ///
 /// # Safety
@@ -304,28 +352,11 @@ unsafe fn store_output<Op: FlashOp>(
 /// `B·NH·T <= u32::MAX`, and `qkv` 16-byte and `out` 4-byte aligned.
 #[inline(always)]
 unsafe fn forward<Op: FlashOp>(p: FlashForwardParams<Op::In>) {
-    let q_tile = grid_dim_x() - 1 - block_idx_x();
-    let (b, h) = (block_idx_z(), block_idx_y());
-    let q0 = q_tile * BLOCK_Q;
-    let channels = p.nh * HD;
-    let part = |i: u32| Source::new(p.qkv.as_ptr(), p.t, 3 * channels, b, i * channels, h);
-    let (q_src, k_src, v_src) = (part(0), part(1), part(2));
-    let sq = dynamic_smem_base();
-    let sk = sq + BLOCK_Q * HD * 2;
-    let sv = sk + 2 * TILE_BYTES;
+    // SAFETY: every thread, at the start; the launch's shared memory holds the five tiles.
+    let block = unsafe { ForwardBlock::start(&p, dynamic_smem_base()) };
+    let (q_tile, sq) = (block.q_tile, block.sq);
     let (warp, lane) = (warp_idx_x(), lane_id());
-    let g = lane / 4;
-    let rows = [q0 + warp * 16 + g, q0 + warp * 16 + g + 8];
-
-    // SAFETY: block-uniform calls; the tiles are inside the launch's shared memory.
-    unsafe {
-        q_src.load(sq, q0);
-        k_src.load(sk, 0);
-        v_src.load(sv, 0);
-        cp_async_commit_group();
-    }
-
-    let kv = StreamPair { first: (&k_src, sk), second: (&v_src, sv) };
+    let kv = block.kv();
     let kv_tiles = q_tile + 1;
     let mut qa = [[0u32; 4]; 4];
     let mut o = [[0.0f32; 4]; 8];
@@ -386,7 +417,7 @@ unsafe fn forward<Op: FlashOp>(p: FlashForwardParams<Op::In>) {
     }
 
     // SAFETY: all lanes are here; `rows` are this lane's rows of the warp's 16.
-    unsafe { store_output::<Op>(&p, &o, &rows_state, rows) };
+    unsafe { store_output::<Op>(&p, &o, &rows_state, block.rows) };
 }
 
 entries! { "flash";

@@ -12,14 +12,12 @@
 use super::wgmma::{
     WgmmaFlashOp, aligned_smem_base, flat_of, product_acc, product_t, step, tiles_of,
 };
-use super::{RowState, Source, StreamPair, TILE_BYTES, online_softmax, store_output};
-use crate::arch::cp_async::cp_async_commit_group;
+use super::{ForwardBlock, RowState, online_softmax, store_output};
 use crate::arch::sync::bar_sync;
 use crate::arch::wgmma::{self, hold, hold_words};
-use crate::arch::{block_idx_x, block_idx_y, block_idx_z, grid_dim_x, lane_id, warp_idx_x};
 use crate::entry::entries;
 use crate::gemm::tensor_op::{Bf16Op, F16Op};
-use kernel_abi::flash::{BLOCK_KV, BLOCK_Q, FlashForwardParams, HD};
+use kernel_abi::flash::{BLOCK_KV, FlashForwardParams};
 
 /// The forward of one query tile on wgmma (see the module doc and [`super::forward`]).
 ///
@@ -28,28 +26,10 @@ use kernel_abi::flash::{BLOCK_KV, BLOCK_Q, FlashForwardParams, HD};
 /// memory and `WGMMA_THREADS` threads; sm_90a.
 #[inline(always)]
 unsafe fn forward<Op: WgmmaFlashOp>(p: FlashForwardParams<Op::In>) {
-    let q_tile = grid_dim_x() - 1 - block_idx_x();
-    let (b, h) = (block_idx_z(), block_idx_y());
-    let q0 = q_tile * BLOCK_Q;
-    let channels = p.nh * HD;
-    let part = |i: u32| Source::new(p.qkv.as_ptr(), p.t, 3 * channels, b, i * channels, h);
-    let (q_src, k_src, v_src) = (part(0), part(1), part(2));
-    let sq = aligned_smem_base();
-    let sk = sq + TILE_BYTES;
-    let sv = sk + 2 * TILE_BYTES;
-    let (warp, lane) = (warp_idx_x(), lane_id());
-    let g = lane / 4;
-    let rows = [q0 + warp * 16 + g, q0 + warp * 16 + g + 8];
-
-    // SAFETY: block-uniform calls; the tiles are inside the launch's shared memory.
-    unsafe {
-        q_src.load(sq, q0);
-        k_src.load(sk, 0);
-        v_src.load(sv, 0);
-        cp_async_commit_group();
-    }
-
-    let kv = StreamPair { first: (&k_src, sk), second: (&v_src, sv) };
+    // SAFETY: every thread, at the start; the aligned base leaves room for the five tiles.
+    let block = unsafe { ForwardBlock::start(&p, aligned_smem_base()) };
+    let (q_tile, sq) = (block.q_tile, block.sq);
+    let kv = block.kv();
     let kv_tiles = q_tile + 1;
     let mut o = [0.0f32; 32];
     let mut state = RowState::new();
@@ -88,7 +68,7 @@ unsafe fn forward<Op: WgmmaFlashOp>(p: FlashForwardParams<Op::In>) {
     }
 
     // SAFETY: all lanes are here; `rows` are this lane's rows of the warp's 16.
-    unsafe { store_output::<Op>(&p, &tiles_of(&o), &state, rows) };
+    unsafe { store_output::<Op>(&p, &tiles_of(&o), &state, block.rows) };
 }
 
 entries! { "flash";
