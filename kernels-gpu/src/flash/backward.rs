@@ -187,6 +187,47 @@ pub(super) unsafe fn store_rows<Op: FlashOp>(
     });
 }
 
+/// The causal mask of the diagonal tile of `Pᵀ` (rows: keys, columns: queries, equal tile
+/// offsets): calls `masked(n, e)` for each accumulator element (n8 tile `n`, fragment element
+/// `e`) of this lane whose query column `8n + 2·quad + (e & 1)` lies before its key row
+/// `warp·16 + g + 8·(e / 2)`. Shared by both dK/dV kernels (the caller zeroes its layout's
+/// element).
+#[inline(always)]
+pub(super) fn causal_mask_transposed(warp: u32, lane: u32, mut masked: impl FnMut(usize, usize)) {
+    let (g, quad) = (lane / 4, lane % 4);
+    let first = |r: i32| (warp * 16 + g) as i32 + 8 * r - 2 * quad as i32;
+    let first = [first(0), first(1)];
+    unroll!(n in 0..8 => {
+        unroll!(e in 0..4 => {
+            if ((8 * n + (e & 1)) as i32) < first[e / 2] {
+                masked(n, e);
+            }
+        });
+    });
+}
+
+/// The causal mask of the diagonal tile `q_tile` of `P` (rows: this lane's queries `rows`,
+/// columns: keys): calls `masked(n, e)` for each accumulator element whose key column lies
+/// after its query row. Absolute positions, not the per-lane offsets of
+/// [`causal_mask_transposed`]: with those ptxas spilled the `mma.sync` dQ kernel at its
+/// 168-register bound. Shared by both dQ kernels.
+#[inline(always)]
+pub(super) fn causal_mask(
+    q_tile: u32,
+    quad: u32,
+    rows: [u32; 2],
+    mut masked: impl FnMut(usize, usize),
+) {
+    unroll!(n in 0..8 => {
+        unroll!(e in 0..4 => {
+            let col = q_tile * BLOCK_KV + n as u32 * 8 + 2 * quad + (e as u32 & 1);
+            if col > rows[e / 2] {
+                masked(n, e);
+            }
+        });
+    });
+}
+
 /// Loads the A fragments of a warp's 16 rows of a 64-column tile (one per k-step).
 ///
 /// # Safety
@@ -383,7 +424,7 @@ unsafe fn dkdv<Op: FlashOp>(p: FlashBackwardParams<Op::In>) {
     let [sk, sv] = block.resident;
     let (rows, stats_base) = (block.rows, block.stats_base);
     let (warp, lane) = (warp_idx_x(), lane_id());
-    let (g, quad) = (lane / 4, lane % 4);
+    let quad = lane % 4;
     let q_do = block.stream();
     let mut dk = [[0.0f32; 4]; 8];
     let mut dv = [[0.0f32; 4]; 8];
@@ -417,18 +458,8 @@ unsafe fn dkdv<Op: FlashOp>(p: FlashBackwardParams<Op::In>) {
             });
         });
         // The diagonal tile (the first): a warp-uniform branch, so the others skip the mask.
-        // Query column `8n + 2·quad + (e & 1)` of the tile lies before key row
-        // `warp·16 + g + 8·(e / 2)` (equal tile offsets) when `8n + (e & 1)` is below `first`.
         if j == kv_tile {
-            let first = |r: i32| (warp * 16 + g) as i32 + 8 * r - 2 * quad as i32;
-            let first = [first(0), first(1)];
-            unroll!(n in 0..8 => {
-                unroll!(e in 0..4 => {
-                    if ((8 * n + (e & 1)) as i32) < first[e / 2] {
-                        s[n][e] = 0.0;
-                    }
-                });
-            });
+            causal_mask_transposed(warp, lane, |n, e| s[n][e] = 0.0);
         }
 
         // SAFETY: warp-uniform; this stage's dO tile is visible.
@@ -504,17 +535,8 @@ unsafe fn dq<Op: FlashOp>(p: FlashBackwardParams<Op::In>) {
             });
         });
         // The diagonal tile (the last): a warp-uniform branch, so the others skip the mask.
-        // (Comparing absolute positions here: the forward's per-lane offset form made ptxas
-        // spill this kernel at its 168-register bound.)
         if j == q_tile {
-            unroll!(n in 0..8 => {
-                unroll!(e in 0..4 => {
-                    let col = q_tile * BLOCK_KV + n as u32 * 8 + 2 * quad + (e as u32 & 1);
-                    if col > rows[e / 2] {
-                        s[n][e] = 0.0;
-                    }
-                });
-            });
+            causal_mask(q_tile, quad, rows, |n, e| s[n][e] = 0.0);
         }
 
         // dP = dO·Vᵀ, two n8-tiles at a time, and dS = P ∘ (dP − D) in place.

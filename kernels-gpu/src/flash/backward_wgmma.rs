@@ -14,7 +14,7 @@
 //! `dP` accumulators, which start at `−D` (the first k-step accumulates): `dS = P ∘ acc`, and
 //! `D`'s registers are free before the products run.
 
-use super::backward::{BackwardBlock, row_stats, store_rows};
+use super::backward::{BackwardBlock, causal_mask, causal_mask_transposed, row_stats, store_rows};
 use super::wgmma::{WgmmaFlashOp, aligned_smem_base, product_acc, product_t, step, tiles_of};
 use crate::arch::math::ex2_approx_f32;
 use crate::arch::sync::bar_sync;
@@ -71,7 +71,7 @@ unsafe fn dkdv<Op: WgmmaFlashOp>(p: FlashBackwardParams<Op::In>) {
     let [sk, sv] = block.resident;
     let (rows, stats_base) = (block.rows, block.stats_base);
     let (warp, lane) = (warp_idx_x(), lane_id());
-    let (g, quad) = (lane / 4, lane % 4);
+    let quad = lane % 4;
     let q_do = block.stream();
     let mut dk = [0.0f32; 32];
     let mut dv = [0.0f32; 32];
@@ -111,15 +111,7 @@ unsafe fn dkdv<Op: WgmmaFlashOp>(p: FlashBackwardParams<Op::In>) {
             });
         });
         if j == kv_tile {
-            let first = |r: i32| (warp * 16 + g) as i32 + 8 * r - 2 * quad as i32;
-            let first = [first(0), first(1)];
-            unroll!(n in 0..8 => {
-                unroll!(e in 0..4 => {
-                    if ((8 * n + (e & 1)) as i32) < first[e / 2] {
-                        s[4 * n + e] = 0.0;
-                    }
-                });
-            });
+            causal_mask_transposed(warp, lane, |n, e| s[4 * n + e] = 0.0);
         }
         // dV += Pᵀ·dO (one group), then dSᵀ = Pᵀ ∘ (dPᵀ − D) once dPᵀ (committed before dV)
         // is done.
@@ -205,14 +197,7 @@ unsafe fn dq<Op: WgmmaFlashOp>(p: FlashBackwardParams<Op::In>) {
             });
         });
         if j == q_tile {
-            unroll!(n in 0..8 => {
-                unroll!(e in 0..4 => {
-                    let col = q_tile * BLOCK_KV + n as u32 * 8 + 2 * quad + (e as u32 & 1);
-                    if col > rows[e / 2] {
-                        s[4 * n + e] = 0.0;
-                    }
-                });
-            });
+            causal_mask(q_tile, quad, rows, |n, e| s[4 * n + e] = 0.0);
         }
         // dS = P ∘ (dP − D), then dQ += dS·K; every group done, and the block past it, before
         // the next step refills this stage.
