@@ -363,6 +363,17 @@ impl<T: Copy> BackwardBlock<T> {
         block
     }
 
+    /// The statistics (`lse·log2 e`, `D`) of this lane's two query rows ([`row_stats`]), which a
+    /// dQ block keeps for all its tiles.
+    ///
+    /// # Safety
+    /// `p` is the launch's (its `lse` and `d` cover this block's (b, h) row).
+    #[inline(always)]
+    pub(super) unsafe fn rows_stats(&self, p: &FlashBackwardParams<T>) -> [(f32, f32); 2] {
+        // SAFETY: stats_base is this block's (b, h) row.
+        unsafe { self.rows.map(|row| row_stats(p, self.stats_base, row)) }
+    }
+
     /// A dQ block with its tiles at `smem`: Q and dO resident, K and V streamed from tile 0.
     ///
     /// # Safety
@@ -503,10 +514,8 @@ unsafe fn dq<Op: FlashOp>(p: FlashBackwardParams<Op::In>) {
     let block = unsafe { BackwardBlock::dq(&p, dynamic_smem_base()) };
     let (q_tile, [sq, sdo], rows) = (block.tile, block.resident, block.rows);
     let quad = lane_id() % 4;
-    // SAFETY: stats_base is this block's (b, h) row.
-    let stats = unsafe {
-        [row_stats(&p, block.stats_base, rows[0]), row_stats(&p, block.stats_base, rows[1])]
-    };
+    // SAFETY: the launch's parameters.
+    let stats = unsafe { block.rows_stats(&p) };
     let kv = block.stream();
     let kv_tiles = q_tile + 1;
     let mut qa = [[0u32; 4]; 4];

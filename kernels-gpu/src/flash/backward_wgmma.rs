@@ -14,7 +14,7 @@
 //! `dP` accumulators, which start at `−D` (the first k-step accumulates): `dS = P ∘ acc`, and
 //! `D`'s registers are free before the products run.
 
-use super::backward::{BackwardBlock, causal_mask, causal_mask_transposed, row_stats, store_rows};
+use super::backward::{BackwardBlock, causal_mask, causal_mask_transposed, store_rows};
 use super::wgmma::{WgmmaFlashOp, aligned_smem_base, product_acc, product_t, step, tiles_of};
 use crate::arch::math::ex2_approx_f32;
 use crate::arch::sync::bar_sync;
@@ -159,10 +159,8 @@ unsafe fn dq<Op: WgmmaFlashOp>(p: FlashBackwardParams<Op::In>) {
     let block = unsafe { BackwardBlock::dq(&p, aligned_smem_base()) };
     let (q_tile, [sq, sdo], rows) = (block.tile, block.resident, block.rows);
     let quad = lane_id() % 4;
-    // SAFETY: stats_base is this block's (b, h) row.
-    let stats = unsafe {
-        [row_stats(&p, block.stats_base, rows[0]), row_stats(&p, block.stats_base, rows[1])]
-    };
+    // SAFETY: the launch's parameters.
+    let stats = unsafe { block.rows_stats(&p) };
     let kv = block.stream();
     let kv_tiles = q_tile + 1;
     let mut dq = [0.0f32; 32];
