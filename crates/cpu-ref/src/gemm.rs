@@ -289,6 +289,41 @@ pub fn bias_grad<T: Element, O: Element>(dy: &[T], m: usize, ld: usize, db: &mut
     });
 }
 
+/// Rows per group of [`col_sums`] (`kernel_abi::gemm::COL_SUM_ROWS`).
+pub const COL_SUM_ROWS: usize = 16;
+
+/// The column sums a GEMM epilogue writes of its output `c` (as stored, laid out as `g`'s C),
+/// bit for bit: for batch `z`, group `j` of [`COL_SUM_ROWS`] rows and column `n`, element
+/// `(z·⌈M/16⌉ + j)·N + n` is `(s0 + s1) + (s2 + s3)` in f32, `s_r` the f32 sum from 0.0 of
+/// rows `16j + r + 4i` (`i < 4`, in order, rows past M skipped). Their sum over the groups is
+/// the bias gradient of the layer whose output gradient `c` is.
+///
+/// # Panics
+/// If `c` is shorter than `g.c_len()`.
+pub fn col_sums<O: Element>(g: &Gemm, c: &[O]) -> Vec<f32> {
+    assert!(c.len() >= g.c_len(), "col_sums: c has {} elements", c.len());
+    let groups = g.m.div_ceil(COL_SUM_ROWS);
+    let mut out = vec![0.0f32; g.batch * groups * g.n];
+    for z in 0..g.batch {
+        for j in 0..groups {
+            for n in 0..g.n {
+                let class = |r: usize| {
+                    let mut s = 0.0f32;
+                    for i in 0..4 {
+                        let m = COL_SUM_ROWS * j + r + 4 * i;
+                        if m < g.m {
+                            s += c[g.c_index(z, m, n)].to_f32();
+                        }
+                    }
+                    s
+                };
+                out[(z * groups + j) * g.n + n] = (class(0) + class(1)) + (class(2) + class(3));
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -94,6 +94,13 @@ pub struct GemmParams<I: Copy, O: Copy> {
     /// `(m − m0)·TAIL_BN + (n − n0)` for the tile's origin `(m0, n0)` (rows and columns past
     /// the matrix are neither written nor read).
     pub workspace: DevicePtrMut<f32>,
+    /// Column sums of the stored output, or null (the bias gradient of the layer whose output
+    /// gradient C is; unsplit launches of the tensor-core kernels only). For batch `z`, group
+    /// `g` of [`COL_SUM_ROWS`] rows and column `n < N`: `col_sums[(z·col_sum_groups(M) + g)·N +
+    /// n]` is the f32 sum of the group's outputs in column `n` as stored (rounded to `O`), added
+    /// as `(s0 + s1) + (s2 + s3)` with `s_r` the sum, from 0.0 in row order, of rows `16g + r +
+    /// 4i` (`i < 4`, rows past M skipped). [`BIAS_GRAD_REDUCE_F32`] and friends add the groups.
+    pub col_sums: DevicePtrMut<f32>,
     /// Elements between consecutive batches of A.
     pub stride_a: u64,
     /// Elements between consecutive batches of B.
@@ -133,8 +140,8 @@ pub struct GemmParams<I: Copy, O: Copy> {
     pub whole_tiles: u32,
 }
 
-// SAFETY: #[repr(C)] struct of 7 device pointers (8 bytes each), 3 u64s and 14 u32/f32
-// fields: 136 bytes, no padding (the test `gemm_params_have_no_padding` checks it).
+// SAFETY: #[repr(C)] struct of 8 device pointers (8 bytes each), 3 u64s and 14 u32/f32
+// fields: 144 bytes, no padding (the test `gemm_params_have_no_padding` checks it).
 unsafe impl<I: Copy + 'static, O: Copy + 'static> KernelParams for GemmParams<I, O> {}
 
 /// Bias gradient, first pass: the f32 column sums of each slice of [`bias_grad::SLICE_ROWS`]
@@ -530,6 +537,15 @@ pub const SPLIT_REDUCE_F16: Kernel<GemmParams<f32, F16>> = Kernel::new("gemm_spl
 
 /// Threads per block of the split-K reduction (each sums one run of 8 columns of one row).
 pub const SPLIT_REDUCE_THREADS: u32 = 256;
+/// Rows per group of [`GemmParams::col_sums`]: the 16 rows a warp's epilogue writes at once.
+pub const COL_SUM_ROWS: u32 = 16;
+
+/// Groups of [`COL_SUM_ROWS`] rows of `m` rows: the rows of [`GemmParams::col_sums`] per batch.
+#[inline]
+pub const fn col_sum_groups(m: u32) -> u32 {
+    m.div_ceil(COL_SUM_ROWS)
+}
+
 /// Rows of a tile whose partial sums a tail split keeps ([`GemmParams::whole_tiles`]).
 pub const TAIL_BM: u32 = 128;
 /// Columns of a tile whose partial sums a tail split keeps.
@@ -672,14 +688,14 @@ mod tests {
     use std::collections::BTreeSet;
     use std::vec::Vec;
 
-    /// The GEMM parameters are 136 bytes of fields without padding, and the Hopper kernels'
+    /// The GEMM parameters are 144 bytes of fields without padding, and the Hopper kernels'
     /// add their tensor maps right after them: no padding inside either struct.
     #[test]
     fn gemm_params_have_no_padding() {
         use crate::gemm_wgmma::WgmmaGemmParams;
         use core::mem::{offset_of, size_of};
         type P = GemmParams<f32, f32>;
-        let fields = 7 * 8 + 3 * 8 + 14 * 4;
+        let fields = 8 * 8 + 3 * 8 + 14 * 4;
         assert_eq!(size_of::<P>(), fields);
         assert_eq!(offset_of!(P, whole_tiles) + 4, fields);
         type W = WgmmaGemmParams<f32, f32>;

@@ -32,8 +32,8 @@
 //! box and the shared memory for it.
 //!
 //! # Everything else
-//! The epilogue (alpha, beta, bias, GELU, GELU backward, output types), split-K (with the
-//! same `gemm_split_reduce_*` second pass; here also the tail split of
+//! The epilogue (alpha, beta, bias, GELU, GELU backward, output types, column sums), split-K
+//! (with the same `gemm_split_reduce_*` second pass; here also the tail split of
 //! [`GemmParams::whole_tiles`], with 128 × 128 tiles) and rasterisation are those of
 //! [`crate::gemm`],
 //! through the embedded [`GemmParams`]; its `a`/`b` pointers are the operands the tensor maps
@@ -78,7 +78,7 @@ pub struct WgmmaGemmParams<I: Copy, O: Copy> {
     pub units: u32,
 }
 
-// SAFETY: #[repr(C)] struct of a GemmParams (136 bytes without padding), two device pointers
+// SAFETY: #[repr(C)] struct of a GemmParams (144 bytes without padding), two device pointers
 // and a u32: the only padding is the 4 bytes at the tail, which the device never reads (the
 // test `gemm_params_have_no_padding` checks the layout).
 unsafe impl<I: Copy + 'static, O: Copy + 'static> KernelParams for WgmmaGemmParams<I, O> {}

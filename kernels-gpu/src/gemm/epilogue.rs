@@ -7,13 +7,16 @@
 //!
 //! [`write_rows16`] is the tensor-core kernels' path from accumulator fragments to runs: a
 //! warp's 16 rows × 64 columns go through its shared staging buffer and come back as runs of 8
-//! columns per lane.
+//! columns per lane; with `col_sums` it also adds up the 16 rows' stored values per column
+//! (`kernel_abi::gemm::GemmParams::col_sums`).
 
-use crate::arch::{global, smem, sync};
-use crate::elem::Elem;
+use crate::arch::{global, shfl, smem, sync};
+use crate::elem::{Elem, round_trip};
 use crate::gelu::{gelu, gelu_grad};
 use crate::unroll::unroll;
-use kernel_abi::gemm::{ACT_DGELU, ACT_GELU, ACT_NONE, GemmParams, TAIL_BM, TAIL_BN, tc};
+use kernel_abi::gemm::{
+    ACT_DGELU, ACT_GELU, ACT_NONE, COL_SUM_ROWS, GemmParams, TAIL_BM, TAIL_BN, col_sum_groups, tc,
+};
 use kernel_abi::gemm_wgmma::wg;
 
 /// Loads and stores of `V` adjacent elements, widened to / rounded from f32, as whole 16-byte
@@ -65,12 +68,13 @@ pub fn aligned16(addr: u64) -> bool {
 
 /// Defines a method finishing and storing a run of `$len` (4 or 8) columns of one row: the
 /// vector path when allowed, else each in-bounds column through `store_one` (unrolled, so the
-/// run stays in registers).
+/// run stays in registers). It returns the values as stored (rounded to `O`; 0 for columns
+/// past N).
 macro_rules! store_run {
     ($(#[$doc:meta])* $name:ident, $len:tt) => {
         $(#[$doc])*
         #[inline(always)]
-        pub unsafe fn $name(&self, m: u32, n: u32, acc: [f32; $len])
+        pub unsafe fn $name(&self, m: u32, n: u32, acc: [f32; $len]) -> [f32; $len]
         where
             O: VecIo<$len>,
         {
@@ -86,17 +90,18 @@ macro_rules! store_run {
                         bias: || O::load_vec(self.bias.add(n as usize)),
                         pre_act: || O::load_vec(self.pre_act.add(at)),
                     };
-                    self.finish_vec(at, acc, inputs);
+                    return self.finish_vec(at, acc, inputs);
                 }
-                return;
             }
             let v = acc.map(|x| self.alpha * x);
+            let mut stored = [0.0; $len];
             unroll!(e in 0..$len => {
                 if n + (e as u32) < self.n {
                     // SAFETY: (m, n + e) is inside the matrices.
-                    unsafe { self.store_one(at + e, n as usize + e, v[e]) };
+                    stored[e] = unsafe { self.store_one(at + e, n as usize + e, v[e]) };
                 }
             });
+            stored
         }
     };
 }
@@ -113,6 +118,8 @@ pub struct Epilogue<O> {
     beta: f32,
     activation: u32,
     vector: bool,
+    /// The batch's column sums (`GemmParams::col_sums`, `N` per row group), or null.
+    col_sums: *mut f32,
 }
 
 impl<O: Elem> Epilogue<O> {
@@ -149,6 +156,12 @@ impl<O: Elem> Epilogue<O> {
                 beta: p.beta,
                 activation: p.activation,
                 vector,
+                col_sums: if p.col_sums.is_null() {
+                    core::ptr::null_mut()
+                } else {
+                    let groups = batch as u64 * col_sum_groups(p.m) as u64;
+                    p.col_sums.as_mut_ptr().add((groups * p.n as u64) as usize)
+                },
             }
         }
     }
@@ -172,13 +185,14 @@ impl<O: Elem> Epilogue<O> {
         8
     );
 
-    /// The scalar epilogue of one element at offset `at` of the batch's C, column `col`.
+    /// The scalar epilogue of one element at offset `at` of the batch's C, column `col`;
+    /// returns the value as stored.
     ///
     /// # Safety
     /// `at` is the offset in the batch's C (and pre-activation) of an element of a row `< M` and
     /// of column `col < N`; the buffers as [`Epilogue::new`] or [`Epilogue::partials`] requires.
     #[inline(always)]
-    unsafe fn store_one(&self, at: usize, col: usize, mut v: f32) {
+    unsafe fn store_one(&self, at: usize, col: usize, mut v: f32) -> f32 {
         // SAFETY: the caller guarantees (row, col) is inside the matrices.
         unsafe {
             if self.beta != 0.0 {
@@ -197,6 +211,7 @@ impl<O: Elem> Epilogue<O> {
             }
             *self.c.add(at) = O::from_f32(v);
         }
+        round_trip::<O>(v)
     }
 }
 
@@ -270,7 +285,8 @@ impl<O: Elem> Epilogue<O> {
         acc: [f32; 8],
         inputs: RunInputs,
         bias: RunBias,
-    ) where
+    ) -> [f32; 8]
+    where
         O: VecIo<8>,
     {
         if !self.vector8(n) {
@@ -289,7 +305,8 @@ impl<O: Elem> Epilogue<O> {
 
     /// Finishes a run of `V` columns at offset `at` on the 16-byte path and stores it: alpha,
     /// `beta ·` the old C, the bias, then GELU (storing the pre-activation first) or the GELU
-    /// backward. Each of `inputs` is called only when the epilogue reads that matrix.
+    /// backward. Each of `inputs` is called only when the epilogue reads that matrix. Returns
+    /// the values as stored.
     ///
     /// # Safety
     /// The run is inside its row of every epilogue matrix and 16-byte aligned.
@@ -303,7 +320,8 @@ impl<O: Elem> Epilogue<O> {
             impl FnOnce() -> [f32; V],
             impl FnOnce() -> [f32; V],
         >,
-    ) where
+    ) -> [f32; V]
+    where
         O: VecIo<V>,
     {
         // Element loops rather than `array::from_fn` / `map`: LLVM outlined those closures
@@ -341,6 +359,42 @@ impl<O: Elem> Epilogue<O> {
             }
             O::store_vec(self.c.add(at), v);
         }
+        for x in &mut v {
+            *x = round_trip::<O>(*x);
+        }
+        v
+    }
+
+    /// Whether the launch writes column sums ([`Epilogue::store_col_sums8`]).
+    #[inline(always)]
+    fn col_sums_on(&self) -> bool {
+        !self.col_sums.is_null()
+    }
+
+    /// Stores `sums`, the column sums of row group `m_base / COL_SUM_ROWS` for columns `n ..
+    /// n + 8` (those past N dropped), to the batch's `col_sums`.
+    ///
+    /// # Safety
+    /// `col_sums` is on, `m_base < M` a multiple of `COL_SUM_ROWS`; the buffer as
+    /// [`Epilogue::new`] requires.
+    #[inline(always)]
+    unsafe fn store_col_sums8(&self, m_base: u32, n: u32, sums: [f32; 8]) {
+        let at = ((m_base / COL_SUM_ROWS) as u64 * self.n as u64 + n as u64) as usize;
+        // SAFETY: group m_base / 16 of the batch holds N sums (the launcher checked the
+        // length); only columns < N are written; the vector path has the run inside the row
+        // and a 16-byte aligned address.
+        unsafe {
+            let p = self.col_sums.add(at);
+            if aligned16(p.addr() as u64) && n + 8 <= self.n {
+                <f32 as VecIo<8>>::store_vec(p, sums);
+            } else {
+                unroll!(e in 0..8 => {
+                    if n + (e as u32) < self.n {
+                        *p.add(e) = sums[e];
+                    }
+                });
+            }
+        }
     }
 }
 
@@ -370,7 +424,21 @@ pub trait Runs8 {
     ///
     /// # Safety
     /// As [`Epilogue::store8_with`].
-    unsafe fn store8_with(&self, m: u32, n: u32, acc: [f32; 8], inputs: RunInputs, bias: RunBias);
+    unsafe fn store8_with(
+        &self,
+        m: u32,
+        n: u32,
+        acc: [f32; 8],
+        inputs: RunInputs,
+        bias: RunBias,
+    ) -> [f32; 8];
+    /// As [`Epilogue::col_sums_on`].
+    fn col_sums_on(&self) -> bool;
+    /// As [`Epilogue::store_col_sums8`].
+    ///
+    /// # Safety
+    /// As [`Epilogue::store_col_sums8`].
+    unsafe fn store_col_sums8(&self, m_base: u32, n: u32, sums: [f32; 8]);
 }
 
 impl<O: VecIo<8>> Runs8 for Epilogue<O> {
@@ -385,9 +453,25 @@ impl<O: VecIo<8>> Runs8 for Epilogue<O> {
         Epilogue::load_bias8(self, n)
     }
     #[inline(always)]
-    unsafe fn store8_with(&self, m: u32, n: u32, acc: [f32; 8], inputs: RunInputs, bias: RunBias) {
+    unsafe fn store8_with(
+        &self,
+        m: u32,
+        n: u32,
+        acc: [f32; 8],
+        inputs: RunInputs,
+        bias: RunBias,
+    ) -> [f32; 8] {
         // SAFETY: forwarded contract.
         unsafe { Epilogue::store8_with(self, m, n, acc, inputs, bias) }
+    }
+    #[inline(always)]
+    fn col_sums_on(&self) -> bool {
+        Epilogue::col_sums_on(self)
+    }
+    #[inline(always)]
+    unsafe fn store_col_sums8(&self, m_base: u32, n: u32, sums: [f32; 8]) {
+        // SAFETY: forwarded contract.
+        unsafe { Epilogue::store_col_sums8(self, m_base, n, sums) }
     }
 }
 
@@ -414,6 +498,7 @@ impl Epilogue<f32> {
             beta: 0.0,
             activation: ACT_NONE,
             vector: aligned16(p.workspace.addr() | (p.n as u64 * 4)),
+            col_sums: core::ptr::null_mut(),
         }
     }
 
@@ -448,6 +533,7 @@ impl Epilogue<f32> {
             beta: 0.0,
             activation: ACT_NONE,
             vector: aligned16(p.workspace.addr()),
+            col_sums: core::ptr::null_mut(),
         }
     }
 }
@@ -463,7 +549,10 @@ const _: () = assert!(STAGE_ROW_WORDS == tc::EPI_ROW_WORDS && STAGE_ROW_WORDS ==
 /// at `stage` and are read back as runs of 8 adjacent columns per lane; rows at or past
 /// `m_len` are dropped (columns past N by `sink`). The runs' global inputs (old C,
 /// pre-activation; the bias, the same for the four) are loaded before the staging,
-/// [`Runs8::INPUTS_AHEAD`] runs ahead of their use.
+/// [`Runs8::INPUTS_AHEAD`] runs ahead of their use. With column sums on, the lanes add up
+/// their four rows' stored values (rows `r, r + 4, r + 8, r + 12` for lanes `8r ..`), then
+/// two butterflies add the four row classes, `(s0 + s1) + (s2 + s3)`, and lanes 0–7 store the
+/// sums (`m_base` must then be a multiple of 16).
 ///
 /// # Safety
 /// The whole warp calls it together; `stage` is this warp's own `16 · STAGE_ROW_WORDS · 4`
@@ -503,8 +592,11 @@ pub unsafe fn write_rows16<E: Runs8>(
             inputs[q] = load(q);
         }
     });
+    let sums_on = sink.col_sums_on();
+    let mut sums = [0.0f32; 8];
     // SAFETY: staging addresses stay in the warp's buffer (rows < 16, columns <
-    // STAGE_ROW_WORDS, 8- and 16-byte aligned); the warp is converged at every warp barrier.
+    // STAGE_ROW_WORDS, 8- and 16-byte aligned); the warp is converged at every warp barrier
+    // and shuffle (`sums_on` is the launch's); column sums go to group m_base / 16 < groups.
     unsafe {
         unroll!(j in 0..8 => {
             let [d0, d1, d2, d3] = frag[j];
@@ -525,10 +617,30 @@ pub unsafe fn write_rows16<E: Runs8>(
             let run =
                 core::array::from_fn(|e| f32::from_bits(if e < 4 { lo[e] } else { hi[e - 4] }));
             let m = m_base + row(q);
-            if m < m_len {
-                sink.store8_with(m, n_base + 8 * c, run, inputs[q], bias);
+            // Only the store depends on the lane: branching on `sums_on` (the launch's) inside
+            // it made LLVM duplicate the warp barrier below into the lane-divergent branches.
+            let stored = if m < m_len {
+                sink.store8_with(m, n_base + 8 * c, run, inputs[q], bias)
+            } else {
+                [0.0; 8]
+            };
+            if sums_on {
+                for (sum, x) in sums.iter_mut().zip(&stored) {
+                    *sum += x;
+                }
             }
         });
         sync::bar_warp_sync();
+        if sums_on {
+            // Lanes l and l ^ 8 hold row classes r and r ^ 1, then l ^ 16 the other pair: f32
+            // addition commutes, so every lane ends with the same bits.
+            for sum in &mut sums {
+                *sum += shfl::shfl_bfly_f32(shfl::FULL_MASK, *sum, 8);
+                *sum += shfl::shfl_bfly_f32(shfl::FULL_MASK, *sum, 16);
+            }
+            if lane < 8 && m_base < m_len {
+                sink.store_col_sums8(m_base, n_base + 8 * c, sums);
+            }
+        }
     }
 }

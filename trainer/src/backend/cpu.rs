@@ -12,7 +12,7 @@ use super::ops::{
     Classifier, Dims, LayerNormBackward, LayerNormForward, Linear, MatmulBackward, MatmulForward,
     ParamGrads, ResidualLayerNormForward,
 };
-use super::view::disjoint_pair;
+use super::view::disjoint_windows;
 use super::{ActMut, ActView, ArenaTensor, Backend, Element, GradNorm, Precision, TokenShape};
 use super::{View, ViewMut};
 use crate::error::{Error, Result};
@@ -81,16 +81,20 @@ fn check_tokens(op: &'static str, ids: &[u32], shape: TokenShape) -> Result<()> 
 }
 
 /// The weight and bias windows of a gradient arena.
+/// The weight, bias and pre-activation bias windows of `grads` (see [`ParamGrads`]).
+type GradWindows<'a> = (&'a mut [f32], Option<&'a mut [f32]>, Option<&'a mut [f32]>);
+
+fn grad_windows(grads: ParamGrads<'_, CpuBackend>) -> GradWindows<'_> {
+    let ParamGrads { arena, weight, bias, pre_act_bias } = grads;
+    let [w, b, p] = disjoint_windows(arena.into_slice(), [Some(weight), bias, pre_act_bias]);
+    (w.expect("present"), b, p)
+}
+
+/// The weight and bias windows of the gradients of an op without a fused GELU backward.
 fn weight_and_bias(grads: ParamGrads<'_, CpuBackend>) -> (&mut [f32], Option<&mut [f32]>) {
-    let ParamGrads { arena, weight, bias } = grads;
-    let arena = arena.into_slice();
-    match bias {
-        Some(bias) => {
-            let (w, b) = disjoint_pair(arena, weight, bias);
-            (w, Some(b))
-        }
-        None => (&mut arena[weight], None),
-    }
+    assert!(grads.pre_act_bias.is_none(), "only a matmul backward fuses the GELU backward");
+    let (w, b, _) = grad_windows(grads);
+    (w, b)
 }
 
 impl Backend for CpuBackend {
@@ -333,13 +337,14 @@ impl Backend for CpuBackend {
         let MatmulBackward { dinp, grads, dout, inp, weight, gelu_pre_act } = args;
         let Linear { rows, inp: c, out: oc, out_ld, .. } = shape;
         assert_eq!(out_ld, oc, "the CPU backend stores outputs densely");
-        let (dweight, dbias) = weight_and_bias(grads);
+        let (dweight, dbias, pre_act_bias) = grad_windows(grads);
         let dout = dout.as_slice();
         let gelu = gelu_pre_act.is_some();
+        assert!(gelu || pre_act_bias.is_none(), "a pre-activation bias needs the GELU backward");
+        let dinp = dinp.into_slice();
         self.timed(
             || op_work::matmul_backward_input(shape, ACT, gelu),
             || {
-                let dinp = dinp.into_slice();
                 cpu_ref::matmul_backward_input(dinp, dout, weight.as_slice(), rows, c, oc);
                 if let Some(pre_act) = gelu_pre_act {
                     cpu_ref::gelu_backward_in_place(dinp, pre_act.as_slice());
@@ -347,6 +352,15 @@ impl Backend for CpuBackend {
                 Ok(())
             },
         )?;
+        if let Some(dbias) = pre_act_bias {
+            self.timed(
+                || op_work::matmul_backward_pre_act_bias(shape, ACT, false),
+                || {
+                    cpu_ref::matmul_backward_bias(dbias, dinp, rows, c);
+                    Ok(())
+                },
+            )?;
+        }
         self.timed(
             || op_work::matmul_backward_weight(shape, ACT),
             || {

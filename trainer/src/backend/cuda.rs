@@ -13,6 +13,7 @@ use super::ops::{
     Classifier, Dims, LayerNormBackward, LayerNormForward, Linear, MatmulBackward, MatmulForward,
     ParamGrads, ResidualLayerNormForward, WorkingRounding,
 };
+use super::view::cut_order;
 use super::{
     ActElement, ActMut, ActView, ArenaTensor, Backend, Compute, Element, F32View, GradNorm,
     Precision, Storage, TokenShape, View, ViewMut,
@@ -418,21 +419,35 @@ fn grow<D: Device, T: DeviceElement>(
     Ok(())
 }
 
-/// The weight and bias windows of a gradient arena (disjoint by the arena's layout).
+/// The weight, bias and pre-activation bias windows of a gradient arena (see [`ParamGrads`]).
+type GradWindows<'a> =
+    (DeviceViewMut<'a, f32>, Option<DeviceViewMut<'a, f32>>, Option<DeviceViewMut<'a, f32>>);
+
+/// The windows of `grads`, disjoint by the arena's layout.
+fn grad_windows<'a, D: Device, A: CudaAct>(
+    grads: ParamGrads<'a, CudaBackend<'_, D, A>>,
+) -> Result<GradWindows<'a>> {
+    let ParamGrads { arena, weight, bias, pre_act_bias } = grads;
+    let ranges = [Some(weight), bias, pre_act_bias];
+    let mut windows: [Option<DeviceViewMut<'a, f32>>; 3] = [None, None, None];
+    let (mut rest, mut offset) = (Some(dvm(arena)), 0);
+    for i in cut_order(&ranges) {
+        let range = ranges[i].clone().expect("present");
+        let tail = rest.take().expect("cut in order").split_at_mut(range.start - offset)?.1;
+        let (window, tail) = tail.split_at_mut(range.len())?;
+        (windows[i], rest, offset) = (Some(window), Some(tail), range.end);
+    }
+    let [weight, bias, pre_act_bias] = windows;
+    Ok((weight.expect("present"), bias, pre_act_bias))
+}
+
+/// The weight and bias windows of the gradients of an op without a fused GELU backward.
 fn weight_and_bias<'a, D: Device, A: CudaAct>(
     grads: ParamGrads<'a, CudaBackend<'_, D, A>>,
 ) -> Result<(DeviceViewMut<'a, f32>, Option<DeviceViewMut<'a, f32>>)> {
-    let ParamGrads { arena, weight, bias } = grads;
-    let arena = dvm(arena);
-    let Some(bias) = bias else {
-        return Ok((arena.slice_mut(weight)?, None));
-    };
-    assert!(weight.end <= bias.start || bias.end <= weight.start, "gradient windows overlap");
-    let (first, second) =
-        if weight.start < bias.start { (&weight, &bias) } else { (&bias, &weight) };
-    let (lo, hi) = arena.split_at_mut(second.start)?;
-    let (first, second) = (lo.slice_mut(first.clone())?, hi.slice_mut(0..second.len())?);
-    Ok(if weight.start < bias.start { (first, Some(second)) } else { (second, Some(first)) })
+    assert!(grads.pre_act_bias.is_none(), "only a matmul backward fuses the GELU backward");
+    let (weight, bias, _) = grad_windows(grads)?;
+    Ok((weight, bias))
 }
 
 fn attention_shape(dims: Dims) -> AttentionShape {
@@ -671,7 +686,7 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
                             gemm::Activation::Gelu { pre_act: Some(dvm(pre_act)) }
                         }
                     };
-                    let epilogue = Epilogue { bias: bias_view.map(dv), activation };
+                    let epilogue = Epilogue { bias: bias_view.map(dv), activation, col_sums: None };
                     let done =
                         gemm::gemm::<D, A, A>(self.dev, &spec, inp, weight, dvm(out), epilogue);
                     self.gemm_result(done)
@@ -695,22 +710,27 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
     /// each timed as its own op.
     fn matmul_backward(&self, args: MatmulBackward<'_, Self>, shape: Linear) -> Result<()> {
         let MatmulBackward { dinp, grads, dout, inp, weight, gelu_pre_act } = args;
-        let (dweight, dbias) = weight_and_bias(grads)?;
+        let (dweight, dbias, mut pre_act_bias) = grad_windows(grads)?;
         let Linear { rows, inp: in_features, out: out_features, .. } = shape;
         let precision = self.gemm_precision();
         let dout = dv(dout);
         let gelu = gelu_pre_act.is_some();
+        assert!(gelu || pre_act_bias.is_none(), "a pre-activation bias needs the GELU backward");
         let activation = match gelu_pre_act {
             Some(pre_act) => gemm::Activation::DGelu { pre_act: dv(pre_act) },
             None => gemm::Activation::None,
         };
-        let epilogue = Epilogue { bias: None, activation };
-        let (weight, dinp) = (dv(weight), dvm(dinp));
+        let (weight, mut dinp) = (dv(weight), dvm(dinp));
         let input_gradient =
-            |spec: GemmSpec, dout: DeviceView<'_, A>, weight: DeviceView<'_, A>| {
+            |spec: GemmSpec,
+             dout: DeviceView<'_, A>,
+             weight: DeviceView<'_, A>,
+             dinp: DeviceViewMut<'_, A>,
+             col_sums: Option<DeviceViewMut<'_, f32>>| {
                 self.timed(
                     || op_work::matmul_backward_input(shape, Self::ACT, gelu),
                     || {
+                        let epilogue = Epilogue { bias: None, activation, col_sums };
                         self.gemm_result(gemm::gemm::<D, A, A>(
                             self.dev, &spec, dout, weight, dinp, epilogue,
                         ))
@@ -729,7 +749,7 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
                 |_, weight_t| {
                     A::transpose_tf32(self.dev, weight, (out_features, in_features), weight_t)
                 },
-                |_, weight| input_gradient(transposed, dout, weight),
+                |_, weight| input_gradient(transposed, dout, weight, dinp.reborrow(), None),
             )?;
         } else if on_wgmma {
             self.with_tf32_operands(
@@ -738,11 +758,56 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
                     A::round_tf32(self.dev, dout, dout_tf32)?;
                     A::transpose_tf32(self.dev, weight, (out_features, in_features), weight_t)
                 },
-                |dout, weight| input_gradient(transposed, dout, weight),
+                |dout, weight| input_gradient(transposed, dout, weight, dinp.reborrow(), None),
             )?;
         } else {
             let spec = GemmSpec::linear_backward_input(rows, in_features, out_features, precision);
-            input_gradient(self.on_engine(GemmSpec { lda: out_ld, ..spec }), dout, weight)?;
+            let spec = self.on_engine(GemmSpec { lda: out_ld, ..spec });
+            // The 16-bit GEMMs' epilogue writes dinp's column sums as it stores dinp (TF32
+            // keeps the two passes, so that its gradients stay the same bits on both engines).
+            let sixteen_bit = matches!(precision, gemm::Precision::Bf16 | gemm::Precision::Fp16);
+            let fused_bias = if sixteen_bit { pre_act_bias.take() } else { None };
+            match fused_bias {
+                Some(dbias) => {
+                    let len = gemm::col_sums_len(1, rows, in_features);
+                    self.with_scratch(0, len, "column sums", |_, mut sums| {
+                        input_gradient(spec, dout, weight, dinp.reborrow(), Some(sums.reborrow()))?;
+                        self.timed(
+                            || op_work::matmul_backward_pre_act_bias(shape, Self::ACT, true),
+                            || {
+                                let (sums, groups) = (sums.as_view(), rows.div_ceil(16));
+                                let db = gemm::bias_grad_from_col_sums(
+                                    self.dev, sums, groups, dbias, 1.0,
+                                );
+                                Ok(db?)
+                            },
+                        )
+                    })?;
+                }
+                None => input_gradient(spec, dout, weight, dinp.reborrow(), None)?,
+            }
+        }
+        if let Some(dbias) = pre_act_bias {
+            // FP32 and TF32: from dinp, in two passes.
+            self.timed(
+                || op_work::matmul_backward_pre_act_bias(shape, Self::ACT, false),
+                || {
+                    let len = gemm::bias_grad_workspace_len(rows, in_features);
+                    self.with_scratch(0, len, "bias-gradient workspace", |_, workspace| {
+                        let dinp = dinp.as_view();
+                        let db = gemm::bias_grad::<D, A, f32>(
+                            self.dev,
+                            dinp,
+                            rows,
+                            in_features,
+                            dbias,
+                            1.0,
+                            workspace,
+                        );
+                        Ok(db?)
+                    })
+                },
+            )?;
         }
         self.timed(
             || op_work::matmul_backward_weight(shape, Self::ACT),

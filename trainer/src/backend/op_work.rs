@@ -115,6 +115,16 @@ pub fn matmul_backward_bias(shape: Linear, act: f64) -> OpLabel {
     memory_op(&names::matmul_backward(shape, "dbias"), n(rows * out, act) + 2.0 * n(out, F32))
 }
 
+/// The bias gradient of the layer whose output a linear layer's fused GELU backward
+/// differentiates at ([`crate::backend::ParamGrads::pre_act_bias`]): reads `dinp`, or, with
+/// `from_col_sums`, the f32 column sums of every 16 rows that the input-gradient GEMM's
+/// epilogue wrote; accumulates the f32 bias gradient.
+pub fn matmul_backward_pre_act_bias(shape: Linear, act: f64, from_col_sums: bool) -> OpLabel {
+    let Linear { rows, inp, .. } = shape;
+    let read = if from_col_sums { n(rows.div_ceil(16) * inp, F32) } else { n(rows * inp, act) };
+    memory_op(&names::matmul_backward(shape, "pre-activation dbias"), read + 2.0 * n(inp, F32))
+}
+
 /// Causal attention's forward: reads q, k, v; writes the output and what the backward needs
 /// (flash: the log-sum-exp of every row; naive: the probabilities, `B·NH·T·T`).
 pub fn attention_forward(dims: Dims, act: f64, flash: bool) -> OpLabel {

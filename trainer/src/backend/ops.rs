@@ -104,6 +104,12 @@ pub struct ParamGrads<'a, B: Backend + ?Sized> {
     pub weight: Range<usize>,
     /// The bias's elements in it, if the op has a bias.
     pub bias: Option<Range<usize>>,
+    /// Only for a matmul backward with a fused GELU backward ([`MatmulBackward::gelu_pre_act`]):
+    /// the bias gradient of the layer whose output that pre-activation is, accumulated from
+    /// the column sums of `dinp` (the pre-activation's gradient). The GPU backend takes them
+    /// from the input-gradient GEMM's epilogue instead of re-reading `dinp` (cuBLASLt's
+    /// `DGELU_BGRAD`).
+    pub pre_act_bias: Option<Range<usize>>,
 }
 
 /// Why flash attention cannot run in fp32 or tf32 (the model refuses it before it is built;

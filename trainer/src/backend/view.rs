@@ -18,19 +18,40 @@ impl<T> Storage for Vec<T> {
     }
 }
 
-/// Two disjoint windows `a` and `b` of one slice, mutably.
+/// The order in which to cut the windows `ranges` (those present, by start) out of one
+/// buffer, after checking that they are disjoint.
+///
+/// # Panics
+/// If two windows overlap.
+pub fn cut_order<const N: usize>(ranges: &[Option<Range<usize>>; N]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..N).filter(|&i| ranges[i].is_some()).collect();
+    order.sort_by_key(|&i| ranges[i].as_ref().map(|r| r.start));
+    for pair in order.windows(2) {
+        let (a, b) = (ranges[pair[0]].as_ref(), ranges[pair[1]].as_ref());
+        let (a, b) = (a.expect("present"), b.expect("present"));
+        assert!(a.end <= b.start, "windows {a:?} and {b:?} overlap");
+    }
+    order
+}
+
+/// The disjoint windows `ranges` of one slice, mutably (`None` where a range is `None`).
 ///
 /// # Panics
 /// If the windows overlap or lie outside the slice.
-pub fn disjoint_pair<T>(slice: &mut [T], a: Range<usize>, b: Range<usize>) -> (&mut [T], &mut [T]) {
-    assert!(a.end <= b.start || b.end <= a.start, "windows {a:?} and {b:?} overlap");
-    if a.start < b.start {
-        let (lo, hi) = slice.split_at_mut(b.start);
-        (&mut lo[a], &mut hi[..b.len()])
-    } else {
-        let (lo, hi) = slice.split_at_mut(a.start);
-        (&mut hi[..a.len()], &mut lo[b])
+pub fn disjoint_windows<'a, T, const N: usize>(
+    slice: &'a mut [T],
+    ranges: [Option<Range<usize>>; N],
+) -> [Option<&'a mut [T]>; N] {
+    let mut out: [Option<&'a mut [T]>; N] = std::array::from_fn(|_| None);
+    let (mut rest, mut offset) = (slice, 0);
+    for i in cut_order(&ranges) {
+        let range = ranges[i].clone().expect("present");
+        let (window, tail) =
+            std::mem::take(&mut rest)[range.start - offset..].split_at_mut(range.len());
+        out[i] = Some(window);
+        (rest, offset) = (tail, range.end);
     }
+    out
 }
 
 /// A read-only window `range` of a backend buffer.

@@ -165,6 +165,7 @@ impl<B: Backend> Gpt2<B> {
             arena: ViewMut::all(arena),
             weight: self.layout.layer(weight, l),
             bias: bias.map(|kind| self.layout.layer(kind, l)),
+            pre_act_bias: None,
         }
     }
 
@@ -418,10 +419,13 @@ impl<B: Backend> Gpt2<B> {
                 weight: self.p(K::Fcprojw, l),
                 gelu_pre_act,
             };
+            // Fused, the fc bias gradient comes from the column sums of fcproj's dX.
+            let fused = s.dfch_gelu.is_none();
             match &mut s.dfch_gelu {
                 None => {
-                    let args =
-                        fcproj(s.dfch.at_mut(0, 4 * n), fcproj_grads, Some(a.fch.at(l, 4 * n)));
+                    let fc_bias = self.layout.layer(K::Fcb, l);
+                    let grads = ParamGrads { pre_act_bias: Some(fc_bias), ..fcproj_grads };
+                    let args = fcproj(s.dfch.at_mut(0, 4 * n), grads, Some(a.fch.at(l, 4 * n)));
                     backend.matmul_backward(args, linear("fc projection", 4 * c, c))?;
                 }
                 Some(dfch_gelu) => {
@@ -437,7 +441,7 @@ impl<B: Backend> Gpt2<B> {
             backend.matmul_backward(
                 MatmulBackward {
                     dinp: s.dln.at_mut(0, n),
-                    grads: self.grads(grads, l, K::Fcw, Some(K::Fcb)),
+                    grads: self.grads(grads, l, K::Fcw, (!fused).then_some(K::Fcb)),
                     dout: s.dfch.at(0, 4 * n),
                     inp: a.ln2.at(l, n),
                     weight: self.p(K::Fcw, l),

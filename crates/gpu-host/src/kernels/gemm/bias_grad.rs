@@ -1,4 +1,5 @@
-//! [`bias_grad`]: column sums of an output gradient, the bias gradient of a linear layer.
+//! [`bias_grad`]: column sums of an output gradient, the bias gradient of a linear layer; and
+//! [`bias_grad_from_col_sums`], the same from the column sums a GEMM epilogue wrote.
 
 use crate::device::{Device, LaunchConfig};
 use crate::element::DeviceElement;
@@ -8,7 +9,7 @@ use half::{bf16, f16};
 use kernel_abi::Kernel;
 use kernel_abi::gemm::{
     BIAS_GRAD_PARTIALS_BF16, BIAS_GRAD_PARTIALS_F16, BIAS_GRAD_PARTIALS_F32, BIAS_GRAD_REDUCE_BF16,
-    BIAS_GRAD_REDUCE_F16, BIAS_GRAD_REDUCE_F32, BiasGradParams, BiasGradReduceParams,
+    BIAS_GRAD_REDUCE_F16, BIAS_GRAD_REDUCE_F32, BiasGradParams, BiasGradReduceParams, COL_SUM_ROWS,
     bias_grad as bg,
 };
 
@@ -68,7 +69,7 @@ pub fn bias_grad<D: Device, T: BiasGradElement<O>, O: BiasGradOutput>(
     dy: DeviceView<'_, T>,
     rows: usize,
     ld: usize,
-    mut db: DeviceViewMut<'_, O>,
+    db: DeviceViewMut<'_, O>,
     beta: f32,
     mut workspace: DeviceViewMut<'_, f32>,
 ) -> Result<()> {
@@ -126,8 +127,66 @@ pub fn bias_grad<D: Device, T: BiasGradElement<O>, O: BiasGradOutput>(
         // N f32; the launch geometry is the kernel's.
         unsafe { dev.launch(T::PARTIALS, config, partials)? };
     }
+    // SAFETY: the first pass (same stream, so before) wrote slices × N partial sums.
+    unsafe { reduce(dev, workspace.as_view(), slices, db, beta) }
+}
+
+/// f32 elements of the column sums a GEMM of `batch` batches of `m × n` writes
+/// ([`Epilogue::col_sums`](super::Epilogue::col_sums)): `n` per group of
+/// `kernel_abi::gemm::COL_SUM_ROWS` rows of each batch.
+pub fn col_sums_len(batch: usize, m: usize, n: usize) -> usize {
+    batch * m.div_ceil(COL_SUM_ROWS as usize) * n
+}
+
+/// `db[n] = beta · db[n] + Σ_g col_sums[g · N + n]` over the `groups` row groups (in order,
+/// as [`bias_grad`]'s second pass): the bias gradient from the column sums a GEMM's epilogue
+/// wrote of the output gradient it produced. N = `db.len()`; `col_sums` must hold `groups ·
+/// N` values (`groups` = `batch · ceil(M / 16)` of that GEMM, at most 2³² − 1).
+/// Deterministic, the same bits on every GPU.
+pub fn bias_grad_from_col_sums<D: Device, O: BiasGradOutput>(
+    dev: &D,
+    col_sums: DeviceView<'_, f32>,
+    groups: usize,
+    db: DeviceViewMut<'_, O>,
+    beta: f32,
+) -> Result<()> {
+    const OP: &str = "bias_grad_from_col_sums";
+    let n = db.len();
+    let slices = u32::try_from(groups).map_err(|_| {
+        GpuError::invalid(OP, "groups", format!("{groups} does not fit in 32 bits"))
+    })?;
+    u32::try_from(n)
+        .map_err(|_| GpuError::invalid(OP, "db", format!("{n} does not fit in 32 bits")))?;
+    let needed = groups * n;
+    if col_sums.len() < needed {
+        return Err(GpuError::invalid(
+            OP,
+            "col_sums",
+            format!("has {} f32, {groups} groups × {n} columns need {needed}", col_sums.len()),
+        ));
+    }
+    if n == 0 {
+        return Ok(());
+    }
+    // SAFETY: `col_sums` holds groups × N values (checked above).
+    unsafe { reduce(dev, col_sums, slices, db, beta) }
+}
+
+/// Launches the second pass: `db = beta · db + Σ_s partials[s · N ..]` over `slices` slices.
+///
+/// # Safety
+/// `partials` holds `slices × db.len()` f32 written before (on the same stream); `db.len()`
+/// fits in 32 bits and is not 0.
+unsafe fn reduce<D: Device, O: BiasGradOutput>(
+    dev: &D,
+    partials: DeviceView<'_, f32>,
+    slices: u32,
+    mut db: DeviceViewMut<'_, O>,
+    beta: f32,
+) -> Result<()> {
+    let n = db.len();
     let reduce = BiasGradReduceParams {
-        partials: workspace.as_view().ptr(),
+        partials: partials.ptr(),
         db: db.ptr(),
         n: n as u32,
         slices,
@@ -139,7 +198,7 @@ pub fn bias_grad<D: Device, T: BiasGradElement<O>, O: BiasGradOutput>(
         block: (bg::REDUCE_THREADS, 1, 1),
         shared_mem_bytes: bg::REDUCE_SHARED_BYTES,
     };
-    // SAFETY: the first pass (same stream, so before) wrote slices × N partial sums; `db`
-    // has N elements; the launch geometry is the kernel's.
+    // SAFETY: `partials` holds slices × N sums (the caller's contract); `db` has N elements;
+    // the launch geometry is the kernel's.
     unsafe { dev.launch(O::REDUCE, config, reduce) }
 }

@@ -95,8 +95,9 @@ pub(super) fn validate(spec: &GemmSpec) -> Result<()> {
 /// Errors (`GpuError::InvalidArgument`, before anything is launched): a precision that does not
 /// take these element types, leading dimensions smaller than the stored rows, a batch count
 /// outside 1..=65535, overlapping batches of C, a view shorter than the shape needs (bias:
-/// N), a dimension that does not fit in 32 bits, a `split_k` that splits K on some engine the
-/// spec may run on, or [`GemmEngine::Wgmma`] where it does not apply (argument `engine`).
+/// N; column sums: [`col_sums_len`](super::col_sums_len)), a dimension that does not fit in
+/// 32 bits, a `split_k` that splits K on some engine the spec may run on, column sums under
+/// FP32, or [`GemmEngine::Wgmma`] where it does not apply (argument `engine`).
 pub fn gemm<D: Device, I: GemmTypes<O>, O: GemmOutput>(
     dev: &D,
     spec: &GemmSpec,
@@ -120,7 +121,8 @@ pub fn gemm<D: Device, I: GemmTypes<O>, O: GemmOutput>(
 /// tiles and a long K (see [`GemmSpec::with_split_k_for`]). With `split_k == 1` it is [`gemm`]
 /// and the workspace is unused. The slices are those of [`GemmSpec::split_plan_for`] the
 /// engine that runs (the `wgmma` kernel steps through K in larger tiles, so it may launch
-/// fewer slices than `mma.sync` for the same `split_k`).
+/// fewer slices than `mma.sync` for the same `split_k`). A launch that splits writes no column
+/// sums (`InvalidArgument` for `col_sums`).
 pub fn gemm_split_k<D: Device, I: GemmTypes<O>, O: GemmOutput>(
     dev: &D,
     spec: &GemmSpec,
@@ -181,6 +183,19 @@ fn launch<D: Device, I: GemmTypes<O>, O: GemmOutput>(
             (ACT_DGELU, DevicePtrMut::null(), pre_act.ptr())
         }
     };
+    let col_sums = match epilogue.col_sums {
+        Some(mut sums) if spec.precision != Precision::Fp32 => {
+            check_covers("col_sums", sums.len(), super::col_sums_len(spec.batch, spec.m, spec.n))?;
+            sums.ptr()
+        }
+        Some(_) => {
+            return Err(invalid(
+                "col_sums",
+                "the FP32 SIMT kernels write no column sums: use a tensor-core precision",
+            ));
+        }
+        None => DevicePtrMut::null(),
+    };
     let engine = spec.engine_on(dev, a.addr(), b.addr())?;
     if spec.m == 0 || spec.n == 0 {
         return Ok(());
@@ -201,6 +216,9 @@ fn launch<D: Device, I: GemmTypes<O>, O: GemmOutput>(
     if slices > 65_535 {
         return Err(invalid("split_k", format!("{slices} slices exceed the grid's 65535")));
     }
+    if slices > 1 && !col_sums.is_null() {
+        return Err(invalid("col_sums", format!("a launch split in {slices} writes none")));
+    }
     let workspace = match (slices, workspace) {
         (1, _) => DevicePtrMut::null(),
         (_, Some(mut w)) => {
@@ -217,6 +235,7 @@ fn launch<D: Device, I: GemmTypes<O>, O: GemmOutput>(
         pre_act_store,
         pre_act_load,
         workspace,
+        col_sums,
         stride_a: spec.stride_a as u64,
         stride_b: spec.stride_b as u64,
         stride_c: spec.stride_c as u64,
@@ -312,6 +331,7 @@ fn split_reduce<D: Device, I: Copy + 'static, O: GemmOutput>(
         pre_act_store: params.pre_act_store,
         pre_act_load: params.pre_act_load,
         workspace: params.workspace,
+        col_sums: DevicePtrMut::null(),
         stride_a: 0,
         stride_b: 0,
         stride_c: params.stride_c,

@@ -1,6 +1,7 @@
 //! GEMM launchers: [`gemm`] (every matmul of GPT-2 training, see `kernel_abi::gemm` for the
 //! exact semantics), [`gemm_split_k`] (the same with K split over more blocks, for outputs too
-//! small to fill the GPU) and [`bias_grad`] (column sums for bias gradients).
+//! small to fill the GPU) and [`bias_grad`] / [`bias_grad_from_col_sums`] (bias gradients, from an
+//! output gradient or from the column sums a GEMM epilogue wrote of it).
 //!
 //! The variant follows the [`Precision`] mode and the element types: `Fp32` → FP32 SIMT,
 //! `Tf32` → `mma.sync` TF32 (both f32 in and out), `Bf16` / `Fp16` → `mma.sync` with bf16 / f16
@@ -28,7 +29,10 @@ mod tests;
 mod types;
 mod wgmma;
 
-pub use bias_grad::{BiasGradElement, BiasGradOutput, bias_grad, bias_grad_workspace_len};
+pub use bias_grad::{
+    BiasGradElement, BiasGradOutput, bias_grad, bias_grad_from_col_sums, bias_grad_workspace_len,
+    col_sums_len,
+};
 pub use kernel_abi::gemm::Layout;
 pub use launch::{gemm, gemm_split_k};
 pub use spec::{GemmConfig, GemmEngine, GemmSpec, Precision, WgmmaTile};

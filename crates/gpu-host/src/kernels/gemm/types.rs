@@ -35,19 +35,25 @@ pub enum Activation<'a, O> {
     },
 }
 
-/// Everything after the product: `v = alpha·A·B + beta·C + bias`, then the activation.
+/// Everything after the product: `v = alpha·A·B + beta·C + bias`, then the activation; and,
+/// optionally, the column sums of what was stored.
 #[derive(Debug)]
 pub struct Epilogue<'a, O> {
     /// Added to every row (length ≥ N), or none.
     pub bias: Option<DeviceView<'a, O>>,
     /// Applied to `v`.
     pub activation: Activation<'a, O>,
+    /// Where the f32 column sums of C as stored go, per group of 16 rows (at least
+    /// [`super::col_sums_len`] values, laid out as `kernel_abi::gemm::GemmParams::col_sums`);
+    /// [`super::bias_grad_from_col_sums`] adds them into a bias gradient. Tensor-core
+    /// precisions and unsplit launches only.
+    pub col_sums: Option<DeviceViewMut<'a, f32>>,
 }
 
 impl<O> Default for Epilogue<'_, O> {
-    /// No bias, no activation.
+    /// No bias, no activation, no column sums.
     fn default() -> Self {
-        Self { bias: None, activation: Activation::None }
+        Self { bias: None, activation: Activation::None, col_sums: None }
     }
 }
 
