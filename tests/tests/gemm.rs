@@ -18,8 +18,8 @@ use cpu_ref::precision::Element;
 use gpu_host::kernels::elementwise::{FloatElement, fill};
 use gpu_host::kernels::gemm::{
     Activation, Epilogue, GemmEngine, GemmOutput, GemmSpec, GemmTypes, Layout, Precision,
-    WgmmaTile, bias_grad, bias_grad_from_col_sums, bias_grad_workspace_len, col_sums_len, gemm,
-    gemm_split_k,
+    WgmmaTile, bias_grad, bias_grad_from_col_sums, bias_grad_workspace_len, col_sum_groups,
+    col_sums_len, gemm, gemm_split_k,
 };
 use gpu_host::{Device, DeviceBuffer, DeviceElement, GpuError};
 use half::{bf16, f16};
@@ -755,7 +755,7 @@ fn check_fused_bias_grad<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + E
     let (da, dbm, dpre) =
         (dev.upload(&a).unwrap(), dev.upload(&b).unwrap(), dev.upload(&pre).unwrap());
     let mut dc = poisoned::<D, O>(dev, s.c_len()).unwrap();
-    let groups = m.div_ceil(16);
+    let groups = col_sum_groups(1, m);
     let mut sums = poisoned::<D, f32>(dev, col_sums_len(1, m, n)).unwrap();
     let epilogue = Epilogue {
         activation: Activation::DGelu { pre_act: dpre.view() },

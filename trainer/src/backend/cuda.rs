@@ -775,7 +775,8 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
                         self.timed(
                             || op_work::matmul_backward_pre_act_bias(shape, Self::ACT, true),
                             || {
-                                let (sums, groups) = (sums.as_view(), rows.div_ceil(16));
+                                let groups = gemm::col_sum_groups(1, rows);
+                                let sums = sums.as_view();
                                 let db = gemm::bias_grad_from_col_sums(
                                     self.dev, sums, groups, dbias, 1.0,
                                 );

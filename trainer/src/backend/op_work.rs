@@ -121,7 +121,8 @@ pub fn matmul_backward_bias(shape: Linear, act: f64) -> OpLabel {
 /// epilogue wrote; accumulates the f32 bias gradient.
 pub fn matmul_backward_pre_act_bias(shape: Linear, act: f64, from_col_sums: bool) -> OpLabel {
     let Linear { rows, inp, .. } = shape;
-    let read = if from_col_sums { n(rows.div_ceil(16) * inp, F32) } else { n(rows * inp, act) };
+    let sums = gpu_host::kernels::gemm::col_sums_len(1, rows, inp);
+    let read = if from_col_sums { n(sums, F32) } else { n(rows * inp, act) };
     memory_op(&names::matmul_backward(shape, "pre-activation dbias"), read + 2.0 * n(inp, F32))
 }
 

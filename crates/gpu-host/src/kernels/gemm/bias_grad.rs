@@ -131,17 +131,24 @@ pub fn bias_grad<D: Device, T: BiasGradElement<O>, O: BiasGradOutput>(
     unsafe { reduce(dev, workspace.as_view(), slices, db, beta) }
 }
 
-/// f32 elements of the column sums a GEMM of `batch` batches of `m × n` writes
-/// ([`Epilogue::col_sums`](super::Epilogue::col_sums)): `n` per group of
-/// `kernel_abi::gemm::COL_SUM_ROWS` rows of each batch.
+/// Rows of column sums a GEMM of `batch` batches of `m` rows writes
+/// ([`Epilogue::col_sums`](super::Epilogue::col_sums)): one per group of
+/// `kernel_abi::gemm::COL_SUM_ROWS` rows of each batch, the `groups` of
+/// [`bias_grad_from_col_sums`].
+pub fn col_sum_groups(batch: usize, m: usize) -> usize {
+    batch * m.div_ceil(COL_SUM_ROWS as usize)
+}
+
+/// f32 elements of the column sums a GEMM of `batch` batches of `m × n` writes: `n` per row
+/// of [`col_sum_groups`].
 pub fn col_sums_len(batch: usize, m: usize, n: usize) -> usize {
-    batch * m.div_ceil(COL_SUM_ROWS as usize) * n
+    col_sum_groups(batch, m) * n
 }
 
 /// `db[n] = beta · db[n] + Σ_g col_sums[g · N + n]` over the `groups` row groups (in order,
 /// as [`bias_grad`]'s second pass): the bias gradient from the column sums a GEMM's epilogue
 /// wrote of the output gradient it produced. N = `db.len()`; `col_sums` must hold `groups ·
-/// N` values (`groups` = `batch · ceil(M / 16)` of that GEMM, at most 2³² − 1).
+/// N` values (`groups` = [`col_sum_groups`] of that GEMM, at most 2³² − 1).
 /// Deterministic, the same bits on every GPU.
 pub fn bias_grad_from_col_sums<D: Device, O: BiasGradOutput>(
     dev: &D,

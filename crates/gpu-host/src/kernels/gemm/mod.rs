@@ -31,7 +31,7 @@ mod wgmma;
 
 pub use bias_grad::{
     BiasGradElement, BiasGradOutput, bias_grad, bias_grad_from_col_sums, bias_grad_workspace_len,
-    col_sums_len,
+    col_sum_groups, col_sums_len,
 };
 pub use kernel_abi::gemm::Layout;
 pub use launch::{gemm, gemm_split_k};
