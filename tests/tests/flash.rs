@@ -1,12 +1,14 @@
 //! Flash attention forward against `cpu_ref::attention_forward` (on the widened inputs) and an
 //! f64 log-sum-exp, and backward against `cpu_ref::attention_backward` and an f64 `D`, bf16 and
 //! f16, at sequence lengths that are not multiples of the 64-row tiles (and T = 1), several
-//! heads and sequences; the backward is bit-reproducible.
+//! heads and sequences; the backward is bit-reproducible, and its column sums of dqkv (qkv's
+//! bias gradient) match those of the gradient it stored bit for bit.
 
 use cpu_ref::precision::Element;
 use gpu_host::kernels::attention::AttentionShape;
 use gpu_host::kernels::flash::{
-    FlashBackward, FlashElement, FlashForward, flash_attention_backward, flash_attention_forward,
+    self, FlashBackward, FlashElement, FlashForward, flash_attention_backward,
+    flash_attention_forward,
 };
 use gpu_host::kernels::gemm::GemmEngine;
 use gpu_host::{Device, DeviceBuffer, GpuError, PtxArch};
@@ -195,8 +197,34 @@ fn relative_rms(got: &[f32], want: &[f32], scale: f32) -> f64 {
     if norm == 0.0 { 0.0 } else { (err / norm).sqrt() }
 }
 
-/// Runs the backward on `engine` into fresh poisoned buffers; returns (dqkv, D).
-fn run_backward<T: FlashElement>(
+/// The column sums the backward writes of `dqkv` as stored, bit for bit (the order of
+/// `kernel_abi::flash::FlashBackwardParams::col_sums`): per sequence, 16 positions, channel.
+fn reference_col_sums<T: Element>(dqkv: &[T], s: AttentionShape) -> Vec<f32> {
+    let (groups, width) = (s.t.div_ceil(16), 3 * s.c);
+    let mut sums = vec![0.0f32; s.b * groups * width];
+    for b in 0..s.b {
+        for j in 0..groups {
+            for n in 0..width {
+                let class = |g: usize| {
+                    let mut sum = 0.0f32;
+                    for row in [16 * j + g, 16 * j + g + 8] {
+                        if row < s.t {
+                            sum += dqkv[(b * s.t + row) * width + n].to_f32();
+                        }
+                    }
+                    sum
+                };
+                let pairs: Vec<f32> = (0..4).map(|k| class(2 * k) + class(2 * k + 1)).collect();
+                sums[(b * groups + j) * width + n] = (pairs[0] + pairs[1]) + (pairs[2] + pairs[3]);
+            }
+        }
+    }
+    sums
+}
+
+/// Runs the backward on `engine` into fresh poisoned buffers, checks its column sums bit for
+/// bit (their slack untouched); returns (dqkv, D).
+fn run_backward<T: FlashElement + Element>(
     dev: &impl Device,
     shape: AttentionShape,
     engine: GemmEngine,
@@ -208,6 +236,8 @@ fn run_backward<T: FlashElement>(
     let AttentionShape { b, t, c, nh } = shape;
     let mut d = poisoned::<_, f32>(dev, b * nh * t).unwrap();
     let mut dqkv = poisoned::<_, T>(dev, b * t * 3 * c).unwrap();
+    let sums_len = flash::col_sums_len(shape);
+    let mut sums = poisoned::<_, f32>(dev, sums_len + 3).unwrap();
     let args = FlashBackward {
         qkv: qkv.view(),
         out: out.view(),
@@ -215,9 +245,15 @@ fn run_backward<T: FlashElement>(
         lse: lse.view(),
         d_scratch: d.view_mut(),
         dqkv: dqkv.view_mut(),
+        col_sums: Some(sums.view_mut().slice_mut(0..sums_len).unwrap()),
     };
     flash_attention_backward(dev, shape, engine, args).unwrap();
-    (dev.download(dqkv.view()).unwrap(), dev.download(d.view()).unwrap())
+    let got = dev.download(dqkv.view()).unwrap();
+    let mut want_sums = reference_col_sums(&got, shape);
+    want_sums.extend([f32::from_bits(u32::MAX); 3]);
+    let what = format!("column sums of {engine:?} {shape:?}");
+    assert_bits_eq(&what, 0, &dev.download(sums.view()).unwrap(), &want_sums);
+    (got, dev.download(d.view()).unwrap())
 }
 
 fn check_backward<T: FlashElement + Element>(dev: &impl Device) {
@@ -321,6 +357,7 @@ fn check_backward_argument_errors(dev: &impl Device) {
             lse: lse.view(),
             d_scratch: d.view_mut().slice_mut(0..d_len).unwrap(),
             dqkv: dqkv.view_mut().slice_mut(0..dqkv_len).unwrap(),
+            col_sums: None,
         };
         let err = flash_attention_backward(dev, s, GemmEngine::Auto, args).unwrap_err();
         assert!(
@@ -328,6 +365,19 @@ fn check_backward_argument_errors(dev: &impl Device) {
             "{s:?} dout at {dout_at}: {err}"
         );
     }
+    // Column sums one value short.
+    let mut short_sums = dev.alloc::<f32>(flash::col_sums_len(shape) - 1).unwrap();
+    let args = FlashBackward {
+        qkv: qkv.view(),
+        out: out.view(),
+        dout: dout.view().slice(0..n).unwrap(),
+        lse: lse.view(),
+        d_scratch: d.view_mut(),
+        dqkv: dqkv.view_mut(),
+        col_sums: Some(short_sums.view_mut()),
+    };
+    let err = flash_attention_backward(dev, shape, GemmEngine::Auto, args).unwrap_err();
+    assert!(matches!(&err, GpuError::InvalidArgument { arg: "col_sums", .. }), "{err}");
     // qkv and out one element off 16-byte alignment, dqkv off 4-byte alignment.
     let wide_qkv = dev.alloc::<bf16>(3 * n + 1).unwrap();
     let wide_out = dev.alloc::<bf16>(n + 1).unwrap();
@@ -342,6 +392,7 @@ fn check_backward_argument_errors(dev: &impl Device) {
             lse: lse.view(),
             d_scratch: d.view_mut(),
             dqkv: wide_dqkv.view_mut().slice_mut(dqkv_at..dqkv_at + 3 * n).unwrap(),
+            col_sums: None,
         };
         let err = flash_attention_backward(dev, shape, GemmEngine::Auto, args).unwrap_err();
         assert!(
@@ -358,6 +409,7 @@ fn check_backward_argument_errors(dev: &impl Device) {
             lse: lse.view(),
             d_scratch: d.view_mut(),
             dqkv: dqkv.view_mut(),
+            col_sums: None,
         };
         let err = flash_attention_backward(dev, shape, GemmEngine::Wgmma, args).unwrap_err();
         assert!(

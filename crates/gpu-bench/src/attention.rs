@@ -203,6 +203,7 @@ fn flash_times<T: FlashElement + Value>(
             lse: lse.view(),
             d_scratch: d_scratch.view_mut(),
             dqkv: dqkv.view_mut(),
+            col_sums: None,
         };
         Ok(flash_attention_backward(gpu, shape, engine, args)?)
     })?;

@@ -132,6 +132,12 @@ pub struct FlashBackwardParams<T: Copy> {
     /// (B, T, 3, NH, HD) gradient: the dK/dV kernel writes the k and v parts, the dQ kernel
     /// the q part.
     pub dqkv: DevicePtrMut<T>,
+    /// Column sums of `dqkv` as stored, or null (qkv's bias gradient, as
+    /// `crate::gemm::GemmParams::col_sums`): for batch `b`, group `j` of 16 rows (positions)
+    /// and channel `n < 3C`, `col_sums[(b·⌈T/16⌉ + j)·3C + n]`, the f32 sum of the group's
+    /// stored gradients, added as `((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))` with
+    /// `s_g` the sum from 0.0 of rows `16j + g` and `16j + g + 8` (rows at or past T skipped).
+    pub col_sums: DevicePtrMut<f32>,
     /// Sequence length.
     pub t: u32,
     /// Heads.

@@ -158,10 +158,14 @@ pub(super) fn a_fragment<Op: FlashOp>(lo: [f32; 4], hi: [f32; 4]) -> [u32; 4] {
 }
 
 /// Writes a warp's 16 × 64 accumulator, times `scale`, into part `part` of `dqkv` at rows
-/// `rows` (skipping those at or past `t`).
+/// `rows` (skipping those at or past `t`), and, with `p.col_sums`, the 16 rows' column sums of
+/// the stored values (the order of `kernel_abi::flash::FlashBackwardParams::col_sums`: a
+/// lane's two rows, then butterflies over `g`).
 ///
 /// # Safety
-/// `rows` are this lane's rows `g`, `g + 8` of the warp's 16; `dqkv` holds (B, T, 3, NH, HD).
+/// The whole warp calls it together; `rows` are this lane's rows `g`, `g + 8` of the warp's
+/// 16, the first of which is a multiple of 16; `dqkv` holds (B, T, 3, NH, HD) and `col_sums`,
+/// when not null, `B·⌈T/16⌉·3C` f32.
 #[inline(always)]
 pub(super) unsafe fn store_rows<Op: FlashOp>(
     p: &FlashBackwardParams<Op::In>,
@@ -172,19 +176,58 @@ pub(super) unsafe fn store_rows<Op: FlashOp>(
 ) {
     let (b, h, quad) = (block_idx_z(), block_idx_y(), lane_id() % 4);
     let channels = (p.nh * HD) as usize;
+    // The stored values, as the column sums add them: 0 for rows at or past t.
+    let mut stored = [[0.0f32; 4]; 8];
     unroll!(r in 0..2 => {
         let row = rows[r];
-        if row < p.t {
-            let at = ((b as usize * p.t as usize + row as usize) * 3 + part as usize) * channels
-                + (h * HD) as usize;
-            unroll!(n in 0..8 => {
-                let d = n * 8 + 2 * quad as usize;
-                let word = Op::pack(acc[n][2 * r] * scale, acc[n][2 * r + 1] * scale);
+        let at = ((b as usize * p.t as usize + row as usize) * 3 + part as usize) * channels
+            + (h * HD) as usize;
+        unroll!(n in 0..8 => {
+            let d = n * 8 + 2 * quad as usize;
+            let word = Op::pack(acc[n][2 * r] * scale, acc[n][2 * r + 1] * scale);
+            if row < p.t {
                 // SAFETY: row < t; `d` is even, so the pair is 4-byte aligned inside the row.
                 unsafe { *p.dqkv.as_mut_ptr().add(at + d).cast::<u32>() = word };
-            });
-        }
+            }
+            let pair = <Op::In as Elem>::widen8([word, 0, 0, 0, 0, 0, 0, 0]);
+            let valid = row < p.t;
+            stored[n][2 * r] = if valid { pair[0] } else { 0.0 };
+            stored[n][2 * r + 1] = if valid { pair[1] } else { 0.0 };
+        });
     });
+    if p.col_sums.is_null() {
+        return;
+    }
+    // Rows g and g + 8, then lanes g ^ 1, g ^ 2, g ^ 4 (f32 addition commutes: every lane of
+    // a quad column ends with the same bits).
+    let mut sums = [[0.0f32; 2]; 8];
+    unroll!(n in 0..8 => {
+        unroll!(e in 0..2 => {
+            let mut sum = 0.0 + stored[n][e];
+            sum += stored[n][2 + e];
+            // SAFETY: the whole warp is here (`col_sums` is the launch's).
+            unsafe {
+                sum += shfl_bfly_f32(FULL_MASK, sum, 4);
+                sum += shfl_bfly_f32(FULL_MASK, sum, 8);
+                sum += shfl_bfly_f32(FULL_MASK, sum, 16);
+            }
+            sums[n][e] = sum;
+        });
+    });
+    let group = (b * p.t.div_ceil(16) + rows[0] / 16) as usize;
+    if lane_id() < 4 && rows[0] < p.t {
+        let at = group * 3 * channels + part as usize * channels + (h * HD) as usize;
+        unroll!(n in 0..8 => {
+            let d = n * 8 + 2 * quad as usize;
+            // SAFETY: group < B·⌈T/16⌉ (rows[0] < t), channel d + 1 < 3C: inside the sums;
+            // the pair is 8-byte aligned when the buffer is (d even, 3C even).
+            unsafe {
+                let sum = p.col_sums.as_mut_ptr().add(at + d);
+                *sum = sums[n][0];
+                *sum.add(1) = sums[n][1];
+            }
+        });
+    }
 }
 
 /// The causal mask of the diagonal tile of `Pᵀ` (rows: keys, columns: queries, equal tile

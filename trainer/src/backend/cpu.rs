@@ -411,12 +411,13 @@ impl Backend for CpuBackend {
         self.timed(
             || op_work::attention_backward(dims, ACT, flash),
             || {
-                let AttentionBackward { dqkv, dout, qkv, saved, .. } = args;
+                let AttentionBackward { dqkv, dout, qkv, saved, qkv_bias, .. } = args;
                 let AttentionSavedView::Probs(att) = saved else {
                     return Err(Error::invalid(
                         "the CPU backend has no flash attention; use --attention naive",
                     ));
                 };
+                assert!(qkv_bias.is_none(), "only flash attention writes qkv's bias gradient");
                 let (b, t, c, nh) = (dims.b, dims.t, dims.c, dims.nh);
                 cpu_ref::attention_backward(
                     dqkv.into_slice(),

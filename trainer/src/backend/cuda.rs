@@ -886,14 +886,14 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
     }
 
     fn attention_backward(&self, args: AttentionBackward<'_, Self>, dims: Dims) -> Result<()> {
-        let flash = matches!(args.saved, AttentionSavedView::Lse(_));
-        self.timed(
-            || op_work::attention_backward(dims, Self::ACT, flash),
-            || {
-                let AttentionBackward { dqkv, dout, qkv, out, saved } = args;
-                let shape = attention_shape(dims);
-                match saved {
-                    AttentionSavedView::Probs(att) => {
+        let AttentionBackward { dqkv, dout, qkv, out, saved, qkv_bias } = args;
+        let shape = attention_shape(dims);
+        let lse = match saved {
+            AttentionSavedView::Probs(att) => {
+                assert!(qkv_bias.is_none(), "only flash attention writes qkv's bias gradient");
+                return self.timed(
+                    || op_work::attention_backward(dims, Self::ACT, false),
+                    || {
                         let len = attention::attention_backward_scratch_len(shape);
                         self.with_scratch(len, 0, "attention scratch", |scratch, _| {
                             let args = attention::AttentionBackward {
@@ -907,24 +907,42 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
                                 attention::attention_backward(self.dev, shape, self.gemm, args);
                             self.gemm_result(done)
                         })
-                    }
-                    AttentionSavedView::Lse(lse) => {
-                        let len = dims.b * dims.nh * dims.t;
-                        self.with_scratch(0, len, "flash attention scratch", |_, d_scratch| {
-                            let args = FlashBackward {
-                                qkv: dv(qkv),
-                                out: dv(out),
-                                dout: dv(dout),
-                                lse: dv(lse),
-                                d_scratch,
-                                dqkv: dvm(dqkv),
-                            };
-                            A::flash_backward(self.dev, shape, self.gemm.engine, args)
-                        })
-                    }
-                }
-            },
-        )
+                    },
+                );
+            }
+            AttentionSavedView::Lse(lse) => lse,
+        };
+        // The kernels also write dqkv's column sums when qkv's bias gradient is wanted.
+        let d_len = dims.b * dims.nh * dims.t;
+        let sums_len = if qkv_bias.is_some() { flash::col_sums_len(shape) } else { 0 };
+        self.with_scratch(0, d_len + sums_len, "flash attention scratch", |_, scratch| {
+            let (d_scratch, mut sums) = scratch.split_at_mut(d_len)?;
+            self.timed(
+                || op_work::attention_backward(dims, Self::ACT, true),
+                || {
+                    let args = FlashBackward {
+                        qkv: dv(qkv),
+                        out: dv(out),
+                        dout: dv(dout),
+                        lse: dv(lse),
+                        d_scratch,
+                        dqkv: dvm(dqkv),
+                        col_sums: qkv_bias.is_some().then(|| sums.reborrow()),
+                    };
+                    A::flash_backward(self.dev, shape, self.gemm.engine, args)
+                },
+            )?;
+            let Some(qkv_bias) = qkv_bias else { return Ok(()) };
+            self.timed(
+                || op_work::qkv_bias_from_col_sums(dims),
+                || {
+                    let groups = flash::col_sum_groups(shape);
+                    let sums = sums.as_view();
+                    let db = dvm(qkv_bias);
+                    Ok(gemm::bias_grad_from_col_sums(self.dev, sums, groups, db, 1.0)?)
+                },
+            )
+        })
     }
 
     fn gelu_forward(&self, out: ActMut<'_, Self>, inp: ActView<'_, Self>) -> Result<()> {

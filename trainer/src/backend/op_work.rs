@@ -126,6 +126,16 @@ pub fn matmul_backward_pre_act_bias(shape: Linear, act: f64, from_col_sums: bool
     memory_op(&names::matmul_backward(shape, "pre-activation dbias"), read + 2.0 * n(inp, F32))
 }
 
+/// The qkv layer's bias gradient from the column sums of `dqkv` that flash attention's
+/// backward wrote (every 16 positions' f32 sums of the `3C` channels); accumulates the f32
+/// bias gradient. Named as the two-pass op it replaces.
+pub fn qkv_bias_from_col_sums(dims: Dims) -> OpLabel {
+    let Dims { b, t, c, .. } = dims;
+    let sums = b * t.div_ceil(16) * 3 * c;
+    let shape = Linear::new("qkv", b * t, c, 3 * c);
+    memory_op(&names::matmul_backward(shape, "dbias"), n(sums, F32) + 2.0 * n(3 * c, F32))
+}
+
 /// Causal attention's forward: reads q, k, v; writes the output and what the backward needs
 /// (flash: the log-sum-exp of every row; naive: the probabilities, `B·NH·T·T`).
 pub fn attention_forward(dims: Dims, act: f64, flash: bool) -> OpLabel {

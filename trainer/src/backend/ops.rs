@@ -266,6 +266,10 @@ pub struct AttentionBackward<'a, B: Backend + ?Sized> {
     pub out: ActView<'a, B>,
     /// What the forward saved.
     pub saved: AttentionSavedView<'a, B>,
+    /// Flash attention only: the qkv layer's bias gradient (`3C`, a window of the gradient
+    /// arena), accumulated from the column sums of `dqkv` that the GPU kernels write as they
+    /// store it, instead of re-reading `dqkv` in the qkv matmul's backward.
+    pub qkv_bias: Option<F32Mut<'a, B>>,
 }
 
 /// Buffers of [`Backend::fused_classifier`].

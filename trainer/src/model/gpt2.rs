@@ -2,9 +2,9 @@
 
 use super::{Activations, Gpt2Config, GradScratch, ParamKind, ParamLayout, Params};
 use crate::backend::ops::{
-    Activation, AttentionBackward, AttentionForward, AttentionKind, Classifier, Dims,
-    LayerNormBackward, LayerNormForward, LayerNormStats, Linear, MatmulBackward, MatmulForward,
-    ParamGrads, ResidualLayerNormForward,
+    Activation, AttentionBackward, AttentionForward, AttentionKind, AttentionSavedView, Classifier,
+    Dims, LayerNormBackward, LayerNormForward, LayerNormStats, Linear, MatmulBackward,
+    MatmulForward, ParamGrads, ResidualLayerNormForward,
 };
 use crate::backend::{
     ActBuf, ActElement, ActMut, ActView, Backend, Buf, F32Mut, Precision, View, ViewMut,
@@ -473,20 +473,25 @@ impl<B: Backend> Gpt2<B> {
                 },
                 linear("attention projection", c, c),
             )?;
+            // Flash attention's kernels give qkv's bias gradient (from dqkv's column sums).
+            let saved = a.att.saved(l, b, nh, t);
+            let flash = matches!(saved, AttentionSavedView::Lse(_));
+            let qkv_bias = self.layout.layer(K::Qkvb, l);
             backend.attention_backward(
                 AttentionBackward {
                     dqkv: s.dqkv.at_mut(0, 3 * n),
                     dout: s.datty.at(0, n),
                     qkv: a.qkv.at(l, 3 * n),
                     out: a.atty.at(l, n),
-                    saved: a.att.saved(l, b, nh, t),
+                    saved,
+                    qkv_bias: flash.then(|| ViewMut::of(grads, qkv_bias)),
                 },
                 dims,
             )?;
             backend.matmul_backward(
                 MatmulBackward {
                     dinp: s.dln.at_mut(0, n),
-                    grads: self.grads(grads, l, K::Qkvw, Some(K::Qkvb)),
+                    grads: self.grads(grads, l, K::Qkvw, (!flash).then_some(K::Qkvb)),
                     dout: s.dqkv.at(0, 3 * n),
                     inp: a.ln1.at(l, n),
                     weight: self.p(K::Qkvw, l),

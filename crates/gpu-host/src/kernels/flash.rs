@@ -12,6 +12,7 @@ use crate::kernels::gemm::GemmEngine;
 use crate::ptx::PtxArch;
 use crate::view::{DeviceView, DeviceViewMut};
 use half::{bf16, f16};
+use kernel_abi::DevicePtrMut;
 use kernel_abi::flash::{
     BACKWARD_SHARED_BYTES, BACKWARD_THREADS, BACKWARD_WGMMA_SHARED_BYTES, BLOCK_Q, DOT_ROWS,
     DOT_THREADS, FORWARD_SHARED_BYTES, FORWARD_THREADS, FORWARD_WGMMA_SHARED_BYTES,
@@ -147,6 +148,22 @@ pub struct FlashBackward<'a, T> {
     pub d_scratch: DeviceViewMut<'a, f32>,
     /// (B, T, 3C) gradient of qkv, written (not accumulated).
     pub dqkv: DeviceViewMut<'a, T>,
+    /// Where the f32 column sums of `dqkv` as stored go, per 16 positions, or none ([`col_sums_len`]
+    /// values, laid out as `kernel_abi::flash::FlashBackwardParams::col_sums`):
+    /// `gemm::bias_grad_from_col_sums` over [`col_sum_groups`] rows adds them into qkv's bias
+    /// gradient.
+    pub col_sums: Option<DeviceViewMut<'a, f32>>,
+}
+
+/// Rows of the column sums of a backward of `shape`: one per 16 positions of each sequence.
+pub fn col_sum_groups(shape: AttentionShape) -> usize {
+    shape.b * shape.t.div_ceil(16)
+}
+
+/// f32 elements of the column sums of a backward of `shape`: `3C` per row of
+/// [`col_sum_groups`].
+pub fn col_sums_len(shape: AttentionShape) -> usize {
+    col_sum_groups(shape) * 3 * shape.c
 }
 
 /// Causal multi-head attention backward: `dqkv` from the forward's input, output and
@@ -174,6 +191,13 @@ pub fn flash_attention_backward<D: Device, T: FlashElement>(
     check_aligned(OP, "out", args.out.addr(), 16)?;
     check_aligned(OP, "dout", args.dout.addr(), 16)?;
     check_aligned(OP, "dqkv", args.dqkv.addr(), 4)?;
+    let col_sums = match &mut args.col_sums {
+        Some(sums) => {
+            check_len(OP, "col_sums", sums.len(), col_sums_len(shape), "b·⌈t/16⌉·3c")?;
+            sums.ptr()
+        }
+        None => DevicePtrMut::null(),
+    };
     let wgmma = wgmma_for(dev, OP, engine)?;
     if b * t == 0 {
         return Ok(());
@@ -201,6 +225,7 @@ pub fn flash_attention_backward<D: Device, T: FlashElement>(
         lse: args.lse.ptr(),
         d: args.d_scratch.as_view().ptr(),
         dqkv: args.dqkv.ptr(),
+        col_sums,
         t: t32,
         nh: nh32,
         scale_log2: std::f32::consts::LOG2_E / (HD as f32).sqrt(),
@@ -224,7 +249,8 @@ pub fn flash_attention_backward<D: Device, T: FlashElement>(
     };
     // SAFETY: the views hold the checked shapes; qkv and dout are 16-byte aligned (cp.async of
     // whole 16-byte chunks of 64-value head rows); `dqkv` takes 4-byte pair stores, the dK/dV
-    // kernel into the k and v parts and the dQ kernel into the q part; shared memory holds
+    // kernel into the k and v parts and the dQ kernel into the q part, and so into the
+    // column sums (whose length was checked) when there are any; shared memory holds
     // the two resident tiles and two stages of the streamed ones (48 KiB, plus 1 KiB to align
     // the wgmma kernels' tiles); the wgmma kernels are taken only from the sm_90a module.
     unsafe {
