@@ -219,8 +219,8 @@ pub(super) unsafe fn store_rows<Op: FlashOp>(
         let at = group * 3 * channels + part as usize * channels + (h * HD) as usize;
         unroll!(n in 0..8 => {
             let d = n * 8 + 2 * quad as usize;
-            // SAFETY: group < B·⌈T/16⌉ (rows[0] < t), channel d + 1 < 3C: inside the sums;
-            // the pair is 8-byte aligned when the buffer is (d even, 3C even).
+            // SAFETY: group < B·⌈T/16⌉ (rows[0] < t) and channel d + 1 < 3C: inside the sums
+            // the launcher checked.
             unsafe {
                 let sum = p.col_sums.as_mut_ptr().add(at + d);
                 *sum = sums[n][0];

@@ -419,7 +419,8 @@ impl<B: Backend> Gpt2<B> {
                 weight: self.p(K::Fcprojw, l),
                 gelu_pre_act,
             };
-            // Fused, the fc bias gradient comes from the column sums of fcproj's dX.
+            // Fused, fcproj's backward also gives fc's bias gradient (on the GPU, from the
+            // column sums its dX GEMM writes).
             let fused = s.dfch_gelu.is_none();
             match &mut s.dfch_gelu {
                 None => {
@@ -473,7 +474,8 @@ impl<B: Backend> Gpt2<B> {
                 },
                 linear("attention projection", c, c),
             )?;
-            // Flash attention's kernels give qkv's bias gradient (from dqkv's column sums).
+            // Under flash attention, its backward also gives qkv's bias gradient (from the
+            // column sums its kernels write of dqkv).
             let saved = a.att.saved(l, b, nh, t);
             let flash = matches!(saved, AttentionSavedView::Lse(_));
             let qkv_bias = self.layout.layer(K::Qkvb, l);
