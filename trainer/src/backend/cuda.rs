@@ -385,6 +385,21 @@ impl<'d, D: Device, A: CudaAct> CudaBackend<'d, D, A> {
     /// Bytes of an activation element.
     const ACT: f64 = size_of::<A>() as f64;
 
+    /// `db += Σ_rows dy` over `rows` dense rows of `db.len()` columns, in two passes
+    /// (`gemm::bias_grad`) through the f32 scratch.
+    fn bias_grad(
+        &self,
+        dy: DeviceView<'_, A>,
+        rows: usize,
+        db: DeviceViewMut<'_, f32>,
+    ) -> Result<()> {
+        let len = gemm::bias_grad_workspace_len(rows, db.len());
+        self.with_scratch(0, len, "bias-gradient workspace", |_, workspace| {
+            let n = db.len();
+            Ok(gemm::bias_grad::<D, A, f32>(self.dev, dy, rows, n, db, 1.0, workspace)?)
+        })
+    }
+
     /// Runs `f` with `act_len` elements of `A` and `f32_len` of f32 scratch.
     fn with_scratch<R>(
         &self,
@@ -792,22 +807,7 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
             // FP32 and TF32: from dinp, in two passes.
             self.timed(
                 || op_work::matmul_backward_pre_act_bias(shape, Self::ACT, false),
-                || {
-                    let len = gemm::bias_grad_workspace_len(rows, in_features);
-                    self.with_scratch(0, len, "bias-gradient workspace", |_, workspace| {
-                        let dinp = dinp.as_view();
-                        let db = gemm::bias_grad::<D, A, f32>(
-                            self.dev,
-                            dinp,
-                            rows,
-                            in_features,
-                            dbias,
-                            1.0,
-                            workspace,
-                        );
-                        Ok(db?)
-                    })
-                },
+                || self.bias_grad(dinp.as_view(), rows, dbias),
             )?;
         }
         self.timed(
@@ -835,20 +835,7 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
             assert_eq!(out_ld, out_features, "a layer with a bias stores its output densely");
             self.timed(
                 || op_work::matmul_backward_bias(shape, Self::ACT),
-                || {
-                    let len = gemm::bias_grad_workspace_len(rows, out_features);
-                    self.with_scratch(0, len, "bias-gradient workspace", |_, workspace| {
-                        Ok(gemm::bias_grad::<D, A, f32>(
-                            self.dev,
-                            dout,
-                            rows,
-                            out_features,
-                            dbias,
-                            1.0,
-                            workspace,
-                        )?)
-                    })
-                },
+                || self.bias_grad(dout, rows, dbias),
             )?;
         }
         Ok(())

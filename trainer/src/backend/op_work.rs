@@ -19,6 +19,7 @@
 
 use super::op_times::{OpLabel, names};
 use super::ops::{Dims, Linear};
+use gpu_host::kernels::attention::AttentionShape;
 use serde::Deserialize;
 use std::ops::AddAssign;
 
@@ -130,8 +131,8 @@ pub fn matmul_backward_pre_act_bias(shape: Linear, act: f64, from_col_sums: bool
 /// backward wrote (every 16 positions' f32 sums of the `3C` channels); accumulates the f32
 /// bias gradient. Named as the two-pass op it replaces.
 pub fn qkv_bias_from_col_sums(dims: Dims) -> OpLabel {
-    let Dims { b, t, c, .. } = dims;
-    let sums = b * t.div_ceil(16) * 3 * c;
+    let Dims { b, t, c, nh, .. } = dims;
+    let sums = gpu_host::kernels::flash::col_sums_len(AttentionShape { b, t, c, nh });
     let shape = Linear::new("qkv", b * t, c, 3 * c);
     memory_op(&names::matmul_backward(shape, "dbias"), n(sums, F32) + 2.0 * n(3 * c, F32))
 }

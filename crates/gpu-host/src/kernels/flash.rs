@@ -157,7 +157,7 @@ pub struct FlashBackward<'a, T> {
 
 /// Rows of the column sums of a backward of `shape`: one per 16 positions of each sequence.
 pub fn col_sum_groups(shape: AttentionShape) -> usize {
-    shape.b * shape.t.div_ceil(16)
+    crate::kernels::gemm::col_sum_groups(shape.b, shape.t)
 }
 
 /// f32 elements of the column sums of a backward of `shape`: `3C` per row of
