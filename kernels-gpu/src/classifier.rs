@@ -4,18 +4,22 @@
 //! 16-byte aligned address, fewer than 8), a body of whole 8-element vectors, and a scalar tail
 //! (fewer than 8): rows of any width `vp` take the vector path for all but at most 14 elements.
 //! Thread `t` takes head element `t`, body vectors `t, t + threads, …` and tail element `t`, in
-//! both passes (the second walks them backwards), so it rewrites exactly the elements it read.
+//! both passes, so it rewrites exactly the elements it read. The staged kernel copies its body
+//! vectors into shared memory first and reads them from there; as only the thread that copied
+//! a vector reads it, its `cp.async.wait_group` is all the ordering it needs.
 
+use crate::arch::cp_async::{cp_async_cg_16, cp_async_commit_group, cp_async_wait_group};
 use crate::arch::cvt::f32_to_tf32;
 use crate::arch::math::{ex2_approx_f32, lg2_approx_f32};
-use crate::arch::smem::{dynamic_smem_base, ld_shared_f32, st_shared_f32};
+use crate::arch::smem::{dynamic_smem_base, ld_shared_f32, ld_shared_v4_u32, st_shared_f32};
 use crate::arch::sync::bar_sync;
 use crate::arch::{block_dim_x, block_idx_x, lane_id, thread_idx_x, warp_idx_x};
 use crate::elem::{Elem, load_chunk, store_chunk};
 use crate::entry::entries;
 use crate::softmax::{Normaliser, valid_in};
+use crate::unroll::unroll;
 use core::f32::consts::{LN_2, LOG2_E};
-use kernel_abi::classifier::{ClassifierParams, GRAD_SKIP, GRAD_WRITE_TF32};
+use kernel_abi::classifier::{ClassifierParams, GRAD_SKIP, GRAD_WRITE_TF32, NORMALISER_BYTES};
 use kernel_abi::{Bf16, F16};
 
 /// The block's combined normaliser, the same in every thread: butterfly within each warp, then
@@ -112,17 +116,92 @@ impl RowSplit {
             chunk(tid, 1, false);
         }
     }
+
+    /// The shared-memory slot of body vector `j` under `stage`: its first 16 bytes at
+    /// `stage + 16j`; an f32 vector's other 16 at `stage + 16·body + 16j` (two planes, so that
+    /// a warp's 16-byte accesses to 32 consecutive vectors are 512 contiguous bytes: with the
+    /// halves side by side, each access instruction took two wavefronts).
+    #[inline(always)]
+    fn slot(&self, stage: u32, j: usize) -> (u32, u32) {
+        let first = stage + 16 * j as u32;
+        (first, first + 16 * self.body as u32)
+    }
+
+    /// Copies this thread's body vectors of `row` to shared memory from `stage` (their
+    /// [`RowSplit::slot`]s) with `cp.async`, all in flight at once, and waits for them.
+    ///
+    /// # Safety
+    /// `row` is the row [`RowSplit::of`] split, `stage` 16-byte aligned with `body` vectors of
+    /// shared memory that nothing else in the block touches.
+    #[inline(always)]
+    unsafe fn stage_body<T>(&self, row: *const T, stage: u32) {
+        let (tid, threads) = (thread_idx_x() as usize, block_dim_x() as usize);
+        let mut j = tid;
+        while j < self.body {
+            let (first, second) = self.slot(stage, j);
+            let src = row.wrapping_add(self.head + 8 * j).cast::<u8>();
+            // SAFETY: the vector's bytes lie inside the row and are 16-byte aligned (the body
+            // starts at the row's first aligned element); the destinations are its slot.
+            unsafe {
+                cp_async_cg_16(first, src, 16);
+                if size_of::<T>() == 4 {
+                    cp_async_cg_16(second, src.wrapping_add(16), 16);
+                }
+            }
+            j += threads;
+        }
+        // SAFETY: commits and waits for this thread's own copies.
+        unsafe {
+            cp_async_commit_group();
+            cp_async_wait_group::<0>();
+        }
+    }
+
+    /// The elements of this thread's piece `(col0, count, vector)` as f32: a body vector from
+    /// its shared-memory slot under `stage` (staged), anything else from global memory.
+    ///
+    /// # Safety
+    /// As [`load_chunk`] for `row.add(col0)`; a staged body vector was copied by
+    /// [`RowSplit::stage_body`] from this thread.
+    #[inline(always)]
+    unsafe fn load<T: Elem>(
+        &self,
+        row: *const T,
+        stage: Option<u32>,
+        piece: (usize, usize, bool),
+    ) -> [f32; 8] {
+        let (col0, count, vector) = piece;
+        match stage {
+            Some(stage) if vector => {
+                let (first, second) = self.slot(stage, (col0 - self.head) / 8);
+                let mut words = [0u32; 8];
+                // SAFETY: the thread's own staged vector, waited for.
+                unsafe {
+                    let lo = ld_shared_v4_u32(first);
+                    unroll!(k in 0..4 => { words[k] = lo[k]; });
+                    if size_of::<T>() == 4 {
+                        let hi = ld_shared_v4_u32(second);
+                        unroll!(k in 0..4 => { words[4 + k] = hi[k]; });
+                    }
+                }
+                T::widen8(words)
+            }
+            // SAFETY: the caller's contract.
+            _ => unsafe { load_chunk(row.add(col0), count, vector) },
+        }
+    }
 }
 
-/// The kernel body.
+/// The kernel body; `STAGED`: the row's body read from DRAM once, into shared memory.
 ///
 /// # Safety
 /// Launched by `gpu-host`'s `fused_classifier` with one block of `BLOCK_THREADS` per row and
-/// 8 bytes of dynamic shared memory per warp, after checking `0 < v <= vp <= ld`, that `logits`
-/// holds `rows × ld` elements and `losses` and `targets` `rows` (targets are not checked: the body
-/// guards `target < v`); every thread reaches [`block_normaliser`] (block-uniform flow).
+/// `NORMALISER_BYTES` of dynamic shared memory (staged: `staged_shared_bytes(vp, size of T)`),
+/// after checking `0 < v <= vp <= ld`, that `logits` holds `rows × ld` elements and `losses` and
+/// `targets` `rows` (targets are not checked: the body guards `target < v`); every thread
+/// reaches [`block_normaliser`] (block-uniform flow).
 #[inline(always)]
-unsafe fn fused_classifier<T: Elem>(p: ClassifierParams<T>) {
+unsafe fn fused_classifier<T: Elem, const STAGED: bool>(p: ClassifierParams<T>) {
     let row = block_idx_x() as usize;
     let (v, vp, ld) = (p.v as usize, p.vp as usize, p.ld as usize);
     // SAFETY: the launcher checked `logits` holds `rows × ld` elements and `targets` `rows`,
@@ -137,12 +216,19 @@ unsafe fn fused_classifier<T: Elem>(p: ClassifierParams<T>) {
         0.0
     };
     let split = RowSplit::of(logits, vp);
+    let stage = STAGED.then(|| dynamic_smem_base() + NORMALISER_BYTES);
+    if let Some(stage) = stage {
+        // SAFETY: the launcher gave `staged_shared_bytes(vp, …)`: a slot for each of the row's
+        // at most `vp / 8` body vectors after the normaliser's bytes.
+        unsafe { split.stage_body(logits, stage) };
+    }
 
     // Logits scaled to base-2 exponents: `2^(x·log2 e − m)` is `e^(x − m / log2 e)`.
     let mut n = Normaliser::EMPTY;
-    // SAFETY: `col0 + count <= vp`, 16-byte aligned when `vector`.
+    // SAFETY: `col0 + count <= vp`, 16-byte aligned when `vector`; staged vectors are this
+    // thread's.
     split.for_each(vp, |col0, count, vector| unsafe {
-        let x = load_chunk(logits.add(col0), count, vector);
+        let x = split.load(logits, stage, (col0, count, vector));
         n.add(x.map(|x| x * LOG2_E), valid_in(col0, count, v));
     });
     // SAFETY: block-uniform; the launcher gave 8 bytes of shared memory per warp.
@@ -172,15 +258,23 @@ unsafe fn fused_classifier<T: Elem>(p: ClassifierParams<T>) {
         if tf32 { f32::from_bits(f32_to_tf32(g)) } else { g }
     };
     // SAFETY: as above; each element is read and then written by the thread that owns it.
-    split.for_each_reversed(vp, |col0, count, vector| unsafe {
-        let x = load_chunk(logits.add(col0), count, vector);
+    let mut write = |col0: usize, count: usize, vector: bool| unsafe {
+        let x = split.load(logits, stage, (col0, count, vector));
         let g = core::array::from_fn(|k| grad(col0 + k, x[k]));
         store_chunk(logits.add(col0), g, count, vector);
-    });
+    };
+    if STAGED {
+        split.for_each(vp, &mut write);
+    } else {
+        split.for_each_reversed(vp, &mut write);
+    }
 }
 
 entries! { "classifier";
-    fused_classifier_f32(ClassifierParams<f32>) => fused_classifier::<f32>;
-    fused_classifier_bf16(ClassifierParams<Bf16>) => fused_classifier::<Bf16>;
-    fused_classifier_f16(ClassifierParams<F16>) => fused_classifier::<F16>;
+    fused_classifier_f32(ClassifierParams<f32>) => fused_classifier::<f32, false>;
+    fused_classifier_bf16(ClassifierParams<Bf16>) => fused_classifier::<Bf16, false>;
+    fused_classifier_f16(ClassifierParams<F16>) => fused_classifier::<F16, false>;
+    fused_classifier_staged_f32(ClassifierParams<f32>) => fused_classifier::<f32, true>;
+    fused_classifier_staged_bf16(ClassifierParams<Bf16>) => fused_classifier::<Bf16, true>;
+    fused_classifier_staged_f16(ClassifierParams<F16>) => fused_classifier::<F16, true>;
 }

@@ -392,8 +392,13 @@ unsafe fn backward_reduce(p: LayerNormBackwardReduceParams) {
         }
         // SAFETY: `ch < c` and both gradients hold `c` values.
         unsafe {
-            *p.dweight.as_mut_ptr().add(ch) += dw;
-            *p.dbias.as_mut_ptr().add(ch) += db;
+            let (dweight, dbias) = (p.dweight.as_mut_ptr().add(ch), p.dbias.as_mut_ptr().add(ch));
+            if p.beta != 0.0 {
+                dw += p.beta * *dweight;
+                db += p.beta * *dbias;
+            }
+            *dweight = dw;
+            *dbias = db;
         }
     }
 }

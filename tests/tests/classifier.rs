@@ -2,10 +2,13 @@
 //! losses and the in-place gradient, f32/bf16/f16 logits, GPT-2's odd V = 50257 in rows padded
 //! to 50304 and unpadded (rows not 16-byte aligned), rows stored further apart than their width
 //! (the gaps untouched), small vocabularies, unaligned views, the evaluation mode that leaves the
-//! logits untouched, the gradient rounded to TF32, and out-of-range targets.
+//! logits untouched, the gradient rounded to TF32, and out-of-range targets. The kernel that
+//! stages the row in shared memory gives the bits of the one that reads it twice.
 
 use cpu_ref::precision::{Element, round_tf32};
-use gpu_host::kernels::classifier::{Classifier, LogitsGradient, Vocab, fused_classifier};
+use gpu_host::kernels::classifier::{
+    Classifier, ClassifierPath, LogitsGradient, Vocab, fused_classifier, fused_classifier_on,
+};
 use gpu_host::kernels::elementwise::FloatElement;
 use gpu_host::{Device, DeviceBuffer, GpuError};
 use half::{bf16, f16};
@@ -63,12 +66,13 @@ fn split_rows<T: Element>(x: &[T], rows: usize, vp: usize, ld: usize) -> (Vec<T>
     (dense, gaps)
 }
 
-/// Runs the classifier with `gradient` on `x` (`rows × ld`) uploaded `offset` elements into a
-/// fresh buffer, the losses into a poisoned one; returns the logits' window and the losses.
+/// Runs the classifier on `path` with `gradient` on `x` (`rows × ld`) uploaded `offset`
+/// elements into a fresh buffer, the losses into a poisoned one; returns the logits' window and
+/// the losses.
 fn run_classifier<T: FloatElement + Element>(
     dev: &impl Device,
     (x, offset): (&[T], usize),
-    vocab: Vocab,
+    (vocab, path): (Vocab, ClassifierPath),
     targets: &[u32],
     gradient: LogitsGradient,
 ) -> (Vec<T>, Vec<f32>) {
@@ -81,11 +85,13 @@ fn run_classifier<T: FloatElement + Element>(
         losses: losses.view_mut(),
         targets: dtgt.view(),
     };
-    fused_classifier(dev, vocab, gradient, args).unwrap();
+    fused_classifier_on(dev, path, vocab, gradient, args).unwrap();
     let logits = dev.download(buf.view().slice(window).unwrap()).unwrap();
     (logits, dev.download(losses.view()).unwrap())
 }
 
+/// Every shape through the kernel that reads the row twice, against the reference, then
+/// through the staged one, the same bits; evaluation on both leaves the logits untouched.
 fn check_classifier<T: FloatElement + Element>(dev: &impl Device) {
     let mut rng = TestRng::new();
     for (rows, v, vp, ld) in shapes(dev) {
@@ -100,7 +106,9 @@ fn check_classifier<T: FloatElement + Element>(dev: &impl Device) {
 
             let vocab = Vocab { v, vp, ld };
             let gradient = LogitsGradient::Write { dloss };
-            let (got, got_loss) = run_classifier(dev, (&x, offset), vocab, &tgt, gradient);
+            let run =
+                |path, gradient| run_classifier(dev, (&x, offset), (vocab, path), &tgt, gradient);
+            let (got, got_loss) = run(ClassifierPath::TwoReads, gradient);
             let what = format!(
                 "fused_classifier_{} rows={rows} v={v} vp={vp} ld={ld} offset={offset}",
                 <T as Element>::NAME
@@ -116,11 +124,17 @@ fn check_classifier<T: FloatElement + Element>(dev: &impl Device) {
             );
             assert_bits_eq(&format!("{what} row gaps"), rng.seed(), &got_gaps, &want_gaps);
 
+            let (staged, staged_loss) = run(ClassifierPath::Staged, gradient);
+            assert_bits_eq(&format!("{what} staged losses"), rng.seed(), &staged_loss, &got_loss);
+            assert_bits_eq(&format!("{what} staged logits"), rng.seed(), &staged, &got);
+
             // Evaluation on the same layout: the same losses, bit for bit, logits untouched.
-            let skip = LogitsGradient::Skip;
-            let (eval_logits, eval_losses) = run_classifier(dev, (&x, offset), vocab, &tgt, skip);
-            assert_bits_eq(&format!("{what} eval losses"), rng.seed(), &eval_losses, &got_loss);
-            assert_bits_eq(&format!("{what} eval logits"), rng.seed(), &eval_logits, &x);
+            for path in [ClassifierPath::Auto, ClassifierPath::Staged] {
+                let (eval_logits, eval_losses) = run(path, LogitsGradient::Skip);
+                let what = format!("{what} eval on {path:?}");
+                assert_bits_eq(&format!("{what} losses"), rng.seed(), &eval_losses, &got_loss);
+                assert_bits_eq(&format!("{what} logits"), rng.seed(), &eval_logits, &x);
+            }
         }
     }
 }
@@ -165,8 +179,8 @@ fn check_tf32_gradient(dev: &impl Device) {
             let what = format!("TF32 gradient rows={rows} v={v} vp={vp} ld={ld} offset={offset}");
             let x = logits::<f32>(&mut rng, rows * ld);
             let tgt = targets(&mut rng, rows, v);
-            let run =
-                |gradient| run_classifier(dev, (&x, offset), Vocab { v, vp, ld }, &tgt, gradient);
+            let vocab = (Vocab { v, vp, ld }, ClassifierPath::Auto);
+            let run = |gradient| run_classifier(dev, (&x, offset), vocab, &tgt, gradient);
             let dloss = 1.0 / rows as f32;
             let (plain, plain_losses) = run(LogitsGradient::Write { dloss });
             let (rounded, losses) = run(LogitsGradient::WriteTf32 { dloss });
@@ -213,6 +227,29 @@ fn check_argument_errors(dev: &impl Device) {
     let args = Classifier { logits: x.view_mut(), losses: losses.view_mut(), targets: tgt.view() };
     let err = fused_classifier(dev, Vocab::dense(5, 6), LogitsGradient::Skip, args).unwrap_err();
     assert!(matches!(&err, GpuError::InvalidArgument { arg: "losses", .. }), "{err}");
+
+    // A row too wide to stage: `Staged` is refused, `Auto` reads it twice.
+    let vp = (dev.max_shared_per_block() / 4 + 8) as usize;
+    let mut wide = dev.upload(&vec![0.5f32; vp]).unwrap();
+    let mut loss = poisoned::<_, f32>(dev, 1).unwrap();
+    let tgt = dev.upload(&[3u32]).unwrap();
+    let vocab = Vocab::dense(vp, vp);
+    for path in [ClassifierPath::Staged, ClassifierPath::Auto] {
+        let args =
+            Classifier { logits: wide.view_mut(), losses: loss.view_mut(), targets: tgt.view() };
+        let done =
+            fused_classifier_on(dev, path, vocab, LogitsGradient::Write { dloss: 1.0 }, args);
+        match path {
+            ClassifierPath::Staged => {
+                let err = done.unwrap_err();
+                assert!(matches!(&err, GpuError::InvalidArgument { arg: "path", .. }), "{err}");
+            }
+            _ => done.unwrap(),
+        }
+    }
+    let want = (vp as f32).ln();
+    let got = dev.download(loss.view()).unwrap()[0];
+    assert!((got - want).abs() <= 1e-5 * want, "loss of {vp} equal logits: {got} vs {want}");
 }
 
 kernel_tests! {

@@ -252,12 +252,18 @@ struct BackwardCase<T> {
     mean: Vec<f32>,
     rstd: Vec<f32>,
     dinp: Vec<T>,
+    /// The parameter gradients before the launch: random under `beta = 1`, NaN under 0
+    /// (overwritten without being read).
     dweight: Vec<f32>,
     dbias: Vec<f32>,
+    beta: f32,
 }
 
 impl<T: FloatElement + Element> BackwardCase<T> {
-    fn new(rng: &mut TestRng, (r, c): (usize, usize), offsets: [usize; 4]) -> Self {
+    fn new(rng: &mut TestRng, (r, c): (usize, usize), offsets: [usize; 4], beta: f32) -> Self {
+        let old_grads = |rng: &mut TestRng| {
+            if beta == 0.0 { vec![f32::NAN; c] } else { rng.uniform(c, -1.0, 1.0) }
+        };
         let inp = rows::<T>(rng, r, c);
         let weight = values::<T>(rng, c, -2.0, 2.0);
         let (_, mean, rstd) = reference_forward(&inp, &weight, &weight, r, c);
@@ -271,15 +277,22 @@ impl<T: FloatElement + Element> BackwardCase<T> {
             mean,
             rstd,
             dinp: values(rng, r * c, -1.0, 1.0),
-            dweight: rng.uniform(c, -1.0, 1.0),
-            dbias: rng.uniform(c, -1.0, 1.0),
+            dweight: old_grads(rng),
+            dbias: old_grads(rng),
+            beta,
         }
     }
 
-    /// The f32 reference: (dinp, dweight, dbias) after accumulation.
+    /// The f32 reference: (dinp, dweight, dbias) after accumulation (into zeros under
+    /// `beta = 0`).
     fn reference(&self) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
-        let (mut dinp, mut dw, mut db) =
-            (widen(&self.dinp), self.dweight.clone(), self.dbias.clone());
+        let old = |grad: &[f32]| grad.iter().map(|&g| self.beta * g).collect::<Vec<_>>();
+        let (mut dw, mut db) = if self.beta == 0.0 {
+            (vec![0.0; self.c], vec![0.0; self.c])
+        } else {
+            (old(&self.dweight), old(&self.dbias))
+        };
+        let mut dinp = widen(&self.dinp);
         cpu_ref::layernorm_backward(
             &mut dinp,
             &mut dw,
@@ -317,6 +330,7 @@ impl<T: FloatElement + Element> BackwardCase<T> {
             dinp: dinp.view_mut().slice_mut(o_dinp..o_dinp + n).unwrap(),
             dweight: dw.view_mut(),
             dbias: db.view_mut(),
+            beta: self.beta,
             scratch: scratch.view_mut(),
         };
         layernorm_backward(dev, self.c, args).unwrap();
@@ -332,21 +346,25 @@ impl<T: FloatElement + Element> BackwardCase<T> {
 /// (a block takes `backward_rows_per_block(c)` rows, 32 up to c = 768), with fewer than 8
 /// warps per block at c = 1024 and 1600: the per-block partial sums and their reduction. At
 /// 1127 × 76, 36 blocks: the reduction's 16 warps take 2 or 3 slots each (`REDUCE_WARPS`),
-/// and its 3 blocks of 32 channels end in a partial one.
+/// and its 3 blocks of 32 channels end in a partial one. No rows: the parameter gradients
+/// stay (`beta = 1`) or become zeros (`beta = 0`).
 fn backward_shapes(dev: &impl Device) -> Vec<(usize, usize)> {
     let mut shapes = shapes(dev);
-    shapes.extend([(70, 768), (33, 1024), (40, 1600), (1127, 76)]);
+    shapes.extend([(70, 768), (33, 1024), (40, 1600), (1127, 76), (0, 40), (0, 41)]);
     shapes
 }
 
+/// Every shape, the parameter gradients accumulated (`beta = 1`) in every other one and
+/// overwritten (`beta = 0`, NaN before the launch) in the others.
 fn check_backward<T: FloatElement + Element>(dev: &impl Device) {
     let mut rng = TestRng::new();
-    for (r, c) in backward_shapes(dev) {
+    for (i, (r, c)) in backward_shapes(dev).into_iter().enumerate() {
         // The scalar path is the c % 8 != 0 shapes'; misaligned buffers take it too.
         let offsets =
             if (r, c) == ALIGNMENT_SHAPE { offset_cases::<4>((r, c)) } else { vec![[0; 4]] };
+        let beta = if i % 2 == 0 { 1.0 } else { 0.0 };
         for offsets in offsets {
-            backward_case::<T>(dev, &mut rng, (r, c), offsets);
+            backward_case::<T>(dev, &mut rng, (r, c), offsets, beta);
         }
     }
 }
@@ -357,12 +375,15 @@ fn backward_case<T: FloatElement + Element>(
     rng: &mut TestRng,
     (r, c): (usize, usize),
     offsets: [usize; 4],
+    beta: f32,
 ) {
-    let case = BackwardCase::<T>::new(rng, (r, c), offsets);
+    let case = BackwardCase::<T>::new(rng, (r, c), offsets, beta);
     let (want_dinp, want_dw, want_db) = case.reference();
     let (dinp, dw, db) = case.run(dev);
-    let what =
-        format!("layernorm_backward_{} rows={r} c={c} offsets={offsets:?}", <T as Element>::NAME);
+    let what = format!(
+        "layernorm_backward_{} rows={r} c={c} offsets={offsets:?} beta={beta}",
+        <T as Element>::NAME
+    );
     // dinp: rstd (up to EPS^-1/2 ≈ 316 in the small-scale rows) multiplies the row sums'
     // rounding, so each row's absolute allowance grows with its rstd past 100.
     for row in 0..r {
@@ -428,6 +449,7 @@ fn check_argument_errors(dev: &impl Device) {
         dinp: dinp.view_mut(),
         dweight: dw.view_mut(),
         dbias: db.view_mut(),
+        beta: 1.0,
         scratch: scratch.view_mut(),
     };
     let err = layernorm_backward(dev, 8, args).unwrap_err();
@@ -452,6 +474,7 @@ fn check_argument_errors(dev: &impl Device) {
         dinp: dinp.view_mut(),
         dweight: dw.view_mut(),
         dbias: db.view_mut(),
+        beta: 1.0,
         scratch: scratch.view_mut(),
     };
     let err = layernorm_backward(dev, c, args).unwrap_err();

@@ -374,6 +374,10 @@ impl Device for Gpu {
         self.info.multiprocessors
     }
 
+    fn max_shared_per_block(&self) -> u32 {
+        self.info.max_shared_per_block
+    }
+
     fn tensor_map(&self, desc: &TensorMapDesc) -> Result<TensorMap> {
         const OP: &str = "cuTensorMapEncodeTiled";
         desc.validate()?;

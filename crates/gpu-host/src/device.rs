@@ -88,6 +88,11 @@ pub trait Device {
     /// Streaming multiprocessors, for sizing persistent grids (one block per SM).
     fn multiprocessors(&self) -> u32;
 
+    /// The most shared memory (static and dynamic) one block may use here, with the opt-in
+    /// past 48 KB that launches apply for themselves: what decides whether a kernel that
+    /// stages a whole row in shared memory can run.
+    fn max_shared_per_block(&self) -> u32;
+
     /// Encodes a TMA tensor map for kernels of this runtime: [`TensorMapDesc::validate`]
     /// first (an [`GpuError::InvalidArgument`] naming the field), then the runtime's encoding
     /// (the driver's on a GPU). The result is plain bytes: copy it to device memory (or a

@@ -120,6 +120,11 @@ impl Device for MockDevice {
         self.sms
     }
 
+    /// An H100's 227 KB.
+    fn max_shared_per_block(&self) -> u32 {
+        227 * 1024
+    }
+
     fn tensor_map(&self, desc: &TensorMapDesc) -> Result<TensorMap> {
         desc.validate()?;
         Ok(Self::encode(desc))

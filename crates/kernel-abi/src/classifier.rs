@@ -16,12 +16,34 @@
 //! stored (f32 logits: the operand a TF32 GEMM on `wgmma`, which truncates its operands, can read
 //! as it is). A target `≥ v` (which the launcher's checked token type rules out) gives a NaN loss
 //! and no out-of-row access.
+//!
+//! Two kernels per type compute the same bits. `fused_classifier_<ty>` reads the row from
+//! global memory in both passes, the second walking it backwards so that it re-reads first what
+//! the first read last (the part most likely still in L2). `fused_classifier_staged_<ty>` reads
+//! it from DRAM once: each thread copies its body vectors into shared memory with `cp.async`
+//! (all of them in flight at once), and both passes read them from there (the scalar head and
+//! tail, at most 14 elements, from global memory); a row of GPT-2's padded vocabulary takes
+//! [`staged_shared_bytes`] = 100,736 bytes in bf16 (two blocks per SM on an H100) and 201,344
+//! in f32 (one). Both take a thread's body vectors in the same order in the first pass, so the
+//! normaliser, the losses and the gradients are the same bits.
 
 use crate::kernel::{Kernel, KernelParams, KernelSig};
 use crate::ptr::{Bf16, DevicePtr, DevicePtrMut, F16};
 
 /// Threads per block (one block per row).
 pub const BLOCK_THREADS: u32 = 512;
+
+/// Dynamic shared memory both kernels use to combine the warps' normalisers (8 bytes per
+/// warp); the staged kernel's row follows it.
+pub const NORMALISER_BYTES: u32 = BLOCK_THREADS / 32 * 8;
+
+/// Dynamic shared memory of `fused_classifier_staged_<ty>` for rows of `vp` elements of
+/// `elem_bytes` bytes: [`NORMALISER_BYTES`], then the row's body, at most `vp / 8` vectors of 8
+/// elements, 16 bytes of each (all of a 16-bit vector) in one plane and f32's other 16 in a
+/// second plane after it, so that a warp's accesses to consecutive vectors are contiguous.
+pub const fn staged_shared_bytes(vp: u32, elem_bytes: u32) -> u64 {
+    NORMALISER_BYTES as u64 + (vp / 8) as u64 * 8 * elem_bytes as u64
+}
 
 /// `write_grad`: losses only, the logits left as they are.
 pub const GRAD_SKIP: u32 = 0;
@@ -61,10 +83,12 @@ pub struct ClassifierParams<T: Copy> {
 // implicit padding).
 unsafe impl<T: Copy + 'static> KernelParams for ClassifierParams<T> {}
 
-/// The classifier kernel of one storage type.
+/// The classifier kernels of one storage type.
 pub trait ClassifierKernels: Copy + 'static {
-    /// `fused_classifier_<ty>`.
+    /// `fused_classifier_<ty>`: both passes read the row from global memory.
     const FUSED: Kernel<ClassifierParams<Self>>;
+    /// `fused_classifier_staged_<ty>`: the row read once, into shared memory.
+    const FUSED_STAGED: Kernel<ClassifierParams<Self>>;
 }
 
 /// `fused_classifier_f32`.
@@ -75,16 +99,52 @@ pub const FUSED_CLASSIFIER_BF16: Kernel<ClassifierParams<Bf16>> =
 /// `fused_classifier_f16`.
 pub const FUSED_CLASSIFIER_F16: Kernel<ClassifierParams<F16>> = Kernel::new("fused_classifier_f16");
 
+/// `fused_classifier_staged_f32`.
+pub const FUSED_CLASSIFIER_STAGED_F32: Kernel<ClassifierParams<f32>> =
+    Kernel::new("fused_classifier_staged_f32");
+/// `fused_classifier_staged_bf16`.
+pub const FUSED_CLASSIFIER_STAGED_BF16: Kernel<ClassifierParams<Bf16>> =
+    Kernel::new("fused_classifier_staged_bf16");
+/// `fused_classifier_staged_f16`.
+pub const FUSED_CLASSIFIER_STAGED_F16: Kernel<ClassifierParams<F16>> =
+    Kernel::new("fused_classifier_staged_f16");
+
 impl ClassifierKernels for f32 {
     const FUSED: Kernel<ClassifierParams<Self>> = FUSED_CLASSIFIER_F32;
+    const FUSED_STAGED: Kernel<ClassifierParams<Self>> = FUSED_CLASSIFIER_STAGED_F32;
 }
 impl ClassifierKernels for Bf16 {
     const FUSED: Kernel<ClassifierParams<Self>> = FUSED_CLASSIFIER_BF16;
+    const FUSED_STAGED: Kernel<ClassifierParams<Self>> = FUSED_CLASSIFIER_STAGED_BF16;
 }
 impl ClassifierKernels for F16 {
     const FUSED: Kernel<ClassifierParams<Self>> = FUSED_CLASSIFIER_F16;
+    const FUSED_STAGED: Kernel<ClassifierParams<Self>> = FUSED_CLASSIFIER_STAGED_F16;
 }
 
 /// Every classifier entry point.
-pub const KERNELS: &[KernelSig] =
-    &[FUSED_CLASSIFIER_F32.sig(), FUSED_CLASSIFIER_BF16.sig(), FUSED_CLASSIFIER_F16.sig()];
+pub const KERNELS: &[KernelSig] = &[
+    FUSED_CLASSIFIER_F32.sig(),
+    FUSED_CLASSIFIER_BF16.sig(),
+    FUSED_CLASSIFIER_F16.sig(),
+    FUSED_CLASSIFIER_STAGED_F32.sig(),
+    FUSED_CLASSIFIER_STAGED_BF16.sig(),
+    FUSED_CLASSIFIER_STAGED_F16.sig(),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gpt2_row_staged_fits_an_h100_twice_in_bf16_and_once_in_f32() {
+        assert_eq!(staged_shared_bytes(50304, 2), 100_736);
+        assert_eq!(staged_shared_bytes(50304, 4), 201_344);
+        // 228 KB of shared memory per SM, 1 KB of it reserved per block, 227 KB per block.
+        assert!(2 * (staged_shared_bytes(50304, 2) + 1024) <= 228 * 1024);
+        assert!(staged_shared_bytes(50304, 4) <= 227 * 1024);
+        // A vector's bytes: 16 for the 16-bit types, 32 for f32; the body starts aligned.
+        assert_eq!(staged_shared_bytes(8, 2) - staged_shared_bytes(7, 2), 16);
+        assert_eq!(NORMALISER_BYTES % 16, 0);
+    }
+}

@@ -13,7 +13,8 @@
 //!   written, then the forward of that rounded residual, in the same pass over the row.
 //! - **Backward**: with `g = dout·weight` and `norm = (x − mean)·rstd`,
 //!   `dinp += rstd·(g − mean(g) − norm·mean(g·norm))` (accumulated, as the residual stream's
-//!   gradient), and per channel `dweight += Σ_rows dout·norm`, `dbias += Σ_rows dout`.
+//!   gradient), and per channel `dweight = β·dweight + Σ_rows dout·norm`, `dbias = β·dbias +
+//!   Σ_rows dout` (β 1 accumulates; β 0 overwrites without reading them).
 //!   Deterministic: block `b` owns rows `[b·R, (b+1)·R)` (`R` from [`backward_rows_per_block`],
 //!   a function of `c` alone), its warps take rows `w, w + W, …` in order and keep their own
 //!   channel sums in shared memory (permuted against bank conflicts, [`backward_sum_word`]),
@@ -151,25 +152,31 @@ pub struct LayerNormBackwardParams<T: Copy> {
     pub c: u32,
 }
 
-/// Backward, second kernel: `dweight[i] += Σ_b partials[b][i]`, `dbias[i] += Σ_b
-/// partials[b][c + i]`, blocks in order.
+/// Backward, second kernel: `dweight[i] = beta · dweight[i] + Σ_b partials[b][i]`,
+/// `dbias[i] = beta · dbias[i] + Σ_b partials[b][c + i]`, blocks in order. `beta == 0` means
+/// neither is read (they may hold NaN): a training step's first micro-batch writes the
+/// gradients without zeroing them first.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct LayerNormBackwardReduceParams {
     /// The first kernel's per-block sums.
     pub partials: DevicePtr<f32>,
-    /// Weight gradient, accumulated.
+    /// Weight gradient (output; also input when `beta != 0`).
     pub dweight: DevicePtrMut<f32>,
-    /// Bias gradient, accumulated.
+    /// Bias gradient (output; also input when `beta != 0`).
     pub dbias: DevicePtrMut<f32>,
     /// Number of blocks of the first kernel.
     pub blocks: u32,
     /// Channels.
     pub c: u32,
+    /// Scale of the previous `dweight` and `dbias`: 1 accumulates, 0 overwrites.
+    pub beta: f32,
+    /// Zero (explicit padding to the pointers' alignment).
+    pub _pad: u32,
 }
 
-// SAFETY: #[repr(C)] structs of device pointers and u32s; no padding (pointers first, the u32s
-// pair up at the end).
+// SAFETY: #[repr(C)] structs of device pointers and 32-bit fields; no padding (pointers first,
+// the 32-bit fields pair up at the end).
 unsafe impl<T: Copy + 'static> KernelParams for LayerNormForwardParams<T> {}
 // SAFETY: as above.
 unsafe impl<T: Copy + 'static> KernelParams for LayerNormBackwardParams<T> {}

@@ -358,6 +358,11 @@ impl Device for Simulator {
         SIM_MULTIPROCESSORS
     }
 
+    /// [`MAX_SHARED_PER_BLOCK`], which every launch is checked against.
+    fn max_shared_per_block(&self) -> u32 {
+        MAX_SHARED_PER_BLOCK
+    }
+
     fn tensor_map(&self, desc: &TensorMapDesc) -> Result<TensorMap> {
         desc.validate()?;
         Ok(tensor_map::encode(desc))

@@ -230,6 +230,11 @@ pub struct RunInputs {
 pub struct RunBias([u32; 8]);
 
 impl<O: Elem> Epilogue<O> {
+    /// Runs whose inputs [`write_rows16`] keeps in flight at once: all four of a lane for
+    /// 16-bit outputs, two for f32 (whose inputs take twice the registers: with four, ptxas
+    /// spilled in the Hopper kernels with 128 × 256 tiles).
+    const INPUTS_AHEAD: usize = if size_of::<O>() == 4 { 2 } else { 4 };
+
     /// Whether the run of 8 columns from `n` takes the 16-byte path.
     #[inline(always)]
     fn vector8(&self, n: u32) -> bool {
@@ -406,75 +411,6 @@ struct VecInputs<C, B, P> {
     pre_act: P,
 }
 
-/// A destination for runs of 8 finished accumulators: a launch's epilogue, or the split-K
-/// partial sums (which are always f32, whatever the output type).
-pub trait Runs8 {
-    /// Runs whose inputs [`write_rows16`] keeps in flight at once: all four of a lane for
-    /// 16-bit outputs, two for f32 (whose inputs take twice the registers: with four, ptxas
-    /// spilled in the Hopper kernels with 128 × 256 tiles).
-    const INPUTS_AHEAD: usize;
-    /// As [`Epilogue::load_inputs8`].
-    ///
-    /// # Safety
-    /// As [`Epilogue::load_inputs8`].
-    unsafe fn load_inputs8(&self, m: u32, n: u32) -> RunInputs;
-    /// As [`Epilogue::load_bias8`].
-    fn load_bias8(&self, n: u32) -> RunBias;
-    /// As [`Epilogue::store8_with`].
-    ///
-    /// # Safety
-    /// As [`Epilogue::store8_with`].
-    unsafe fn store8_with(
-        &self,
-        m: u32,
-        n: u32,
-        acc: [f32; 8],
-        inputs: RunInputs,
-        bias: RunBias,
-    ) -> [f32; 8];
-    /// As [`Epilogue::col_sums_on`].
-    fn col_sums_on(&self) -> bool;
-    /// As [`Epilogue::store_col_sums8`].
-    ///
-    /// # Safety
-    /// As [`Epilogue::store_col_sums8`].
-    unsafe fn store_col_sums8(&self, m_base: u32, n: u32, sums: [f32; 8]);
-}
-
-impl<O: VecIo<8>> Runs8 for Epilogue<O> {
-    const INPUTS_AHEAD: usize = if size_of::<O>() == 4 { 2 } else { 4 };
-    #[inline(always)]
-    unsafe fn load_inputs8(&self, m: u32, n: u32) -> RunInputs {
-        // SAFETY: forwarded contract.
-        unsafe { Epilogue::load_inputs8(self, m, n) }
-    }
-    #[inline(always)]
-    fn load_bias8(&self, n: u32) -> RunBias {
-        Epilogue::load_bias8(self, n)
-    }
-    #[inline(always)]
-    unsafe fn store8_with(
-        &self,
-        m: u32,
-        n: u32,
-        acc: [f32; 8],
-        inputs: RunInputs,
-        bias: RunBias,
-    ) -> [f32; 8] {
-        // SAFETY: forwarded contract.
-        unsafe { Epilogue::store8_with(self, m, n, acc, inputs, bias) }
-    }
-    #[inline(always)]
-    fn col_sums_on(&self) -> bool {
-        Epilogue::col_sums_on(self)
-    }
-    #[inline(always)]
-    unsafe fn store_col_sums8(&self, m_base: u32, n: u32, sums: [f32; 8]) {
-        // SAFETY: forwarded contract.
-        unsafe { Epilogue::store_col_sums8(self, m_base, n, sums) }
-    }
-}
-
 impl Epilogue<f32> {
     /// Stores split-K partial sums as they are (alpha 1, no C, bias or activation): slice
     /// `slice` of batch `batch` of the launch `p` goes to its dense M×N block of
@@ -549,7 +485,7 @@ const _: () = assert!(STAGE_ROW_WORDS == tc::EPI_ROW_WORDS && STAGE_ROW_WORDS ==
 /// at `stage` and are read back as runs of 8 adjacent columns per lane; rows at or past
 /// `m_len` are dropped (columns past N by `sink`). The runs' global inputs (old C,
 /// pre-activation; the bias, the same for the four) are loaded before the staging,
-/// [`Runs8::INPUTS_AHEAD`] runs ahead of their use. With column sums on, the lanes add up
+/// `Epilogue::INPUTS_AHEAD` runs ahead of their use. With column sums on, the lanes add up
 /// their four rows' stored values (rows `r, r + 4, r + 8, r + 12` for lanes `8r ..`), then
 /// two butterflies add the four row classes, `(s0 + s1) + (s2 + s3)`, and lanes 0–7 store the
 /// sums (`m_base` must then be a multiple of 16).
@@ -557,10 +493,10 @@ const _: () = assert!(STAGE_ROW_WORDS == tc::EPI_ROW_WORDS && STAGE_ROW_WORDS ==
 /// # Safety
 /// The whole warp calls it together; `stage` is this warp's own `16 · STAGE_ROW_WORDS · 4`
 /// bytes of shared memory (16-byte aligned), which nothing else accesses meanwhile; `sink` as
-/// [`Runs8::store8_with`] requires, for rows `< m_len`.
+/// [`Epilogue::store8_with`] requires, for rows `< m_len`.
 #[inline(always)]
-pub unsafe fn write_rows16<E: Runs8>(
-    sink: &E,
+pub unsafe fn write_rows16<O: Elem>(
+    sink: &Epilogue<O>,
     frag: &[[f32; 4]; 8],
     stage: u32,
     lane: u32,
@@ -573,7 +509,7 @@ pub unsafe fn write_rows16<E: Runs8>(
     let c = lane % 8;
     let swap = c >= 4;
     let row = |q: usize| lane / 8 + 4 * q as u32;
-    // The runs' global inputs first, `E::INPUTS_AHEAD` runs ahead of their use: their latency
+    // The runs' global inputs first, `INPUTS_AHEAD` runs ahead of their use: their latency
     // overlaps the staging round trip and the runs before (loaded where they are used, the
     // four runs' loads were waited for one after another).
     let bias = sink.load_bias8(n_base + 8 * c);
@@ -588,7 +524,7 @@ pub unsafe fn write_rows16<E: Runs8>(
         }
     };
     unroll!(q in 0..4 => {
-        if q < E::INPUTS_AHEAD {
+        if q < Epilogue::<O>::INPUTS_AHEAD {
             inputs[q] = load(q);
         }
     });
@@ -607,8 +543,9 @@ pub unsafe fn write_rows16<E: Runs8>(
         });
         sync::bar_warp_sync();
         unroll!(q in 0..4 => {
-            if q + E::INPUTS_AHEAD < 4 {
-                inputs[q + E::INPUTS_AHEAD] = load(q + E::INPUTS_AHEAD);
+            let ahead = q + Epilogue::<O>::INPUTS_AHEAD;
+            if ahead < 4 {
+                inputs[ahead] = load(ahead);
             }
             let base = stage + (row(q) * STAGE_ROW_WORDS + 8 * c) * 4;
             let first = smem::ld_shared_v4_u32(base + if swap { 16 } else { 0 });

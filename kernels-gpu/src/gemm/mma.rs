@@ -16,7 +16,7 @@
 //! per lane ([`write_rows16`]), which [`Epilogue::store8`] finishes and writes with 16-byte
 //! stores.
 
-use super::epilogue::{Epilogue, Runs8, VecIo, write_rows16};
+use super::epilogue::{Epilogue, VecIo, write_rows16};
 use super::fragments::{self, MT, NT};
 use super::tensor_op::TensorOp;
 use super::tile_copy::TileCopy;
@@ -118,10 +118,10 @@ pub unsafe fn gemm<T: TensorOp, O: VecIo<8>, const A_ROW: bool, const B_COL: boo
 /// # Safety
 /// The whole warp calls it together after a barrier that ended every warp's use of the
 /// pipeline buffers; `stage` is this warp's `EPI_WARP_BYTES` of shared memory; `sink` as
-/// [`Runs8::store8_with`] requires, for rows `< m_len`.
+/// [`Epilogue::store8_with`] requires, for rows `< m_len`.
 #[inline(always)]
-unsafe fn write_tile<E: Runs8>(
-    sink: &E,
+unsafe fn write_tile<O: VecIo<8>>(
+    sink: &Epilogue<O>,
     acc: &[[[f32; 4]; NT]; MT],
     stage: u32,
     lane: u32,

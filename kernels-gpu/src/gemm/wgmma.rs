@@ -77,7 +77,7 @@
 //! (`Tile::epilogue_offset`, separate from the stages): the epilogue of [`Epilogue::new`], or the
 //! split-K partial sums of [`Epilogue::partials`].
 
-use super::epilogue::{Epilogue, Runs8, STAGE_ROW_WORDS, VecIo, write_rows16};
+use super::epilogue::{Epilogue, STAGE_ROW_WORDS, VecIo, write_rows16};
 use crate::arch::{
     block_idx_x, grid_dim_x, lane_id, mbarrier, smem, sync, thread_idx_x, tma, warpgroup, wgmma,
 };
@@ -725,8 +725,8 @@ pub(super) unsafe fn write_unit<W: Width, O: VecIo<8>>(
 /// As [`write_rows16`], with `(m_base, n_base, m_len)` the warp's first row, the tile's first
 /// column and M.
 #[inline(always)]
-unsafe fn write_acc<W: Width, E: Runs8>(
-    sink: &E,
+unsafe fn write_acc<W: Width, O: Elem>(
+    sink: &Epilogue<O>,
     acc: &W::Acc,
     staging: u32,
     lane: u32,

@@ -254,6 +254,7 @@ fn op_outputs<D: Device>(dev: &D, seed: u64) -> Outputs<u8> {
         dinp: dinp.view_mut(),
         dweight: dw.view_mut(),
         dbias: db.view_mut(),
+        beta: 1.0,
         scratch: scratch.view_mut(),
     };
     layernorm_backward(dev, c, args).unwrap();

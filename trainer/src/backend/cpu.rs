@@ -9,8 +9,8 @@ use super::op_times::{OpLabel, OpRecorder, host_stamp, names};
 use super::op_work;
 use super::ops::{
     AdamWArgs, AdamWHyper, AttentionBackward, AttentionForward, AttentionSaved, AttentionSavedView,
-    Classifier, Dims, LayerNormBackward, LayerNormForward, Linear, MatmulBackward, MatmulForward,
-    ParamGrads, ResidualLayerNormForward,
+    Classifier, Dims, ENCODER_ACCUMULATES, GradWrite, LayerNormBackward, LayerNormForward, Linear,
+    MatmulBackward, MatmulForward, ParamGrads, ResidualLayerNormForward,
 };
 use super::view::disjoint_windows;
 use super::{ActMut, ActView, ArenaTensor, Backend, Element, GradNorm, Precision, TokenShape};
@@ -80,13 +80,18 @@ fn check_tokens(op: &'static str, ids: &[u32], shape: TokenShape) -> Result<()> 
     shape.check_ids(op, ids).map(drop).map_err(|e| Error::invalid(e.to_string()))
 }
 
-/// The weight and bias windows of a gradient arena.
 /// The weight, bias and pre-activation bias windows of `grads` (see [`ParamGrads`]).
 type GradWindows<'a> = (&'a mut [f32], Option<&'a mut [f32]>, Option<&'a mut [f32]>);
 
+/// The windows of `grads`, zeroed under [`GradWrite::Replace`]: the `cpu_ref` ops accumulate,
+/// and `0 + x` keeps the bits llm.c's zeroed gradients give.
 fn grad_windows(grads: ParamGrads<'_, CpuBackend>) -> GradWindows<'_> {
-    let ParamGrads { arena, weight, bias, pre_act_bias } = grads;
-    let [w, b, p] = disjoint_windows(arena.into_slice(), [Some(weight), bias, pre_act_bias]);
+    let ParamGrads { arena, weight, bias, pre_act_bias, write } = grads;
+    let mut windows = disjoint_windows(arena.into_slice(), [Some(weight), bias, pre_act_bias]);
+    if write == GradWrite::Replace {
+        windows.iter_mut().flatten().for_each(|window| window.fill(0.0));
+    }
+    let [w, b, p] = windows;
     (w.expect("present"), b, p)
 }
 
@@ -218,6 +223,7 @@ impl Backend for CpuBackend {
             || op_work::encoder_backward(dims, ACT, tokens.distinct()),
             || {
                 let (b, t, c) = (dims.b, dims.t, dims.c);
+                assert_eq!(grads.write, GradWrite::Accumulate, "{ENCODER_ACCUMULATES}");
                 let (dwte, dwpe) = weight_and_bias(grads);
                 let dwpe = dwpe.expect("the encoder's grads name wpe as the bias");
                 cpu_ref::encoder_backward(dwte, dwpe, dout.as_slice(), &tokens.ids, b, t, c);

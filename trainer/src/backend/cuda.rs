@@ -10,8 +10,9 @@ use super::op_times::{OpLabel, OpRecorder, Stamp, host_stamp, names};
 use super::op_work;
 use super::ops::{
     AdamWArgs, AdamWHyper, AttentionBackward, AttentionForward, AttentionSaved, AttentionSavedView,
-    Classifier, Dims, LayerNormBackward, LayerNormForward, Linear, MatmulBackward, MatmulForward,
-    ParamGrads, ResidualLayerNormForward, WorkingRounding,
+    Classifier, Dims, ENCODER_ACCUMULATES, GradWindow, GradWrite, LayerNormBackward,
+    LayerNormForward, Linear, MatmulBackward, MatmulForward, ParamGrads, ResidualLayerNormForward,
+    WorkingRounding,
 };
 use super::view::cut_order;
 use super::{
@@ -385,18 +386,19 @@ impl<'d, D: Device, A: CudaAct> CudaBackend<'d, D, A> {
     /// Bytes of an activation element.
     const ACT: f64 = size_of::<A>() as f64;
 
-    /// `db += Σ_rows dy` over `rows` dense rows of `db.len()` columns, in two passes
-    /// (`gemm::bias_grad`) through the f32 scratch.
+    /// `db = beta · db + Σ_rows dy` over `rows` dense rows of `db.len()` columns, in two
+    /// passes (`gemm::bias_grad`) through the f32 scratch.
     fn bias_grad(
         &self,
         dy: DeviceView<'_, A>,
         rows: usize,
         db: DeviceViewMut<'_, f32>,
+        beta: f32,
     ) -> Result<()> {
         let len = gemm::bias_grad_workspace_len(rows, db.len());
         self.with_scratch(0, len, "bias-gradient workspace", |_, workspace| {
             let n = db.len();
-            Ok(gemm::bias_grad::<D, A, f32>(self.dev, dy, rows, n, db, 1.0, workspace)?)
+            Ok(gemm::bias_grad::<D, A, f32>(self.dev, dy, rows, n, db, beta, workspace)?)
         })
     }
 
@@ -442,7 +444,7 @@ type GradWindows<'a> =
 fn grad_windows<'a, D: Device, A: CudaAct>(
     grads: ParamGrads<'a, CudaBackend<'_, D, A>>,
 ) -> Result<GradWindows<'a>> {
-    let ParamGrads { arena, weight, bias, pre_act_bias } = grads;
+    let ParamGrads { arena, weight, bias, pre_act_bias, write: _ } = grads;
     let ranges = [Some(weight), bias, pre_act_bias];
     let mut windows: [Option<DeviceViewMut<'a, f32>>; 3] = [None, None, None];
     let (mut rest, mut offset) = (Some(dvm(arena)), 0);
@@ -596,6 +598,7 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
         self.timed(
             || op_work::encoder_backward(dims, Self::ACT, tokens.distinct()),
             || {
+                assert_eq!(grads.write, GradWrite::Accumulate, "{ENCODER_ACCUMULATES}");
                 let (dwte, dwpe) = weight_and_bias(grads)?;
                 let dwpe = dwpe.expect("the encoder's grads name wpe as the bias");
                 Ok(encoder::encoder_backward(self.dev, tokens, dv(dout), dwte, dwpe, dims.c)?)
@@ -660,6 +663,7 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
             || op_work::layernorm_backward(rows, c, Self::ACT),
             || {
                 let LayerNormBackward { dinp, grads, dout, inp, weight, mean, rstd } = args;
+                let beta = grads.write.beta();
                 let (dweight, dbias) = weight_and_bias(grads)?;
                 let dbias = dbias.expect("layernorm gradients have a bias");
                 let len = layernorm::layernorm_backward_scratch_len(rows, c);
@@ -673,6 +677,7 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
                         dinp: dvm(dinp),
                         dweight,
                         dbias,
+                        beta,
                         scratch,
                     };
                     Ok(layernorm::layernorm_backward(self.dev, c, args)?)
@@ -725,6 +730,7 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
     /// each timed as its own op.
     fn matmul_backward(&self, args: MatmulBackward<'_, Self>, shape: Linear) -> Result<()> {
         let MatmulBackward { dinp, grads, dout, inp, weight, gelu_pre_act } = args;
+        let beta = grads.write.beta();
         let (dweight, dbias, mut pre_act_bias) = grad_windows(grads)?;
         let Linear { rows, inp: in_features, out: out_features, .. } = shape;
         let precision = self.gemm_precision();
@@ -793,7 +799,7 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
                                 let groups = gemm::col_sum_groups(1, rows);
                                 let sums = sums.as_view();
                                 let db = gemm::bias_grad_from_col_sums(
-                                    self.dev, sums, groups, dbias, 1.0,
+                                    self.dev, sums, groups, dbias, beta,
                                 );
                                 Ok(db?)
                             },
@@ -807,7 +813,7 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
             // FP32 and TF32: from dinp, in two passes.
             self.timed(
                 || op_work::matmul_backward_pre_act_bias(shape, Self::ACT, false),
-                || self.bias_grad(dinp.as_view(), rows, dbias),
+                || self.bias_grad(dinp.as_view(), rows, dbias, beta),
             )?;
         }
         self.timed(
@@ -816,7 +822,7 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
                 let spec =
                     GemmSpec::linear_backward_weight(rows, in_features, out_features, precision);
                 let spec = self
-                    .on_engine(GemmSpec { lda: out_ld, ..spec })
+                    .on_engine(GemmSpec { lda: out_ld, beta, ..spec })
                     .with_split_k_for(self.multiprocessors, self.dev.ptx_arch());
                 self.with_scratch(0, spec.workspace_len(), "split-K workspace", |_, workspace| {
                     self.gemm_result(gemm::gemm_split_k::<D, A, f32>(
@@ -835,7 +841,7 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
             assert_eq!(out_ld, out_features, "a layer with a bias stores its output densely");
             self.timed(
                 || op_work::matmul_backward_bias(shape, Self::ACT),
-                || self.bias_grad(dout, rows, dbias),
+                || self.bias_grad(dout, rows, dbias, beta),
             )?;
         }
         Ok(())
@@ -925,8 +931,10 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
                 || {
                     let groups = flash::col_sum_groups(shape);
                     let sums = sums.as_view();
-                    let db = dvm(qkv_bias);
-                    Ok(gemm::bias_grad_from_col_sums(self.dev, sums, groups, db, 1.0)?)
+                    let GradWindow { grad, write } = qkv_bias;
+                    let db = dvm(grad);
+                    let beta = write.beta();
+                    Ok(gemm::bias_grad_from_col_sums(self.dev, sums, groups, db, beta)?)
                 },
             )
         })

@@ -161,7 +161,10 @@ pub trait Backend {
         dims: Dims,
     ) -> Result<()>;
     /// `dwte[tokens] += dout`, `dwpe[position] += dout` ([`cpu_ref::encoder_backward`]);
-    /// `grads.weight` is wte's window of the arena, `grads.bias` wpe's.
+    /// `grads.weight` is wte's window of the arena, `grads.bias` wpe's. Always accumulates
+    /// (`grads.write` is [`Accumulate`](ops::GradWrite::Accumulate)): GPT-2's token embedding
+    /// is the lm head's weight, whose gradient the lm head's backward wrote first; on a step's
+    /// first micro-batch the model zeroes wpe's window before (rows past `t` get no gradient).
     fn encoder_backward(
         &self,
         grads: ParamGrads<'_, Self>,
@@ -184,7 +187,8 @@ pub trait Backend {
         rows: usize,
         c: usize,
     ) -> Result<()>;
-    /// [`cpu_ref::layernorm_backward`] (accumulates into `dinp`, `dweight`, `dbias`).
+    /// [`cpu_ref::layernorm_backward`] (accumulates into `dinp`; `dweight` and `dbias` as
+    /// `grads.write` says).
     fn layernorm_backward(
         &self,
         args: LayerNormBackward<'_, Self>,
@@ -195,7 +199,8 @@ pub trait Backend {
     /// `out = act(inp · weightᵀ + bias)` ([`cpu_ref::matmul_forward`], then the activation).
     fn matmul_forward(&self, args: MatmulForward<'_, Self>, shape: Linear) -> Result<()>;
     /// `dinp = (dout · weight) ⊙ gelu'(pre_act)` when the input went through a GELU (else
-    /// without the factor), `dweight += doutᵀ · inp`, `dbias += Σ dout`.
+    /// without the factor), `dweight += doutᵀ · inp`, `dbias += Σ dout` (`=` under
+    /// [`GradWrite::Replace`](ops::GradWrite::Replace)).
     fn matmul_backward(&self, args: MatmulBackward<'_, Self>, shape: Linear) -> Result<()>;
 
     /// Causal self-attention forward, saving what its backward needs.

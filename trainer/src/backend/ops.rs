@@ -95,8 +95,35 @@ impl AttentionKind {
     }
 }
 
+/// How an op writes its parameters' gradients into the gradient arena.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GradWrite {
+    /// Over the arena's values, without reading them (they may be NaN): a step's first
+    /// micro-batch, so that the arena needs no zeroing (the GEMMs' `β = 0`). Each of GPT-2's
+    /// gradient windows has one writer per micro-batch, the tied token embedding excepted
+    /// (see [`Backend::encoder_backward`]).
+    Replace,
+    /// Added to the arena's values: the later micro-batches.
+    Accumulate,
+}
+
+impl GradWrite {
+    /// A step's micro-batch `micro` (0-based): `Replace` for the first.
+    pub fn for_micro_batch(micro: usize) -> Self {
+        if micro == 0 { Self::Replace } else { Self::Accumulate }
+    }
+
+    /// The scale of the arena's old values that does this: 0 (not read) or 1.
+    pub fn beta(self) -> f32 {
+        match self {
+            Self::Replace => 0.0,
+            Self::Accumulate => 1.0,
+        }
+    }
+}
+
 /// Where the gradients of one op's parameters live in the gradient arena: a weight and,
-/// optionally, a bias window (disjoint), both accumulated into.
+/// optionally, a bias window (disjoint), both written as `write` says.
 pub struct ParamGrads<'a, B: Backend + ?Sized> {
     /// The whole gradient arena.
     pub arena: F32Mut<'a, B>,
@@ -110,6 +137,20 @@ pub struct ParamGrads<'a, B: Backend + ?Sized> {
     /// from the input-gradient GEMM's epilogue instead of re-reading `dinp` (cuBLASLt's
     /// `DGELU_BGRAD`).
     pub pre_act_bias: Option<Range<usize>>,
+    /// Whether the windows are overwritten or accumulated into.
+    pub write: GradWrite,
+}
+
+/// Why [`Backend::encoder_backward`] takes only [`GradWrite::Accumulate`].
+pub const ENCODER_ACCUMULATES: &str = "the encoder backward accumulates: the token embedding's \
+     gradient window holds the lm head's weight gradient already";
+
+/// One window of the gradient arena and how an op writes it.
+pub struct GradWindow<'a, B: Backend + ?Sized> {
+    /// The window.
+    pub grad: F32Mut<'a, B>,
+    /// Whether it is overwritten or accumulated into.
+    pub write: GradWrite,
 }
 
 /// Why flash attention cannot run in fp32 or tf32 (the model refuses it before it is built;
@@ -166,7 +207,7 @@ pub struct ResidualLayerNormForward<'a, B: Backend + ?Sized> {
 pub struct LayerNormBackward<'a, B: Backend + ?Sized> {
     /// Input gradient, accumulated into.
     pub dinp: ActMut<'a, B>,
-    /// Scale (weight) and shift (bias, always present) gradients, accumulated into.
+    /// Scale (weight) and shift (bias, always present) gradients.
     pub grads: ParamGrads<'a, B>,
     /// Output gradient.
     pub dout: ActView<'a, B>,
@@ -216,7 +257,7 @@ impl<B: Backend + ?Sized> MatmulForward<'_, B> {
 pub struct MatmulBackward<'a, B: Backend + ?Sized> {
     /// Input gradient, `rows × inp`, overwritten.
     pub dinp: ActMut<'a, B>,
-    /// Weight (`out × inp`) and bias (`out`) gradients, accumulated into.
+    /// Weight (`out × inp`) and bias (`out`) gradients.
     pub grads: ParamGrads<'a, B>,
     /// Output gradient, `rows × out`.
     pub dout: ActView<'a, B>,
@@ -267,9 +308,9 @@ pub struct AttentionBackward<'a, B: Backend + ?Sized> {
     /// What the forward saved.
     pub saved: AttentionSavedView<'a, B>,
     /// Flash attention only: the qkv layer's bias gradient (`3C`, a window of the gradient
-    /// arena), accumulated from the column sums of `dqkv` that the GPU kernels write as they
-    /// store it, instead of re-reading `dqkv` in the qkv matmul's backward.
-    pub qkv_bias: Option<F32Mut<'a, B>>,
+    /// arena), from the column sums of `dqkv` that the GPU kernels write as they store it,
+    /// instead of re-reading `dqkv` in the qkv matmul's backward.
+    pub qkv_bias: Option<GradWindow<'a, B>>,
 }
 
 /// Buffers of [`Backend::fused_classifier`].

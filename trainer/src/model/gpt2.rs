@@ -3,8 +3,8 @@
 use super::{Activations, Gpt2Config, GradScratch, ParamKind, ParamLayout, Params};
 use crate::backend::ops::{
     Activation, AttentionBackward, AttentionForward, AttentionKind, AttentionSavedView, Classifier,
-    Dims, LayerNormBackward, LayerNormForward, LayerNormStats, Linear, MatmulBackward,
-    MatmulForward, ParamGrads, ResidualLayerNormForward,
+    Dims, GradWindow, GradWrite, LayerNormBackward, LayerNormForward, LayerNormStats, Linear,
+    MatmulBackward, MatmulForward, ParamGrads, ResidualLayerNormForward,
 };
 use crate::backend::{
     ActBuf, ActElement, ActMut, ActView, Backend, Buf, F32Mut, Precision, View, ViewMut,
@@ -160,12 +160,14 @@ impl<B: Backend> Gpt2<B> {
         l: usize,
         weight: ParamKind,
         bias: Option<ParamKind>,
+        write: GradWrite,
     ) -> ParamGrads<'g, B> {
         ParamGrads {
             arena: ViewMut::all(arena),
             weight: self.layout.layer(weight, l),
             bias: bias.map(|kind| self.layout.layer(kind, l)),
             pre_act_bias: None,
+            write,
         }
     }
 
@@ -361,14 +363,16 @@ impl<B: Backend> Gpt2<B> {
         backend.fused_classifier(Classifier { logits, losses, targets, dloss }, dims)
     }
 
-    /// Backward pass after [`Gpt2::forward`] and [`Gpt2::classify`]: accumulates the
-    /// parameter gradients into the arena `grads` (laid out as [`Gpt2::layout`]).
+    /// Backward pass after [`Gpt2::forward`] and [`Gpt2::classify`]: writes the parameter
+    /// gradients into the arena `grads` (laid out as [`Gpt2::layout`]) as `write` says, every
+    /// element of it under [`GradWrite::Replace`] (the arena's old values are never read, so a
+    /// step's first micro-batch needs no zeroing).
     pub fn backward(
         &self,
         backend: &B,
         acts: &Activations<B>,
         inputs: &B::Tokens,
-        grads: &mut Buf<B, f32>,
+        (grads, write): (&mut Buf<B, f32>, GradWrite),
         scratch: &mut GradScratch<B>,
         (b, t): (usize, usize),
     ) -> Result<()> {
@@ -383,7 +387,7 @@ impl<B: Backend> Gpt2<B> {
         backend.matmul_backward(
             MatmulBackward {
                 dinp: s.dln.at_mut(0, n),
-                grads: self.grads(grads, 0, K::Wte, None),
+                grads: self.grads(grads, 0, K::Wte, None, write),
                 dout: a.logits.at(0, bt * a.logits_ld),
                 inp: a.lnf.at(0, n),
                 weight: self.p(K::Wte, 0),
@@ -395,7 +399,7 @@ impl<B: Backend> Gpt2<B> {
         backend.layernorm_backward(
             LayerNormBackward {
                 dinp: s.dres.at_mut(0, n),
-                grads: self.grads(grads, 0, K::Lnfw, Some(K::Lnfb)),
+                grads: self.grads(grads, 0, K::Lnfw, Some(K::Lnfb), write),
                 dout: s.dln.at(0, n),
                 inp: a.residual3.at(cfg.num_layers - 1, n),
                 weight: self.p(K::Lnfw, 0),
@@ -410,7 +414,7 @@ impl<B: Backend> Gpt2<B> {
         // once the attention's layernorm adds its part, of layer l's input.
         for l in (0..cfg.num_layers).rev() {
             let residual = if l == 0 { a.encoded.at(0, n) } else { a.residual3.at(l - 1, n) };
-            let fcproj_grads = self.grads(grads, l, K::Fcprojw, Some(K::Fcprojb));
+            let fcproj_grads = self.grads(grads, l, K::Fcprojw, Some(K::Fcprojb), write);
             let fcproj = |dinp, grads, gelu_pre_act| MatmulBackward {
                 dinp,
                 grads,
@@ -442,7 +446,7 @@ impl<B: Backend> Gpt2<B> {
             backend.matmul_backward(
                 MatmulBackward {
                     dinp: s.dln.at_mut(0, n),
-                    grads: self.grads(grads, l, K::Fcw, (!fused).then_some(K::Fcb)),
+                    grads: self.grads(grads, l, K::Fcw, (!fused).then_some(K::Fcb), write),
                     dout: s.dfch.at(0, 4 * n),
                     inp: a.ln2.at(l, n),
                     weight: self.p(K::Fcw, l),
@@ -453,7 +457,7 @@ impl<B: Backend> Gpt2<B> {
             backend.layernorm_backward(
                 LayerNormBackward {
                     dinp: s.dres.at_mut(0, n),
-                    grads: self.grads(grads, l, K::Ln2w, Some(K::Ln2b)),
+                    grads: self.grads(grads, l, K::Ln2w, Some(K::Ln2b), write),
                     dout: s.dln.at(0, n),
                     inp: a.residual2.at(l, n),
                     weight: self.p(K::Ln2w, l),
@@ -466,7 +470,7 @@ impl<B: Backend> Gpt2<B> {
             backend.matmul_backward(
                 MatmulBackward {
                     dinp: s.datty.at_mut(0, n),
-                    grads: self.grads(grads, l, K::Attprojw, Some(K::Attprojb)),
+                    grads: self.grads(grads, l, K::Attprojw, Some(K::Attprojb), write),
                     dout: s.dres.at(0, n),
                     inp: a.atty.at(l, n),
                     weight: self.p(K::Attprojw, l),
@@ -486,14 +490,15 @@ impl<B: Backend> Gpt2<B> {
                     qkv: a.qkv.at(l, 3 * n),
                     out: a.atty.at(l, n),
                     saved,
-                    qkv_bias: flash.then(|| ViewMut::of(grads, qkv_bias)),
+                    qkv_bias: flash
+                        .then(|| GradWindow { grad: ViewMut::of(grads, qkv_bias), write }),
                 },
                 dims,
             )?;
             backend.matmul_backward(
                 MatmulBackward {
                     dinp: s.dln.at_mut(0, n),
-                    grads: self.grads(grads, l, K::Qkvw, (!flash).then_some(K::Qkvb)),
+                    grads: self.grads(grads, l, K::Qkvw, (!flash).then_some(K::Qkvb), write),
                     dout: s.dqkv.at(0, 3 * n),
                     inp: a.ln1.at(l, n),
                     weight: self.p(K::Qkvw, l),
@@ -504,7 +509,7 @@ impl<B: Backend> Gpt2<B> {
             backend.layernorm_backward(
                 LayerNormBackward {
                     dinp: s.dres.at_mut(0, n),
-                    grads: self.grads(grads, l, K::Ln1w, Some(K::Ln1b)),
+                    grads: self.grads(grads, l, K::Ln1w, Some(K::Ln1b), write),
                     dout: s.dln.at(0, n),
                     inp: residual,
                     weight: self.p(K::Ln1w, l),
@@ -515,8 +520,13 @@ impl<B: Backend> Gpt2<B> {
                 c,
             )?;
         }
+        // The token embedding's window holds the lm head's gradient: the encoder adds to it
+        // (and to wpe's, zeroed first on a first micro-batch).
+        if write == GradWrite::Replace {
+            backend.zero(ViewMut::of(grads, self.layout.layer(K::Wpe, 0)))?;
+        }
         backend.encoder_backward(
-            self.grads(grads, 0, K::Wte, Some(K::Wpe)),
+            self.grads(grads, 0, K::Wte, Some(K::Wpe), GradWrite::Accumulate),
             s.dres.at(0, n),
             inputs,
             dims,

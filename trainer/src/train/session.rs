@@ -1,7 +1,7 @@
 //! One model with everything training needs (gradients, AdamW moments, activations), and the
 //! training step and evaluation built from the model's passes.
 
-use crate::backend::ops::WorkingRounding;
+use crate::backend::ops::{GradWrite, WorkingRounding};
 use crate::backend::{Backend, Buf, TokenShape, View, ViewMut};
 use crate::data::DataLoader;
 use crate::error::{Error, Result};
@@ -145,6 +145,12 @@ impl<'b, B: Backend> Session<'b, B> {
         self.model.layout().download(self.backend, &self.grads)
     }
 
+    /// Overwrites the gradient arena (for tests: the next [`Session::forward_backward`] must
+    /// give the same gradients whatever it holds, NaN included).
+    pub fn set_grads(&mut self, grads: &Params<Vec<f32>>) -> Result<()> {
+        self.model.layout().upload(self.backend, grads, &mut self.grads)
+    }
+
     /// Loads the next batch into the token buffers.
     fn load_batch(&mut self, data: &mut dyn BatchSource) -> Result<()> {
         data.next_batch(&mut self.host_inputs, &mut self.host_targets)?;
@@ -184,14 +190,9 @@ impl<'b, B: Backend> Session<'b, B> {
         let losses = ViewMut::of(&mut self.losses, micro * bt..(micro + 1) * bt);
         self.model.classify(backend, &mut self.acts, targets, losses, (b, t), dloss)?;
         if dloss.is_some() {
-            self.model.backward(
-                backend,
-                &self.acts,
-                inputs,
-                &mut self.grads,
-                &mut self.scratch,
-                (b, t),
-            )?;
+            // The first micro-batch writes the gradients over the previous step's.
+            let grads = (&mut self.grads, GradWrite::for_micro_batch(micro));
+            self.model.backward(backend, &self.acts, inputs, grads, &mut self.scratch, (b, t))?;
         }
         Ok(())
     }
@@ -205,9 +206,9 @@ impl<'b, B: Backend> Session<'b, B> {
     }
 
     /// The gradients of one optimizer step's micro-batches (replacing the previous ones, see
-    /// [`Session::grads`]), multiplied by the loss scale under fp16; returns the mean loss.
+    /// [`Session::grads`]: the first micro-batch's backward overwrites them, so the arena is
+    /// never zeroed), multiplied by the loss scale under fp16; returns the mean loss.
     pub fn forward_backward(&mut self, data: &mut dyn BatchSource) -> Result<f32> {
-        self.backend.zero(ViewMut::all(&mut self.grads))?;
         let accum = self.shape.grad_accum_steps;
         let scale = self.scaler.as_ref().map_or(1.0, LossScaler::scale);
         let dloss = scale / (self.shape.b * self.shape.t * accum) as f32;

@@ -95,7 +95,7 @@ fn worst_relative(got: &[f32], want: &[f32]) -> (f64, f64) {
 /// fp32 on the simulator computes the loss and every gradient tensor of the CPU backend, up
 /// to summation order: any wrong op, index or constant shows. The attention's products with
 /// the head dimension (N = hd = 64) run on the SIMT kernel's 128 × 64 tile, the others on the
-/// 128 × 128 one.
+/// 128 × 128 one; the classifier stages its rows in shared memory.
 #[test]
 fn fp32_gradients_match_the_cpu_tensor_by_tensor() {
     let naive = ModelOptions { attention: AttentionKind::Naive, fuse: true };
@@ -105,7 +105,8 @@ fn fp32_gradients_match_the_cpu_tensor_by_tensor() {
         let (loss, got) = device.run(Precision::Fp32, GradJob(options)).unwrap();
         let ResolvedDevice::Sim(simulator) = &device else { unreachable!("a simulator") };
         let counts = simulator.launch_counts();
-        for name in ["gemm_simt_n64_rr_f32", "gemm_simt_n64_cr_f32", "gemm_simt_rc_f32"] {
+        let names = ["gemm_simt_n64_rr_f32", "gemm_simt_n64_cr_f32", "gemm_simt_rc_f32"];
+        for name in names.into_iter().chain(["fused_classifier_staged_f32"]) {
             assert!(counts.contains_key(name), "{name} never ran: {counts:?}");
         }
         assert!((loss - want_loss).abs() < 2e-6, "{options:?}: loss {loss} vs {want_loss}");
@@ -273,6 +274,55 @@ fn gemm_engine_choice_reaches_the_gemms() {
     let tf32 = Compute { gemm_engine: GemmEngine::Wgmma, ..Compute::from(Precision::Tf32) };
     let err = hopper().run(tf32, job()).unwrap_err().to_string();
     assert!(err.contains("cannot train in tf32"), "{err}");
+}
+
+/// The gradients of one step of two micro-batches from a fresh session, and from one whose
+/// gradient arena was filled with NaN first (every tensor's bits, twice).
+struct PoisonedArenaJob(ModelOptions);
+
+impl BackendJob for PoisonedArenaJob {
+    type Output = [Vec<u32>; 2];
+    fn run<Bk: Backend>(self, backend: &Bk) -> trainer::Result<Self::Output> {
+        let grads = |poison: bool| -> trainer::Result<Vec<u32>> {
+            let mut session = two_micro_batch_session(backend, self.0)?;
+            if poison {
+                let mut nan = params();
+                nan.iter_mut().for_each(|(_, g)| g.fill(f32::NAN));
+                session.set_grads(&nan)?;
+            }
+            let mut data = CyclingBatches { batches: vec![batch(6), batch(16)], next: 0 };
+            session.forward_backward(&mut data)?;
+            let grads = session.grads()?;
+            Ok(grads.iter().flat_map(|(_, g)| g.iter().map(|x| x.to_bits())).collect())
+        };
+        Ok([grads(false)?, grads(true)?])
+    }
+}
+
+/// A step's first micro-batch writes every gradient over the previous step's without reading
+/// them (`GradWrite::Replace`: the arena is never zeroed): after an arena full of NaN, each
+/// backend, precision and attention path gives the bits of a fresh session. A GEMM, bias or
+/// layernorm reduction that read its old values, or a gradient element no op writes (wpe's
+/// rows past T), would keep a NaN.
+#[test]
+fn first_micro_batch_overwrites_the_gradients_without_reading_them() {
+    let naive = ModelOptions { attention: AttentionKind::Naive, fuse: true };
+    let flash = ModelOptions { attention: AttentionKind::Flash, fuse: true };
+    let hopper =
+        || ResolvedDevice::Sim(Simulator::hopper().expect("cargo xtask build-ptx has run"));
+    let cases = [
+        ("cpu fp32", ResolvedDevice::Cpu, Precision::Fp32, naive),
+        ("sim fp32 unfused", sim(), Precision::Fp32, ModelOptions { fuse: false, ..naive }),
+        ("sim tf32", sim(), Precision::Tf32, naive),
+        ("sim bf16 flash", sim(), Precision::Bf16, flash),
+        ("hopper fp16 flash", hopper(), Precision::Fp16, flash),
+    ];
+    for (what, device, precision, options) in cases {
+        let [fresh, poisoned] = device.run(precision, PoisonedArenaJob(options)).unwrap();
+        assert!(fresh.iter().all(|&x| f32::from_bits(x).is_finite()), "{what}: fresh run");
+        let first_difference = fresh.iter().zip(&poisoned).position(|(a, b)| a != b);
+        assert_eq!(first_difference, None, "{what}: after a NaN arena");
+    }
 }
 
 /// Asserts that every step of `got` applied and that its loss and gradient norm are within

@@ -8,6 +8,7 @@ use crate::error::{GpuError, Result};
 use crate::view::{DeviceView, DeviceViewMut};
 use kernel_abi::classifier::{
     BLOCK_THREADS, ClassifierKernels, ClassifierParams, GRAD_SKIP, GRAD_WRITE, GRAD_WRITE_TF32,
+    NORMALISER_BYTES, staged_shared_bytes,
 };
 
 /// The vocabulary: `v` real tokens in rows padded to `vp` columns, stored `ld` apart.
@@ -50,6 +51,20 @@ pub enum LogitsGradient {
     Skip,
 }
 
+/// How [`fused_classifier_on`] reads the logits (both give the same bits).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClassifierPath {
+    /// `Staged` when the gradient is written and a row fits in the device's shared memory
+    /// ([`Device::max_shared_per_block`]; GPT-2's in every type on an H100), else `TwoReads`.
+    Auto,
+    /// The row read from DRAM once, into shared memory, both passes reading it from there
+    /// (`fused_classifier_staged_<ty>`).
+    Staged,
+    /// Both passes read the row from global memory, the second backwards, re-reading first
+    /// what is most likely still in L2 (`fused_classifier_<ty>`): any row width.
+    TwoReads,
+}
+
 /// Buffers of [`fused_classifier`].
 pub struct Classifier<'a, T> {
     /// `rows` rows of logits, `ld` elements apart (the gradient replaces them under
@@ -63,9 +78,21 @@ pub struct Classifier<'a, T> {
 }
 
 /// Per row: `loss = −ln softmax(logits[..v])[target]`, and per `gradient` the logits gradient
-/// in place (columns `v..vp` get 0).
+/// in place (columns `v..vp` get 0), on [`ClassifierPath::Auto`].
 pub fn fused_classifier<D: Device, T: FloatElement>(
     dev: &D,
+    vocab: Vocab,
+    gradient: LogitsGradient,
+    args: Classifier<'_, T>,
+) -> Result<()> {
+    fused_classifier_on(dev, ClassifierPath::Auto, vocab, gradient, args)
+}
+
+/// [`fused_classifier`] on `path`; an explicit [`ClassifierPath::Staged`] whose row does not
+/// fit in shared memory is an [`GpuError::InvalidArgument`] (argument `path`).
+pub fn fused_classifier_on<D: Device, T: FloatElement>(
+    dev: &D,
+    path: ClassifierPath,
     vocab: Vocab,
     gradient: LogitsGradient,
     mut args: Classifier<'_, T>,
@@ -104,6 +131,22 @@ pub fn fused_classifier<D: Device, T: FloatElement>(
     if !dloss.is_finite() {
         return Err(GpuError::invalid(OP, "dloss", format!("{dloss} is not finite")));
     }
+    let staged_bytes = staged_shared_bytes(vp as u32, size_of::<T>() as u32);
+    let fits = staged_bytes <= u64::from(dev.max_shared_per_block());
+    let staged = match path {
+        ClassifierPath::Auto => fits && write_grad != GRAD_SKIP,
+        ClassifierPath::Staged if !fits => {
+            let limit = dev.max_shared_per_block();
+            let reason = format!(
+                "a staged row of {vp} {} takes {staged_bytes} bytes of shared memory, more than \
+                 the {limit} a block may use here",
+                T::NAME
+            );
+            return Err(GpuError::invalid(OP, "path", reason));
+        }
+        ClassifierPath::Staged => true,
+        ClassifierPath::TwoReads => false,
+    };
     if rows == 0 {
         return Ok(());
     }
@@ -118,12 +161,15 @@ pub fn fused_classifier<D: Device, T: FloatElement>(
         write_grad,
         ld: ld as u32,
     };
-    let config = LaunchConfig {
-        grid: (rows as u32, 1, 1),
-        block: (BLOCK_THREADS, 1, 1),
-        shared_mem_bytes: BLOCK_THREADS / 32 * 8,
+    let (kernel, shared_mem_bytes) = if staged {
+        (T::Abi::FUSED_STAGED, staged_bytes as u32)
+    } else {
+        (T::Abi::FUSED, NORMALISER_BYTES)
     };
+    let config =
+        LaunchConfig { grid: (rows as u32, 1, 1), block: (BLOCK_THREADS, 1, 1), shared_mem_bytes };
     // SAFETY: `logits` holds `rows × ld` elements, `losses` and `targets` `rows`; the kernel
-    // reads targets and only touches columns below `vp <= ld` of its own row.
-    unsafe { dev.launch(T::Abi::FUSED, config, params) }
+    // reads targets and only touches columns below `vp <= ld` of its own row; the staged
+    // kernel has shared memory for the `vp / 8` body vectors a row has at most.
+    unsafe { dev.launch(kernel, config, params) }
 }

@@ -67,10 +67,13 @@ pub struct LayerNormBackward<'a, T> {
     pub rstd: DeviceView<'a, f32>,
     /// Gradient of the input, `rows × c`, accumulated (`+=`).
     pub dinp: DeviceViewMut<'a, T>,
-    /// Gradient of the scale, `c`, accumulated.
+    /// Gradient of the scale, `c`: `beta ·` its values plus this batch's.
     pub dweight: DeviceViewMut<'a, f32>,
-    /// Gradient of the shift, `c`, accumulated.
+    /// Gradient of the shift, `c`: `beta ·` its values plus this batch's.
     pub dbias: DeviceViewMut<'a, f32>,
+    /// Scale of the previous `dweight` and `dbias`: 1 accumulates; 0 overwrites them without
+    /// reading them (they may hold NaN).
+    pub beta: f32,
     /// Workspace of at least [`layernorm_backward_scratch_len`] values (contents ignored).
     pub scratch: DeviceViewMut<'a, f32>,
 }
@@ -199,8 +202,8 @@ pub fn layernorm_backward_scratch_len(rows: usize, c: usize) -> usize {
     backward_blocks(rows, c) * 2 * c
 }
 
-/// The layernorm backward: `dinp += …`, `dweight += …`, `dbias += …` (see
-/// `kernel_abi::layernorm`), deterministic: the same bits on every run and every GPU.
+/// The layernorm backward: `dinp += …`, `dweight = beta · dweight + …`, `dbias = beta · dbias +
+/// …` (see `kernel_abi::layernorm`), deterministic: the same bits on every run and every GPU.
 pub fn layernorm_backward<D: Device, T: FloatElement>(
     dev: &D,
     c: usize,
@@ -234,7 +237,7 @@ pub fn layernorm_backward<D: Device, T: FloatElement>(
             ),
         ));
     }
-    if rows == 0 {
+    if rows == 0 && args.beta == 1.0 {
         return Ok(());
     }
     let blocks = backward_blocks(rows, c);
@@ -255,22 +258,27 @@ pub fn layernorm_backward<D: Device, T: FloatElement>(
         block: (warps * 32, 1, 1),
         shared_mem_bytes: backward_shared_bytes(c as u32),
     };
-    // SAFETY: every view was checked against (rows, c); `partials` holds `blocks × 2c` values;
-    // shared memory holds each warp's two arrays of channel sums.
-    unsafe { dev.launch(T::Abi::BACKWARD, config, params)? };
+    if rows > 0 {
+        // SAFETY: every view was checked against (rows, c); `partials` holds `blocks × 2c`
+        // values; shared memory holds each warp's two arrays of channel sums.
+        unsafe { dev.launch(T::Abi::BACKWARD, config, params)? };
+    }
     let reduce = LayerNormBackwardReduceParams {
         partials: partials.as_const(),
         dweight: args.dweight.ptr(),
         dbias: args.dbias.ptr(),
         blocks: blocks as u32,
         c: c as u32,
+        beta: args.beta,
+        _pad: 0,
     };
     let config = LaunchConfig {
         grid: (c.div_ceil(REDUCE_CHANNELS as usize) as u32, 1, 1),
         block: (REDUCE_WARPS * 32, 1, 1),
         shared_mem_bytes: REDUCE_SHARED_BYTES,
     };
-    // SAFETY: `partials` was just written for `blocks` blocks; both gradients hold `c` values;
-    // shared memory holds the reduction's per-warp sums.
+    // SAFETY: `partials` was just written for `blocks` blocks (none when there are no rows:
+    // the gradients become `beta ·` themselves); both gradients hold `c` values; shared memory
+    // holds the reduction's per-warp sums.
     unsafe { dev.launch(LAYERNORM_BACKWARD_REDUCE, config, reduce) }
 }
