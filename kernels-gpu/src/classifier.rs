@@ -4,9 +4,10 @@
 //! 16-byte aligned address, fewer than 8), a body of whole 8-element vectors, and a scalar tail
 //! (fewer than 8): rows of any width `vp` take the vector path for all but at most 14 elements.
 //! Thread `t` takes head element `t`, body vectors `t, t + threads, …` and tail element `t`, in
-//! both passes, so it rewrites exactly the elements it read. The staged kernel copies its body
-//! vectors into shared memory first and reads them from there; as only the thread that copied
-//! a vector reads it, its `cp.async.wait_group` is all the ordering it needs.
+//! both passes, so it rewrites exactly the elements it read. The staged kernel first copies
+//! the row's body into shared memory and both passes read its vectors from there: it copies
+//! the row in 16-byte units, each warp 512 contiguous bytes at a time, and waits for the
+//! block's copies (`cp.async.wait_group`, then a barrier).
 
 use crate::arch::cp_async::{cp_async_cg_16, cp_async_commit_group, cp_async_wait_group};
 use crate::arch::cvt::f32_to_tf32;
@@ -118,42 +119,50 @@ impl RowSplit {
     }
 
     /// The shared-memory slot of body vector `j` under `stage`: its first 16 bytes at
-    /// `stage + 16j`; an f32 vector's other 16 at `stage + 16·body + 16j` (two planes, so that
-    /// a warp's 16-byte accesses to 32 consecutive vectors are 512 contiguous bytes: with the
-    /// halves side by side, each access instruction took two wavefronts).
+    /// `stage + 16j`; an f32 vector's other 16 in a second plane, at `stage + p + 16j` where
+    /// `p` is `16·body` rounded up to 128 bytes, plus 64 (a gap of at most
+    /// `kernel_abi::classifier::STAGED_F32_PLANE_GAP`).
+    /// A warp's 16-byte reads of 32 consecutive vectors' halves are then 512 contiguous bytes
+    /// (with the halves side by side, each read took two wavefronts), and the copies, whose
+    /// quarter-warps write 64 bytes to each plane, fall in different banks (without the 64,
+    /// two wavefronts each).
     #[inline(always)]
     fn slot(&self, stage: u32, j: usize) -> (u32, u32) {
         let first = stage + 16 * j as u32;
-        (first, first + 16 * self.body as u32)
+        let plane = ((16 * self.body as u32).next_multiple_of(128)) + 64;
+        (first, first + plane)
     }
 
-    /// Copies this thread's body vectors of `row` to shared memory from `stage` (their
-    /// [`RowSplit::slot`]s) with `cp.async`, all in flight at once, and waits for them.
+    /// Copies the row's body to shared memory from `stage` with `cp.async`, in 16-byte units
+    /// (unit `u`: bytes `16u .. 16u + 16` of the body, half `u % halves` of vector
+    /// `u / halves`, to that half's [`RowSplit::slot`]): thread `t` copies units `t, t +
+    /// threads, …`, all in flight at once, so that a warp's copies read 512 contiguous bytes.
+    /// The block then waits for all of them: a 16-bit vector is one unit, copied by the thread
+    /// that reads it, but an f32 vector's second half is copied by the next thread.
     ///
     /// # Safety
     /// `row` is the row [`RowSplit::of`] split, `stage` 16-byte aligned with `body` vectors of
-    /// shared memory that nothing else in the block touches.
+    /// shared memory that nothing else in the block touches; block-uniform call site.
     #[inline(always)]
     unsafe fn stage_body<T>(&self, row: *const T, stage: u32) {
+        let halves = size_of::<T>() / 2;
         let (tid, threads) = (thread_idx_x() as usize, block_dim_x() as usize);
-        let mut j = tid;
-        while j < self.body {
-            let (first, second) = self.slot(stage, j);
-            let src = row.wrapping_add(self.head + 8 * j).cast::<u8>();
-            // SAFETY: the vector's bytes lie inside the row and are 16-byte aligned (the body
-            // starts at the row's first aligned element); the destinations are its slot.
-            unsafe {
-                cp_async_cg_16(first, src, 16);
-                if size_of::<T>() == 4 {
-                    cp_async_cg_16(second, src.wrapping_add(16), 16);
-                }
-            }
-            j += threads;
+        let body = row.wrapping_add(self.head).cast::<u8>();
+        let mut u = tid;
+        while u < halves * self.body {
+            let (first, second) = self.slot(stage, u / halves);
+            let dst = if u % halves == 0 { first } else { second };
+            // SAFETY: the unit's 16 bytes lie inside the row and are 16-byte aligned (the body
+            // starts at the row's first aligned element); the destination is its half's slot.
+            unsafe { cp_async_cg_16(dst, body.wrapping_add(16 * u), 16) };
+            u += threads;
         }
-        // SAFETY: commits and waits for this thread's own copies.
+        // SAFETY: commits and waits for this thread's copies; the barrier (block-uniform) makes
+        // every thread's visible to the block.
         unsafe {
             cp_async_commit_group();
             cp_async_wait_group::<0>();
+            bar_sync();
         }
     }
 
@@ -161,8 +170,7 @@ impl RowSplit {
     /// its shared-memory slot under `stage` (staged), anything else from global memory.
     ///
     /// # Safety
-    /// As [`load_chunk`] for `row.add(col0)`; a staged body vector was copied by
-    /// [`RowSplit::stage_body`] from this thread.
+    /// As [`load_chunk`] for `row.add(col0)`; staged vectors after [`RowSplit::stage_body`].
     #[inline(always)]
     unsafe fn load<T: Elem>(
         &self,
@@ -175,7 +183,7 @@ impl RowSplit {
             Some(stage) if vector => {
                 let (first, second) = self.slot(stage, (col0 - self.head) / 8);
                 let mut words = [0u32; 8];
-                // SAFETY: the thread's own staged vector, waited for.
+                // SAFETY: a staged vector, waited for by the whole block.
                 unsafe {
                     let lo = ld_shared_v4_u32(first);
                     unroll!(k in 0..4 => { words[k] = lo[k]; });
@@ -219,14 +227,13 @@ unsafe fn fused_classifier<T: Elem, const STAGED: bool>(p: ClassifierParams<T>) 
     let stage = STAGED.then(|| dynamic_smem_base() + NORMALISER_BYTES);
     if let Some(stage) = stage {
         // SAFETY: the launcher gave `staged_shared_bytes(vp, …)`: a slot for each of the row's
-        // at most `vp / 8` body vectors after the normaliser's bytes.
+        // at most `vp / 8` body vectors after the normaliser's bytes; `STAGED` is the kernel's.
         unsafe { split.stage_body(logits, stage) };
     }
 
     // Logits scaled to base-2 exponents: `2^(x·log2 e − m)` is `e^(x − m / log2 e)`.
     let mut n = Normaliser::EMPTY;
-    // SAFETY: `col0 + count <= vp`, 16-byte aligned when `vector`; staged vectors are this
-    // thread's.
+    // SAFETY: `col0 + count <= vp`, 16-byte aligned when `vector`; the row is staged.
     split.for_each(vp, |col0, count, vector| unsafe {
         let x = split.load(logits, stage, (col0, count, vector));
         n.add(x.map(|x| x * LOG2_E), valid_in(col0, count, v));

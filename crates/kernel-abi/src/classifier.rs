@@ -20,12 +20,13 @@
 //! Two kernels per type compute the same bits. `fused_classifier_<ty>` reads the row from
 //! global memory in both passes, the second walking it backwards so that it re-reads first what
 //! the first read last (the part most likely still in L2). `fused_classifier_staged_<ty>` reads
-//! it from DRAM once: each thread copies its body vectors into shared memory with `cp.async`
-//! (all of them in flight at once), and both passes read them from there (the scalar head and
-//! tail, at most 14 elements, from global memory); a row of GPT-2's padded vocabulary takes
-//! [`staged_shared_bytes`] = 100,736 bytes in bf16 (two blocks per SM on an H100) and 201,344
-//! in f32 (one). Both take a thread's body vectors in the same order in the first pass, so the
-//! normaliser, the losses and the gradients are the same bits.
+//! it from DRAM once: the block copies the row's body into shared memory with `cp.async` in
+//! 16-byte units (a warp 512 contiguous bytes at a time, every thread's units in flight at
+//! once), waits for all of them, and both passes read the vectors from there (the scalar head
+//! and tail, at most 14 elements, from global memory); a row of GPT-2's padded vocabulary
+//! takes [`staged_shared_bytes`] = 100,736 bytes in bf16 (two blocks per SM on an H100) and
+//! 201,520 in f32 (one). Both take a thread's body vectors in the same order in the first
+//! pass, so the normaliser, the losses and the gradients are the same bits.
 
 use crate::kernel::{Kernel, KernelParams, KernelSig};
 use crate::ptr::{Bf16, DevicePtr, DevicePtrMut, F16};
@@ -37,12 +38,19 @@ pub const BLOCK_THREADS: u32 = 512;
 /// warp); the staged kernel's row follows it.
 pub const NORMALISER_BYTES: u32 = BLOCK_THREADS / 32 * 8;
 
+/// Most bytes between the end of the staged kernel's first plane of an f32 row and its second
+/// plane: the second starts at the first's end rounded up to 128 bytes, plus 64, so that a
+/// quarter-warp's copies into the two planes fall in different banks.
+pub const STAGED_F32_PLANE_GAP: u32 = 112 + 64;
+
 /// Dynamic shared memory of `fused_classifier_staged_<ty>` for rows of `vp` elements of
 /// `elem_bytes` bytes: [`NORMALISER_BYTES`], then the row's body, at most `vp / 8` vectors of 8
 /// elements, 16 bytes of each (all of a 16-bit vector) in one plane and f32's other 16 in a
-/// second plane after it, so that a warp's accesses to consecutive vectors are contiguous.
+/// second plane after it ([`STAGED_F32_PLANE_GAP`]), so that a warp's accesses to consecutive
+/// vectors are contiguous.
 pub const fn staged_shared_bytes(vp: u32, elem_bytes: u32) -> u64 {
-    NORMALISER_BYTES as u64 + (vp / 8) as u64 * 8 * elem_bytes as u64
+    let gap = if elem_bytes == 4 { STAGED_F32_PLANE_GAP } else { 0 };
+    NORMALISER_BYTES as u64 + (vp / 8) as u64 * 8 * elem_bytes as u64 + gap as u64
 }
 
 /// `write_grad`: losses only, the logits left as they are.
@@ -139,7 +147,7 @@ mod tests {
     #[test]
     fn a_gpt2_row_staged_fits_an_h100_twice_in_bf16_and_once_in_f32() {
         assert_eq!(staged_shared_bytes(50304, 2), 100_736);
-        assert_eq!(staged_shared_bytes(50304, 4), 201_344);
+        assert_eq!(staged_shared_bytes(50304, 4), 201_520);
         // 228 KB of shared memory per SM, 1 KB of it reserved per block, 227 KB per block.
         assert!(2 * (staged_shared_bytes(50304, 2) + 1024) <= 228 * 1024);
         assert!(staged_shared_bytes(50304, 4) <= 227 * 1024);
