@@ -141,8 +141,9 @@ impl RowSplit {
     /// that reads it, but an f32 vector's second half is copied by the next thread.
     ///
     /// # Safety
-    /// `row` is the row [`RowSplit::of`] split, `stage` 16-byte aligned with `body` vectors of
-    /// shared memory that nothing else in the block touches; block-uniform call site.
+    /// `row` is the row [`RowSplit::of`] split, `stage` 16-byte aligned with the slots of its
+    /// `body` vectors ([`RowSplit::slot`]; `staged_shared_bytes` covers them) in shared memory
+    /// that nothing else in the block touches; block-uniform call site.
     #[inline(always)]
     unsafe fn stage_body<T>(&self, row: *const T, stage: u32) {
         let halves = size_of::<T>() / 2;

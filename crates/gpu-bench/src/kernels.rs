@@ -21,7 +21,7 @@ use gpu_host::kernels::adamw::{
     AdamWBuffers, AdamWHyper, AdamWTable, AdamWTensor, WorkingRounding, adamw,
 };
 use gpu_host::kernels::classifier::{
-    Classifier, ClassifierPath, LogitsGradient, Vocab, fused_classifier_on,
+    Classifier, ClassifierPath, LogitsGradient, Vocab, fused_classifier_on, stages_on,
 };
 use gpu_host::kernels::elementwise::{FloatElement, add, fill};
 use gpu_host::kernels::encoder::{TokenShape, Tokens, encoder_backward, encoder_forward};
@@ -36,7 +36,6 @@ use gpu_host::{Device, DeviceBuffer, DeviceElement, Gpu};
 use half::bf16;
 use kernel_abi::Bf16;
 use kernel_abi::adamw::AdamWKernel;
-use kernel_abi::classifier::staged_shared_bytes;
 use std::fmt::Write;
 
 /// Rows of activations: B·T.
@@ -302,8 +301,7 @@ impl Bench<'_> {
         let logits = ROWS * VOCAB.vp;
         // Both kernels, the staged one where a row fits in shared memory (f32 does not on an
         // A100): the report shows what staging the row saves over re-reading it from L2.
-        let staged_fits = staged_shared_bytes(VOCAB.vp as u32, s as u32)
-            <= u64::from(self.gpu.max_shared_per_block());
+        let staged_fits = stages_on::<T>(self.gpu, VOCAB.vp);
         let paths = [
             (ClassifierPath::Staged, "fused_classifier_staged"),
             (ClassifierPath::TwoReads, "fused_classifier"),

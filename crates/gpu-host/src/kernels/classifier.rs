@@ -77,6 +77,13 @@ pub struct Classifier<'a, T> {
     pub targets: DeviceView<'a, u32>,
 }
 
+/// Whether rows of `vp` elements of `T` fit in `dev`'s shared memory for the staged kernel
+/// ([`ClassifierPath::Staged`]).
+pub fn stages_on<T>(dev: &impl Device, vp: usize) -> bool {
+    let bytes = staged_shared_bytes(u32::try_from(vp).unwrap_or(u32::MAX), size_of::<T>() as u32);
+    bytes <= u64::from(dev.max_shared_per_block())
+}
+
 /// Per row: `loss = −ln softmax(logits[..v])[target]`, and per `gradient` the logits gradient
 /// in place (columns `v..vp` get 0), on [`ClassifierPath::Auto`].
 pub fn fused_classifier<D: Device, T: FloatElement>(
@@ -132,7 +139,7 @@ pub fn fused_classifier_on<D: Device, T: FloatElement>(
         return Err(GpuError::invalid(OP, "dloss", format!("{dloss} is not finite")));
     }
     let staged_bytes = staged_shared_bytes(vp as u32, size_of::<T>() as u32);
-    let fits = staged_bytes <= u64::from(dev.max_shared_per_block());
+    let fits = stages_on::<T>(dev, vp);
     let staged = match path {
         ClassifierPath::Auto => fits && write_grad != GRAD_SKIP,
         ClassifierPath::Staged if !fits => {
