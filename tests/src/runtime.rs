@@ -4,6 +4,7 @@ use gpu_host::{Device, DeviceBuffer, DeviceElement, Gpu, GpuError};
 use ptx_sim::Simulator;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
+use rayon::prelude::*;
 use std::io::Write;
 use std::sync::OnceLock;
 
@@ -75,6 +76,9 @@ pub fn small_sizes(dev: &impl Device) -> bool {
     dev.is_simulator() || std::env::var_os("KERNEL_TESTS_SMALL").is_some()
 }
 
+/// How many values of [`TestRng::uniform`] one generator draws.
+pub const UNIFORM_CHUNK: usize = 1 << 16;
+
 /// A seeded random source for test inputs: the seed comes from `TEST_SEED` or is fresh, and
 /// is part of every failure message.
 pub struct TestRng {
@@ -110,9 +114,17 @@ impl TestRng {
         self.seed
     }
 
-    /// `n` values uniform in `[lo, hi)`.
+    /// `n` values uniform in `[lo, hi)`. Drawn in parallel, in chunks of [`UNIFORM_CHUNK`]
+    /// values each from its own generator, seeded from this one: the same values for the same
+    /// seed on any number of threads (the GPT-2-sized inputs of the GPU runs are ~10⁹ values).
     pub fn uniform(&mut self, n: usize, lo: f32, hi: f32) -> Vec<f32> {
-        (0..n).map(|_| self.rng.random_range(lo..hi)).collect()
+        let base: u64 = self.rng.random();
+        let mut values = vec![0.0; n];
+        values.par_chunks_mut(UNIFORM_CHUNK).enumerate().for_each(|(i, chunk)| {
+            let mut rng = StdRng::seed_from_u64(base.wrapping_add(i as u64));
+            chunk.iter_mut().for_each(|x| *x = rng.random_range(lo..hi));
+        });
+        values
     }
 
     /// `n` random u16 values.

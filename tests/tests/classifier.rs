@@ -16,6 +16,7 @@ use integration_tests::{
     TestRng, Tolerance, assert_bits_eq, assert_close, assert_close_in, kernel_tests, poisoned,
     small_sizes, upload_at,
 };
+use rayon::prelude::*;
 
 /// Losses (≈ ln V): the reference sums in f64, the kernel in f32 per thread, then merges.
 const LOSS: Tolerance = Tolerance { abs: 1e-5, rel: 2e-6 };
@@ -50,7 +51,7 @@ fn shapes(dev: &impl Device) -> Vec<(usize, usize, usize, usize)> {
 
 /// Logits in [-8, 8) rounded to `T` (the padded columns get values too: they must not count).
 fn logits<T: Element>(rng: &mut TestRng, n: usize) -> Vec<T> {
-    rng.uniform(n, -8.0, 8.0).into_iter().map(T::from_f32).collect()
+    rng.uniform(n, -8.0, 8.0).into_par_iter().map(T::from_f32).collect()
 }
 
 fn targets(rng: &mut TestRng, rows: usize, v: usize) -> Vec<u32> {
@@ -92,15 +93,18 @@ fn run_classifier<T: FloatElement + Element>(
 
 /// Every shape through the kernel that reads the row twice, against the reference, then
 /// through the staged one, the same bits; evaluation on both leaves the logits untouched.
+/// Logits one element off their alignment on every shape but the B·T-row one (its rows are the
+/// padded ones of the first shape, whose unaligned case runs here too).
 fn check_classifier<T: FloatElement + Element>(dev: &impl Device) {
     let mut rng = TestRng::new();
     for (rows, v, vp, ld) in shapes(dev) {
-        for offset in [0, 1] {
+        let offsets: &[usize] = if rows > 1024 { &[0] } else { &[0, 1] };
+        for &offset in offsets {
             let x = logits::<T>(&mut rng, rows * ld);
             let tgt = targets(&mut rng, rows, v);
             let dloss = 1.0 / rows as f32;
             let (dense, want_gaps) = split_rows(&x, rows, vp, ld);
-            let mut want_grad: Vec<f32> = dense.iter().map(|v| v.to_f32()).collect();
+            let mut want_grad: Vec<f32> = dense.par_iter().map(|v| v.to_f32()).collect();
             let mut want_loss = vec![0.0; rows];
             cpu_ref::fused_classifier(&mut want_grad, &mut want_loss, &tgt, dloss, rows, v, vp);
 
