@@ -2,15 +2,18 @@
 //!
 //! Both kernels give each warp one work item at a time (warp-stride over the items): a row of
 //! the output in the forward, a (bucket, 32-lane channel chunk) in the backward. A lane owns
-//! 8 adjacent channels on the 16-byte path and one channel otherwise.
+//! 8 adjacent channels on the 16-byte path and one channel otherwise, except in the
+//! backward's hot items (the largest buckets), where it owns one channel and loads 32 rows
+//! of it at once.
 
+use crate::arch::shfl::{FULL_MASK, shfl_idx_u32};
 use crate::arch::{block_dim_x, block_idx_x, grid_dim_x, lane_id, warp_idx_x};
 use crate::elem::Elem;
 use crate::entry::entries;
 use crate::unroll::unroll;
 use kernel_abi::encoder::{
-    EncoderBackwardParams, EncoderForwardParams, VECTOR_CHANNELS, chunks_per_row, units_per_row,
-    vectorized,
+    BackwardItems, EncoderBackwardParams, EncoderForwardParams, HOT_BUCKET_ROWS, VECTOR_CHANNELS,
+    backward_items, chunks_per_row, hot_chunks_per_row, units_per_row, vectorized,
 };
 use kernel_abi::gemm::rem;
 use kernel_abi::{Bf16, F16};
@@ -131,23 +134,121 @@ unsafe fn accumulate<T: Elem>(
     }
 }
 
+/// Adds `count` rows of `dout`, the rows `positions[0..count]` in that order, to channel `ch`
+/// of the gradient row `grad` (nothing where `ch >= c`): each round, lane `l` reads position
+/// `l` of the next [`HOT_BUCKET_ROWS`], the warp loads those rows (the positions broadcast by
+/// shuffles) before it adds the first, and the next round's positions are read before this
+/// round's rows.
+///
+/// # Safety
+/// `grad` must be a row of `c` f32 and `positions[0..count]` rows of `dout` (`c` channels per
+/// row); every lane of the warp calls it together (the shuffles), with the same `count`.
+#[inline(always)]
+unsafe fn accumulate_hot<T: Elem>(
+    grad: *mut f32,
+    dout: *const T,
+    (c, ch): (usize, usize),
+    positions: *const u32,
+    count: u32,
+) {
+    const HALF: u32 = HOT_BUCKET_ROWS / 2;
+    const _: () = assert!(HALF == 16, "the rounds are unrolled as two halves of 16 rows");
+    let lane = lane_id();
+    let active = ch < c;
+    let position = |first: u32| -> u32 {
+        let at = first as u64 + lane as u64;
+        if at >= count as u64 {
+            return 0;
+        }
+        // SAFETY: `at < count`: `positions` holds `count` entries (the caller's contract).
+        unsafe { *positions.add(at as usize) }
+    };
+    let load = |pos: u32, row: u32, n: u32| -> f32 {
+        // SAFETY: every lane of the warp is here: the rounds' bounds are warp-uniform.
+        let src = unsafe { shfl_idx_u32(FULL_MASK, pos, row) } as usize;
+        if !(active && row < n) {
+            return 0.0;
+        }
+        // SAFETY: lane `row < n` read a position of this round, a row of `dout` (the
+        // caller's contract), and `ch < c` is inside it.
+        unsafe { (*dout.add(src * c + ch)).to_f32() }
+    };
+    let mut acc = 0.0;
+    if active {
+        // SAFETY: `ch < c`, inside `grad`'s row.
+        acc = unsafe { *grad.add(ch) };
+    }
+    let mut pos = position(0);
+    let mut k = 0;
+    while k < count {
+        let next = position(k.saturating_add(HOT_BUCKET_ROWS));
+        let n = (count - k).min(HOT_BUCKET_ROWS);
+        let mut first = [0.0f32; HALF as usize];
+        let mut second = [0.0f32; HALF as usize];
+        unroll!(r in 0..16 => {
+            first[r] = load(pos, r as u32, n);
+        });
+        unroll!(r in 0..16 => {
+            second[r] = load(pos, HALF + r as u32, n);
+        });
+        unroll!(r in 0..16 => {
+            if (r as u32) < n {
+                acc += first[r];
+            }
+        });
+        unroll!(r in 0..16 => {
+            if HALF + (r as u32) < n {
+                acc += second[r];
+            }
+        });
+        pos = next;
+        k = k.saturating_add(HOT_BUCKET_ROWS);
+    }
+    if active {
+        // SAFETY: `ch < c`, inside `grad`'s row.
+        unsafe { *grad.add(ch) = acc };
+    }
+}
+
 /// The kernel body.
 ///
 /// # Safety
 /// Launched by `gpu-host`'s `encoder_backward` with the buckets of a `Tokens` batch (distinct
-/// ids `< vocab`, each bucket's rows of `dout` increasing, together a partition of `0..b·t`),
-/// after checking that `dwte` has at least `vocab` rows of `c`, `dwpe` at least `t` and `dout`
-/// `b·t`; `dwte` and `dwpe` are disjoint mutable borrows, so no two work items share a word.
+/// ids `< vocab`, each bucket's rows of `dout` increasing, together a partition of `0..b·t`;
+/// `hot_buckets <= buckets`), after checking that `dwte` has at least `vocab` rows of `c`,
+/// `dwpe` at least `t` and `dout` `b·t`; `dwte` and `dwpe` are disjoint mutable borrows, so
+/// no two work items share a word.
 #[inline(always)]
 unsafe fn backward<T: Elem>(p: EncoderBackwardParams<T>) {
     let vector = vectorized(p.c, p.dwte.addr() | p.dwpe.addr() | p.dout.addr());
     let units = units_per_row(p.c, vector);
     let chunks = chunks_per_row(units) as u64;
-    let items = (p.buckets as u64 + p.t as u64) * chunks;
+    let hot_chunks = hot_chunks_per_row(p.c) as u64;
+    let hot_items = p.hot_buckets as u64 * hot_chunks;
+    let (buckets, hot_buckets) = (p.buckets, p.hot_buckets);
+    let items = backward_items(BackwardItems { buckets, hot_buckets, t: p.t, c: p.c, vector });
     let (c, t) = (p.c as usize, p.t as usize);
     let (mut item, warps) = grid_warps();
     while item < items {
-        let (index, chunk) = div_rem(item, chunks);
+        if item < hot_items {
+            let (k, chunk) = div_rem(item, hot_chunks);
+            let ch = chunk as usize * LANES as usize + lane_id() as usize;
+            // SAFETY: k < hot_buckets <= buckets: as for the other buckets below; every lane
+            // of the warp is here (`item` is warp-uniform).
+            unsafe {
+                let k = k as usize;
+                let start = *p.bucket_starts.as_ptr().add(k);
+                let count = (*p.bucket_starts.as_ptr().add(k + 1)).wrapping_sub(start);
+                let token = *p.bucket_tokens.as_ptr().add(k) as usize;
+                let positions = p.positions.as_ptr().add(start as usize);
+                let grad = p.dwte.as_mut_ptr().add(token * c);
+                accumulate_hot(grad, p.dout.as_ptr(), (c, ch), positions, count);
+            }
+            item += warps;
+            continue;
+        }
+        let (index, chunk) = div_rem(item - hot_items, chunks);
+        let index = index + p.hot_buckets as u64;
         let unit = chunk as u32 * LANES + lane_id();
         if unit < units {
             if index < p.buckets as u64 {

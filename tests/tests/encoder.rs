@@ -9,7 +9,7 @@ use gpu_host::kernels::encoder::{TokenShape, Tokens, encoder_backward, encoder_f
 use gpu_host::{Device, DeviceBuffer, DeviceElement, GpuError, LaunchConfig};
 use half::{bf16, f16};
 use integration_tests::{TestRng, assert_bits_eq, kernel_tests, poisoned, small_sizes};
-use kernel_abi::encoder::{BLOCK_THREADS, EncoderForwardParams, EncoderKernels};
+use kernel_abi::encoder::{BLOCK_THREADS, EncoderForwardParams, EncoderKernels, HOT_BUCKET_ROWS};
 
 /// How the token ids of a case are drawn.
 #[derive(Clone, Copy, Debug)]
@@ -57,7 +57,11 @@ impl Case {
 /// mod 8 on aligned views (0: 16-byte path, others: scalar), more lane units than a warp has
 /// lanes (c = 264 and GPT-2's 768 vector, c = 70 scalar), unaligned views of a 16-byte-friendly c, and
 /// repeated tokens (vocab 13 for up to 44 positions, one token everywhere, one token at half
-/// the positions); bucket and batch sizes leave tails of the 4-row unrolled sum.
+/// the positions); bucket and batch sizes leave tails of the 4-row unrolled sum. Buckets of
+/// at least `HOT_BUCKET_ROWS` = 32 rows take the hot work items: 35 rows (one round and a
+/// tail), 50 beside cold buckets and the positions' items on the 16-byte path (c = 264, not a
+/// multiple of 32: a partial last chunk), 135 at c = 70 (four rounds and a tail of 7), and
+/// unaligned.
 fn sim_cases() -> Vec<Case> {
     let mut cases: Vec<Case> = (40..48).map(|c| Case::small(3, 7, c, Ids::Uniform, 0)).collect();
     cases.extend([
@@ -77,6 +81,18 @@ fn sim_cases() -> Vec<Case> {
         Case::small(5, 7, 16, Ids::OneToken, 0),
         Case::small(5, 7, 19, Ids::OneToken, 1),
         Case::small(3, 11, 24, Ids::HalfOneToken, 0),
+        Case {
+            b: 2,
+            t: 50,
+            c: 264,
+            vocab: 50,
+            vp: 56,
+            max_t: 50,
+            ids: Ids::HalfOneToken,
+            offset: 0,
+        },
+        Case::small(3, 45, 70, Ids::OneToken, 0),
+        Case::small(2, 40, 40, Ids::HalfOneToken, 1),
     ]);
     cases
 }
@@ -222,6 +238,13 @@ fn run_backward<D: Device, T: FloatElement>(
     (dev.download(dwte.view()).unwrap(), dev.download(dwpe.view()).unwrap())
 }
 
+/// How many ids occur at least `HOT_BUCKET_ROWS` times: the buckets of the hot work items.
+fn frequent_ids(ids: &[u32]) -> usize {
+    let mut counts = std::collections::BTreeMap::new();
+    ids.iter().for_each(|&id| *counts.entry(id).or_insert(0u32) += 1);
+    counts.values().filter(|&&n| n >= HOT_BUCKET_ROWS).count()
+}
+
 fn check_backward<T: FloatElement + Element>(dev: &impl Device) {
     let mut rng = TestRng::new();
     for case in cases(dev) {
@@ -231,6 +254,7 @@ fn check_backward<T: FloatElement + Element>(dev: &impl Device) {
         let dwte0: Vec<f32> = random(&mut rng, o + case.vp * c);
         let dwpe0: Vec<f32> = random(&mut rng, o + case.max_t * c);
         let tokens = Tokens::upload(dev, &ids, case.shape()).unwrap();
+        assert_eq!(tokens.frequent(), frequent_ids(&ids), "{case:?}");
         let ddout = dev.upload(&dout).unwrap();
         let first = run_backward(dev, &tokens, &ddout, (&dwte0, &dwpe0), &case);
         let second = run_backward(dev, &tokens, &ddout, (&dwte0, &dwpe0), &case);
@@ -262,6 +286,7 @@ fn check_tokens_replace(dev: &impl Device) {
     assert_eq!(dev.download(tokens.ids()).unwrap(), second);
     let distinct = second.iter().collect::<std::collections::BTreeSet<_>>().len();
     assert_eq!(tokens.distinct(), distinct);
+    assert_eq!(tokens.frequent(), 0, "no id of the second batch occurs 32 times");
 
     let dout = random::<f32>(&mut rng, b * t * c);
     let dwte0: Vec<f32> = random(&mut rng, case.vp * c);

@@ -16,8 +16,8 @@ use crate::device::{Device, DeviceBuffer, LaunchConfig};
 use crate::error::{GpuError, Result};
 use crate::view::{DeviceView, DeviceViewMut};
 use kernel_abi::encoder::{
-    BLOCK_THREADS, EncoderBackwardParams, EncoderForwardParams, EncoderKernels, MAX_BLOCKS,
-    chunks_per_row, units_per_row, vectorized,
+    BLOCK_THREADS, BackwardItems, EncoderBackwardParams, EncoderForwardParams, EncoderKernels,
+    HOT_BUCKET_ROWS, MAX_BLOCKS, backward_items, vectorized,
 };
 use std::cmp::Reverse;
 
@@ -76,8 +76,16 @@ impl TokenShape {
 pub struct Tokens<D: Device> {
     data: D::Buffer<u32>,
     shape: TokenShape,
-    buckets: usize,
+    buckets: Buckets,
     staging: Staging,
+}
+
+/// How many buckets a batch has, and how many of them (the first) are hot: at least
+/// `HOT_BUCKET_ROWS` rows each (`kernel_abi::encoder::EncoderBackwardParams`).
+#[derive(Clone, Copy, Debug, Default)]
+struct Buckets {
+    all: usize,
+    hot: usize,
 }
 
 impl<D: Device> Tokens<D> {
@@ -116,7 +124,13 @@ impl<D: Device> Tokens<D> {
 
     /// Number of distinct ids in the batch.
     pub fn distinct(&self) -> usize {
-        self.buckets
+        self.buckets.all
+    }
+
+    /// Number of ids that occur at least `kernel_abi::encoder::HOT_BUCKET_ROWS` times in the
+    /// batch: the buckets whose backward work items are split by single channels.
+    pub fn frequent(&self) -> usize {
+        self.buckets.hot
     }
 
     /// `len` elements of the buffer from `start` (always inside it by construction).
@@ -142,8 +156,8 @@ struct Staging {
 
 impl Staging {
     /// Validates `ids` against `shape` (errors name `op`; nothing is changed then), lays out
-    /// the buffer's image and returns the number of buckets.
-    fn stage(&mut self, op: &'static str, ids: &[u32], shape: TokenShape) -> Result<usize> {
+    /// the buffer's image and returns its buckets.
+    fn stage(&mut self, op: &'static str, ids: &[u32], shape: TokenShape) -> Result<Buckets> {
         let n = shape.check_ids(op, ids)?;
         // Room for any batch of this shape (ids below `vocab`), reserved by the first: later
         // batches never allocate.
@@ -185,7 +199,8 @@ impl Staging {
             positions[next[id as usize] as usize] = row as u32;
             next[id as usize] += 1;
         }
-        Ok(tokens.len())
+        let hot = tokens.iter().take_while(|&&v| count[v as usize] >= HOT_BUCKET_ROWS).count();
+        Ok(Buckets { all: tokens.len(), hot })
     }
 }
 
@@ -285,7 +300,7 @@ pub fn encoder_backward<D: Device, T: FloatElement>(
         return Ok(());
     }
     let n = shape.len();
-    let buckets = tokens.distinct();
+    let Buckets { all: buckets, hot } = tokens.buckets;
     let params = EncoderBackwardParams {
         dwte: dwte.ptr(),
         dwpe: dwpe.ptr(),
@@ -294,13 +309,19 @@ pub fn encoder_backward<D: Device, T: FloatElement>(
         bucket_starts: tokens.part(2 * n, buckets + 1).ptr(),
         bucket_tokens: tokens.part(3 * n + 1, buckets).ptr(),
         buckets: buckets as u32,
+        hot_buckets: hot as u32,
         b: shape.b as u32,
         t: shape.t as u32,
         c: c32,
     };
     let vector = vectorized(c32, dwte.addr() | dwpe.addr() | dout.addr());
-    let chunks = chunks_per_row(units_per_row(c32, vector)) as u64;
-    let items = (buckets as u64 + shape.t as u64) * chunks;
+    let items = backward_items(BackwardItems {
+        buckets: buckets as u32,
+        hot_buckets: hot as u32,
+        t: shape.t as u32,
+        c: c32,
+        vector,
+    });
     // SAFETY: dout holds b·t rows of c; the Tokens buckets hold distinct ids below vocab
     // (rows of dwte) and partition the rows 0..b·t, each in increasing order; dwpe has t rows
     // of c; dwte and dwpe do not overlap (both borrowed mutably), so no two work items write
