@@ -140,67 +140,82 @@ impl<D: Device> Tokens<D> {
 }
 
 /// The host image of a [`Tokens`] buffer and the counting sort's arrays, kept from one batch
-/// to the next: allocated afresh, the four arrays (about 1 MiB at 16384 ids of GPT-2's
-/// vocabulary) cost page faults every step, while the GPU waits for the batch (an upload took
-/// 0.58 ms on the H200 machine, 2026-11-26).
+/// to the next: allocated afresh, the arrays (about 1 MiB at 16384 ids of GPT-2's vocabulary)
+/// cost page faults every step, while the GPU waits for the batch (an upload took 0.58 ms on
+/// the H200 machine, 2026-11-26). The work is proportional to the batch, not the vocabulary:
+/// the per-token counts are zero between batches (reset where a batch set them), and the
+/// distinct ids are collected as they first appear.
 #[derive(Default)]
 struct Staging {
     /// The buffer's image: ids, positions, bucket starts, bucket tokens.
     image: Vec<u32>,
-    /// Per token id: its count, then its next free position.
+    /// Per token id: its count in the batch being staged; all zero between batches.
     count: Vec<u32>,
+    /// Per token id: its next free position (written for the batch's ids before any read).
     next: Vec<u32>,
-    /// The distinct tokens, largest bucket first.
+    /// The distinct ids in bucket order.
     tokens: Vec<u32>,
+    /// The frequent ones, while they are sorted.
+    hot: Vec<u32>,
 }
 
 impl Staging {
     /// Validates `ids` against `shape` (errors name `op`; nothing is changed then), lays out
-    /// the buffer's image and returns its buckets.
+    /// the buffer's image and returns its buckets: the frequent ids' (at least
+    /// `HOT_BUCKET_ROWS` rows) first, largest first (ties by id), so that the longest sums
+    /// start first on the GPU, then the others in the order of their first position. (The
+    /// order of the buckets changes no bit of the result: each bucket writes its own row.)
     fn stage(&mut self, op: &'static str, ids: &[u32], shape: TokenShape) -> Result<Buckets> {
         let n = shape.check_ids(op, ids)?;
-        // Room for any batch of this shape (ids below `vocab`), reserved by the first: later
+        // Room for any batch of this shape (ids below `vocab`), made by the first: later
         // batches never allocate.
-        for per_token in [&mut self.count, &mut self.next, &mut self.tokens] {
-            per_token.reserve(shape.vocab.saturating_sub(per_token.len()));
+        if self.count.len() < shape.vocab {
+            self.count.resize(shape.vocab, 0);
+            self.next.resize(shape.vocab, 0);
         }
-        self.image.reserve((4 * n + 1).saturating_sub(self.image.len()));
-        // Counting sort of the positions by token; buckets ordered largest first (ties by
-        // token) so the longest sums start first on the GPU.
-        let ids_seen = ids.iter().max().map_or(0, |&max| max as usize + 1);
-        let count = &mut self.count;
-        count.clear();
-        count.resize(ids_seen, 0);
-        for &id in ids {
-            count[id as usize] += 1;
-        }
-        let tokens = &mut self.tokens;
+        self.tokens.reserve(n.saturating_sub(self.tokens.len()));
+        self.hot.reserve((n / HOT_BUCKET_ROWS as usize).saturating_sub(self.hot.len()));
+        let Self { image, count, next, tokens, hot } = self;
         tokens.clear();
-        tokens.extend((0..ids_seen as u32).filter(|&v| count[v as usize] > 0));
-        tokens.sort_unstable_by_key(|&v| (Reverse(count[v as usize]), v));
-        let image = &mut self.image;
-        image.clear();
+        for &id in ids {
+            let seen = &mut count[id as usize];
+            if *seen == 0 {
+                tokens.push(id);
+            }
+            *seen += 1;
+        }
+        hot.clear();
+        hot.extend(tokens.iter().copied().filter(|&v| count[v as usize] >= HOT_BUCKET_ROWS));
+        hot.sort_unstable_by_key(|&v| (Reverse(count[v as usize]), v));
+        tokens.retain(|&v| count[v as usize] < HOT_BUCKET_ROWS);
+        tokens.splice(0..0, hot.iter().copied());
+
+        // Ids, positions grouped by bucket, bucket starts (`n + 1` entries) and tokens (`n`),
+        // each array's entries past the buckets zero.
         image.resize(4 * n + 1, 0);
         let (ids_part, rest) = image.split_at_mut(n);
         let (positions, rest) = rest.split_at_mut(n);
         let (starts, bucket_tokens) = rest.split_at_mut(n + 1);
         ids_part.copy_from_slice(ids);
-        let next = &mut self.next;
-        next.clear();
-        next.resize(ids_seen, 0);
+        let buckets = tokens.len();
         let mut end = 0;
+        starts[0] = 0;
         for (k, &v) in tokens.iter().enumerate() {
             next[v as usize] = end;
             end += count[v as usize];
             starts[k + 1] = end;
             bucket_tokens[k] = v;
         }
+        starts[buckets + 1..].fill(0);
+        bucket_tokens[buckets..].fill(0);
         for (row, &id) in ids.iter().enumerate() {
             positions[next[id as usize] as usize] = row as u32;
             next[id as usize] += 1;
         }
-        let hot = tokens.iter().take_while(|&&v| count[v as usize] >= HOT_BUCKET_ROWS).count();
-        Ok(Buckets { all: tokens.len(), hot })
+        for &v in tokens.iter() {
+            count[v as usize] = 0;
+        }
+        Ok(Buckets { all: buckets, hot: hot.len() })
     }
 }
 
