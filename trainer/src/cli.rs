@@ -1,6 +1,7 @@
 //! Command-line interface of the `trainer` binary.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use gpu_host::kernels::classifier::ClassifierPath;
 use gpu_host::kernels::gemm::{GemmEngine, WgmmaTile};
 use std::path::PathBuf;
 use trainer::backend::ops::AttentionKind;
@@ -146,6 +147,31 @@ impl From<GemmEngineArg> for GemmEngine {
     }
 }
 
+/// `--classifier`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum ClassifierArg {
+    /// Each row of logits staged in shared memory, read from DRAM once, where the row fits a
+    /// block's shared memory (GPT-2's bf16 rows on an A100, H100 or H200; its f32 rows on an
+    /// H100 or H200) and the gradient is written; read twice otherwise.
+    #[default]
+    Auto,
+    /// The staged kernel; an error where a row does not fit.
+    Staged,
+    /// Each row read from memory twice (e.g. to compare with, or to rule out, the staged
+    /// kernel).
+    TwoReads,
+}
+
+impl From<ClassifierArg> for ClassifierPath {
+    fn from(arg: ClassifierArg) -> Self {
+        match arg {
+            ClassifierArg::Auto => ClassifierPath::Auto,
+            ClassifierArg::Staged => ClassifierPath::Staged,
+            ClassifierArg::TwoReads => ClassifierPath::TwoReads,
+        }
+    }
+}
+
 /// `--wgmma-tile`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum WgmmaTileArg {
@@ -203,6 +229,9 @@ pub struct KernelArgs {
     /// Block tile of the Hopper GEMM kernels, where they run.
     #[arg(long, value_enum, default_value_t = WgmmaTileArg::Auto)]
     pub wgmma_tile: WgmmaTileArg,
+    /// Kernel of the fused softmax + cross-entropy classifier.
+    #[arg(long, value_enum, default_value_t = ClassifierArg::Auto)]
+    pub classifier: ClassifierArg,
 }
 
 /// `--model`: the named sizes (V 50,257 padded to 50,304, maxT 1,024, 64 channels per head).
@@ -584,6 +613,9 @@ pub struct LadderArgs {
     /// Block tile of the Hopper GEMM kernels, where they run.
     #[arg(long, value_enum, default_value_t = WgmmaTileArg::Auto)]
     pub wgmma_tile: WgmmaTileArg,
+    /// Kernel of the fused softmax + cross-entropy classifier of our rungs.
+    #[arg(long, value_enum, default_value_t = ClassifierArg::Auto)]
+    pub classifier: ClassifierArg,
     /// Model [default: d12 on a GPU, tiny elsewhere].
     #[arg(long, value_enum)]
     pub model: Option<LadderModelArg>,

@@ -2,6 +2,7 @@
 
 use super::{Backend, CpuBackend, CudaAct, CudaBackend, CudaOptions};
 use crate::error::{Error, Result};
+use gpu_host::kernels::classifier::ClassifierPath;
 use gpu_host::kernels::gemm::{GemmEngine, WgmmaTile};
 use gpu_host::{Device, Gpu, GpuError, PtxArch};
 use half::{bf16, f16};
@@ -52,12 +53,20 @@ pub struct Compute {
     /// The Hopper kernel's block tile (`--wgmma-tile`; `Auto`: 128 × 256 where it fills the
     /// GPU, else 128 × 128).
     pub wgmma_tile: WgmmaTile,
+    /// The fused classifier's kernel (`--classifier`; `Auto`: the row staged in shared memory
+    /// where it fits and the gradient is written); the CPU ignores it.
+    pub classifier: ClassifierPath,
 }
 
 impl From<Precision> for Compute {
     /// `precision` with the default (`Auto`) GEMM engine and tile.
     fn from(precision: Precision) -> Self {
-        Self { precision, gemm_engine: GemmEngine::Auto, wgmma_tile: WgmmaTile::Auto }
+        Self {
+            precision,
+            gemm_engine: GemmEngine::Auto,
+            wgmma_tile: WgmmaTile::Auto,
+            classifier: ClassifierPath::Auto,
+        }
     }
 }
 

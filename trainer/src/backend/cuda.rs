@@ -22,7 +22,7 @@ use super::{
 use crate::error::{Error, Result};
 use gpu_host::kernels::adamw::{self, AdamWBuffers, AdamWTable, AdamWTensor};
 use gpu_host::kernels::attention::{self, AttentionElement, AttentionShape};
-use gpu_host::kernels::classifier::{self, LogitsGradient, Vocab};
+use gpu_host::kernels::classifier::{self, ClassifierPath, LogitsGradient, Vocab};
 use gpu_host::kernels::elementwise;
 use gpu_host::kernels::encoder::{self, Tokens};
 use gpu_host::kernels::flash::{self, FlashBackward, FlashForward};
@@ -216,6 +216,8 @@ pub struct CudaBackend<'d, D: Device, A: CudaAct> {
     /// How every GEMM of the model runs: the precision's GEMM arithmetic, engine and Hopper
     /// tile (the linear layers' and the materialised attention's alike).
     gemm: GemmConfig,
+    /// The fused classifier's kernel.
+    classifier: ClassifierPath,
     multiprocessors: usize,
     gpu_name: Option<String>,
     scratch: RefCell<Scratch<D, A>>,
@@ -250,7 +252,7 @@ impl<'d, D: Device, A: CudaAct> CudaBackend<'d, D, A> {
     /// A backend on `dev` set up by `options`.
     pub fn new(dev: &'d D, options: CudaOptions) -> Result<Self> {
         let CudaOptions {
-            compute: Compute { precision, gemm_engine, wgmma_tile },
+            compute: Compute { precision, gemm_engine, wgmma_tile, classifier },
             multiprocessors,
             gpu_name,
         } = options;
@@ -293,6 +295,7 @@ impl<'d, D: Device, A: CudaAct> CudaBackend<'d, D, A> {
             dev,
             precision,
             gemm: GemmConfig { precision: precision.gemm(), engine: gemm_engine, wgmma_tile },
+            classifier,
             multiprocessors: multiprocessors.max(1),
             gpu_name,
             scratch: RefCell::new(scratch),
@@ -993,7 +996,8 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
                     targets: targets.ids(),
                 };
                 let vocab = Vocab { v: dims.v, vp: dims.vp, ld: dims.logits_ld };
-                Ok(classifier::fused_classifier(self.dev, vocab, gradient, args)?)
+                let path = self.classifier;
+                Ok(classifier::fused_classifier_on(self.dev, path, vocab, gradient, args)?)
             },
         )
     }

@@ -162,10 +162,11 @@ fn bench_line(row: &BenchRow) -> String {
     }
 }
 
-/// `bench/trainer-<device>.md`, with a forced GEMM engine or Hopper tile in the name
-/// (`…-mma-sync.md`, `…-pingpong.md`), so that a run of each sits beside the default one.
+/// `bench/trainer-<device>.md`, with a forced GEMM engine, Hopper tile or classifier kernel in
+/// the name (`…-mma-sync.md`, `…-pingpong.md`, `…-classifier-two-reads.md`), so that a run of
+/// each sits beside the default one.
 fn default_report(slug: &str, kernels: &KernelArgs) -> std::path::PathBuf {
-    let suffix = forced_kernels_suffix(kernels.gemm_engine, kernels.wgmma_tile);
+    let suffix = forced_kernels_suffix(kernels.gemm_engine, kernels.wgmma_tile, kernels.classifier);
     format!("bench/trainer-{slug}{suffix}.md").into()
 }
 
@@ -182,8 +183,12 @@ mod tests {
     }
 
     #[test]
-    fn a_forced_engine_or_tile_names_its_own_report() {
+    fn a_forced_engine_tile_or_classifier_names_its_own_report() {
         assert_eq!(report_for(&[]), "bench/trainer-nvidia-h200.md");
+        assert_eq!(
+            report_for(&["--classifier", "two-reads"]),
+            "bench/trainer-nvidia-h200-classifier-two-reads.md"
+        );
         assert_eq!(
             report_for(&["--wgmma-tile", "pingpong"]),
             "bench/trainer-nvidia-h200-pingpong.md"

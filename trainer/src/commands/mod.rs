@@ -13,7 +13,7 @@ pub(crate) use ladder::ladder;
 pub(crate) use sample::sample;
 pub(crate) use train::train;
 
-use crate::cli::{GemmEngineArg, KernelArgs, WgmmaTileArg};
+use crate::cli::{ClassifierArg, GemmEngineArg, KernelArgs, WgmmaTileArg};
 use anyhow::{Context, Result};
 use trainer::backend::ops::AttentionKind;
 use trainer::backend::{Compute, DeviceChoice, Precision, ResolvedDevice};
@@ -33,12 +33,13 @@ fn device_default<T>(value: Option<T>, gpu: bool, on_gpu: T, elsewhere: T) -> T 
 /// none is given) the precision and GEMM kernels to run with there.
 fn resolve_computes(args: &KernelArgs) -> Result<(ResolvedDevice, Vec<Compute>)> {
     let device = DeviceChoice::from(args.device).resolve()?;
-    let kernel_choice =
-        args.gemm_engine != GemmEngineArg::Auto || args.wgmma_tile != WgmmaTileArg::Auto;
+    let kernel_choice = args.gemm_engine != GemmEngineArg::Auto
+        || args.wgmma_tile != WgmmaTileArg::Auto
+        || args.classifier != ClassifierArg::Auto;
     if device.is_cpu() && kernel_choice {
         anyhow::bail!(
-            "--gemm-engine and --wgmma-tile choose the CUDA backend's GEMM kernels; the CPU \
-             backend has none (use --device cuda, sim or sim-hopper)"
+            "--gemm-engine, --wgmma-tile and --classifier choose the CUDA backend's kernels; \
+             the CPU backend has none (use --device cuda, sim or sim-hopper)"
         );
     }
     let fastest = if device.is_cpu() { Precision::Fp32 } else { Precision::Bf16 };
@@ -53,6 +54,7 @@ fn resolve_computes(args: &KernelArgs) -> Result<(ResolvedDevice, Vec<Compute>)>
             precision,
             gemm_engine: args.gemm_engine.into(),
             wgmma_tile: args.wgmma_tile.into(),
+            classifier: args.classifier.into(),
         })
         .collect();
     Ok((device, computes))
@@ -105,15 +107,25 @@ impl Provenance {
     }
 }
 
-/// `-mma-sync`, `-pingpong`, …: the forced GEMM engine and Hopper tile, for a report's default
-/// name, so that a run forcing them sits beside the default one (empty for `auto`).
-fn forced_kernels_suffix(engine: GemmEngineArg, tile: WgmmaTileArg) -> String {
+/// `-mma-sync`, `-pingpong`, `-classifier-two-reads`, …: the forced GEMM engine, Hopper tile
+/// and classifier kernel, for a report's default name, so that a run forcing them sits beside
+/// the default one (empty for `auto`).
+fn forced_kernels_suffix(
+    engine: GemmEngineArg,
+    tile: WgmmaTileArg,
+    classifier: ClassifierArg,
+) -> String {
     use clap::ValueEnum;
     let forced = [
         (engine != GemmEngineArg::Auto).then(|| engine.to_possible_value()),
         (tile != WgmmaTileArg::Auto).then(|| tile.to_possible_value()),
     ];
-    forced.into_iter().flatten().flatten().map(|v| format!("-{}", v.get_name())).collect()
+    let mut suffix: String =
+        forced.into_iter().flatten().flatten().map(|v| format!("-{}", v.get_name())).collect();
+    if let Some(v) = classifier.to_possible_value().filter(|_| classifier != ClassifierArg::Auto) {
+        suffix += &format!("-classifier-{}", v.get_name());
+    }
+    suffix
 }
 
 /// Fails now, naming `flag`, where a report could not be written at `path` once the work is

@@ -28,6 +28,7 @@ use crate::model::{Gpt2, Gpt2Config, ModelOptions, ParamKind, Params, checked_in
 use crate::optim::AdamWConfig;
 use crate::rng;
 use crate::train::{BatchShape, Session};
+use gpu_host::kernels::classifier::ClassifierPath;
 use gpu_host::kernels::gemm::{GemmEngine, WgmmaTile};
 use rand::RngExt;
 use std::path::{Path, PathBuf};
@@ -66,6 +67,8 @@ pub struct LadderOptions {
     pub gemm_engine: GemmEngine,
     /// The Hopper kernel's block tile (`--wgmma-tile`).
     pub wgmma_tile: WgmmaTile,
+    /// Our fused classifier's kernel (`--classifier`).
+    pub classifier: ClassifierPath,
     /// After each rung's timed steps, one more with every op timed (ours), and one under
     /// torch.profiler (PyTorch's).
     pub op_times: bool,
@@ -249,6 +252,7 @@ pub fn run(
             precision: rung.precision,
             gemm_engine: options.gemm_engine,
             wgmma_tile: options.wgmma_tile,
+            classifier: options.classifier,
         };
         let ours = device.run(compute, job).map_err(|e| e.to_string());
         match &ours {

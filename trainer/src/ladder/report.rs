@@ -7,6 +7,7 @@ use crate::backend::op_times::OpTime;
 use crate::bench::{clock_name, op_table, roofline_note};
 use crate::error::Result;
 use crate::report::{ReportMeta, thousands};
+use gpu_host::kernels::classifier::ClassifierPath;
 use gpu_host::kernels::gemm::{GemmEngine, WgmmaTile};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -122,6 +123,13 @@ pub fn markdown(ladder: &Ladder, meta: &ReportMeta<'_>) -> String {
             WgmmaTile::PingPong => "pingpong",
         };
         let _ = writeln!(s, "- Hopper GEMM tile forced: `--wgmma-tile {tile}`.");
+    }
+    if ladder.kernels && o.classifier != ClassifierPath::Auto {
+        let path = match o.classifier {
+            ClassifierPath::Auto | ClassifierPath::Staged => "staged",
+            ClassifierPath::TwoReads => "two-reads",
+        };
+        let _ = writeln!(s, "- Classifier kernel forced: `--classifier {path}`.");
     }
     let flops = ladder.flops_per_token();
     let _ = writeln!(

@@ -149,6 +149,10 @@ fn contradictory_options() {
         &train_error(&f, &["--gemm-engine", "wgmma"]),
         &["--gemm-engine", "the CPU backend has none"],
     );
+    assert_mentions(
+        &train_error(&f, &["--classifier", "two-reads"]),
+        &["--classifier", "the CPU backend has none"],
+    );
     let file = f.path("a-file");
     std::fs::write(&file, b"x").unwrap();
     assert_mentions(

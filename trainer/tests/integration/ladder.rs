@@ -3,6 +3,7 @@
 //! CLI checks its arguments. (The timings are meaningless here; a GPU run measures them.)
 
 use crate::common::{Files, arg, tiny, trainer, trainer_ok};
+use gpu_host::kernels::classifier::ClassifierPath;
 use gpu_host::kernels::gemm::{GemmEngine, WgmmaTile};
 use ptx_sim::Simulator;
 use std::path::Path;
@@ -44,6 +45,7 @@ fn options(work_dir: std::path::PathBuf) -> LadderOptions {
         torch_vocab_loss: TorchVocabLoss::Real,
         gemm_engine: GemmEngine::Auto,
         wgmma_tile: WgmmaTile::Auto,
+        classifier: ClassifierPath::Auto,
         op_times: false,
     }
 }

@@ -8,6 +8,7 @@ use crate::common::{
     CyclingBatches, Files, FixedBatch, arg, metrics, one_step_grads, plain_adamw, tokens,
 };
 use crate::common::{random_params, trainer_ok};
+use gpu_host::kernels::classifier::ClassifierPath;
 use gpu_host::kernels::gemm::{GemmEngine, WgmmaTile};
 use ptx_sim::Simulator;
 use trainer::backend::op_times::{OpClock, OpTimes};
@@ -274,6 +275,35 @@ fn gemm_engine_choice_reaches_the_gemms() {
     let tf32 = Compute { gemm_engine: GemmEngine::Wgmma, ..Compute::from(Precision::Tf32) };
     let err = hopper().run(tf32, job()).unwrap_err().to_string();
     assert!(err.contains("cannot train in tf32"), "{err}");
+}
+
+/// `--classifier` reaches the classifier: the staged kernel and the one that reads each row
+/// twice train to the same losses and gradient norms, bit for bit (fp32 and bf16), and each
+/// run launched its kernel only.
+#[test]
+fn classifier_choice_reaches_the_classifier() {
+    let job = || TrainJob { options: ModelOptions::default(), steps: 2 };
+    let bits = |steps: Vec<StepOutput>| -> Vec<(u32, u32)> {
+        steps.iter().map(|s| (s.loss.to_bits(), s.grad_norm.to_bits())).collect()
+    };
+    for (precision, ty) in [(Precision::Fp32, "f32"), (Precision::Bf16, "bf16")] {
+        let (staged, two_reads) =
+            (format!("fused_classifier_staged_{ty}"), format!("fused_classifier_{ty}"));
+        let mut runs = Vec::new();
+        for (classifier, ran, not) in [
+            (ClassifierPath::Staged, &staged, &two_reads),
+            (ClassifierPath::TwoReads, &two_reads, &staged),
+        ] {
+            let device = sim();
+            let compute = Compute { classifier, ..Compute::from(precision) };
+            runs.push(bits(device.run(compute, job()).unwrap()));
+            let ResolvedDevice::Sim(sim) = &device else { unreachable!("a simulator") };
+            let counts = sim.launch_counts();
+            assert!(counts.contains_key(ran.as_str()), "{ran} never ran: {counts:?}");
+            assert!(!counts.contains_key(not.as_str()), "{not} ran: {counts:?}");
+        }
+        assert_eq!(runs[0], runs[1], "{ty}: staged vs two reads");
+    }
 }
 
 /// The gradients of one step of two micro-batches from a fresh session, and from one whose
