@@ -59,7 +59,7 @@ pub struct Compute {
 }
 
 impl From<Precision> for Compute {
-    /// `precision` with the default (`Auto`) GEMM engine and tile.
+    /// `precision` with the default (`Auto`) GEMM engine, tile and classifier kernel.
     fn from(precision: Precision) -> Self {
         Self {
             precision,
