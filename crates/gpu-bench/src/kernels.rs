@@ -414,7 +414,6 @@ impl Bench<'_> {
     }
 }
 
-/// `len` random values of `T` on the GPU.
 /// `n` Zipf-like ids below `v`: `⌊(v + 1)^u⌋ − 1` for `u` the fractional part of `i·φ`, so
 /// that id `r` has the share `log(1 + 1/(r + 1)) / log(v + 1)` of the batch.
 fn zipf_ids(n: usize, v: usize) -> Vec<u32> {
@@ -423,6 +422,7 @@ fn zipf_ids(n: usize, v: usize) -> Vec<u32> {
     (0..n).map(|i| ((top.powf((i as f64 * phi).fract()) as usize).clamp(1, v) - 1) as u32).collect()
 }
 
+/// `len` random values of `T` on the GPU.
 fn upload<T: Value + gpu_host::DeviceElement>(
     gpu: &Gpu,
     len: usize,

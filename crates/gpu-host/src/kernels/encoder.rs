@@ -82,7 +82,7 @@ pub struct Tokens<D: Device> {
 
 /// How many buckets a batch has, and how many of them (the first) are hot: at least
 /// `HOT_BUCKET_ROWS` rows each (`kernel_abi::encoder::EncoderBackwardParams`).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 struct Buckets {
     all: usize,
     hot: usize,
