@@ -3,12 +3,13 @@
 //!
 //! The bundle holds the release builds of every kernel test binary of `integration-tests`
 //! (their `gpu::` tests and `sim_vs_gpu`), every binary of `gpu-bench` and `trainer`, and the
-//! Python scripts under `bench/`, each executable stripped and xz-compressed (`xz -9`: its
-//! large window folds the two near-identical PTX modules every binary embeds, about 20× in
-//! all, against 5× for gzip), the cubins ptxas makes here of both modules ([`cubin`]: no JIT
-//! on the GPU machine), the bundled Shakespeare shards (`data/shakespeare`, prepared here
-//! first if needed: the GPU machine has no network), plus `run.sh` and a `MANIFEST.txt`
-//! (commit, date, files). It then rehearses the bundle here with a fake `nvidia-smi`
+//! Python scripts under `bench/`, each executable stripped and xz-compressed (`xz -9`). The
+//! executables are built without the PTX text (`GPU_HOST_EXTERNAL_PTX`, gpu-host's build.rs:
+//! only its digest), which the bundle ships once, in `ptx/`, named after that digest
+//! (embedded, the two modules took some 2.5 MB of each compressed executable); beside it the
+//! cubins ptxas makes here of both modules ([`cubin`]: no JIT on the GPU machine), the bundled
+//! Shakespeare shards (`data/shakespeare`, prepared here first if needed: the GPU machine has no
+//! network), plus `run.sh` and a `MANIFEST.txt` (commit, date, files). It then rehearses the bundle here with a fake `nvidia-smi`
 //! ([`rehearse`]): every step must fail only for want of a GPU driver.
 //! Test binaries and benchmarks are discovered, never listed: a new `tests/tests/*.rs` file or
 //! `gpu-bench` subcommand joins the next bundle by itself.
@@ -59,9 +60,11 @@ pub fn run(dir: Option<PathBuf>) -> Result<()> {
             .with_context(|| format!("removing {}", cubin_stage.display()))?;
     }
     let cubins = cubin::assemble_all(&modules, &cubin_stage)?;
+    let ptx_dir = target_dir().join("ptx");
     let tests = cargo_executables(
         &["test", "--release", "--locked", "--package", "integration-tests", "--no-run"],
         "test",
+        &ptx_dir,
     )?;
     let bins = cargo_executables(
         &[
@@ -75,6 +78,7 @@ pub fn run(dir: Option<PathBuf>) -> Result<()> {
             "--bins",
         ],
         "bin",
+        &ptx_dir,
     )?;
     if tests.is_empty() || bins.is_empty() {
         bail!("cargo built no test binaries or no benchmark/trainer binaries");
@@ -93,6 +97,13 @@ pub fn run(dir: Option<PathBuf>) -> Result<()> {
         let name = cubin.file_name().and_then(|n| n.to_str()).context("cubin has no name")?;
         let dest = dir.join("cubin").join(format!("{name}.xz"));
         jobs.push(PackJob { src: cubin, dest, strip: false });
+    }
+    for module in &modules {
+        let text =
+            fs::read(&module.path).with_context(|| format!("reading {}", module.path.display()))?;
+        let name = cubin::file_name(module.arch.name, &text, "ptx");
+        let dest = dir.join("ptx").join(format!("{name}.xz"));
+        jobs.push(PackJob { src: module.path.clone(), dest, strip: false });
     }
     pack_all(&jobs)?;
     let mut files: Vec<PathBuf> = jobs.into_iter().map(|job| job.dest).collect();
@@ -119,13 +130,23 @@ pub fn run(dir: Option<PathBuf>) -> Result<()> {
     rehearse::run(&dir)
 }
 
-/// Runs `cargo <args> --message-format=json-render-diagnostics` and returns the executables it
+/// Where the bundle's executables are built: apart from the workspace's own builds, which
+/// embed the PTX text (`GPU_HOST_EXTERNAL_PTX` changes gpu-host, so one shared folder would
+/// rebuild every crate above it at each switch between the two).
+fn build_dir() -> PathBuf {
+    target_dir().join("gpu-bundle-build")
+}
+
+/// Runs `cargo <args> --message-format=json-render-diagnostics` in [`build_dir`], without the
+/// PTX text of `ptx_dir` (only its digests) in the executables, and returns the executables it
 /// built for targets of `kind` (`test`: `tests/*.rs`, named after the file; `bin`).
-fn cargo_executables(args: &[&str], kind: &str) -> Result<Vec<Executable>> {
+fn cargo_executables(args: &[&str], kind: &str, ptx_dir: &Path) -> Result<Vec<Executable>> {
     let output = cmd::output(
         Command::new("cargo")
             .args(args)
             .arg("--message-format=json-render-diagnostics")
+            .env("CARGO_TARGET_DIR", build_dir())
+            .env("GPU_HOST_EXTERNAL_PTX", ptx_dir)
             .current_dir(workspace_root()),
     )?;
     let mut exes = Vec::new();

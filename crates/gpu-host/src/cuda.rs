@@ -3,7 +3,7 @@
 use crate::device::{Device, DeviceBuffer, LaunchConfig, alloc_bytes, check_copy_len};
 use crate::element::DeviceElement;
 use crate::error::{DriverContext, GpuError, Result};
-use crate::ptx::{CUBIN_DIR_ENV, PtxArch, cubin_file_name, embedded_ptx};
+use crate::ptx::{CUBIN_DIR_ENV, PtxArch, PtxModule, ptx_module};
 use crate::tensor_map::{
     TensorMap, TensorMapCache, TensorMapDesc, TensorMapElem, TensorMapSwizzle, upload_tensor_maps,
 };
@@ -43,10 +43,10 @@ pub struct GpuInfo {
 /// Where the machine code of a [`Gpu`]'s kernels came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum KernelCode {
-    /// A cubin ptxas assembled ahead of time from the embedded PTX, found through
+    /// A cubin ptxas assembled ahead of time from this build's PTX, found through
     /// [`CUBIN_DIR_ENV`].
     Cubin(PathBuf),
-    /// The driver JIT-compiled the embedded PTX (or took it from its compute cache).
+    /// The driver JIT-compiled this build's PTX (or took it from its compute cache).
     Jit {
         /// Why no cubin was used although [`CUBIN_DIR_ENV`] is set (none when it is unset).
         cubin_skipped: Option<String>,
@@ -116,40 +116,39 @@ fn is_no_device(err: &DriverError) -> bool {
     err.0 == CUresult::CUDA_ERROR_NO_DEVICE
 }
 
-/// The cubin [`Gpu::new`] should load instead of the PTX of `arch` (text `ptx`) on compute
-/// capability `cc`, given the value of [`CUBIN_DIR_ENV`]: `None` when that is unset or empty
-/// (load the PTX, nothing to say), else the cubin's path or why there is none to load.
+/// The cubin [`Gpu::new`] should load instead of the PTX `module` on compute capability `cc`,
+/// given the value of [`CUBIN_DIR_ENV`]: `None` when that is unset or empty (load the PTX,
+/// nothing to say), else the cubin's path or why there is none to load.
 fn cubin_to_load(
     dir: Option<std::ffi::OsString>,
-    arch: PtxArch,
-    ptx: &str,
+    module: &PtxModule,
     cc: (i32, i32),
 ) -> Option<std::result::Result<PathBuf, String>> {
     let dir = dir.filter(|dir| !dir.is_empty())?;
-    if !arch.cubin_runs_on(cc.0, cc.1) {
-        let name = arch.name();
+    if !module.arch.cubin_runs_on(cc.0, cc.1) {
+        let name = module.arch.name();
         return Some(Err(format!(
             "a {name} cubin does not run on compute capability {}.{}",
             cc.0, cc.1
         )));
     }
-    let path = PathBuf::from(dir).join(cubin_file_name(arch, ptx));
+    let path = PathBuf::from(dir).join(module.cubin_file_name());
     Some(match path.is_file() {
         true => Ok(path),
         false => Err(format!("no cubin of this PTX: {} is missing", path.display())),
     })
 }
 
-/// Loads the module of `arch` whose PTX text is `ptx`: from its cubin where [`cubin_to_load`]
-/// finds one, else from the PTX, which the driver JIT-compiles. A cubin the driver rejects
-/// falls back to the PTX, and [`KernelCode`] says why.
+/// Loads the PTX `module`: from its cubin where [`cubin_to_load`] finds one, else from the
+/// PTX, which the driver JIT-compiles. A cubin the driver rejects falls back to the PTX, and
+/// [`KernelCode`] says why.
 fn load_kernels(
     ctx: &Arc<CudaContext>,
-    arch: PtxArch,
-    ptx: &str,
+    module: &PtxModule,
     cc: (i32, i32),
 ) -> Result<(Arc<CudaModule>, KernelCode)> {
-    let cubin_skipped = match cubin_to_load(std::env::var_os(CUBIN_DIR_ENV), arch, ptx, cc) {
+    let arch = module.arch;
+    let cubin_skipped = match cubin_to_load(std::env::var_os(CUBIN_DIR_ENV), module, cc) {
         None => None,
         Some(Err(why)) => Some(why),
         Some(Ok(path)) => {
@@ -162,8 +161,8 @@ fn load_kernels(
             }
         }
     };
-    let module =
-        ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx)).map_err(|source| GpuError::PtxLoad {
+    let module = ctx.load_module(cudarc::nvrtc::Ptx::from_src(module.text)).map_err(|source| {
+        GpuError::PtxLoad {
             arch: arch.name(),
             hint: match source.0 {
                 CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION => {
@@ -172,7 +171,8 @@ fn load_kernels(
                 _ => "",
             },
             source,
-        })?;
+        }
+    })?;
     Ok((module, KernelCode::Jit { cubin_skipped }))
 }
 
@@ -187,7 +187,7 @@ impl Gpu {
     ///
     /// Errors, in the order they are checked: [`GpuError::NoDriver`] (no libcuda, or it
     /// fails to initialise), [`GpuError::NoDevice`], [`GpuError::UnsupportedArch`],
-    /// [`GpuError::PtxNotBuilt`], [`GpuError::PtxLoad`]. Never panics.
+    /// [`GpuError::PtxNotBuilt`] or [`GpuError::PtxFile`], [`GpuError::PtxLoad`]. Never panics.
     pub fn with_ordinal(ordinal: usize) -> Result<Self> {
         // SAFETY: only attempts to dlopen libcuda; cudarc panics on first use without it.
         if !unsafe { cudarc::driver::sys::is_culib_present() } {
@@ -212,8 +212,8 @@ impl Gpu {
         let (major, minor) = ctx.compute_capability().during("reading compute capability")?;
         let ptx_arch = PtxArch::for_compute_capability(major, minor)
             .ok_or_else(|| GpuError::UnsupportedArch { name: name.clone(), major, minor })?;
-        let ptx = embedded_ptx(ptx_arch).ok_or(GpuError::PtxNotBuilt { arch: ptx_arch.name() })?;
-        let (module, kernel_code) = load_kernels(&ctx, ptx_arch, ptx, (major, minor))?;
+        let ptx = ptx_module(ptx_arch)?;
+        let (module, kernel_code) = load_kernels(&ctx, &ptx, (major, minor))?;
         let attribute = |a| ctx.attribute(a).during("reading device attributes");
         let info = GpuInfo {
             name,
@@ -522,16 +522,19 @@ mod tests {
     fn the_cubin_loaded_is_the_one_of_this_ptx() {
         let dir = std::env::temp_dir().join(format!("gpu-host-cubins-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let ptx = ".version 8.0\n.target sm_90a\n";
-        let cubin = dir.join(cubin_file_name(PtxArch::Sm90a, ptx));
+        let text = ".version 8.0\n.target sm_90a\n";
+        let module = PtxModule { arch: PtxArch::Sm90a, text, digest: "0123456789abcdef" };
+        let cubin = dir.join("kernels-sm_90a-0123456789abcdef.cubin");
         std::fs::write(&cubin, b"\x7fELF").unwrap();
         let os = |p: &std::path::Path| Some(p.as_os_str().to_owned());
-        assert_eq!(cubin_to_load(None, PtxArch::Sm90a, ptx, (9, 0)), None);
-        assert_eq!(cubin_to_load(Some("".into()), PtxArch::Sm90a, ptx, (9, 0)), None);
-        assert_eq!(cubin_to_load(os(&dir), PtxArch::Sm90a, ptx, (9, 0)), Some(Ok(cubin)));
-        let stale = cubin_to_load(os(&dir), PtxArch::Sm90a, "another PTX", (9, 0));
+        assert_eq!(cubin_to_load(None, &module, (9, 0)), None);
+        assert_eq!(cubin_to_load(Some("".into()), &module, (9, 0)), None);
+        assert_eq!(cubin_to_load(os(&dir), &module, (9, 0)), Some(Ok(cubin)));
+        let another = PtxModule { digest: "fedcba9876543210", ..module };
+        let stale = cubin_to_load(os(&dir), &another, (9, 0));
         assert!(stale.unwrap().unwrap_err().starts_with("no cubin of this PTX"));
-        let elsewhere = cubin_to_load(os(&dir), PtxArch::Sm80, ptx, (9, 0)).unwrap().unwrap_err();
+        let sm_80 = PtxModule { arch: PtxArch::Sm80, ..module };
+        let elsewhere = cubin_to_load(os(&dir), &sm_80, (9, 0)).unwrap().unwrap_err();
         assert_eq!(elsewhere, "a sm_80 cubin does not run on compute capability 9.0");
         std::fs::remove_dir_all(&dir).unwrap();
     }

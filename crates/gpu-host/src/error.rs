@@ -46,11 +46,19 @@ pub enum GpuError {
         /// Compute capability, minor.
         minor: i32,
     },
-    /// The PTX for this GPU was not embedded at build time.
+    /// The PTX for this GPU was not built when this binary was.
     #[error("PTX for {arch} not built: run `cargo xtask build-ptx`, then rebuild")]
     PtxNotBuilt {
         /// The architecture whose module is missing (`sm_80`, `sm_90a`).
         arch: &'static str,
+    },
+    /// A build that reads its PTX from a file at run time (the GPU bundle's) could not.
+    #[error("the {arch} PTX of this build is read from a file: {reason}")]
+    PtxFile {
+        /// The architecture of the module.
+        arch: &'static str,
+        /// What is missing or wrong.
+        reason: String,
     },
     /// The driver rejected the PTX module.
     #[error("loading the {arch} PTX module failed: {source}{hint}")]

@@ -10,7 +10,7 @@ use crate::tensor_map;
 use gpu_host::{
     Device, DeviceBuffer, DeviceElement, DeviceView, DeviceViewMut, GpuError, LaunchConfig,
     PtxArch, Result, SimErrorKind, TensorMap, TensorMapCache, TensorMapDesc, alloc_bytes,
-    check_copy_len, embedded_ptx, upload_tensor_maps,
+    check_copy_len, ptx_module, upload_tensor_maps,
 };
 use kernel_abi::{Kernel, KernelParams};
 use std::collections::BTreeMap;
@@ -78,19 +78,17 @@ fn parse_error(detail: String) -> GpuError {
 }
 
 impl Simulator {
-    /// The simulator of the project's sm_80 module (embedded by `gpu-host` at build time);
+    /// The simulator of the project's sm_80 module (`gpu_host::ptx_module`);
     /// [`GpuError::PtxNotBuilt`] when `cargo xtask build-ptx` has not run.
     pub fn new() -> Result<Self> {
-        let ptx = embedded_ptx(PtxArch::Sm80).ok_or(GpuError::PtxNotBuilt { arch: "sm_80" })?;
-        Self::from_ptx(ptx)
+        Self::from_ptx(ptx_module(PtxArch::Sm80)?.text)
     }
 
     /// The simulator of the project's sm_90a module (the Hopper kernels: TMA, mbarriers,
     /// `wgmma`), as a compute capability 9.0 GPU loads it; [`GpuError::PtxNotBuilt`] when
     /// `cargo xtask build-ptx` has not built it.
     pub fn hopper() -> Result<Self> {
-        let ptx = embedded_ptx(PtxArch::Sm90a).ok_or(GpuError::PtxNotBuilt { arch: "sm_90a" })?;
-        Self::from_ptx(ptx)
+        Self::from_ptx(ptx_module(PtxArch::Sm90a)?.text)
     }
 
     /// The simulator of any PTX module text (64-bit addressing). Syntax errors fail here; a

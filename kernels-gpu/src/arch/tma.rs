@@ -1,5 +1,5 @@
 //! The tensor memory accelerator (TMA): bulk tensor copies global → shared described by a
-//! tensor map, completing on an mbarrier (sm_90).
+//! tensor map, completing on an mbarrier, and bulk prefetches into L2 (sm_90).
 //!
 //! TMA and `wgmma` access shared memory through the *asynchronous proxy*; ordinary loads and
 //! stores (and `mbarrier.init`) go through the generic proxy. Ordering between the two needs
@@ -39,6 +39,23 @@ pub unsafe fn load_3d(dst: u32, tmap: *const TensorMap, [x, y, z]: [i32; 3], bar
               [{d}], [{m}, {{{x}, {y}, {z}}}], [{b}];",
              d = in(reg32) dst, m = in(reg64) tmap, x = in(reg32) x, y = in(reg32) y,
              z = in(reg32) z, b = in(reg32) bar, options(nostack, preserves_flags));
+    }
+}
+
+/// `cp.async.bulk.prefetch.L2.global [ptr], bytes`: asks the TMA unit to bring `bytes` bytes
+/// from `ptr` into L2, asynchronously; nothing completes or is waited for (a hint, without
+/// effect on what any load returns).
+///
+/// # Safety
+/// `ptr` must be a 16-byte aligned global address and `bytes` a multiple of 16, the bytes
+/// inside one allocation. Minimum sm_90.
+#[inline(always)]
+pub unsafe fn prefetch_l2_bulk(ptr: *const u8, bytes: u32) {
+    // SAFETY: the address range is the caller's contract; the instruction writes nothing.
+    unsafe {
+        asm!("{{ .reg .b64 g; cvta.to.global.u64 g, {p};",
+             "cp.async.bulk.prefetch.L2.global [g], {n}; }}",
+             p = in(reg64) ptr, n = in(reg32) bytes, options(nostack, preserves_flags));
     }
 }
 

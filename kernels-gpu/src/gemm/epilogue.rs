@@ -370,6 +370,32 @@ impl<O: Elem> Epilogue<O> {
         v
     }
 
+    /// The rows of columns `n0 .. n0 + cols` (those < N, rounded down to whole 16 bytes) of
+    /// the global input the epilogue reads, for [`L2Rows::prefetch`]: the pre-activation under
+    /// GELU backward, else the old C under `beta != 0` (the trainer never has both); `None`
+    /// without either, off the 16-byte path, or past N.
+    ///
+    /// # Safety
+    /// `n0` a multiple of 64; the launch's buffers as [`Epilogue::new`] requires.
+    #[cfg(target_feature = "sm_90a")]
+    #[inline(always)]
+    pub unsafe fn l2_rows(&self, n0: u32, cols: u32) -> Option<L2Rows> {
+        let input = if self.activation == ACT_DGELU {
+            self.pre_act.cast_const()
+        } else if self.beta != 0.0 {
+            self.c.cast_const()
+        } else {
+            return None;
+        };
+        let bytes = (self.n.saturating_sub(n0).min(cols) * size_of::<O>() as u32) & !15;
+        if !self.vector || bytes == 0 {
+            return None;
+        }
+        // SAFETY: column n0 < N of row 0 lies inside the matrix.
+        let base = unsafe { input.add(n0 as usize) }.cast::<u8>();
+        Some(L2Rows { base, pitch: self.ldc * size_of::<O>() as u32, bytes })
+    }
+
     /// Whether the launch writes column sums ([`Epilogue::store_col_sums8`]).
     #[inline(always)]
     fn col_sums_on(&self) -> bool {
@@ -399,6 +425,36 @@ impl<O: Elem> Epilogue<O> {
                     }
                 });
             }
+        }
+    }
+}
+
+/// The part of each row of one epilogue input that [`Epilogue::l2_rows`] found to prefetch.
+#[cfg(target_feature = "sm_90a")]
+#[derive(Clone, Copy)]
+pub struct L2Rows {
+    /// Row 0's first byte to prefetch (16-byte aligned).
+    base: *const u8,
+    /// Bytes from a row to the next (a multiple of 16).
+    pitch: u32,
+    /// Bytes to prefetch of each row (a multiple of 16, inside the row's N columns).
+    bytes: u32,
+}
+
+#[cfg(target_feature = "sm_90a")]
+impl L2Rows {
+    /// Asks L2 for row `m` (`cp.async.bulk.prefetch.L2`): a hint, which changes no value any
+    /// load returns.
+    ///
+    /// # Safety
+    /// `m < M`. Minimum sm_90.
+    #[inline(always)]
+    pub unsafe fn prefetch(&self, m: u32) {
+        // SAFETY: row m < M of the matrix holds `bytes` from `base + m · pitch` (`l2_rows`),
+        // 16-byte aligned (aligned base, pitch, column offset).
+        unsafe {
+            let row = self.base.add(m as usize * self.pitch as usize);
+            crate::arch::tma::prefetch_l2_bulk(row, self.bytes);
         }
     }
 }

@@ -11,7 +11,8 @@
 //! in three warpgroups:
 //!
 //! - **warpgroup 0, producer**: `setmaxnreg.dec` to `wg::PRODUCER_REGS`; one lane of warp 0
-//!   (`elect.sync`) issues every TMA load, the rest of the warpgroup exits;
+//!   (`elect.sync`) issues every TMA load (and the L2 prefetches of the epilogue's inputs,
+//!   [`produce`]), the rest of the warpgroup exits;
 //! - **warpgroups 1 and 2, consumers**: `setmaxnreg.inc` to `wg::CONSUMER_REGS`; consumer `g`
 //!   computes rows `64g .. 64g + 64` of the block tile, BN / 2 f32 accumulators per thread
 //!   (the whole 64 × BN wgmma result), and writes them through the epilogue.
@@ -484,13 +485,17 @@ pub(super) unsafe fn run_block(smem: Smem, producer: impl FnOnce(), consumer: im
 }
 
 /// The producer: one thread acquiring the two tensor maps, then issuing the TMA loads of every
-/// k-tile of every unit of the block, in unit order, whichever consumer multiplies them.
+/// k-tile of every unit of the block, in unit order, whichever consumer multiplies them. For a
+/// whole tile it also asks L2 for the global input of the tile's epilogue
+/// ([`Epilogue::l2_rows`]: the pre-activation of a GELU backward, or the old C under β ≠ 0),
+/// which the consumers read after the mainloop: a few rows after each k-tile's loads, all of
+/// them by the middle of the unit's k-tiles.
 ///
 /// # Safety
 /// One thread of the block calls it, after [`run_block`]'s prologue; the tensor maps are valid for
 /// `smem.tile`.
 #[inline(always)]
-pub(super) unsafe fn produce<T: WgmmaOp, const A_MN: bool, const B_MN: bool, O: Copy>(
+pub(super) unsafe fn produce<T: WgmmaOp, const A_MN: bool, const B_MN: bool, O: Elem>(
     p: &WgmmaGemmParams<T::In, O>,
     smem: Smem,
 ) {
@@ -507,6 +512,14 @@ pub(super) unsafe fn produce<T: WgmmaOp, const A_MN: bool, const B_MN: bool, O: 
     let mut u = block_idx_x();
     while u < p.units {
         let unit = Unit::new(&p.gemm, u, (bn, bk));
+        // The epilogue's rows to prefetch after each k-tile: all of them over the first half
+        // of the unit's k-tiles, a few per k-tile, so that no stage's loads wait long for them.
+        let prefetch_rows = div(2 * wg::BM + unit.k_tiles() - 1, unit.k_tiles());
+        let l2 = match unit.split {
+            // SAFETY: a whole tile's epilogue is `Epilogue::new`'s; `n0` is a multiple of 64.
+            None => unsafe { Epilogue::new(&p.gemm, unit.z).l2_rows(unit.n0, bn) },
+            Some(_) => None,
+        };
         for kt in unit.kt0..unit.kt1 {
             let s = ring.stage;
             let k0 = kt * bk;
@@ -520,6 +533,14 @@ pub(super) unsafe fn produce<T: WgmmaOp, const A_MN: bool, const B_MN: bool, O: 
                 let a = (k0, unit.m0, unit.z);
                 load_tile::<A_MN>(smem.a_tile(s), tmap_a, a, wg::BM, smem.full(s));
                 load_tile::<B_MN>(smem.b_tile(s), tmap_b, (k0, unit.n0, unit.z), bn, smem.full(s));
+            }
+            if let Some(l2) = l2 {
+                let first = unit.m0 + (kt - unit.kt0) * prefetch_rows;
+                let end = (first + prefetch_rows).min(unit.m0 + wg::BM).min(p.gemm.m);
+                for m in first..end {
+                    // SAFETY: m < M.
+                    unsafe { l2.prefetch(m) };
+                }
             }
             ring.advance();
         }

@@ -4,8 +4,9 @@
 //! per process if its compute cache does not keep it).
 //!
 //! gpu-host loads a cubin only when `GPU_HOST_CUBIN_DIR` names its folder and the file name
-//! carries the digest of the very PTX the binary embeds (`gpu_host::cubin_file_name`), so a
-//! stale cubin is never used; without one it falls back to the PTX.
+//! carries the digest of the very PTX the binary was built with
+//! (`gpu_host::PtxModule::cubin_file_name`), so a stale cubin is never used; without one it
+//! falls back to the PTX.
 
 use crate::build_ptx::BuiltPtx;
 use crate::check_ptx;
@@ -14,12 +15,12 @@ use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// `kernels-<arch>-<the first 16 hex digits of the PTX text's SHA-256>.cubin`: the name
-/// `gpu_host::cubin_file_name` looks for (both pin the same test vector).
-pub fn file_name(arch: &str, ptx: &[u8]) -> String {
+/// `kernels-<arch>-<the first 16 hex digits of the PTX text's SHA-256>.<extension>` (`cubin`,
+/// `ptx`): the names `gpu_host::PtxModule` looks for (both pin the same test vector).
+pub fn file_name(arch: &str, ptx: &[u8], extension: &str) -> String {
     let digest = Sha256::digest(ptx);
     let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
-    format!("kernels-{arch}-{hex}.cubin")
+    format!("kernels-{arch}-{hex}.{extension}")
 }
 
 /// Assembles every module for its own `.target` (`sm_80`, `sm_90a`), all at once, into
@@ -39,7 +40,7 @@ fn assemble(ptxas: &Path, module: &BuiltPtx, dir: &Path) -> Result<PathBuf> {
     let arch = module.arch.name;
     let ptx = std::fs::read(&module.path)
         .with_context(|| format!("reading {}", module.path.display()))?;
-    let dest = dir.join(file_name(arch, &ptx));
+    let dest = dir.join(file_name(arch, &ptx, "cubin"));
     let tmp = dir.join(format!(".{arch}.{}.cubin", std::process::id()));
     let out = Command::new(ptxas)
         .arg(format!("-arch={arch}"))
@@ -67,6 +68,7 @@ mod tests {
     #[test]
     fn names_match_gpu_hosts() {
         // The vector gpu-host's `cubin_names_carry_the_arch_and_the_ptx_digest` pins too.
-        assert_eq!(file_name("sm_90a", b"abc"), "kernels-sm_90a-ba7816bf8f01cfea.cubin");
+        assert_eq!(file_name("sm_90a", b"abc", "cubin"), "kernels-sm_90a-ba7816bf8f01cfea.cubin");
+        assert_eq!(file_name("sm_80", b"abc", "ptx"), "kernels-sm_80-ba7816bf8f01cfea.ptx");
     }
 }

@@ -118,13 +118,13 @@ unxz_to() {
         python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$1" "$2"
     fi
 }
-for packed in "$here"/bin/*.xz "$here"/tests/*.xz "$here"/cubin/*.xz; do
+for packed in "$here"/bin/*.xz "$here"/tests/*.xz "$here"/cubin/*.xz "$here"/ptx/*.xz; do
     [[ -e $packed ]] || continue
     dir=$work/$(basename "$(dirname "$packed")")
     file=$dir/$(basename "$packed" .xz)
     mkdir -p "$dir"
     unxz_to "$packed" "$file" || { echo "run.sh: could not unpack $packed" >&2; exit 2; }
-    [[ $file == *.cubin ]] || chmod +x "$file"
+    [[ $file == *.cubin || $file == *.ptx ]] || chmod +x "$file"
 done
 bench_bin=$work/bin/gpu-bench
 # Built on another machine: a loader error (a glibc too old for them) would fail every step.
@@ -185,6 +185,9 @@ export RUST_LIB_BACKTRACE=${RUST_LIB_BACKTRACE:-0} # errors in one line; panics 
 # JIT-compiles once (tens of seconds for sm_90a) and then takes from its compute cache: make
 # sure the cache is large enough to keep it.
 export GPU_HOST_CUBIN_DIR=${GPU_HOST_CUBIN_DIR-$work/cubin}
+# The executables carry the digest of their PTX, not its text: they read it from here (the
+# simulator's side of sim_vs_gpu, and the JIT when there is no cubin).
+export GPU_HOST_PTX_DIR=$work/ptx
 export CUDA_CACHE_MAXSIZE=${CUDA_CACHE_MAXSIZE:-4294967296}
 
 failed=0     # a step failed

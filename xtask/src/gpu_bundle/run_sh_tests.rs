@@ -310,10 +310,10 @@ fn run_sh_reruns_the_tests_a_kernel_fault_took_down_alone() {
 
 /// The sanitizer stage runs the tools named in `$SANITIZE_TOOLS` over the binaries named in
 /// `$TESTS`, at the tests' small sizes, and headlines each tool's summary line (racecheck's is
-/// its own); every process finds the unpacked cubins (not made executable) through
-/// `GPU_HOST_CUBIN_DIR`.
+/// its own); every process finds the unpacked cubins and PTX (not made executable) through
+/// `GPU_HOST_CUBIN_DIR` and `GPU_HOST_PTX_DIR`.
 #[test]
-fn run_sh_sanitizes_the_named_tools_and_points_at_the_cubins() {
+fn run_sh_sanitizes_the_named_tools_and_points_at_the_cubins_and_ptx() {
     let fake = FakeBundle::new("sanitize");
     fake.script(
         "fakebin/compute-sanitizer",
@@ -322,10 +322,12 @@ fn run_sh_sanitizes_the_named_tools_and_points_at_the_cubins() {
          else echo '========= ERROR SUMMARY: 0 errors'; fi; exit $status",
     );
     fake.packed("cubin/kernels-sm_90a-0123456789abcdef.cubin", "not a real cubin");
+    fake.packed("ptx/kernels-sm_90a-0123456789abcdef.ptx", "not a real PTX");
     fake.packed(
         "tests/cubins",
         "echo \"kernel tests on Fake GPU, small sizes: $KERNEL_TESTS_SMALL\"; \
-         ls -l \"$GPU_HOST_CUBIN_DIR\"; echo 'test result: ok. 1 passed; 0 failed; 0 ignored'",
+         ls -l \"$GPU_HOST_CUBIN_DIR\" \"$GPU_HOST_PTX_DIR\"; \
+         echo 'test result: ok. 1 passed; 0 failed; 0 ignored'",
     );
     let variables = [("TESTS", "cubins"), ("SANITIZE_TOOLS", "memcheck racecheck")];
     let out = fake.run(&["sanitize", "--out", "r"], &variables);
@@ -341,8 +343,10 @@ fn run_sh_sanitizes_the_named_tools_and_points_at_the_cubins() {
     assert_eq!(summary.matches("| sanitize |").count(), 3, "{summary}");
     let log = fake.read("r/logs/sanitize-memcheck-cubins.log");
     assert!(log.contains("small sizes: 1"), "{log}");
-    let listing = log.lines().find(|l| l.ends_with("kernels-sm_90a-0123456789abcdef.cubin"));
-    assert!(listing.is_some_and(|l| l.starts_with("-rw-")), "{log}");
+    for file in ["kernels-sm_90a-0123456789abcdef.cubin", "kernels-sm_90a-0123456789abcdef.ptx"] {
+        let listing = log.lines().find(|l| l.ends_with(file));
+        assert!(listing.is_some_and(|l| l.starts_with("-rw-")), "{file}: {log}");
+    }
 }
 
 /// Where compute-sanitizer cannot run (it refused an H200 under gVisor), the probe fails and
@@ -565,6 +569,7 @@ impl FakeBundle {
             .env_remove("PROFILE_VARIANT")
             .env_remove("TIMEOUT_TESTS")
             .env_remove("GPU_HOST_CUBIN_DIR")
+            .env_remove("GPU_HOST_PTX_DIR")
             .envs(env.iter().copied());
         command
     }

@@ -103,8 +103,21 @@ fn mbarrier(d: &FnDecoder, m: &mut Mods, ops: &[Operand]) -> R<Op> {
     Ok(Op::MbarArrive { addr: d.addr(&rest[0])?, tx, arrive, state })
 }
 
-/// `cp.async.bulk.tensor.{2d,3d}.shared::cluster.global.tile.mbarrier::complete_tx::bytes`.
+/// `cp.async.bulk.tensor.{2d,3d}.shared::cluster.global.tile.mbarrier::complete_tx::bytes`, or
+/// `cp.async.bulk.prefetch.L2.global`.
 pub(super) fn tma(d: &FnDecoder, m: &mut Mods, ops: &[Operand]) -> R<Op> {
+    if m.has("prefetch") {
+        if !m.has("L2") || !m.has("global") || m.has("tensor") {
+            return Err(
+                "only cp.async.bulk.prefetch.L2.global (no tensor prefetch) is supported".into()
+            );
+        }
+        arity(ops, 2, "cp.async.bulk.prefetch")?;
+        return Ok(Op::BulkPrefetch {
+            addr: d.addr(&ops[0])?,
+            size: d.src(&ops[1], Want::Int(32))?,
+        });
+    }
     if !m.has("tensor") {
         return Err("only cp.async.bulk.tensor (TMA tile loads) is supported".into());
     }

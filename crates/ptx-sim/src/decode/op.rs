@@ -984,6 +984,16 @@ pub enum Op {
         /// of the instruction's time limit: unbounded). `test_wait`: answers at once.
         blocking: bool,
     },
+    /// `cp.async.bulk.prefetch.L2.global [addr], size`: a hint without effect in the model,
+    /// whose operands are checked as the hardware requires (16-byte aligned address and size)
+    /// and whose bytes must lie in one allocation (a prefetch past a buffer is a bug the
+    /// simulator reports, though the hardware might not).
+    BulkPrefetch {
+        /// Global address of the first byte.
+        addr: Addr,
+        /// Bytes.
+        size: Src,
+    },
     /// `cp.async.bulk.tensor.{2d,3d}.shared::cluster.global.tile.mbarrier::complete_tx::bytes
     /// [dst], [map, {x, y[, z]}], [bar]`.
     TmaLoad {
@@ -1228,6 +1238,10 @@ impl Op {
                 src(parity, f);
             }
             Op::FenceProxyTensormap { map, .. } => addr(map, f),
+            Op::BulkPrefetch { addr: ad, size } => {
+                addr(ad, f);
+                src(size, f);
+            }
             Op::TmaLoad { dst, map, coords, bar, .. } => {
                 addr(dst, f);
                 addr(bar, f);

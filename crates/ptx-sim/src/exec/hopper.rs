@@ -234,6 +234,29 @@ impl Block<'_> {
         self.fault(SimErrorKind::Deadlock, w, lane, pc, what)
     }
 
+    /// `cp.async.bulk.prefetch.L2.global`: no effect, but the address and size must be
+    /// multiples of 16 and the bytes inside one global allocation.
+    pub(super) fn bulk_prefetch(
+        &mut self,
+        w: &Warp,
+        lane: usize,
+        pc: u32,
+        (addr, size): (Addr, Src),
+    ) -> Result<(), GpuError> {
+        let at = self.address(w, addr, lane);
+        let size = self.read(w, size, lane) as u32 as u64;
+        if !at.is_multiple_of(16) || !size.is_multiple_of(16) {
+            let what = format!(
+                "bulk L2 prefetch of {size} bytes at {at:#x}: the address and the size must be \
+                 multiples of 16"
+            );
+            return Err(self.fault(SimErrorKind::Misaligned, w, lane, pc, what));
+        }
+        self.launch.global.locate(at, size).map(|_| ()).map_err(|m| {
+            self.fault(SimErrorKind::OutOfBounds, w, lane, pc, format!("bulk L2 prefetch of {m}"))
+        })
+    }
+
     /// `cp.async.bulk.tensor.{2d,3d}` global → shared with `complete_tx` on an mbarrier: the
     /// box of one matrix (`z`, rank 3) zero-filled outside the tensor.
     pub(super) fn tma_load(

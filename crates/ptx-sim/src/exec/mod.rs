@@ -449,6 +449,12 @@ impl<'a> Block<'a> {
                 }
                 w.advance(active, pc + 1);
             }
+            Op::BulkPrefetch { addr, size } => {
+                for lane in bits(active) {
+                    self.bulk_prefetch(w, lane, pc, (*addr, *size))?;
+                }
+                w.advance(active, pc + 1);
+            }
             Op::TmaLoad { dst, map, rank, coords, bar } => {
                 for lane in bits(active) {
                     self.tma_load(w, lane, pc, (*dst, *map, *rank, *coords, *bar))?;

@@ -506,3 +506,25 @@ fn an_extra_arrival_before_the_bytes_land_is_an_error() {
         &["beyond its 1 expected arrivals", "waits for 1024 transaction bytes"],
     );
 }
+
+/// `cp.async.bulk.prefetch.L2.global` changes nothing, but its address and size must be
+/// multiples of 16 and its bytes inside one allocation (`out`: 64 words here).
+#[test]
+fn bulk_l2_prefetch_checks_alignment_and_bounds() {
+    let run = |operands: &str| {
+        let body =
+            format!("\tcp.async.bulk.prefetch.L2.global {operands};\n\tst.global.u32 [%rd0], %r0;");
+        let ptx = common::kernel(&body)
+            .replace(".version 7.8", ".version 8.0")
+            .replace(".target sm_80", ".target sm_90a");
+        let sim = Simulator::from_ptx(&ptx)?;
+        common::run_on(&sim, common::block(1), &[], 64)
+    };
+    let out = run("[%rd0], 256").unwrap();
+    assert_eq!(out[0], 0);
+    assert!(out[1..].iter().all(|&w| w == u32::MAX));
+    assert_eq!(run("[%rd0+240], 16").unwrap()[0], 0);
+    expect_err(run("[%rd0+8], 16"), SimErrorKind::Misaligned, &["bulk L2 prefetch", "16"]);
+    expect_err(run("[%rd0], 24"), SimErrorKind::Misaligned, &["24 bytes"]);
+    expect_err(run("[%rd0+16], 256"), SimErrorKind::OutOfBounds, &["bulk L2 prefetch"]);
+}

@@ -1,14 +1,13 @@
 //! The project's own PTX: every kernel decodes, and faults in real kernels are reported
 //! through the `Device` trait.
 
-use gpu_host::{Device, DeviceBuffer, GpuError, LaunchConfig, PtxArch, SimErrorKind, embedded_ptx};
+use gpu_host::{Device, DeviceBuffer, GpuError, LaunchConfig, PtxArch, SimErrorKind, ptx_module};
 use kernel_abi::elementwise::{FILL_F32, FillParams};
 use kernel_abi::{ALL_KERNELS, Kernel};
 use ptx_sim::Simulator;
 
 fn built(arch: PtxArch) -> &'static str {
-    embedded_ptx(arch)
-        .unwrap_or_else(|| panic!("PTX for {} not built: run `cargo xtask build-ptx`", arch.name()))
+    ptx_module(arch).unwrap_or_else(|e| panic!("{e}")).text
 }
 
 #[test]
