@@ -224,6 +224,33 @@ impl Drop for Blas {
     }
 }
 
+/// A cuBLASLt epilogue fused after the product, as the trainer fuses its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LtEpilogue {
+    /// `GELU_AUX_BIAS`: `D = gelu(A·B + bias)`, `aux = A·B + bias` (the fc layer's forward).
+    GeluAuxBias,
+    /// `DGELU_BGRAD`: `D = A·B ⊙ gelu'(aux)` and `bias = Σ_rows D` (the fc projection's input
+    /// gradient with the fc bias gradient).
+    DGeluBgrad,
+}
+
+impl LtEpilogue {
+    /// cuBLASLt's name, for the report.
+    pub fn name(self) -> &'static str {
+        match self {
+            LtEpilogue::GeluAuxBias => "GELU_AUX_BIAS",
+            LtEpilogue::DGeluBgrad => "DGELU_BGRAD",
+        }
+    }
+
+    fn code(self) -> lt_sys::cublasLtEpilogue_t {
+        match self {
+            LtEpilogue::GeluAuxBias => lt_sys::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_GELU_AUX_BIAS,
+            LtEpilogue::DGeluBgrad => lt_sys::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_DGELU_BGRAD,
+        }
+    }
+}
+
 /// A prepared `cublasLtMatmul`: descriptor, layouts and algorithm of one problem and mode.
 pub struct LtPlan {
     handle: lt_sys::cublasLtHandle_t,
@@ -238,6 +265,31 @@ pub struct LtPlan {
 impl LtPlan {
     /// Plans problem `p` in `mode`, with `workspace_bytes` of workspace at `workspace`.
     pub fn new(mode: Mode, p: &GemmSpec, workspace: u64, workspace_bytes: usize) -> Result<Self> {
+        Self::plan(mode, p, None, (workspace, workspace_bytes))
+    }
+
+    /// Plans problem `p` in `mode` with `epilogue` fused: its auxiliary matrix laid out as C
+    /// (leading dimension `ldc`) at `aux`, its bias vector at `bias` (the heuristic sees those;
+    /// [`LtPlan::run_fused`] sets each call's).
+    pub fn fused(
+        mode: Mode,
+        p: &GemmSpec,
+        (epilogue, aux, bias): (LtEpilogue, u64, u64),
+        workspace: u64,
+        workspace_bytes: usize,
+    ) -> Result<Self> {
+        if p.batch > 1 {
+            bail!("the fused epilogues are planned for single matrices");
+        }
+        Self::plan(mode, p, Some((epilogue, aux, bias)), (workspace, workspace_bytes))
+    }
+
+    fn plan(
+        mode: Mode,
+        p: &GemmSpec,
+        epilogue: Option<(LtEpilogue, u64, u64)>,
+        (workspace, workspace_bytes): (u64, usize),
+    ) -> Result<Self> {
         let handle = lt::create_handle().context("cublasLtCreate")?;
         let compute = match mode {
             Mode::Tf32 => lt_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
@@ -282,7 +334,8 @@ impl LtPlan {
             layout(second, p.lda, p.stride_a)?,
             layout((p.n, p.m), p.ldc, p.stride_c)?,
         ];
-        // SAFETY: live descriptors; attribute values are i32 transposes and a usize size.
+        // SAFETY: live descriptors; attribute values are i32 transposes, the u32 epilogue
+        // enum, an i64 leading dimension and a usize size, the types cuBLASLt documents.
         unsafe {
             for (attr, value) in [
                 (lt_sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_TRANSA, ta as i32),
@@ -290,6 +343,25 @@ impl LtPlan {
             ] {
                 lt::set_matmul_desc_attribute(desc, attr, (&value as *const i32).cast(), 4)
                     .context("cublasLtMatmulDescSetAttribute")?;
+            }
+            if let Some((epilogue, aux, bias)) = epilogue {
+                set_epilogue_pointers(desc, aux, bias)?;
+                let code = epilogue.code() as u32;
+                lt::set_matmul_desc_attribute(
+                    desc,
+                    lt_sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_EPILOGUE,
+                    (&code as *const u32).cast(),
+                    4,
+                )
+                .context("cublasLtMatmulDescSetAttribute (epilogue)")?;
+                let aux_ld = p.ldc as i64;
+                lt::set_matmul_desc_attribute(
+                    desc,
+                    lt_sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+                    (&aux_ld as *const i64).cast(),
+                    8,
+                )
+                .context("cublasLtMatmulDescSetAttribute (aux ld)")?;
             }
             let pref = lt::create_matmul_pref().context("cublasLtMatmulPreferenceCreate")?;
             lt::set_matmul_pref_attribute(
@@ -306,6 +378,23 @@ impl LtPlan {
             let algo = heuristic.context("cublasLtMatmulAlgoGetHeuristic")?.algo;
             Ok(Self { handle, desc, layouts, algo, workspace, workspace_bytes, beta: p.beta })
         }
+    }
+
+    /// One matmul of a [`LtPlan::fused`] plan on device addresses `a`, `b`, `c`, its auxiliary
+    /// matrix `aux` (written by `GELU_AUX_BIAS`, read by `DGELU_BGRAD`) and its bias vector
+    /// `bias` (read by `GELU_AUX_BIAS`, written by `DGELU_BGRAD`; N elements of C's type).
+    ///
+    /// # Safety
+    /// The addresses must hold the planned problem's matrices and vector.
+    pub unsafe fn run_fused(
+        &self,
+        (a, b, c): (u64, u64, u64),
+        (aux, bias): (u64, u64),
+        stream: lt_sys::cudaStream_t,
+    ) -> Result<()> {
+        set_epilogue_pointers(self.desc, aux, bias)?;
+        // SAFETY: forwarded contract.
+        unsafe { self.run(a, b, c, stream) }
     }
 
     /// One matmul on device addresses `a`, `b`, `c`.
@@ -337,6 +426,22 @@ impl LtPlan {
         }
         .context("cublasLtMatmul")
     }
+}
+
+/// Sets the auxiliary matrix and bias vector pointers of the live descriptor `desc`.
+fn set_epilogue_pointers(desc: lt_sys::cublasLtMatmulDesc_t, aux: u64, bias: u64) -> Result<()> {
+    use lt_sys::cublasLtMatmulDescAttributes_t as Attr;
+    for (attr, ptr) in [
+        (Attr::CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux),
+        (Attr::CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias),
+    ] {
+        // SAFETY: the caller's live descriptor; the value is a device pointer, as documented.
+        unsafe {
+            lt::set_matmul_desc_attribute(desc, attr, (&ptr as *const u64).cast(), size_of::<u64>())
+        }
+        .context("cublasLtMatmulDescSetAttribute (epilogue pointers)")?;
+    }
+    Ok(())
 }
 
 impl Drop for LtPlan {

@@ -1,5 +1,6 @@
 //! `cargo xtask bench gemm`: TFLOP/s of the GEMM variants and of cuBLAS / cuBLASLt in the same
-//! run, on 4096³ and 8192³, the GPT-2 124M matmuls at B·T = 16384 and the materialised
+//! run, on 4096³ and 8192³, the GPT-2 124M matmuls at B·T = 16384, the two with the epilogues
+//! the trainer fuses into them (against cuBLASLt's fused epilogues) and the materialised
 //! attention's batched head products, written to `bench/gemm-<device>.md`. With `--once` it
 //! only launches each selected variant once (for a profiler).
 //!
@@ -15,17 +16,17 @@
 //! Needs a CUDA GPU: without one it fails with a one-line message. `cargo xtask bench gemm`
 //! builds the PTX first and then this binary, so the kernels measured are the current ones.
 
-use crate::cublas::{self, Api, Blas, LtPlan, Mode};
+use crate::cublas::{self, Api, Blas, LtEpilogue, LtPlan, Mode};
 use crate::data::{Value, random};
 use crate::report::{self, Row};
 use crate::timing::{RunArgs, Timer};
 use anyhow::{Context, Result};
 use gpu_host::kernels::elementwise::{FloatElement, fill};
 use gpu_host::kernels::gemm::{
-    Epilogue, GemmEngine, GemmOutput, GemmSpec, GemmTypes, Layout, Precision, WgmmaTile,
-    gemm_split_k,
+    Activation, Epilogue, GemmEngine, GemmOutput, GemmSpec, GemmTypes, Layout, Precision,
+    WgmmaTile, bias_grad_from_col_sums, col_sum_groups, col_sums_len, gemm_split_k,
 };
-use gpu_host::{Device, DeviceBuffer, DeviceElement, Gpu};
+use gpu_host::{Device, DeviceBuffer, DeviceElement, DeviceViewMut, Gpu};
 use half::{bf16, f16};
 
 /// Options of `bench gemm`.
@@ -55,6 +56,31 @@ pub struct Problem {
     pub name: String,
     /// Shape, layouts, leading dimensions and beta (the precision is set per variant).
     pub spec: GemmSpec,
+    /// The epilogue fused after the product, if any.
+    pub fused: Option<Fused>,
+}
+
+/// An epilogue the trainer fuses into a GEMM, timed with it against cuBLASLt's fused
+/// epilogue of the same work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fused {
+    /// `C = gelu(v + bias)`, storing the pre-activation `v + bias`: the fc layer's forward
+    /// (cuBLASLt `GELU_AUX_BIAS`).
+    BiasGelu,
+    /// `C = v · gelu'(pre_act)`, and the bias gradient `Σ_rows C` from the epilogue's column
+    /// sums and `bias_grad_from_col_sums` (both timed): the fc projection's input gradient and
+    /// the fc bias gradient (cuBLASLt `DGELU_BGRAD`).
+    DGeluBiasGrad,
+}
+
+impl Fused {
+    /// cuBLASLt's fused epilogue of the same work.
+    fn lt(self) -> LtEpilogue {
+        match self {
+            Fused::BiasGelu => LtEpilogue::GeluAuxBias,
+            Fused::DGeluBiasGrad => LtEpilogue::DGeluBgrad,
+        }
+    }
 }
 
 /// Tokens per batch of the GPT-2 shapes (B·T).
@@ -69,12 +95,19 @@ pub const GPT2_LAYERS: [(&str, usize, usize); 5] = [
     ("classifier", 50304, 768),
 ];
 
+/// The fc layer's forward with its fused bias and GELU ([`Fused::BiasGelu`]).
+pub const FC_FWD_FUSED: &str = "fc fwd + bias, GELU";
+/// The fc projection's input gradient with the fused GELU backward and fc bias gradient
+/// ([`Fused::DGeluBiasGrad`]).
+pub const FCPROJ_DX_FUSED: &str = "fcproj dX + dGELU, dbias";
+
 /// The materialised attention's batch of heads (B·NH = 16 · 12), sequence and head size.
 pub const ATTENTION: (usize, usize, usize) = (192, 1024, 64);
 
 /// 4096³ (row-major A·B), 4096³ and 8192³ with K-major operands (A row-major, B
 /// column-major: the layout every Hopper entry takes), then per GPT-2 layer its forward
-/// `X·Wᵀ`, input gradient `dY·W` and weight gradient `dW += dYᵀ·X`, then the materialised
+/// `X·Wᵀ`, input gradient `dY·W` and weight gradient `dW += dYᵀ·X`, then the fc forward and
+/// the fc projection's input gradient with the epilogues the trainer fuses ([`Fused`]), then the materialised
 /// attention's three kinds of per-head products, batched over the heads, in full (the trainer
 /// runs them in causal blocks): the scores `Q·Kᵀ` (also `dP = dO·Vᵀ`), `P·V` (also
 /// `dQ = dS·K`) and `dV = Pᵀ·dO` (also `dK = dSᵀ·Q`), the last two 64 columns wide.
@@ -83,11 +116,13 @@ pub fn problems() -> Vec<Problem> {
     let mut out = vec![Problem {
         name: "square".into(),
         spec: GemmSpec::new(4096, 4096, 4096, Layout::RowMajor, Layout::RowMajor, p),
+        fused: None,
     }];
     for size in [4096, 8192] {
         out.push(Problem {
             name: format!("square {size} K-major"),
             spec: GemmSpec::new(size, size, size, Layout::RowMajor, Layout::ColMajor, p),
+            fused: None,
         });
     }
     for (layer, out_f, in_f) in GPT2_LAYERS {
@@ -96,9 +131,19 @@ pub fn problems() -> Vec<Problem> {
             ("dX", GemmSpec::linear_backward_input(TOKENS, in_f, out_f, p)),
             ("dW", GemmSpec::linear_backward_weight(TOKENS, in_f, out_f, p)),
         ] {
-            out.push(Problem { name: format!("{layer} {pass}"), spec });
+            out.push(Problem { name: format!("{layer} {pass}"), spec, fused: None });
         }
     }
+    out.push(Problem {
+        name: FC_FWD_FUSED.into(),
+        spec: GemmSpec::linear_forward(TOKENS, 3072, 768, p),
+        fused: Some(Fused::BiasGelu),
+    });
+    out.push(Problem {
+        name: FCPROJ_DX_FUSED.into(),
+        spec: GemmSpec::linear_backward_input(TOKENS, 3072, 768, p),
+        fused: Some(Fused::DGeluBiasGrad),
+    });
     let (heads, t, hd) = ATTENTION;
     let (r, c) = (Layout::RowMajor, Layout::ColMajor);
     for (name, (m, n, k), layouts) in [
@@ -109,7 +154,7 @@ pub fn problems() -> Vec<Problem> {
         let mut spec = GemmSpec::new(m, n, k, layouts.0, layouts.1, p);
         (spec.batch, spec.stride_a, spec.stride_b, spec.stride_c) =
             (heads, spec.a_len(), spec.b_len(), spec.c_len());
-        out.push(Problem { name: name.into(), spec });
+        out.push(Problem { name: name.into(), spec, fused: None });
     }
     out
 }
@@ -158,11 +203,21 @@ pub fn run(args: &Args) -> Result<()> {
             continue;
         }
         for mode in MODES {
+            // The fused epilogues' column sums are the tensor-core kernels' (the trainer's
+            // fp32 rung adds up the bias gradient apart).
+            if problem.fused.is_some() && mode == Mode::Fp32 {
+                continue;
+            }
             let mut variants = Vec::new();
             let selected = |v: &&Variant| {
                 v.3 == mode && args.variant.as_ref().is_none_or(|label| label == v.4)
             };
             for (precision, engine, wgmma_tile, _, label) in VARIANTS.iter().filter(selected) {
+                // A fused problem runs the variants the trainer would: each tile `Auto` picks.
+                let forced = *wgmma_tile != WgmmaTile::Auto || *label == EVERY_TILE_SPLIT;
+                if problem.fused.is_some() && forced {
+                    continue;
+                }
                 let mut spec = problem.spec;
                 (spec.precision, spec.engine, spec.wgmma_tile) = (*precision, *engine, *wgmma_tile);
                 let (sms, arch) = (info.multiprocessors as usize, gpu.ptx_arch());
@@ -186,10 +241,11 @@ pub fn run(args: &Args) -> Result<()> {
                 continue;
             }
             if args.once {
+                let fused = problem.fused;
                 match mode {
-                    Mode::Fp32 | Mode::Tf32 => bench.launch_once::<f32>(&variants),
-                    Mode::Bf16 => bench.launch_once::<bf16>(&variants),
-                    Mode::Fp16 => bench.launch_once::<f16>(&variants),
+                    Mode::Fp32 | Mode::Tf32 => bench.launch_once::<f32>(&variants, fused),
+                    Mode::Bf16 => bench.launch_once::<bf16>(&variants, fused),
+                    Mode::Fp16 => bench.launch_once::<f16>(&variants, fused),
                 }
                 .with_context(|| format!("{} ({mode:?})", problem.name))?;
                 for (_, label) in &variants {
@@ -199,11 +255,20 @@ pub fn run(args: &Args) -> Result<()> {
                 continue;
             }
             let measured = match mode {
-                Mode::Fp32 | Mode::Tf32 => bench.measure::<f32>(&problem.name, mode, &variants),
-                Mode::Bf16 => bench.measure::<bf16>(&problem.name, mode, &variants),
-                Mode::Fp16 => bench.measure::<f16>(&problem.name, mode, &variants),
+                Mode::Fp32 | Mode::Tf32 => bench.measure::<f32>(&problem, mode, &variants),
+                Mode::Bf16 => bench.measure::<bf16>(&problem, mode, &variants),
+                Mode::Fp16 => bench.measure::<f16>(&problem, mode, &variants),
             }
-            .with_context(|| format!("{} ({mode:?})", problem.name))?;
+            .with_context(|| format!("{} ({mode:?})", problem.name));
+            // The fused problems are new on hardware: one that fails is reported and skipped,
+            // not allowed to cost the report of the others.
+            let measured = match measured {
+                Err(e) if problem.fused.is_some() => {
+                    eprintln!("bench gemm: skipped: {e:#}");
+                    continue;
+                }
+                other => other?,
+            };
             for row in measured {
                 println!("{}", report::progress_line(&row));
                 rows.push(row);
@@ -254,9 +319,25 @@ struct Bench<'a> {
     timer: Timer<'a>,
 }
 
-/// Operands of one problem, several copies to rotate over.
+/// Operands of one problem, several copies to rotate over: A, B, C and the auxiliary matrix
+/// of a fused epilogue (the pre-activation, C's shape; one element when unfused).
 struct Operands<T: DeviceElement> {
-    sets: Vec<[<Gpu as Device>::Buffer<T>; 3]>,
+    sets: Vec<[<Gpu as Device>::Buffer<T>; 4]>,
+}
+
+/// The vectors of a fused epilogue: the bias (read by ours and by `GELU_AUX_BIAS`), cuBLASLt's
+/// bias gradient (`DGELU_BGRAD`), our column sums and our bias gradient.
+struct Vectors<T: DeviceElement> {
+    bias: <Gpu as Device>::Buffer<T>,
+    lt_dbias: <Gpu as Device>::Buffer<T>,
+    col_sums: <Gpu as Device>::Buffer<f32>,
+    dbias: <Gpu as Device>::Buffer<f32>,
+}
+
+/// The cuBLASLt plan of a problem, fused or not (none where its heuristic had none).
+struct Lt {
+    plan: LtPlan,
+    fused: Option<Fused>,
 }
 
 impl<'a> Bench<'a> {
@@ -267,32 +348,119 @@ impl<'a> Bench<'a> {
         Ok(Self { gpu, blas, workspace, l2_bytes, timer })
     }
 
-    /// Copies of A, B, C so that one rotation touches at least twice the L2 size.
-    fn operands<T: Sample>(&self, spec: &GemmSpec) -> Result<Operands<T>> {
-        let set_bytes = (spec.a_len() + spec.b_len() + spec.c_len()) * size_of::<T>();
+    /// Copies of A, B, C (and, fused, the auxiliary matrix) so that one rotation touches at
+    /// least twice the L2 size.
+    fn operands<T: Sample>(&self, spec: &GemmSpec, fused: Option<Fused>) -> Result<Operands<T>> {
+        let aux_len = if fused.is_some() { spec.c_len() } else { 1 };
+        let set_bytes = (spec.a_len() + spec.b_len() + spec.c_len() + aux_len) * size_of::<T>();
         let count = (2 * self.l2_bytes).div_ceil(set_bytes.max(1)).clamp(1, 16);
         let mut sets = Vec::with_capacity(count);
         for i in 0..count as u64 {
-            let a = self.gpu.upload(&random::<T>(spec.a_len(), 3 * i + 1))?;
-            let b = self.gpu.upload(&random::<T>(spec.b_len(), 3 * i + 2))?;
-            let c = self.gpu.upload(&random::<T>(spec.c_len(), 3 * i + 3))?;
-            sets.push([a, b, c]);
+            let a = self.gpu.upload(&random::<T>(spec.a_len(), 4 * i + 1))?;
+            let b = self.gpu.upload(&random::<T>(spec.b_len(), 4 * i + 2))?;
+            let c = self.gpu.upload(&random::<T>(spec.c_len(), 4 * i + 3))?;
+            let aux = self.gpu.upload(&random::<T>(aux_len, 4 * i + 4))?;
+            sets.push([a, b, c, aux]);
         }
         Ok(Operands { sets })
     }
 
+    /// The vectors of a fused epilogue of `spec` (random bias).
+    fn vectors<T: Sample>(&self, spec: &GemmSpec) -> Result<Vectors<T>> {
+        Ok(Vectors {
+            bias: self.gpu.upload(&random::<T>(spec.n, 99))?,
+            lt_dbias: self.gpu.alloc::<T>(spec.n)?,
+            col_sums: self.gpu.alloc::<f32>(col_sums_len(spec.batch, spec.m, spec.n))?,
+            dbias: self.gpu.alloc::<f32>(spec.n)?,
+        })
+    }
+
+    /// Our GEMM of `spec` into `c`, with the fused epilogue's work when `fused` (whose
+    /// auxiliary matrix is `aux` and vectors `vectors`).
+    fn launch_ours<T: Sample>(
+        &self,
+        spec: &GemmSpec,
+        (a, b, c): (&<Gpu as Device>::Buffer<T>, &<Gpu as Device>::Buffer<T>, DeviceViewMut<'_, T>),
+        fused: Option<Fused>,
+        aux: &mut <Gpu as Device>::Buffer<T>,
+        vectors: Option<&mut Vectors<T>>,
+        workspace: &mut <Gpu as Device>::Buffer<f32>,
+    ) -> Result<()> {
+        let (av, bv, w) = (a.view(), b.view(), workspace.view_mut());
+        match (fused, vectors) {
+            (None, _) => gemm_split_k(self.gpu, spec, av, bv, c, Epilogue::default(), w)?,
+            (Some(Fused::BiasGelu), Some(v)) => {
+                let epilogue = Epilogue {
+                    bias: Some(v.bias.view()),
+                    activation: Activation::Gelu { pre_act: Some(aux.view_mut()) },
+                    col_sums: None,
+                };
+                gemm_split_k(self.gpu, spec, av, bv, c, epilogue, w)?;
+            }
+            (Some(Fused::DGeluBiasGrad), Some(v)) => {
+                let epilogue = Epilogue {
+                    bias: None,
+                    activation: Activation::DGelu { pre_act: aux.view() },
+                    col_sums: Some(v.col_sums.view_mut()),
+                };
+                gemm_split_k(self.gpu, spec, av, bv, c, epilogue, w)?;
+                let groups = col_sum_groups(spec.batch, spec.m);
+                bias_grad_from_col_sums(
+                    self.gpu,
+                    v.col_sums.view(),
+                    groups,
+                    v.dbias.view_mut(),
+                    0.0,
+                )?;
+            }
+            (Some(_), None) => anyhow::bail!("a fused problem without its vectors"),
+        }
+        Ok(())
+    }
+
+    /// cuBLASLt's launch of `lt` on set `[a, b, c, aux]` (its output into `c`).
+    ///
+    /// # Safety
+    /// The buffers hold the problem's matrices, `vectors` its vectors when `lt` is fused.
+    unsafe fn launch_lt<T: Sample>(
+        &self,
+        lt: &Lt,
+        (a, b, c, aux): (u64, u64, u64, u64),
+        vectors: Option<&Vectors<T>>,
+    ) -> Result<()> {
+        let stream = self.gpu.stream().cu_stream().cast();
+        // SAFETY: the caller's contract.
+        unsafe {
+            match (lt.fused, vectors) {
+                (None, _) => lt.plan.run(a, b, c, stream),
+                (Some(fused), Some(v)) => {
+                    let bias = match fused {
+                        Fused::BiasGelu => v.bias.view().addr(),
+                        Fused::DGeluBiasGrad => v.lt_dbias.view().addr(),
+                    };
+                    lt.plan.run_fused((a, b, c), (aux, bias), stream)
+                }
+                (Some(_), None) => anyhow::bail!("a fused plan without its vectors"),
+            }
+        }
+    }
+
     /// Launches each of `variants` (specs of one shape and layouts) once on one set of random
     /// operands, and waits for them.
-    fn launch_once<T: Sample>(&self, variants: &[(GemmSpec, &str)]) -> Result<()> {
+    fn launch_once<T: Sample>(
+        &self,
+        variants: &[(GemmSpec, &str)],
+        fused: Option<Fused>,
+    ) -> Result<()> {
         let spec = &variants[0].0;
-        let a = self.gpu.upload(&random::<T>(spec.a_len(), 1))?;
-        let b = self.gpu.upload(&random::<T>(spec.b_len(), 2))?;
-        let mut c = self.gpu.upload(&random::<T>(spec.c_len(), 3))?;
+        let mut ops = self.operands::<T>(spec, fused)?;
+        let mut vectors = fused.map(|_| self.vectors::<T>(spec)).transpose()?;
         let workspace_len = variants.iter().map(|(s, _)| s.workspace_len()).max().unwrap_or(0);
         let mut workspace = self.gpu.alloc::<f32>(workspace_len.max(1))?;
+        let [a, b, c, aux] = &mut ops.sets[0];
         for (spec, _) in variants {
-            let (av, bv, w) = (a.view(), b.view(), workspace.view_mut());
-            gemm_split_k(self.gpu, spec, av, bv, c.view_mut(), Epilogue::default(), w)?;
+            let abc = (&*a, &*b, c.view_mut());
+            self.launch_ours(spec, abc, fused, aux, vectors.as_mut(), &mut workspace)?;
         }
         Ok(self.gpu.synchronize()?)
     }
@@ -300,59 +468,85 @@ impl<'a> Bench<'a> {
     /// One row per variant of `problem` in `mode` (specs of the same shape and layouts that
     /// differ in engine, tile or split): the operands are generated and cuBLAS / cuBLASLt
     /// timed once, then each of ours is timed and compared with the faster baseline's output.
+    /// A fused problem's baseline is cuBLASLt's fused epilogue (cuBLAS's bare GEMM is timed
+    /// for scale); without a cuBLASLt plan for it, the bare GEMM, and no comparison.
     fn measure<T: Sample>(
         &self,
-        problem: &str,
+        problem: &Problem,
         mode: Mode,
         variants: &[(GemmSpec, &str)],
     ) -> Result<Vec<Row>> {
-        let spec = &variants[0].0;
-        let mut ops = self.operands::<T>(spec)?;
+        let (spec, fused) = (&variants[0].0, problem.fused);
+        let mut ops = self.operands::<T>(spec, fused)?;
+        let mut vectors = fused.map(|_| self.vectors::<T>(spec)).transpose()?;
         let n_sets = ops.sets.len();
         let workspace_len = variants.iter().map(|(s, _)| s.workspace_len()).max().unwrap_or(0);
         let mut workspace = self.gpu.alloc::<f32>(workspace_len.max(1))?;
         // A problem cuBLASLt's heuristic has no plan for keeps cuBLAS as its baseline.
-        let lt = LtPlan::new(mode, spec, self.workspace.view().addr(), WORKSPACE_BYTES)
+        let ws = (self.workspace.view().addr(), WORKSPACE_BYTES);
+        let plan = match (fused, &vectors) {
+            (Some(f), Some(v)) => {
+                let aux = ops.sets[0][3].view().addr();
+                let bias = match f {
+                    Fused::BiasGelu => v.bias.view().addr(),
+                    Fused::DGeluBiasGrad => v.lt_dbias.view().addr(),
+                };
+                LtPlan::fused(mode, spec, (f.lt(), aux, bias), ws.0, ws.1)
+            }
+            _ => LtPlan::new(mode, spec, ws.0, ws.1),
+        };
+        let lt = plan
             .inspect_err(|e| {
+                let what = fused.map_or("", |f| f.lt().name());
                 eprintln!(
-                    "bench gemm: {problem} ({mode:?}): no cuBLASLt plan ({e:#}); cuBLAS alone"
+                    "bench gemm: {} ({mode:?}): no cuBLASLt {what} plan ({e:#}); cuBLAS alone",
+                    problem.name
                 )
             })
-            .ok();
-        let stream = self.gpu.stream().cu_stream().cast();
+            .ok()
+            .map(|plan| Lt { plan, fused });
         let addrs = |ops: &Operands<T>, set: usize| {
-            let [a, b, c] = &ops.sets[set];
-            (a.view().addr(), b.view().addr(), c.view().addr())
+            let [a, b, c, aux] = &ops.sets[set];
+            (a.view().addr(), b.view().addr(), c.view().addr(), aux.view().addr())
         };
         let blas_ms = self.timer.median_ms(n_sets, |set| {
-            let (a, b, c) = addrs(&ops, set);
+            let (a, b, c, _) = addrs(&ops, set);
             // SAFETY: the buffers hold the problem's matrices in T.
             unsafe { self.blas.run(mode, spec, a, b, c) }
         })?;
         let lt_ms = match &lt {
             Some(lt) => Some(self.timer.median_ms(n_sets, |set| {
-                let (a, b, c) = addrs(&ops, set);
-                // SAFETY: as above.
-                unsafe { lt.run(a, b, c, stream) }
+                // SAFETY: as above; the vectors are the problem's.
+                unsafe { self.launch_lt(lt, addrs(&ops, set), vectors.as_ref()) }
             })?),
             None => None,
         };
         let (best_api, best_ms) = match lt_ms {
-            Some(lt_ms) if lt_ms < blas_ms => (Api::Lt, lt_ms),
+            Some(lt_ms) if lt_ms < blas_ms || fused.is_some() => (Api::Lt, lt_ms),
             _ => (Api::Blas, blas_ms),
         };
-        let reference = self.reference_rows::<T>(spec, &ops, mode, best_api, lt.as_ref())?;
+        let comparable = fused.is_none() || best_api == Api::Lt;
+        let reference = match comparable {
+            true => Some(self.reference_rows::<T>(spec, &ops, mode, best_api, (&lt, &vectors))?),
+            false => None,
+        };
         let tflops = |spec: &GemmSpec, ms: f64| spec.flops() / (ms * 1e-3) / 1e12;
         let mut rows = Vec::with_capacity(variants.len());
         for (spec, label) in variants {
             let ours_ms = self.timer.median_ms(n_sets, |set| {
-                let [a, b, c] = &mut ops.sets[set];
-                let (a, b, c, w) = (a.view(), b.view(), c.view_mut(), workspace.view_mut());
-                Ok(gemm_split_k(self.gpu, spec, a, b, c, Epilogue::default(), w)?)
+                let [a, b, c, aux] = &mut ops.sets[set];
+                let abc = (&*a, &*b, c.view_mut());
+                self.launch_ours(spec, abc, fused, aux, vectors.as_mut(), &mut workspace)
             })?;
-            let rel_diff = self.compare::<T>(spec, &ops, &reference, &mut workspace)?;
+            let rel_diff = match &reference {
+                Some(reference) => {
+                    let inputs = (&mut ops, vectors.as_mut(), &mut workspace);
+                    self.compare::<T>(spec, fused, inputs, reference)?
+                }
+                None => f64::NAN,
+            };
             rows.push(Row {
-                problem: problem.to_string(),
+                problem: problem.name.clone(),
                 spec: *spec,
                 variant: label.to_string(),
                 ours: tflops(spec, ours_ms),
@@ -366,23 +560,26 @@ impl<'a> Bench<'a> {
     }
 
     /// The rows [`Bench::compare`] samples (8, evenly spread), of `api`'s product of the
-    /// first operand set into C = 0 (`lt`: the cuBLASLt plan, where `api` is cuBLASLt).
+    /// first operand set into C = 0 (`lt`: the cuBLASLt plan, fused or not, where `api` is
+    /// cuBLASLt).
     fn reference_rows<T: Sample>(
         &self,
         spec: &GemmSpec,
         ops: &Operands<T>,
         mode: Mode,
         api: Api,
-        lt: Option<&LtPlan>,
+        (lt, vectors): (&Option<Lt>, &Option<Vectors<T>>),
     ) -> Result<Vec<Vec<T>>> {
-        let [a, b, _] = &ops.sets[0];
+        let [a, b, _, aux] = &ops.sets[0];
         let mut reference = self.gpu.alloc::<T>(spec.c_len())?;
         fill(self.gpu, reference.view_mut(), T::from_f32(0.0))?;
         let (a, b, r) = (a.view().addr(), b.view().addr(), reference.view().addr());
-        // SAFETY: the buffers hold the problem's matrices in T.
+        // SAFETY: the buffers hold the problem's matrices in T, the vectors its vectors.
         unsafe {
             match (api, lt) {
-                (Api::Lt, Some(lt)) => lt.run(a, b, r, self.gpu.stream().cu_stream().cast())?,
+                (Api::Lt, Some(lt)) => {
+                    self.launch_lt(lt, (a, b, r, aux.view().addr()), vectors.as_ref())?
+                }
                 _ => self.blas.run(mode, spec, a, b, r)?,
             }
         }
@@ -391,19 +588,23 @@ impl<'a> Bench<'a> {
             .collect()
     }
 
-    /// max |ours − cuBLAS| / max |cuBLAS| over the sampled rows, both computed from C = 0.
+    /// max |ours − cuBLAS| / max |cuBLAS| over the sampled rows, both computed from C = 0 on
+    /// the first operand set.
     fn compare<T: Sample>(
         &self,
         spec: &GemmSpec,
-        ops: &Operands<T>,
+        fused: Option<Fused>,
+        (ops, vectors, workspace): (
+            &mut Operands<T>,
+            Option<&mut Vectors<T>>,
+            &mut <Gpu as Device>::Buffer<f32>,
+        ),
         reference: &[Vec<T>],
-        workspace: &mut <Gpu as Device>::Buffer<f32>,
     ) -> Result<f64> {
-        let [a, b, _] = &ops.sets[0];
+        let [a, b, _, aux] = &mut ops.sets[0];
         let mut ours = self.gpu.alloc::<T>(spec.c_len())?;
         fill(self.gpu, ours.view_mut(), T::from_f32(0.0))?;
-        let (av, bv, w) = (a.view(), b.view(), workspace.view_mut());
-        gemm_split_k(self.gpu, spec, av, bv, ours.view_mut(), Epilogue::default(), w)?;
+        self.launch_ours(spec, (&*a, &*b, ours.view_mut()), fused, aux, vectors, workspace)?;
         let (mut max_diff, mut max_ref) = (0.0f64, 0.0f64);
         for (range, want) in sampled_rows(spec).zip(reference) {
             let got = self.gpu.download(ours.view().slice(range)?)?;
@@ -435,7 +636,7 @@ mod tests {
     #[test]
     fn problems_cover_the_gpt2_matmuls() {
         let all = problems();
-        assert_eq!(all.len(), 3 + 3 * GPT2_LAYERS.len() + 3);
+        assert_eq!(all.len(), 3 + 3 * GPT2_LAYERS.len() + 2 + 3);
         let fwd = all.iter().find(|p| p.name == "classifier fwd").unwrap();
         assert_eq!((fwd.spec.m, fwd.spec.n, fwd.spec.k), (TOKENS, 50304, 768));
         let dw = all.iter().find(|p| p.name == "fcproj dW").unwrap();
@@ -443,6 +644,18 @@ mod tests {
         assert_eq!(dw.spec.a_layout, Layout::ColMajor);
         let dx = all.iter().find(|p| p.name == "qkv dX").unwrap();
         assert_eq!((dx.spec.m, dx.spec.n, dx.spec.k), (TOKENS, 768, 2304));
+        // The two with the trainer's fused epilogues: fc's forward, fc projection's dX.
+        let fc = all.iter().find(|p| p.name == FC_FWD_FUSED).unwrap();
+        assert_eq!(
+            (fc.spec.m, fc.spec.n, fc.spec.k, fc.fused),
+            (TOKENS, 3072, 768, Some(Fused::BiasGelu))
+        );
+        assert_eq!((fc.spec.a_layout, fc.spec.b_layout), (Layout::RowMajor, Layout::ColMajor));
+        let dx = all.iter().find(|p| p.name == FCPROJ_DX_FUSED).unwrap();
+        let dgelu = Some(Fused::DGeluBiasGrad);
+        assert_eq!((dx.spec.m, dx.spec.n, dx.spec.k, dx.fused), (TOKENS, 3072, 768, dgelu));
+        assert_eq!((dx.spec.a_layout, dx.spec.b_layout), (Layout::RowMajor, Layout::RowMajor));
+        assert_eq!(all.iter().filter(|p| p.fused.is_some()).count(), 2);
         // One GPT-2 layer's three matmuls of qkv: 3 × 2·16384·768·2304 flops.
         let qkv: f64 =
             all.iter().filter(|p| p.name.starts_with("qkv")).map(|p| p.spec.flops()).sum();

@@ -50,7 +50,8 @@ pub struct Row {
     pub lt: Option<f64>,
     /// The faster baseline's name and TFLOP/s.
     pub best: (&'static str, f64),
-    /// max |ours − best baseline| / max |baseline| on sampled rows.
+    /// max |ours − best baseline| / max |baseline| on sampled rows (NaN where the baseline
+    /// does other work: a fused problem without cuBLASLt's fused epilogue).
     pub rel_diff: f64,
 }
 
@@ -93,10 +94,15 @@ fn lt_cell(lt: Option<f64>) -> String {
     lt.map_or_else(|| "–".to_string(), |tflops| format!("{tflops:.1}"))
 }
 
+/// The relative difference, or `–` where none was measured.
+fn diff_cell(diff: f64) -> String {
+    if diff.is_nan() { "–".to_string() } else { format!("{diff:.1e}") }
+}
+
 /// One line per measurement while the benchmark runs.
 pub fn progress_line(row: &Row) -> String {
     format!(
-        "{:16} {:14} ours {:7.1}  {} {:7.1}  cublasLt {:>7}  ({:5.1}% of best)  diff {:.1e}",
+        "{:16} {:14} ours {:7.1}  {} {:7.1}  cublasLt {:>7}  ({:5.1}% of best)  diff {}",
         row.problem,
         row.variant,
         row.ours,
@@ -104,7 +110,7 @@ pub fn progress_line(row: &Row) -> String {
         row.blas.1,
         lt_cell(row.lt),
         row.percent(),
-        row.rel_diff
+        diff_cell(row.rel_diff)
     )
 }
 
@@ -128,7 +134,7 @@ fn variants(rows: &[Row]) -> Vec<&str> {
 }
 
 /// One variant's speed relative to cuBLAS over the GPT-2 linear layers' problems (the
-/// `square …` and `attention …` ones excluded).
+/// `square …`, `attention …` and fused ones excluded).
 struct Summary<'a> {
     variant: &'a str,
     /// Problems the variant ran (some run only where they apply).
@@ -156,9 +162,10 @@ fn summaries(rows: &[Row]) -> Vec<Summary<'_>> {
         .collect()
 }
 
-/// Whether `problem` is one of a GPT-2 linear layer's GEMMs (what the summary averages).
+/// Whether `problem` is one of a GPT-2 linear layer's bare GEMMs (what the summary averages;
+/// the fused ones, `… + …`, are compared with another baseline).
 fn is_linear_layer(problem: &str) -> bool {
-    !problem.starts_with("square") && !problem.starts_with("attention")
+    !problem.starts_with("square") && !problem.starts_with("attention") && !problem.contains(" + ")
 }
 
 /// `FP32`, `TF32`, `BF16`, `FP16`.
@@ -259,7 +266,13 @@ pub fn markdown(meta: &Meta, cublas_version: &str, rows: &[Row]) -> String {
          tiles (whole waves of the persistent grid) over the whole K, only the others in n \
          slices, and the reduction of those. GPT-2 124M at B·T = 16384 tokens; the attention's \
          products batched over its 192 heads (B·NH), in full, not in the trainer's causal \
-         blocks, and outside the summary.\n"
+         blocks, and outside the summary.\n- Fused (`… + …`, outside the summary): the GEMM \
+         with the epilogue the trainer fuses into it, against cuBLASLt's fused epilogue of the \
+         same work (`GELU_AUX_BIAS`: bias, GELU, the pre-activation stored; `DGELU_BGRAD`: \
+         the GELU backward from a stored pre-activation and the bias gradient, ours from the \
+         epilogue's column sums plus their reduction, both timed), which is the \"cuBLASLt\" \
+         column and the baseline; the cuBLAS column is the bare GEMM, for scale. Without a \
+         cuBLASLt plan the baseline is the bare GEMM and there is no diff.\n"
     );
     let _ = writeln!(s, "## Summary (GPT-2 linear layers)\n");
     let _ = writeln!(s, "| variant | problems | geo-mean % of cuBLAS | min % | max % |");
@@ -279,7 +292,7 @@ pub fn markdown(meta: &Meta, cublas_version: &str, rows: &[Row]) -> String {
         for r in rows.iter().filter(|r| r.variant == *variant) {
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {:.1} | {:.1} ({}) | {} | {:.1} | {:.1e} |",
+                "| {} | {} | {} | {:.1} | {:.1} ({}) | {} | {:.1} | {} |",
                 r.problem,
                 shape(&r.spec),
                 layouts(&r.spec),
@@ -288,7 +301,7 @@ pub fn markdown(meta: &Meta, cublas_version: &str, rows: &[Row]) -> String {
                 r.blas.0,
                 lt_cell(r.lt),
                 r.percent(),
-                r.rel_diff
+                diff_cell(r.rel_diff)
             );
         }
     }
@@ -326,6 +339,7 @@ mod tests {
         };
         let rows = [
             row("attproj fwd", "BF16 mma.sync", 400.0),
+            Row { rel_diff: f64::NAN, ..row("fc fwd + bias, GELU", "BF16 mma.sync", 100.0) },
             row("square", "BF16 mma.sync", 100.0),
             row("square 8192 K-major", "BF16 mma.sync", 100.0),
             Row { spec: batched, lt: None, ..row("attention PV", "BF16 mma.sync", 50.0) },
@@ -351,10 +365,14 @@ mod tests {
             ),
             "{md}"
         );
+        // Fused rows stay out of the summary (above: 1 problem) and show no NaN.
+        assert!(md.contains("| fc fwd + bias, GELU | 16384×768×768 | rc | 100.0 |"), "{md}");
+        assert!(md.contains("| 20.0 | – |\n"), "{md}");
+        assert!(!md.contains("NaN"), "{md}");
         assert!(md.contains("## TF32 mma.sync"));
         assert!(md.contains("commit: `abc1234`"));
         // BF16 ran in two variants: side by side; TF32 in one: no such table.
-        assert!(md.contains("## BF16 side by side (% of cuBLAS)\n\n| problem | layout | BF16 mma.sync | BF16 wgmma | fastest |\n|---|---|---:|---:|---|\n| attproj fwd | rc | 80.0 | 90.0 | BF16 wgmma |\n| square | rc | 20.0 | – | BF16 mma.sync |\n| square 8192 K-major | rc | 20.0 | – | BF16 mma.sync |\n| attention PV | rc | 10.0 | – | BF16 mma.sync |\n"), "{md}");
+        assert!(md.contains("## BF16 side by side (% of cuBLAS)\n\n| problem | layout | BF16 mma.sync | BF16 wgmma | fastest |\n|---|---|---:|---:|---|\n| attproj fwd | rc | 80.0 | 90.0 | BF16 wgmma |\n| fc fwd + bias, GELU | rc | 20.0 | – | BF16 mma.sync |\n| square | rc | 20.0 | – | BF16 mma.sync |\n| square 8192 K-major | rc | 20.0 | – | BF16 mma.sync |\n| attention PV | rc | 10.0 | – | BF16 mma.sync |\n"), "{md}");
         assert!(!md.contains("TF32 side by side"), "{md}");
         assert_eq!(
             headline(&rows),
