@@ -974,8 +974,8 @@ kernel_tests! {
 /// with gaps between them, in the forward layout (A row-major, B column-major: K-major
 /// operands) and, for BF16 and FP16, the other three (M/N-major A or B): the backward GEMMs
 /// `dX = dY·W` with GELU backward (rr), `dW += dYᵀ·X` (cr, beta 1) and cc, and the batched
-/// attention product `P·V` (rr) split over K; the 128 × 256 tiles (forced) of the A row-major layouts, with a
-/// partial second tile, the fused epilogue and split-K; and the ping-pong kernel (forced) of
+/// attention product `P·V` (rr) split over K; the 128 × 256 tiles (forced) of every layout, with a
+/// partial second tile, the fused epilogue, split-K and β = 1; and the ping-pong kernel (forced) of
 /// the same layouts, with the fused epilogue, split-K and, for 16-bit, GELU backward, with
 /// blocks of one, two and three units. On a GPU `Auto` already picks the kernel for these
 /// cases on Hopper; the simulator runs the sm_90a module. The GELU backward cases of every
@@ -1070,6 +1070,14 @@ fn check_wgmma<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
     let mut wide_dx = wide(wgmma(Case::new(150, 300, 100, (r, r), precision)).summed());
     wide_dx.act = Act::DGelu;
     run::<D, I, O>(dev, &mut rng, &wide_dx);
+    // M-major A: a weight gradient accumulating (β = 1; `Auto` gives the lm head's these
+    // tiles), and cc with the fused epilogue.
+    let mut wide_dw = wide(wgmma(Case::new(150, 300, 100, (c, r), precision)));
+    wide_dw.spec.beta = 1.0;
+    run::<D, I, O>(dev, &mut rng, &wide_dw);
+    let mut wide_cc = wide(wgmma(Case::new(150, 300, 100, (c, c), precision)));
+    (wide_cc.bias, wide_cc.act) = (true, Act::Gelu { store: true });
+    run::<D, I, O>(dev, &mut rng, &wide_cc);
     let mut pp_dx = pingpong(wgmma(Case::new(150, 300, 100, (r, r), precision)).summed());
     (pp_dx.act, pp_dx.spec.alpha) = (Act::DGelu, rng.scalar(0.5, 2.0));
     run::<D, I, O>(dev, &mut rng, &pp_dx);

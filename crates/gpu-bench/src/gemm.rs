@@ -168,8 +168,8 @@ const EVERY_TILE_SPLIT: &str = "BF16 wgmma, every tile split";
 
 /// The benchmarked variants. The wgmma rows appear on Hopper, for the problems that kernel
 /// takes (BF16/FP16: every layout; TF32: K-major operands, i.e. the forward GEMMs): with the
-/// tile `Auto` picks (what the trainer runs), and for BF16 also each tile forced (128 × 256
-/// and ping-pong only where they have entries: A row-major), to check that choice, and the
+/// tile `Auto` picks (what the trainer runs), and for BF16 also each tile forced (ping-pong
+/// only where it has entries: A row-major), to check that choice, and the
 /// split plan without the tail split ([`EVERY_TILE_SPLIT`]), to check that one.
 const VARIANTS: [Variant; 11] = [
     (Precision::Fp32, GemmEngine::MmaSync, WgmmaTile::Auto, Mode::Fp32, "FP32 SIMT"),

@@ -25,7 +25,8 @@
 //!
 //! # Tiles
 //! Blocks of 128 × 128 ([`wg::N128`], 4 stages; every entry) or 128 × 256 ([`wg::N256`], 3
-//! stages, wgmma m64n256; the `gemm_wgmma_n256_*` entries, A row-major only), both consumer
+//! stages, wgmma m64n256; the `gemm_wgmma_n256_*` entries: every layout for 16-bit inputs,
+//! TF32's K-major one), both consumer
 //! warpgroups multiplying halves of each tile; or ping-pong ([`wg::PINGPONG`], 128 × 128, 5
 //! stages; the `gemm_wgmma_pp_*` entries, A row-major only), each consumer warpgroup
 //! multiplying whole tiles in turns. The host picks one per GEMM and sizes `tiles_n`, the B
@@ -98,7 +99,7 @@ unsafe impl<I: Copy + 'static, O: Copy + 'static> KernelParams for WgmmaGemmPara
 ///                its wgmmas when the other has issued its own (turn barriers).
 ///
 /// three tiles: N128 (BN = 128, 4 stages, cooperative; every entry), N256 (BN = 256, 3
-/// stages, cooperative; the `gemm_wgmma_n256_*` entries, for the A row-major layouts) and
+/// stages, cooperative; the `gemm_wgmma_n256_*` entries, every layout for 16-bit inputs) and
 /// PINGPONG (BN = 128, 5 stages; the `gemm_wgmma_pp_*` entries, A row-major)
 ///
 /// shared memory (1024-byte aligned base):
@@ -284,16 +285,16 @@ wgmma_family!(/// `gemm_wgmma_f16_*_f32`: wgmma m64n128k16 FP16, f32 output.
 pub const WGMMA_TF32_F32: WgmmaKernels<f32, f32> =
     WgmmaKernels { rr: None, rc: Kernel::new("gemm_wgmma_tf32_rc_f32"), cr: None, cc: None };
 
-wgmma_family!(/// `gemm_wgmma_n256_bf16_{rr,rc}_bf16`: 128 × 256 tiles ([`wg::N256`]), wgmma
-    /// m64n256k16 BF16, bf16 output; A row-major (the forward and `dX` GEMMs).
-    WGMMA_N256_BF16_BF16: Bf16 => Bf16, "gemm_wgmma_n256_bf16", "bf16", a_row_major);
-wgmma_family!(/// `gemm_wgmma_n256_bf16_{rr,rc}_f32`: as [`WGMMA_N256_BF16_BF16`], f32 output.
-    WGMMA_N256_BF16_F32: Bf16 => f32, "gemm_wgmma_n256_bf16", "f32", a_row_major);
-wgmma_family!(/// `gemm_wgmma_n256_f16_{rr,rc}_f16`: 128 × 256 tiles, wgmma m64n256k16 FP16,
-    /// f16 output; A row-major.
-    WGMMA_N256_F16_F16: F16 => F16, "gemm_wgmma_n256_f16", "f16", a_row_major);
-wgmma_family!(/// `gemm_wgmma_n256_f16_{rr,rc}_f32`: as [`WGMMA_N256_F16_F16`], f32 output.
-    WGMMA_N256_F16_F32: F16 => f32, "gemm_wgmma_n256_f16", "f32", a_row_major);
+wgmma_family!(/// `gemm_wgmma_n256_bf16_*_bf16`: 128 × 256 tiles ([`wg::N256`]), wgmma
+    /// m64n256k16 BF16, bf16 output.
+    WGMMA_N256_BF16_BF16: Bf16 => Bf16, "gemm_wgmma_n256_bf16", "bf16");
+wgmma_family!(/// `gemm_wgmma_n256_bf16_*_f32`: as [`WGMMA_N256_BF16_BF16`], f32 output.
+    WGMMA_N256_BF16_F32: Bf16 => f32, "gemm_wgmma_n256_bf16", "f32");
+wgmma_family!(/// `gemm_wgmma_n256_f16_*_f16`: 128 × 256 tiles, wgmma m64n256k16 FP16,
+    /// f16 output.
+    WGMMA_N256_F16_F16: F16 => F16, "gemm_wgmma_n256_f16", "f16");
+wgmma_family!(/// `gemm_wgmma_n256_f16_*_f32`: as [`WGMMA_N256_F16_F16`], f32 output.
+    WGMMA_N256_F16_F32: F16 => f32, "gemm_wgmma_n256_f16", "f32");
 
 /// `gemm_wgmma_n256_tf32_rc_f32`: 128 × 256 tiles, wgmma m64n256k8 TF32 (as
 /// [`WGMMA_TF32_F32`]).
@@ -332,8 +333,8 @@ const fn sig_of<I: Copy + 'static, O: Copy + 'static>(
     }
 }
 
-/// Number of Hopper GEMM entries: 17 of 128 × 128 tiles, 9 of 128 × 256, 9 ping-pong.
-const ENTRIES: usize = 4 * 4 + 1 + 2 * (4 * 2 + 1);
+/// Number of Hopper GEMM entries: 17 of 128 × 128 tiles, 17 of 128 × 256, 9 ping-pong.
+const ENTRIES: usize = 2 * (4 * 4 + 1) + (4 * 2 + 1);
 
 /// Every Hopper GEMM entry (exported by the sm_90a module only).
 pub const KERNELS: &[KernelSig] = &{

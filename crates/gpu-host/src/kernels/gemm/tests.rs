@@ -293,7 +293,7 @@ mod engines {
         assert_eq!((fwd.precision, fwd.engine), (Precision::Fp16, GemmEngine::Wgmma));
         assert_eq!(fwd.wgmma_tile, WgmmaTile::N256);
         let dw = config.apply(GemmSpec::linear_backward_weight(64, 64, 64, Precision::Fp16));
-        assert_eq!((dw.wgmma_tile, dw.beta), (WgmmaTile::N128, 1.0));
+        assert_eq!((dw.wgmma_tile, dw.beta), (WgmmaTile::N256, 1.0));
         let auto = GemmConfig::from(Precision::Bf16).apply(dw);
         assert_eq!((auto.engine, auto.wgmma_tile), (GemmEngine::Auto, WgmmaTile::Auto));
         let pingpong = GemmConfig { wgmma_tile: WgmmaTile::PingPong, ..config };
@@ -306,7 +306,7 @@ mod engines {
     }
 
     #[test]
-    fn wide_entries_are_those_of_a_row_major() {
+    fn wide_entries_are_every_layout_ping_pong_those_of_a_row_major() {
         let spec = |a_layout, b_layout, precision| GemmSpec {
             a_layout,
             b_layout,
@@ -314,13 +314,11 @@ mod engines {
         };
         let (r, c) = (Layout::RowMajor, Layout::ColMajor);
         for p in [Precision::Bf16, Precision::Fp16] {
-            for tile in [WgmmaTile::N256, WgmmaTile::PingPong] {
-                let has = [(r, r), (r, c), (c, r), (c, c)]
-                    .map(|(a, b)| spec(a, b, p).has_wgmma_entry(tile));
-                assert_eq!(has, [true, true, false, false], "{p:?} {tile:?}");
-            }
-            for tile in [WgmmaTile::Auto, WgmmaTile::N128] {
-                assert!(spec(c, r, p).has_wgmma_entry(tile), "{p:?} {tile:?}");
+            let layouts = [(r, r), (r, c), (c, r), (c, c)];
+            let has = |tile| layouts.map(|(a, b)| spec(a, b, p).has_wgmma_entry(tile));
+            assert_eq!(has(WgmmaTile::PingPong), [true, true, false, false], "{p:?}");
+            for tile in [WgmmaTile::Auto, WgmmaTile::N128, WgmmaTile::N256] {
+                assert_eq!(has(tile), [true; 4], "{p:?} {tile:?}");
             }
         }
         for tile in [WgmmaTile::N128, WgmmaTile::N256, WgmmaTile::PingPong] {
@@ -374,11 +372,14 @@ mod engines {
             ..GemmSpec::new(1024, 64, 1024, Layout::RowMajor, Layout::RowMajor, Precision::Bf16)
         };
         assert_eq!(name(pv).unwrap(), "gemm_wgmma_bf16_rr_bf16");
-        // dX (rr) has the wide entry; dW (cr) does not.
+        // dX (rr) and dW (cr: the lm head's, 50304 × 768 on the GPU) have the wide entries.
         let dx = GemmSpec::linear_backward_input(1024, 512, 512, Precision::Bf16);
         assert_eq!(name(dx).unwrap(), "gemm_wgmma_n256_bf16_rr_bf16");
         let dw = GemmSpec::linear_backward_weight(1024, 512, 4096, Precision::Bf16);
-        assert_eq!(name(dw).unwrap(), "gemm_wgmma_bf16_cr_bf16");
+        assert_eq!(name(dw).unwrap(), "gemm_wgmma_n256_bf16_cr_bf16");
+        // Too few wide tiles for the SMs (the qkv weight gradient's 18 × 3 on 132): narrow.
+        let few = GemmSpec::linear_backward_weight(1024, 256, 1024, Precision::Bf16);
+        assert_eq!(name(few).unwrap(), "gemm_wgmma_bf16_cr_bf16");
         // Split over K: narrow.
         let split =
             GemmSpec { split_k: 2, ..GemmSpec::linear_forward(1024, 512, 1024, Precision::Bf16) };
@@ -388,7 +389,12 @@ mod engines {
         assert_eq!(name(narrow).unwrap(), "gemm_wgmma_bf16_rc_bf16");
         let wide = GemmSpec { wgmma_tile: WgmmaTile::N256, ..fwd(64) };
         assert_eq!(name(wide).unwrap(), "gemm_wgmma_n256_bf16_rc_bf16");
-        let err = name(GemmSpec { wgmma_tile: WgmmaTile::N256, ..dw }).unwrap_err();
+        let wide_dw = GemmSpec { wgmma_tile: WgmmaTile::N256, ..few };
+        assert_eq!(name(wide_dw).unwrap(), "gemm_wgmma_n256_bf16_cr_bf16");
+        let tf32_dx = GemmSpec { precision: Precision::Tf32, ..dx };
+        let err =
+            super::super::wgmma::tile_for(&GemmSpec { wgmma_tile: WgmmaTile::N256, ..tf32_dx }, 16)
+                .unwrap_err();
         assert!(matches!(&err, GpuError::InvalidArgument { arg: "wgmma_tile", .. }), "{err}");
         // Ping-pong forced, on the entries of the A row-major layouts.
         let pingpong = GemmSpec { wgmma_tile: WgmmaTile::PingPong, ..fwd(256) };

@@ -131,8 +131,8 @@ pub(super) fn tile_for(spec: &GemmSpec, sms: u32) -> Result<wg::Tile> {
         invalid(
             "wgmma_tile",
             format!(
-                "{:?} has no {what} wgmma entry for A {:?}, B {:?} (only A row-major, and TF32 \
-                 with B column-major)",
+                "{:?} has no {what} wgmma entry for A {:?}, B {:?} (ping-pong: A row-major \
+                 only; TF32: A row-major, B column-major only)",
                 spec.precision, spec.a_layout, spec.b_layout
             ),
         )
