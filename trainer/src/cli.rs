@@ -175,15 +175,16 @@ impl From<ClassifierArg> for ClassifierPath {
 /// `--wgmma-tile`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum WgmmaTileArg {
-    /// 128 × 256 for the forward and input-gradient GEMMs when those tiles still give every
-    /// SM one, 128 × 128 otherwise.
+    /// Ping-pong 128 × 128 for the 16-bit forward GEMMs with two tiles per SM; else 128 × 256
+    /// where N > 128, K is not split and those tiles still give every SM one (the input
+    /// gradients, the lm head's weight gradient); else 128 × 128.
     #[default]
     Auto,
     /// 128 × 128 everywhere (e.g. to compare with, or to rule out, the wide tile).
     #[value(name = "128")]
     N128,
-    /// 128 × 256 wherever there is such a kernel (the forward and input-gradient GEMMs),
-    /// 128 × 128 for the rest.
+    /// 128 × 256 wherever there is such a kernel (every 16-bit GEMM; TF32's forward), 128 ×
+    /// 128 for the rest.
     #[value(name = "256")]
     N256,
     /// Ping-pong 128 × 128 (each consumer warpgroup multiplies whole tiles, in turns, so one's
