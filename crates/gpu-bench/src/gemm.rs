@@ -337,6 +337,17 @@ struct Vectors<T: DeviceElement> {
     dbias: <Gpu as Device>::Buffer<f32>,
 }
 
+impl<T: DeviceElement> Vectors<T> {
+    /// The address of the bias vector cuBLASLt's epilogue for `fused` reads (`GELU_AUX_BIAS`)
+    /// or writes (`DGELU_BGRAD`).
+    fn lt_bias(&self, fused: Fused) -> u64 {
+        match fused {
+            Fused::BiasGelu => self.bias.view().addr(),
+            Fused::DGeluBiasGrad => self.lt_dbias.view().addr(),
+        }
+    }
+}
+
 /// The cuBLASLt plan of a problem, fused or not (none where its heuristic had none).
 struct Lt {
     plan: LtPlan,
@@ -437,11 +448,7 @@ impl<'a> Bench<'a> {
             match (lt.fused, vectors) {
                 (None, _) => lt.plan.run(a, b, c, stream),
                 (Some(fused), Some(v)) => {
-                    let bias = match fused {
-                        Fused::BiasGelu => v.bias.view().addr(),
-                        Fused::DGeluBiasGrad => v.lt_dbias.view().addr(),
-                    };
-                    lt.plan.run_fused((a, b, c), (aux, bias), stream)
+                    lt.plan.run_fused((a, b, c), (aux, v.lt_bias(fused)), stream)
                 }
                 (Some(_), None) => anyhow::bail!("a fused plan without its vectors"),
             }
@@ -490,11 +497,7 @@ impl<'a> Bench<'a> {
         let plan = match (fused, &vectors) {
             (Some(f), Some(v)) => {
                 let aux = ops.sets[0][3].view().addr();
-                let bias = match f {
-                    Fused::BiasGelu => v.bias.view().addr(),
-                    Fused::DGeluBiasGrad => v.lt_dbias.view().addr(),
-                };
-                LtPlan::fused(mode, spec, (f.lt(), aux, bias), ws.0, ws.1)
+                LtPlan::fused(mode, spec, (f.lt(), aux, v.lt_bias(f)), ws.0, ws.1)
             }
             _ => LtPlan::new(mode, spec, ws.0, ws.1),
         };
