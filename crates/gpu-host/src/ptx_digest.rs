@@ -1,5 +1,6 @@
-// Shared by the crate (`ptx::ptx_digest`) and its build script (`include!`), so that the
-// digest embedded at build time and the one a test computes are the same function.
+// Shared by the crate (`ptx::ptx_digest`), its build script and xtask's bundle (`include!`), so
+// that the digest embedded at build time, the bundle's file names and the one a test computes
+// are the same function.
 
 /// The digest naming a PTX module's files: the first 16 hex digits of the SHA-256 of its text.
 pub fn ptx_digest(text: &[u8]) -> String {

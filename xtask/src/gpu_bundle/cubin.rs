@@ -11,16 +11,17 @@
 use crate::build_ptx::BuiltPtx;
 use crate::check_ptx;
 use anyhow::{Context, Result, bail};
-use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// `kernels-<arch>-<the first 16 hex digits of the PTX text's SHA-256>.<extension>` (`cubin`,
-/// `ptx`): the names `gpu_host::PtxModule` looks for (both pin the same test vector).
+// `ptx_digest`: gpu-host's own function (its build script includes the same file), so the
+// names written here are the ones `gpu_host::PtxModule` looks for.
+include!("../../../crates/gpu-host/src/ptx_digest.rs");
+
+/// `kernels-<arch>-<ptx_digest(ptx)>.<extension>` (`cubin`, `ptx`): the names
+/// `gpu_host::PtxModule` looks for (both pin the same test vector).
 pub fn file_name(arch: &str, ptx: &[u8], extension: &str) -> String {
-    let digest = Sha256::digest(ptx);
-    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
-    format!("kernels-{arch}-{hex}.{extension}")
+    format!("kernels-{arch}-{}.{extension}", ptx_digest(ptx))
 }
 
 /// Assembles every module for its own `.target` (`sm_80`, `sm_90a`), all at once, into
