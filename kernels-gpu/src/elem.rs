@@ -34,6 +34,11 @@ pub trait Elem: Copy {
     /// # Safety
     /// `p` must be a 16-byte aligned global address of 8 writable elements.
     unsafe fn store8(p: *mut Self, v: [f32; 8]);
+    /// Whether the type is 16 bits wide: two elements to a 32-bit word ([`Elem::pack2`]).
+    const HALF: bool;
+    /// `lo` and `hi` rounded to this type and packed into one word, `lo` in the low half: the
+    /// 16-bit types only (f32, which is not [`Elem::HALF`], returns `lo`'s bits).
+    fn pack2(lo: f32, hi: f32) -> u32;
 }
 
 /// bf16 bits → f32 (exact: bf16 is the top half of an f32).
@@ -78,6 +83,11 @@ impl Elem for f32 {
             global::st_global_v4_u32(w.add(4), [bits[4], bits[5], bits[6], bits[7]]);
         }
     }
+    const HALF: bool = false;
+    #[inline(always)]
+    fn pack2(lo: f32, _hi: f32) -> u32 {
+        lo.to_bits()
+    }
 }
 
 /// Shared implementation of the two 16-bit types: 8 elements are one 16-byte vector.
@@ -111,6 +121,11 @@ macro_rules! half_elem {
                 let w = core::array::from_fn(|i| $pack(v[2 * i], v[2 * i + 1]));
                 // SAFETY: the caller guarantees 8 aligned writable 16-bit elements.
                 unsafe { global::st_global_v4_u32(p.cast::<u32>(), w) }
+            }
+            const HALF: bool = true;
+            #[inline(always)]
+            fn pack2(lo: f32, hi: f32) -> u32 {
+                $pack(lo, hi)
             }
         }
     };

@@ -463,9 +463,12 @@ fn check_batched<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
 
 /// Aligned rows with N and K in every residue class mod 8 (M = 29, N = 64 + r, K = 32 + r),
 /// in every layout: the partial 16-byte chunks of the K edge (`cp.async` zero fill) and of
-/// the N edge (the epilogue's partial runs, and the column sums' element-wise stores). M ≡ 13
-/// (mod 16): in the last 16 rows a warp writes, its lanes' fourth rows are in and out of the
-/// matrix, so a warp barrier that LLVM duplicated into those branches would diverge.
+/// the N edge (the epilogue's partial runs, and the column sums' element-wise stores), with a
+/// bias and alpha ≠ 1. Each shape runs twice on the same inputs, with the column sums and
+/// without: a 16-bit output then takes the packed staging (its partial runs and, N odd, the
+/// bias's last element alone), which must give the general path's bits. M ≡ 13 (mod 16): in
+/// the last 16 rows a warp writes, its lanes' fourth rows are in and out of the matrix, so a
+/// warp barrier that LLVM duplicated into those branches would diverge.
 fn check_residues<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
     dev: &D,
     precision: Precision,
@@ -473,8 +476,13 @@ fn check_residues<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>
     let mut rng = TestRng::new();
     for r in 0..8 {
         for layouts in LAYOUTS {
-            let case = Case::new(29, 64 + r, 32 + r, layouts, precision).aligned().summed();
-            run::<D, I, O>(dev, &mut rng, &case);
+            let mut case = Case::new(29, 64 + r, 32 + r, layouts, precision).aligned();
+            (case.bias, case.spec.alpha) = (true, rng.scalar(0.5, 2.0));
+            let (mut first, mut second) = rng.twins();
+            let general = run::<D, I, O>(dev, &mut first, &case.summed());
+            let packed = run::<D, I, O>(dev, &mut second, &case);
+            let what = format!("N = {}, {layouts:?}: without the column sums", 64 + r);
+            assert_bits_eq(&what, rng.seed(), &packed, &general);
         }
     }
 }
@@ -1011,6 +1019,11 @@ fn check_wgmma<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
     let mut wide_fused = wide(wgmma(Case::new(150, 300, 100, rc, precision)));
     (wide_fused.bias, wide_fused.act) = (true, Act::Gelu { store: true });
     run::<D, I, O>(dev, &mut rng, &wide_fused);
+    // The packed staging of a 16-bit output (alpha and a bias alone) on the wide tiles and the
+    // ping-pong ones, N odd: partial runs at the N edge, the bias's last element alone.
+    let mut wide_bias = wide(wgmma(Case::new(150, 301, 100, rc, precision)));
+    (wide_bias.bias, wide_bias.spec.alpha) = (true, rng.scalar(0.5, 2.0));
+    run::<D, I, O>(dev, &mut rng, &wide_bias);
     let mut wide_split = wide(wgmma(Case::new(70, 260, 700, rc, precision)));
     (wide_split.spec.split_k, wide_split.spec.beta) = (3, 0.5);
     run::<D, I, O>(dev, &mut rng, &wide_split);
@@ -1025,6 +1038,9 @@ fn check_wgmma<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
     let mut pp_fused = pingpong(wgmma(Case::new(pm, pn, pk, rc, precision)));
     (pp_fused.bias, pp_fused.act, pp_fused.spec.beta) = (true, Act::Gelu { store: true }, 0.5);
     run::<D, I, O>(dev, &mut rng, &pp_fused);
+    let mut pp_bias = pingpong(wgmma(Case::new(150, 301, 100, rc, precision)));
+    pp_bias.bias = true;
+    run::<D, I, O>(dev, &mut rng, &pp_bias);
     let mut pp_split = pingpong(wgmma(Case::new(70, 260, 700, rc, precision)));
     pp_split.spec.split_k = 3;
     run::<D, I, O>(dev, &mut rng, &pp_split);

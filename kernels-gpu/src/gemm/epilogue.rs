@@ -8,7 +8,9 @@
 //! [`write_rows16`] is the tensor-core kernels' path from accumulator fragments to runs: a
 //! warp's 16 rows × 64 columns go through its shared staging buffer and come back as runs of 8
 //! columns per lane; with `col_sums` it also adds up the 16 rows' stored values per column
-//! (`kernel_abi::gemm::GemmParams::col_sums`).
+//! (`kernel_abi::gemm::GemmParams::col_sums`). A 16-bit output whose epilogue is alpha and at
+//! most a bias is finished before the staging instead, and staged packed
+//! ([`write_rows16_packed`]).
 
 use crate::arch::{global, shfl, smem, sync};
 use crate::elem::{Elem, round_trip};
@@ -396,6 +398,82 @@ impl<O: Elem> Epilogue<O> {
         Some(L2Rows { base, pitch: self.ldc * size_of::<O>() as u32, bytes })
     }
 
+    /// Whether [`write_rows16`] finishes this launch's values in the fragments' own layout and
+    /// stages them packed ([`write_rows16_packed`]): a 16-bit output on the 16-byte path whose
+    /// epilogue is alpha and at most a bias (no old C, activation or column sums).
+    #[inline(always)]
+    pub fn packs(&self) -> bool {
+        O::HALF
+            && self.vector
+            && self.beta == 0.0
+            && self.activation == ACT_NONE
+            && !self.col_sums_on()
+    }
+
+    /// The bias of columns `n` and `n + 1` (`n` even) as one raw word of two 16-bit elements,
+    /// for [`Epilogue::finish_pair`]: 0 without a bias or past N, `n`'s alone at N − 1.
+    ///
+    /// # Safety
+    /// [`Epilogue::packs`] holds (a 16-bit type, a 16-byte aligned bias).
+    #[inline(always)]
+    unsafe fn bias_pair_word(&self, n: u32) -> u32 {
+        if self.bias.is_null() || n >= self.n {
+            return 0;
+        }
+        // SAFETY: the bias holds N elements (the launcher checked); n < N, and n + 1 < N for
+        // the word load, which is 4-byte aligned (an aligned bias, an even n).
+        unsafe {
+            if n + 1 < self.n {
+                *self.bias.add(n as usize).cast::<u32>()
+            } else {
+                *self.bias.add(n as usize).cast::<u16>() as u32
+            }
+        }
+    }
+
+    /// `alpha · acc` plus the bias of [`Epilogue::bias_pair_word`]'s `bias`, rounded to the
+    /// 16-bit output and packed, `acc[0]` low: the arithmetic of [`Epilogue::finish_vec`] under
+    /// [`Epilogue::packs`], so the same bits.
+    #[inline(always)]
+    fn finish_pair(&self, acc: [f32; 2], bias: u32) -> u32 {
+        let mut v = acc;
+        for x in &mut v {
+            *x *= self.alpha;
+        }
+        if !self.bias.is_null() {
+            let b = O::widen8([bias, 0, 0, 0, 0, 0, 0, 0]);
+            v[0] += b[0];
+            v[1] += b[1];
+        }
+        O::pack2(v[0], v[1])
+    }
+
+    /// Stores `words`, the 8 packed values of [`Epilogue::finish_pair`] of row `m` (< M) and
+    /// columns `n .. n + 8` (those past N dropped): one 16-byte store when the run is whole.
+    ///
+    /// # Safety
+    /// [`Epilogue::packs`] holds; `m < M`, `n` a multiple of 8; the launch's buffers as
+    /// [`Epilogue::new`] requires.
+    #[inline(always)]
+    unsafe fn store_packed8(&self, m: u32, n: u32, words: [u32; 4]) {
+        let at = (m as u64 * self.ldc as u64 + n as u64) as usize;
+        // SAFETY: row m's columns < N are inside C; a whole run is 16-byte aligned (`vector`:
+        // aligned base, ld and stride, n a multiple of 8 16-bit elements); the output type is
+        // 16 bits wide (`packs`), so each element is stored as its u16 bits.
+        unsafe {
+            if self.vector8(n) {
+                global::st_global_v4_u32(self.c.add(at).cast(), words);
+            } else {
+                unroll!(e in 0..8 => {
+                    if n + (e as u32) < self.n {
+                        let bits = (words[e / 2] >> (16 * (e % 2))) as u16;
+                        *self.c.add(at + e).cast::<u16>() = bits;
+                    }
+                });
+            }
+        }
+    }
+
     /// Whether the launch writes column sums ([`Epilogue::store_col_sums8`]).
     #[inline(always)]
     fn col_sums_on(&self) -> bool {
@@ -535,6 +613,13 @@ impl Epilogue<f32> {
 pub const STAGE_ROW_WORDS: u32 = 64 + 8;
 const _: () = assert!(STAGE_ROW_WORDS == tc::EPI_ROW_WORDS && STAGE_ROW_WORDS == wg::EPI_ROW_WORDS);
 
+/// Row stride (words) of the packed staging of [`write_rows16_packed`], in the same buffer: 64
+/// 16-bit columns (32 words) padded by 4, so that a fragment store (word `4j + t` of row `g`
+/// for lane `4g + t`) and a quarter-warp's run loads (words `4c .. 4c + 4` of one row for
+/// lanes `c` = 0..8) each hit 32 distinct banks.
+const PACKED_ROW_WORDS: u32 = 32 + 4;
+const _: () = assert!(PACKED_ROW_WORDS <= STAGE_ROW_WORDS && PACKED_ROW_WORDS % 32 == 4);
+
 /// Writes 16 rows × 64 columns of accumulators through `sink`: `frag[j]` is the `mma.sync`
 /// m16n8 C fragment (`kernel_abi::fragment`) of columns `8j .. 8j + 8` of rows `m_base ..
 /// m_base + 16`, columns from `n_base`. The fragments go to the warp's padded staging buffer
@@ -544,20 +629,28 @@ const _: () = assert!(STAGE_ROW_WORDS == tc::EPI_ROW_WORDS && STAGE_ROW_WORDS ==
 /// `Epilogue::INPUTS_AHEAD` runs ahead of their use. With column sums on, the lanes add up
 /// their four rows' stored values (rows `r, r + 4, r + 8, r + 12` for lanes `8r ..`), then
 /// two butterflies add the four row classes, `(s0 + s1) + (s2 + s3)`, and lanes 0–7 store the
-/// sums (`m_base` must then be a multiple of 16).
+/// sums (`m_base` must then be a multiple of 16). `PACKED` takes [`write_rows16_packed`]
+/// instead: the caller tests [`Epilogue::packs`] once per tile and writes all its pieces one
+/// way (a test per piece let LLVM share code between the two paths, and the ping-pong
+/// consumers spilled).
 ///
 /// # Safety
 /// The whole warp calls it together; `stage` is this warp's own `16 · STAGE_ROW_WORDS · 4`
 /// bytes of shared memory (16-byte aligned), which nothing else accesses meanwhile; `sink` as
-/// [`Epilogue::store8_with`] requires, for rows `< m_len`.
+/// [`Epilogue::store8_with`] requires, for rows `< m_len`; `PACKED` only if `sink.packs()`.
 #[inline(always)]
-pub unsafe fn write_rows16<O: Elem>(
+pub unsafe fn write_rows16<O: Elem, const PACKED: bool>(
     sink: &Epilogue<O>,
     frag: &[[f32; 4]; 8],
     stage: u32,
     lane: u32,
     (m_base, n_base, m_len): (u32, u32, u32),
 ) {
+    if PACKED {
+        // SAFETY: forwarded contract.
+        unsafe { write_rows16_packed(sink, frag, stage, lane, (m_base, n_base, m_len)) };
+        return;
+    }
     let (group, tig) = (lane / 4, lane % 4);
     // Lane finishes row lane/8 + 4q, columns 8c .. 8c+8 (c = lane % 8), reading them back as
     // two 16-byte loads; lanes with c >= 4 take the halves in the other order so that each
@@ -635,5 +728,49 @@ pub unsafe fn write_rows16<O: Elem>(
                 sink.store_col_sums8(m_base, n_base + 8 * c, sums);
             }
         }
+    }
+}
+
+/// [`write_rows16`] under [`Epilogue::packs`] (a 16-bit output, alpha and at most a bias): each
+/// lane finishes its fragments' pairs of adjacent columns where they are
+/// ([`Epilogue::finish_pair`], with one word of bias per n8 tile) and stages them
+/// rounded and packed, half the shared-memory traffic of the f32 staging and no conversions
+/// after it; lane `l` then reads row `l / 8 + 4q` (q = 0..4), columns `8c .. 8c + 8` (c = l %
+/// 8) back as one 16-byte word and stores it. The same bits as the general path.
+///
+/// # Safety
+/// As [`write_rows16`], with [`Epilogue::packs`] true.
+#[inline(always)]
+unsafe fn write_rows16_packed<O: Elem>(
+    sink: &Epilogue<O>,
+    frag: &[[f32; 4]; 8],
+    stage: u32,
+    lane: u32,
+    (m_base, n_base, m_len): (u32, u32, u32),
+) {
+    let (group, tig) = (lane / 4, lane % 4);
+    let c = lane % 8;
+    // SAFETY: staging addresses stay in the warp's buffer (rows < 16, words < PACKED_ROW_WORDS
+    // <= STAGE_ROW_WORDS, 4- and 16-byte aligned); the warp is converged at both barriers;
+    // rows < m_len only are stored; `packs` holds for the bias words.
+    unsafe {
+        unroll!(j in 0..8 => {
+            let [d0, d1, d2, d3] = frag[j];
+            let bias = sink.bias_pair_word(n_base + 8 * j as u32 + 2 * tig);
+            let word = 4 * j as u32 + tig;
+            let at = |row: u32| stage + (row * PACKED_ROW_WORDS + word) * 4;
+            smem::st_shared_u32(at(group), sink.finish_pair([d0, d1], bias));
+            smem::st_shared_u32(at(group + 8), sink.finish_pair([d2, d3], bias));
+        });
+        sync::bar_warp_sync();
+        unroll!(q in 0..4 => {
+            let row = lane / 8 + 4 * q as u32;
+            let words = smem::ld_shared_v4_u32(stage + (row * PACKED_ROW_WORDS + 4 * c) * 4);
+            let m = m_base + row;
+            if m < m_len {
+                sink.store_packed8(m, n_base + 8 * c, words);
+            }
+        });
+        sync::bar_warp_sync();
     }
 }

@@ -113,7 +113,7 @@ pub unsafe fn gemm<T: TensorOp, O: VecIo<8>, const A_ROW: bool, const B_COL: boo
 }
 
 /// Writes the warp's accumulators through `sink`: 16 rows (one m16 tile, 64 columns) at a
-/// time through [`write_rows16`].
+/// time through [`write_rows16`], all of them packed or none ([`Epilogue::packs`]).
 ///
 /// # Safety
 /// The whole warp calls it together after a barrier that ended every warp's use of the
@@ -128,10 +128,18 @@ unsafe fn write_tile<O: VecIo<8>>(
     (m_base, n_base, m_len): (u32, u32, u32),
 ) {
     // SAFETY: forwarded contract; `EPI_WARP_BYTES` is 16 rows of `EPI_ROW_WORDS` words, the
-    // staging layout of `write_rows16`.
+    // staging layout of `write_rows16`; the packed path only where `packs` holds.
     unsafe {
-        unroll!(i in 0..4 => {
-            write_rows16(sink, &acc[i], stage, lane, (m_base + 16 * i as u32, n_base, m_len));
-        });
+        if sink.packs() {
+            unroll!(i in 0..4 => {
+                let rows = (m_base + 16 * i as u32, n_base, m_len);
+                write_rows16::<O, true>(sink, &acc[i], stage, lane, rows);
+            });
+        } else {
+            unroll!(i in 0..4 => {
+                let rows = (m_base + 16 * i as u32, n_base, m_len);
+                write_rows16::<O, false>(sink, &acc[i], stage, lane, rows);
+            });
+        }
     }
 }

@@ -695,24 +695,24 @@ unsafe fn consume<T: WgmmaOp, W: Width, const A_MN: bool, const B_MN: bool, O: V
         let row = 64 * group + 16 * warp_in_group;
         // SAFETY: the warp is converged here (the loop above is warp-uniform); the staging
         // buffer is this warp's own, disjoint from the stages.
-        unsafe { write_unit::<W, O>(&p.gemm, &unit, &acc, smem.staging(cwarp), lane, row) };
+        unsafe { write_unit::<W, O, 1>(&p.gemm, &unit, &[acc], smem.staging(cwarp), lane, row) };
         u += grid_dim_x();
     }
 }
 
-/// Writes a consumer warp's accumulators of `unit`, rows `row .. row + 16` of its tile, through
-/// the epilogue ([`Epilogue::new`]) for a whole tile, or as the slice's partial sums: at their
-/// place in M × N ([`Epilogue::partials`]) when every tile is split, in the tile's own block
-/// ([`Epilogue::tail_partials`], tile coordinates) when only the tail is.
+/// Writes a consumer warp's accumulators of `unit`, `accs[h]` rows `row + 64h .. row + 64h +
+/// 16` of its tile, through the epilogue ([`Epilogue::new`]) for a whole tile, or as the slice's
+/// partial sums: at their place in M × N ([`Epilogue::partials`]) when every tile is split, in
+/// the tile's own block ([`Epilogue::tail_partials`], tile coordinates) when only the tail is.
 ///
 /// # Safety
 /// As [`write_acc`]; `unit` is one of the launch's (`units` as `kernel_abi::gemm_wgmma`
 /// describes), `W` 128 columns wide when `p.whole_tiles > 0`.
 #[inline(always)]
-pub(super) unsafe fn write_unit<W: Width, O: VecIo<8>>(
+pub(super) unsafe fn write_unit<W: Width, O: VecIo<8>, const H: usize>(
     p: &GemmParams<impl Copy, O>,
     unit: &Unit,
-    acc: &W::Acc,
+    accs: &[W::Acc; H],
     staging: u32,
     lane: u32,
     row: u32,
@@ -723,7 +723,7 @@ pub(super) unsafe fn write_unit<W: Width, O: VecIo<8>>(
         match unit.split {
             None => {
                 let rows = (unit.m0 + row, unit.n0, p.m);
-                write_acc::<W, _>(&Epilogue::new(p, unit.z), acc, staging, lane, rows);
+                write_acc::<W, _, H>(&Epilogue::new(p, unit.z), accs, staging, lane, rows);
             }
             Some((tail_tile, slice)) => {
                 let (sink, rows) = if p.whole_tiles == 0 {
@@ -732,21 +732,56 @@ pub(super) unsafe fn write_unit<W: Width, O: VecIo<8>>(
                     let sink = Epilogue::tail_partials(p, unit.z, (tail_tile, slice), unit.n0);
                     (sink, (row, 0, p.m - unit.m0))
                 };
-                write_acc::<W, _>(&sink, acc, staging, lane, rows);
+                write_acc::<W, _, H>(&sink, accs, staging, lane, rows);
             }
         }
     }
 }
 
-/// Writes a consumer warp's 16 rows × BN columns of accumulators through `sink`, as 16 × 64
-/// pieces: register `i` of each 128-column panel is element `i % 4` of the m16n8 C fragment
-/// of n8 tile `i / 4`.
+/// Writes a consumer warp's 16 rows × BN columns of accumulators of each `accs[h]` (rows from
+/// `m_base + 64h`) through `sink`, as 16 × 64 pieces ([`write_pieces`]), all packed or none
+/// ([`Epilogue::packs`], tested once).
 ///
 /// # Safety
 /// As [`write_rows16`], with `(m_base, n_base, m_len)` the warp's first row, the tile's first
 /// column and M.
 #[inline(always)]
-unsafe fn write_acc<W: Width, O: Elem>(
+unsafe fn write_acc<W: Width, O: Elem, const H: usize>(
+    sink: &Epilogue<O>,
+    accs: &[W::Acc; H],
+    staging: u32,
+    lane: u32,
+    (m_base, n_base, m_len): (u32, u32, u32),
+) {
+    const { assert!(H <= 2, "the accumulator sets are unrolled twice") };
+    // SAFETY: forwarded contract; the packed path only where `packs` holds.
+    unsafe {
+        if sink.packs() {
+            unroll!(h in 0..2 => {
+                if h < H {
+                    let rows = (m_base + 64 * h as u32, n_base, m_len);
+                    write_pieces::<W, O, true>(sink, &accs[h], staging, lane, rows);
+                }
+            });
+        } else {
+            unroll!(h in 0..2 => {
+                if h < H {
+                    let rows = (m_base + 64 * h as u32, n_base, m_len);
+                    write_pieces::<W, O, false>(sink, &accs[h], staging, lane, rows);
+                }
+            });
+        }
+    }
+}
+
+/// One `acc` of [`write_acc`], as 16 × 64 pieces through the same path of [`write_rows16`]
+/// (`PACKED`): register `i` of each 128-column panel is element `i % 4` of the m16n8 C fragment
+/// of n8 tile `i / 4`.
+///
+/// # Safety
+/// As [`write_acc`]; `PACKED` only if `sink.packs()`.
+#[inline(always)]
+unsafe fn write_pieces<W: Width, O: Elem, const PACKED: bool>(
     sink: &Epilogue<O>,
     acc: &W::Acc,
     staging: u32,
@@ -764,7 +799,9 @@ unsafe fn write_acc<W: Width, O: Elem>(
                 });
                 let n0 = n_base + 128 * p as u32 + 64 * h as u32;
                 // SAFETY: forwarded contract.
-                unsafe { write_rows16(sink, &frag, staging, lane, (m_base, n0, m_len)) };
+                unsafe {
+                    write_rows16::<O, PACKED>(sink, &frag, staging, lane, (m_base, n0, m_len))
+                };
             });
         }
     });

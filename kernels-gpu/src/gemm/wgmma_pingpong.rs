@@ -121,14 +121,12 @@ unsafe fn consume<T: WgmmaOp, const A_MN: bool, const B_MN: bool, O: VecIo<8>>(
                 }
                 drain(smem, held, lane);
             }
-            unroll!(h in 0..2 => {
-                let row = 64 * h as u32 + 16 * warp_in_group;
-                // SAFETY: the warp is converged (the loop is warp-uniform); the staging buffer
-                // is this warp's own, disjoint from the stages.
-                unsafe {
-                    write_unit::<N128, O>(&p.gemm, &unit, &acc[h], smem.staging(cwarp), lane, row)
-                };
-            });
+            let row = 16 * warp_in_group;
+            // SAFETY: the warp is converged (the loop is warp-uniform); the staging buffer is
+            // this warp's own, disjoint from the stages.
+            unsafe {
+                write_unit::<N128, O, 2>(&p.gemm, &unit, &acc, smem.staging(cwarp), lane, row)
+            };
         }
         mine = !mine;
         u = next;
