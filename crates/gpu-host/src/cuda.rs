@@ -3,6 +3,7 @@
 use crate::device::{Device, DeviceBuffer, LaunchConfig, alloc_bytes, check_copy_len};
 use crate::element::DeviceElement;
 use crate::error::{DriverContext, GpuError, Result};
+use crate::kernel_times::{KernelRecorder, KernelTime};
 use crate::ptx::{CUBIN_DIR_ENV, PtxArch, PtxModule, ptx_module};
 use crate::tensor_map::{
     TensorMap, TensorMapCache, TensorMapDesc, TensorMapElem, TensorMapSwizzle, upload_tensor_maps,
@@ -100,6 +101,7 @@ pub struct Gpu {
     module: Arc<CudaModule>,
     functions: Mutex<HashMap<&'static str, LoadedFunction>>,
     info: GpuInfo,
+    kernel_times: KernelRecorder<DeviceEvent>,
 }
 
 struct LoadedFunction {
@@ -236,7 +238,15 @@ impl Gpu {
             module,
             functions: Mutex::new(HashMap::new()),
             info,
+            kernel_times: KernelRecorder::default(),
         })
+    }
+
+    /// A timing event recorded in the stream after the work issued so far.
+    fn event(&self) -> Result<DeviceEvent> {
+        let timed = cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT;
+        let event = self.stream.record_event(Some(timed)).during("recording an event")?;
+        Ok(DeviceEvent(event))
     }
 
     /// Static facts about this GPU.
@@ -496,9 +506,10 @@ impl Device for Gpu {
             block_dim: config.block,
             shared_mem_bytes: config.shared_mem_bytes,
         };
+        let stamp = || self.event();
         // SAFETY: the caller guarantees the pointers in `params` cover what the kernel
         // accesses; the parameter layout matches the kernel (checked by build-ptx).
-        unsafe { launch.launch(cfg) }.map(drop).during(name)
+        self.kernel_times.time(name, stamp, || unsafe { launch.launch(cfg) }.map(drop).during(name))
     }
 
     fn synchronize(&self) -> Result<()> {
@@ -506,9 +517,16 @@ impl Device for Gpu {
     }
 
     fn record_event(&self) -> Result<Option<DeviceEvent>> {
-        let timed = cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT;
-        let event = self.stream.record_event(Some(timed)).during("recording an event")?;
-        Ok(Some(DeviceEvent(event)))
+        self.event().map(Some)
+    }
+
+    fn start_kernel_times(&self) {
+        self.kernel_times.start();
+    }
+
+    fn take_kernel_times(&self) -> Result<Vec<KernelTime>> {
+        self.synchronize()?;
+        self.kernel_times.take(|start, end| Ok(f64::from(start.elapsed_ms(end)?)))
     }
 }
 

@@ -3,6 +3,7 @@
 use crate::cuda::DeviceEvent;
 use crate::element::DeviceElement;
 use crate::error::{GpuError, Result};
+use crate::kernel_times::KernelTime;
 use crate::ptx::PtxArch;
 use crate::tensor_map::{TensorMap, TensorMapDesc};
 use crate::view::{DeviceView, DeviceViewMut};
@@ -140,6 +141,18 @@ pub trait Device {
     /// when they return.
     fn record_event(&self) -> Result<Option<DeviceEvent>> {
         Ok(None)
+    }
+
+    /// Starts timing every kernel launch, discarding an unfinished recording: on a CUDA GPU by
+    /// events around each launch (device time), on the simulator by the host clock. A no-op on
+    /// a runtime that records nothing.
+    fn start_kernel_times(&self) {}
+
+    /// Ends the recording of [`Device::start_kernel_times`] (waiting for the device): each
+    /// kernel's launches and summed time, in the order of their first launch. Empty when none
+    /// was started or the runtime records nothing.
+    fn take_kernel_times(&self) -> Result<Vec<KernelTime>> {
+        Ok(Vec::new())
     }
 
     /// Whether this runtime interprets the PTX on the CPU (the PTX simulator). Only for tests

@@ -8,15 +8,16 @@ use crate::profile::{InstrCounts, InstrProfile, KernelProfile};
 use crate::racecheck::Checks;
 use crate::tensor_map;
 use gpu_host::{
-    Device, DeviceBuffer, DeviceElement, DeviceView, DeviceViewMut, GpuError, LaunchConfig,
-    PtxArch, Result, SimErrorKind, TensorMap, TensorMapCache, TensorMapDesc, alloc_bytes,
-    check_copy_len, ptx_module, upload_tensor_maps,
+    Device, DeviceBuffer, DeviceElement, DeviceView, DeviceViewMut, GpuError, KernelRecorder,
+    KernelTime, LaunchConfig, PtxArch, Result, SimErrorKind, TensorMap, TensorMapCache,
+    TensorMapDesc, alloc_bytes, check_copy_len, ptx_module, upload_tensor_maps,
 };
 use kernel_abi::{Kernel, KernelParams};
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
 
 /// Largest static + dynamic shared memory of a block: the opt-in limit of H100/H200
 /// (227 KiB); an A100 allows 163 KiB.
@@ -66,6 +67,8 @@ pub struct Simulator {
     launches: Mutex<BTreeMap<&'static str, u64>>,
     /// While a memory profile is being taken: per kernel, its launches and counts.
     memory_profile: Mutex<Option<BTreeMap<&'static str, (u64, InstrCounts)>>>,
+    /// [`Device::start_kernel_times`]'s recording, on the host clock.
+    kernel_times: KernelRecorder<Instant>,
     kernels: Kernels,
     heap: Arc<Heap>,
     options: SimOptions,
@@ -111,6 +114,7 @@ impl Simulator {
             tensor_maps: TensorMapCache::default(),
             launches: Mutex::default(),
             memory_profile: Mutex::default(),
+            kernel_times: KernelRecorder::default(),
             kernels: decode_module(&module),
             heap: Arc::new(Heap::default()),
             options: SimOptions::default(),
@@ -420,11 +424,21 @@ impl Device for Simulator {
                 size_of::<P>(),
             );
         }
-        self.launch_raw(kernel.name(), config, &bytes)
+        let now = || Ok(Instant::now());
+        self.kernel_times
+            .time(kernel.name(), now, || self.launch_raw(kernel.name(), config, &bytes))
     }
 
     fn synchronize(&self) -> Result<()> {
         Ok(())
+    }
+
+    fn start_kernel_times(&self) {
+        self.kernel_times.start();
+    }
+
+    fn take_kernel_times(&self) -> Result<Vec<KernelTime>> {
+        self.kernel_times.take(|start, end| Ok((*end - *start).as_secs_f64() * 1e3))
     }
 
     fn is_simulator(&self) -> bool {

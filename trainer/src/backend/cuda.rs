@@ -6,8 +6,8 @@
 //! and bias gradients are accumulated in f32 straight from the 16-bit operands.
 
 use super::memory::human_size;
-use super::op_times::{OpLabel, OpRecorder, Stamp, host_stamp, names};
-use super::op_work;
+use super::op_times::{OpClock, OpLabel, OpRecorder, OpTime, OpTimes, Stamp, host_stamp, names};
+use super::op_work::{self, Work};
 use super::ops::{
     AdamWArgs, AdamWHyper, AttentionBackward, AttentionForward, AttentionSaved, AttentionSavedView,
     Classifier, Dims, ENCODER_ACCUMULATES, GradWindow, GradWrite, LayerNormBackward,
@@ -520,6 +520,29 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
 
     fn op_recorder(&self) -> &OpRecorder {
         &self.ops
+    }
+
+    fn start_kernel_times(&self) {
+        self.dev.start_kernel_times();
+    }
+
+    fn take_kernel_times(&self) -> Result<OpTimes> {
+        let kernels = self.dev.take_kernel_times()?;
+        let clock = match () {
+            _ if kernels.is_empty() => None,
+            _ if self.dev.is_simulator() => Some(OpClock::Host),
+            _ => Some(OpClock::Device),
+        };
+        let ops = kernels
+            .into_iter()
+            .map(|k| OpTime {
+                op: k.name.into(),
+                calls: k.launches,
+                ms: k.ms,
+                work: Work::default(),
+            })
+            .collect();
+        Ok(OpTimes { clock, ops, error: None })
     }
 
     /// `vp` rounded up to 16 bytes of `A`: with GPT-2's 50,257 tokens unpadded, dense rows

@@ -33,7 +33,7 @@ pub use view::{Storage, View, ViewMut};
 use crate::error::Result;
 use gpu_host::kernels::elementwise::FloatElement;
 use half::{bf16, f16};
-use op_times::OpRecorder;
+use op_times::{OpRecorder, OpTimes};
 use ops::{
     AdamWArgs, AdamWHyper, AttentionBackward, AttentionForward, Classifier, Dims,
     LayerNormBackward, LayerNormForward, Linear, MatmulBackward, MatmulForward, ParamGrads,
@@ -128,6 +128,14 @@ pub trait Backend {
     /// Records the time of every op while switched on (off by default): where a step's time
     /// goes.
     fn op_recorder(&self) -> &OpRecorder;
+    /// Starts timing every kernel launch (the device backends,
+    /// [`gpu_host::Device::start_kernel_times`]; the CPU backend launches none).
+    fn start_kernel_times(&self) {}
+    /// Ends it: each kernel's launches and summed time as an op named after the kernel, its
+    /// work not counted; empty on the CPU.
+    fn take_kernel_times(&self) -> Result<OpTimes> {
+        Ok(OpTimes::default())
+    }
 
     /// Elements between the starts of consecutive rows of logits `vp` wide, `≥ vp`, in which
     /// the model allocates them: `vp` (dense) unless the backend's GEMMs want aligned rows.

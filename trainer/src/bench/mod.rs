@@ -4,7 +4,9 @@ mod memory;
 mod report;
 
 pub use memory::{memory_lines, memory_markdown};
-pub use report::{BenchOutcome, BenchRow, clock_name, markdown, op_lines, op_table, roofline_note};
+pub use report::{
+    BenchOutcome, BenchRow, clock_name, kernel_section, markdown, op_lines, op_table, roofline_note,
+};
 
 use crate::backend::Backend;
 use crate::backend::check_training_fits;
@@ -43,6 +45,9 @@ pub struct BenchResult {
     pub tokens_per_sec: f64,
     /// Every op of one more step, timed (with [`BenchRun::op_times`]; else empty).
     pub ops: OpTimes,
+    /// Every kernel of one more step after that, timed launch by launch (with
+    /// [`BenchRun::op_times`], on the device backends; else empty).
+    pub kernels: OpTimes,
 }
 
 /// The shape of a benchmark run.
@@ -73,7 +78,9 @@ pub struct TimedSteps {
 
 /// Runs `warmup + steps` training steps of `session` on `data` at learning rate `lr` and times
 /// the last `steps` (each ends with a synchronisation, so the wall time covers the device's
-/// work); with [`BenchRun::op_times`], one more step with every op timed (not in the losses).
+/// work); with [`BenchRun::op_times`], one more step with every op timed, then one with every
+/// kernel launch timed (apart, so that neither's stamps inflate the other's times; neither in
+/// the losses).
 /// AdamW's step count advances with applied updates only, as under PyTorch's GradScaler.
 pub fn timed_steps<B: Backend>(
     backend: &B,
@@ -95,7 +102,7 @@ pub fn timed_steps<B: Backend>(
         losses.push(out.loss);
         skipped += usize::from(out.skipped);
     }
-    let mut ops = OpTimes::default();
+    let (mut ops, mut kernels) = (OpTimes::default(), OpTimes::default());
     if op_times {
         // A failure here costs the op times only: the timed steps above stand.
         let update = (losses.len() - skipped) as u32 + 1;
@@ -107,12 +114,23 @@ pub fn timed_steps<B: Backend>(
                 OpTimes { error: Some(e.to_string()), ..OpTimes::default() }
             }
         };
+        if ops.error.is_none() {
+            let update = update + 1;
+            backend.start_kernel_times();
+            let stepped = session.train_step(data, lr, update).and_then(|_| backend.synchronize());
+            kernels = match (stepped, backend.take_kernel_times()) {
+                (Ok(()), Ok(times)) => times,
+                (Err(e), _) | (_, Err(e)) => {
+                    OpTimes { error: Some(e.to_string()), ..OpTimes::default() }
+                }
+            };
+        }
     }
     let mut sorted = step_ms.clone();
     sorted.sort_by(f64::total_cmp);
     let median_ms = sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN);
     let tokens_per_sec = (b * t) as f64 / (median_ms / 1e3);
-    let timing = BenchResult { step_ms, median_ms, tokens_per_sec, ops };
+    let timing = BenchResult { step_ms, median_ms, tokens_per_sec, ops, kernels };
     Ok(TimedSteps { timing, losses, skipped })
 }
 

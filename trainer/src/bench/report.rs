@@ -276,7 +276,9 @@ fn op_sections(rows: &[BenchRow]) -> String {
          on a GPU by its own clock (CUDA events around each op: device time, the gaps between \
          launches excluded), on the CPU and the simulator by the host clock around ops that \
          have finished when they return. The ops' sum against the median step is the time \
-         spent outside them (launch gaps, host work).\n",
+         spent outside them (launch gaps, host work). Then, on a GPU or the simulator, one \
+         more step with every kernel launch timed the same way, summed by kernel (an op may \
+         launch several).\n",
     );
     for (row, result) in timed {
         let ops = &result.ops;
@@ -304,8 +306,35 @@ fn op_sections(rows: &[BenchRow]) -> String {
         );
         s += &op_table(&ops.slowest_first(), total, false, row.peak());
         s += &roofline_note(ops, row.peak());
+        s += &kernel_section(&result.kernels, "By kernel");
     }
     s
+}
+
+/// How many of a step's slowest kernels the reports list.
+pub const KERNEL_ROWS: usize = 20;
+
+/// `who`'s kernels of a step ([`BenchResult::kernels`]): a line with their launches and total,
+/// then the [`KERNEL_ROWS`] slowest, summed by kernel, as a table (names as code); or why their
+/// times failed; empty when none were timed (the CPU backend).
+pub fn kernel_section(kernels: &OpTimes, who: &str) -> String {
+    if let Some(error) = &kernels.error {
+        return format!("\n{who}: the kernel times failed: {}.\n", error.replace('|', "\\|"));
+    }
+    if kernels.ops.is_empty() {
+        return String::new();
+    }
+    let total = kernels.total_ms();
+    let launches: usize = kernels.ops.iter().map(|k| k.calls).sum();
+    let slowest: Vec<&OpTime> = kernels.slowest_first().into_iter().take(KERNEL_ROWS).collect();
+    format!(
+        "\n{who}: one more step with every kernel launch timed by {}, {launches} launches of {} \
+         kernels summing to {total:.2} ms; the {} slowest:\n\n{}",
+        clock_name(kernels.clock),
+        kernels.ops.len(),
+        slowest.len(),
+        op_table(&slowest, total, true, None)
+    )
 }
 
 /// The ops whose work is counted: their summed roofline and their summed time, in ms, on a GPU
@@ -398,6 +427,7 @@ mod tests {
                 median_ms,
                 tokens_per_sec,
                 ops: OpTimes::default(),
+                kernels: OpTimes::default(),
             },
         }
     }

@@ -4,7 +4,7 @@
 use super::{Ladder, Rung, RungResult, TorchOps, TorchVocabLoss, max_loss_diff};
 use crate::backend::Precision;
 use crate::backend::op_times::OpTime;
-use crate::bench::{clock_name, op_table, roofline_note};
+use crate::bench::{clock_name, kernel_section, op_table, roofline_note};
 use crate::error::Result;
 use crate::report::{ReportMeta, thousands};
 use gpu_host::kernels::classifier::ClassifierPath;
@@ -198,8 +198,10 @@ fn op_section(ladder: &Ladder) -> String {
         "\n## Where the steps' time goes\n\nAfter each rung's timed steps, one more step on each \
          side, profiled. Ours: every op timed, on a GPU by its own clock (CUDA events around \
          each op: device time, the gaps between launches excluded), on the CPU and the \
-         simulator by the host clock. PyTorch's: `torch.profiler` over the step, its slowest \
-         CUDA kernels by device self time (on the CPU, operators by host self time).\n",
+         simulator by the host clock; then, on a GPU or the simulator, one more step with \
+         every kernel launch timed the same way, its slowest kernels listed as PyTorch's are. \
+         PyTorch's: `torch.profiler` over the step, its slowest CUDA kernels by device self \
+         time (on the CPU, operators by host self time).\n",
     );
     for result in rungs {
         let _ = writeln!(s, "\n### {}: {}", result.rung.id, result.rung.change);
@@ -218,6 +220,7 @@ fn op_section(ladder: &Ladder) -> String {
                 let peak = ladder.peak(result.rung.precision);
                 s += &op_table(&ops.slowest_first(), ops.total_ms(), false, peak);
                 s += &roofline_note(ops, peak);
+                s += &kernel_section(&ours.steps.timing.kernels, "Ours by kernel");
             }
         }
         match torch_ops(result) {

@@ -749,6 +749,61 @@ fn op_times_name_the_same_ops_on_every_backend() {
     }
 }
 
+/// One training step of the test model with every kernel launch timed, and (on the
+/// simulator) its launch counts before and after it.
+struct KernelTimesJob<'s> {
+    sim: Option<&'s Simulator>,
+    options: ModelOptions,
+}
+
+type LaunchCounts = std::collections::BTreeMap<&'static str, u64>;
+
+impl BackendJob for KernelTimesJob<'_> {
+    type Output = (OpTimes, LaunchCounts, LaunchCounts);
+    fn run<Bk: Backend>(self, backend: &Bk) -> trainer::Result<Self::Output> {
+        let mut session = two_micro_batch_session(backend, self.options)?;
+        let mut data = batch(6);
+        let counts = || self.sim.map(Simulator::launch_counts).unwrap_or_default();
+        let before = counts();
+        backend.start_kernel_times();
+        session.train_step(&mut data, 1e-3, 1)?;
+        let times = backend.take_kernel_times()?;
+        Ok((times, before, counts()))
+    }
+}
+
+/// The kernel times of a step list every launch once, under its kernel's name, in the order of
+/// first launch, on the simulator's host clock, and the report tables them; the CPU backend
+/// has none (and the report no section).
+#[test]
+fn kernel_times_list_every_launch_of_a_step() {
+    let device = sim();
+    let ResolvedDevice::Sim(simulator) = &device else { unreachable!("a simulator") };
+    let flash = ModelOptions { attention: AttentionKind::Flash, fuse: true };
+    let job = KernelTimesJob { sim: Some(simulator), options: flash };
+    let (times, before, after) = device.run(Precision::Bf16, job).unwrap();
+    let launched: Vec<(&str, u64)> = after
+        .iter()
+        .map(|(name, n)| (*name, n - before.get(name).copied().unwrap_or(0)))
+        .filter(|&(_, n)| n > 0)
+        .collect();
+    let mut timed: Vec<(&str, u64)> =
+        times.ops.iter().map(|k| (k.op.as_str(), k.calls as u64)).collect();
+    timed.sort();
+    assert_eq!(timed, launched);
+    assert_eq!(times.clock, Some(OpClock::Host));
+    assert!(times.ops.iter().all(|k| k.ms > 0.0 && !k.work.is_counted()), "{times:?}");
+    assert!(times.ops[0].op.starts_with("encoder_forward"), "first launched first: {times:?}");
+    let text = trainer::bench::kernel_section(&times, "By kernel");
+    assert!(text.contains("| `flash_attention_forward_bf16` |"), "{text}");
+
+    let naive = ModelOptions { attention: AttentionKind::Naive, fuse: true };
+    let job = KernelTimesJob { sim: None, options: naive };
+    let (cpu, ..) = ResolvedDevice::Cpu.run(Precision::Fp32, job).unwrap();
+    assert_eq!(cpu, OpTimes::default());
+    assert_eq!(trainer::bench::kernel_section(&cpu, "By kernel"), "");
+}
+
 /// One training step of the test model under the simulator's memory-access profile.
 struct ProfiledStep<'s> {
     sim: &'s Simulator,
