@@ -9,7 +9,9 @@
 //! twice the L2 cache; uniform random data in [-1, 1). cuBLAS is timed through prepared calls
 //! (`cublasSgemm`/`cublasGemmEx`, and a `cublasLtMatmul` plan built once), and the faster of the
 //! two is the reference for "% of cuBLAS"; per problem and precision the operands are
-//! generated and the baselines timed once, shared by our variants of that precision. A
+//! generated once, and the baselines and our variants of that precision are timed in
+//! interleaved rounds (each round launches each of them once), so that all meet the same
+//! clocks and temperature (`Timer::interleaved_medians_ms`). A
 //! sampled-rows comparison of our output against cuBLAS's guards the numbers against a kernel
 //! that is fast because it is wrong.
 //!
@@ -515,18 +517,29 @@ impl<'a> Bench<'a> {
             let [a, b, c, aux] = &ops.sets[set];
             (a.view().addr(), b.view().addr(), c.view().addr(), aux.view().addr())
         };
-        let blas_ms = self.timer.median_ms(n_sets, |set| {
-            let (a, b, c, _) = addrs(&ops, set);
-            // SAFETY: the buffers hold the problem's matrices in T.
-            unsafe { self.blas.run(mode, spec, a, b, c) }
-        })?;
-        let lt_ms = match &lt {
-            Some(lt) => Some(self.timer.median_ms(n_sets, |set| {
-                // SAFETY: as above; the vectors are the problem's.
-                unsafe { self.launch_lt(lt, addrs(&ops, set), vectors.as_ref()) }
-            })?),
-            None => None,
-        };
+        // cuBLAS, cuBLASLt (when planned), then each of ours, timed in interleaved rounds.
+        let first_ours = 1 + usize::from(lt.is_some());
+        let ms =
+            self.timer.interleaved_medians_ms(n_sets, first_ours + variants.len(), |k, set| {
+                match (k, &lt) {
+                    (0, _) => {
+                        let (a, b, c, _) = addrs(&ops, set);
+                        // SAFETY: the buffers hold the problem's matrices in T.
+                        unsafe { self.blas.run(mode, spec, a, b, c) }
+                    }
+                    (1, Some(lt)) => {
+                        // SAFETY: as above; the vectors are the problem's.
+                        unsafe { self.launch_lt(lt, addrs(&ops, set), vectors.as_ref()) }
+                    }
+                    _ => {
+                        let [a, b, c, aux] = &mut ops.sets[set];
+                        let abc = (&*a, &*b, c.view_mut());
+                        let spec = &variants[k - first_ours].0;
+                        self.launch_ours(spec, abc, fused, aux, vectors.as_mut(), &mut workspace)
+                    }
+                }
+            })?;
+        let (blas_ms, lt_ms) = (ms[0], lt.as_ref().map(|_| ms[1]));
         let (best_api, best_ms) = match lt_ms {
             Some(lt_ms) if lt_ms < blas_ms || fused.is_some() => (Api::Lt, lt_ms),
             _ => (Api::Blas, blas_ms),
@@ -538,12 +551,7 @@ impl<'a> Bench<'a> {
         };
         let tflops = |spec: &GemmSpec, ms: f64| spec.flops() / (ms * 1e-3) / 1e12;
         let mut rows = Vec::with_capacity(variants.len());
-        for (spec, label) in variants {
-            let ours_ms = self.timer.median_ms(n_sets, |set| {
-                let [a, b, c, aux] = &mut ops.sets[set];
-                let abc = (&*a, &*b, c.view_mut());
-                self.launch_ours(spec, abc, fused, aux, vectors.as_mut(), &mut workspace)
-            })?;
+        for ((spec, label), &ours_ms) in variants.iter().zip(&ms[first_ours..]) {
             let rel_diff = match &reference {
                 Some(reference) => {
                     let inputs = (&mut ops, vectors.as_mut(), &mut workspace);

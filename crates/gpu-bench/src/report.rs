@@ -244,7 +244,9 @@ pub fn markdown(meta: &Meta, cublas_version: &str, rows: &[Row]) -> String {
     let _ = writeln!(
         s,
         "- Method: `cargo xtask bench gemm`. CUDA events around every launch, {} warm-up \
-         launches (at least one per operand copy), median of {} timed launches; operands \
+         launches (at least one per operand copy), median of {} timed launches; per problem \
+         and precision the baselines and our variants timed in interleaved rounds (each round \
+         launches each once), so that all meet the same clocks and temperature; operands \
          rotated over enough copies to exceed 2 × L2 ({} MB); uniform random data in [-1, 1). \
          TFLOP/s = 2·M·N·K / time.",
         meta.warmup,

@@ -48,6 +48,53 @@ impl Timer<'_> {
         }
         Ok(report::median(&mut ms))
     }
+
+    /// Median milliseconds of each of `candidates` launches (`launch(candidate, set)`), timed
+    /// in rounds that launch candidate 0, 1, … once each, each launch between its own pair of
+    /// events: every candidate meets the GPU's clocks and temperature as the others do (timed
+    /// one after another, a candidate timed right after an idle gap runs at higher clocks than
+    /// one timed after seconds of load: the same kernel measured 71% and 76% of cuBLAS in one
+    /// run on the H100, 2026-11-26). The sets rotate over the launches in order, so that no
+    /// launch finds the operands of the one before it in L2; the warm-up rounds launch every
+    /// (candidate, set) pair the timed rounds will, as [`Timer::median_ms`] does.
+    pub fn interleaved_medians_ms(
+        &self,
+        sets: usize,
+        candidates: usize,
+        mut launch: impl FnMut(usize, usize) -> Result<()>,
+    ) -> Result<Vec<f64>> {
+        let mut launch_round =
+            |round: usize, k: usize| launch(k, rotated_set(round, k, candidates, sets));
+        for round in 0..self.warmup.max(sets) {
+            for k in 0..candidates {
+                launch_round(round, k)?;
+            }
+        }
+        let ctx = self.gpu.context();
+        let event = || ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT));
+        let mut pairs = Vec::with_capacity(self.reps * candidates);
+        for _ in 0..self.reps * candidates {
+            pairs.push((event()?, event()?));
+        }
+        for (i, (start, end)) in pairs.iter().enumerate() {
+            start.record(self.gpu.stream())?;
+            launch_round(i / candidates, i % candidates)?;
+            end.record(self.gpu.stream())?;
+        }
+        self.gpu.synchronize()?;
+        let mut ms = vec![Vec::with_capacity(self.reps); candidates];
+        for (i, (start, end)) in pairs.iter().enumerate() {
+            ms[i % candidates].push(start.elapsed_ms(end)? as f64);
+        }
+        Ok(ms.iter_mut().map(|times| report::median(times)).collect())
+    }
+}
+
+/// The operand set of candidate `k`'s launch in round `round` of
+/// [`Timer::interleaved_medians_ms`]: the sets in turn over the launches in order. A
+/// candidate's sets repeat every `sets` rounds, which the warm-up rounds cover.
+fn rotated_set(round: usize, k: usize, candidates: usize, sets: usize) -> usize {
+    (round * candidates + k) % sets
 }
 
 /// The options every benchmark takes.
@@ -111,5 +158,28 @@ impl RunArgs {
             PathBuf::from("bench")
                 .join(format!("{benchmark}-{}.md", provenance::device_slug(device_name)))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rotated_set;
+    use std::collections::BTreeSet;
+
+    /// Consecutive launches never share a set (where there are two or more), and the first
+    /// `sets` rounds launch every (candidate, set) pair that any later round does.
+    #[test]
+    fn the_interleaved_rounds_rotate_the_sets_and_the_warm_up_covers_them() {
+        for (candidates, sets) in [(1, 1), (1, 3), (2, 2), (3, 2), (4, 6), (5, 16), (12, 3)] {
+            let launches: Vec<(usize, usize)> = (0..40)
+                .flat_map(|round| (0..candidates).map(move |k| (round, k)))
+                .map(|(round, k)| (k, rotated_set(round, k, candidates, sets)))
+                .collect();
+            if sets > 1 {
+                assert!(launches.windows(2).all(|w| w[0].1 != w[1].1), "{candidates} {sets}");
+            }
+            let warm: BTreeSet<_> = launches[..sets * candidates].iter().collect();
+            assert!(launches.iter().all(|l| warm.contains(l)), "{candidates} {sets}");
+        }
     }
 }
