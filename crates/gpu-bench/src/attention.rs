@@ -8,8 +8,10 @@
 //!
 //! Method: CUDA events around every call, warm-up calls first, the median of the timed calls,
 //! random inputs (q, k, v and the output gradient rotated over two copies at T = 1024 so that
-//! the inputs exceed the L2 cache). TFLOP/s counts the causal half of the matmuls: forward
-//! `2·B·NH·T²·HD` (two matmuls of `2·T²·HD`, halved), backward 2.5 times that (five matmuls).
+//! the inputs exceed the L2 cache); on Hopper our wgmma and mma.sync flash kernels timed in
+//! interleaved rounds, so that both meet the same clocks. TFLOP/s counts the causal half of
+//! the matmuls: forward `2·B·NH·T²·HD` (two matmuls of `2·T²·HD`, halved), backward 2.5 times
+//! that (five matmuls).
 //! The PyTorch side is `bench/attention_torch.py` (found through `$GPU_BENCH_SCRIPTS`, which
 //! the GPU bundle sets, else `bench/` under the current folder), run with `python3` when
 //! PyTorch imports; a backend PyTorch cannot run here is listed with its error.
@@ -116,13 +118,13 @@ fn ours<T: FlashElement + AttentionElement + Value>(
         .map(|i| Ok(gpu.upload(&random::<T>(shape.out_len(), 2 * i + 2))?))
         .collect::<Result<Vec<_>>>()?;
     let inputs = Inputs { qkv: &qkv, dout: &dout };
-    let flash = flash_times(gpu, timer, shape, inputs, GemmEngine::Auto)?;
     // On Hopper, Auto's kernels run on wgmma: the mma.sync kernels beside them.
-    let flash_mma = if gpu.ptx_arch() == PtxArch::Sm90a {
-        Some(flash_times(gpu, timer, shape, inputs, GemmEngine::MmaSync)?)
-    } else {
-        None
+    let engines: &[GemmEngine] = match gpu.ptx_arch() {
+        PtxArch::Sm90a => &[GemmEngine::Auto, GemmEngine::MmaSync],
+        PtxArch::Sm80 => &[GemmEngine::Auto],
     };
+    let mut flash = flash_times(gpu, timer, shape, inputs, engines)?.into_iter();
+    let (flash, flash_mma) = (flash.next().context("no flash times")?, flash.next());
     let mut out = gpu.alloc::<T>(shape.out_len())?;
     let mut dqkv = gpu.alloc::<T>(shape.qkv_len())?;
 
@@ -177,25 +179,29 @@ impl<B> Clone for Inputs<'_, B> {
 
 impl<B> Copy for Inputs<'_, B> {}
 
-/// Our flash attention's forward and backward medians with its kernels on `engine`.
+/// Our flash attention's forward and backward medians with its kernels on each of `engines`,
+/// the engines timed in interleaved rounds (`Timer::interleaved_medians_ms`: the same clocks
+/// for both kernel families). The backward of every engine reads the output and log-sum-exp
+/// of the last forward launched, whichever engine ran it (the values differ in the last bits,
+/// the work not at all).
 fn flash_times<T: FlashElement + Value>(
     gpu: &Gpu,
     timer: &Timer<'_>,
     shape: AttentionShape,
     inputs: Inputs<'_, impl DeviceBuffer<T>>,
-    engine: GemmEngine,
-) -> Result<Times> {
+    engines: &[GemmEngine],
+) -> Result<Vec<Times>> {
     let sets = inputs.qkv.len();
     let mut out = gpu.alloc::<T>(shape.out_len())?;
     let mut dqkv = gpu.alloc::<T>(shape.qkv_len())?;
     let stats_len = shape.b * shape.nh * shape.t;
     let (mut lse, mut d_scratch) = (gpu.alloc::<f32>(stats_len)?, gpu.alloc::<f32>(stats_len)?);
-    let fwd_ms = timer.median_ms(sets, |i| {
+    let fwd_ms = timer.interleaved_medians_ms(sets, engines.len(), |k, i| {
         let args =
             FlashForward { qkv: inputs.qkv[i].view(), out: out.view_mut(), lse: lse.view_mut() };
-        Ok(flash_attention_forward(gpu, shape, engine, args)?)
+        Ok(flash_attention_forward(gpu, shape, engines[k], args)?)
     })?;
-    let bwd_ms = timer.median_ms(sets, |i| {
+    let bwd_ms = timer.interleaved_medians_ms(sets, engines.len(), |k, i| {
         let args = FlashBackward {
             qkv: inputs.qkv[i].view(),
             out: out.view(),
@@ -205,9 +211,9 @@ fn flash_times<T: FlashElement + Value>(
             dqkv: dqkv.view_mut(),
             col_sums: None,
         };
-        Ok(flash_attention_backward(gpu, shape, engine, args)?)
+        Ok(flash_attention_backward(gpu, shape, engines[k], args)?)
     })?;
-    Ok(Times { fwd_ms, bwd_ms })
+    Ok(fwd_ms.into_iter().zip(bwd_ms).map(|(fwd_ms, bwd_ms)| Times { fwd_ms, bwd_ms }).collect())
 }
 
 /// PyTorch's implementations at sequence length `t`, or none (with a note) when `python3`
@@ -292,7 +298,8 @@ fn markdown(meta: &report::Meta, rows: &[Row]) -> String {
     let _ = writeln!(
         s,
         "- Method: `cargo xtask bench attention`. CUDA events, {} warm-up calls, median of {} \
-         timed calls, random inputs rotated past 2 × L2 ({} MB). PyTorch: \
+         timed calls, random inputs rotated past 2 × L2 ({} MB); our two flash kernel \
+         families (Hopper) timed in interleaved rounds. PyTorch: \
          `bench/attention_torch.py` in the same run, timed the same way (backward = \
          `torch.autograd.grad` of the output). \"ours / best SDPA\" compares our flash \
          attention with the fastest SDPA backend, per direction.",
