@@ -509,7 +509,11 @@ impl Device for Gpu {
         let stamp = || self.event();
         // SAFETY: the caller guarantees the pointers in `params` cover what the kernel
         // accesses; the parameter layout matches the kernel (checked by build-ptx).
-        self.kernel_times.time(name, stamp, || unsafe { launch.launch(cfg) }.map(drop).during(name))
+        self.kernel_times.time(
+            || name,
+            stamp,
+            || unsafe { launch.launch(cfg) }.map(drop).during(name),
+        )
     }
 
     fn synchronize(&self) -> Result<()> {
@@ -526,7 +530,7 @@ impl Device for Gpu {
 
     fn take_kernel_times(&self) -> Result<Vec<KernelTime>> {
         self.synchronize()?;
-        self.kernel_times.take(|start, end| Ok(f64::from(start.elapsed_ms(end)?)))
+        self.kernel_times.take_kernel_times(|start, end| Ok(f64::from(start.elapsed_ms(end)?)))
     }
 }
 

@@ -1,7 +1,8 @@
-//! Per-kernel timing ([`Device::start_kernel_times`](crate::Device::start_kernel_times)): every
-//! launch between a start and a take, stamped before and after, summed by kernel: the kernel
-//! summary a profiler gives, without one (the GPU machines have Nsight Compute but no Nsight
-//! Systems), to set beside PyTorch's profile of the same step.
+//! Timed spans ([`SpanRecorder`]) and per-kernel timing on them
+//! ([`Device::start_kernel_times`](crate::Device::start_kernel_times)): every launch between a
+//! start and a take, stamped before and after, summed by kernel: the kernel summary a profiler
+//! gives, without one (the GPU machines have Nsight Compute but no Nsight Systems), to set
+//! beside PyTorch's profile of the same step.
 
 use crate::error::Result;
 use std::sync::{Mutex, MutexGuard};
@@ -17,56 +18,82 @@ pub struct KernelTime {
     pub ms: f64,
 }
 
-/// The launches of a recording, each between two stamps of type `S` (a CUDA event, or the
-/// host clock where launches finish before they return): for [`crate::Device`]
-/// implementations.
-pub struct KernelRecorder<S> {
-    spans: Mutex<Option<Vec<Span<S>>>>,
+/// One timed piece of work: its label, and the stamps before and after it.
+pub struct Span<L, S> {
+    /// What ran.
+    pub label: L,
+    /// Before it.
+    pub start: S,
+    /// After it.
+    pub end: S,
 }
 
-/// One launch: its kernel, and the stamps before and after it.
-type Span<S> = (&'static str, S, S);
+/// The spans of a recording, each labelled `L` between two stamps of type `S` (a CUDA event,
+/// or the host clock where the work has finished when it returns); off, it only runs the
+/// work. The kernel launches of a [`crate::Device`] (`&'static str` labels) and the trainer's
+/// ops are recorded on it.
+pub struct SpanRecorder<L, S> {
+    spans: Mutex<Option<Vec<Span<L, S>>>>,
+}
 
-impl<S> Default for KernelRecorder<S> {
+/// A device's record of its kernel launches, labelled by kernel name.
+pub type KernelRecorder<S> = SpanRecorder<&'static str, S>;
+
+impl<L, S> Default for SpanRecorder<L, S> {
     fn default() -> Self {
         Self { spans: Mutex::new(None) }
     }
 }
 
-impl<S> KernelRecorder<S> {
+impl<L, S> SpanRecorder<L, S> {
     /// Starts a recording, discarding any unfinished one.
     pub fn start(&self) {
         *self.lock() = Some(Vec::new());
     }
 
-    /// Runs `launch`; while recording, between two stamps taken by `stamp`, kept under `name`.
-    pub fn time(
+    /// Runs `work`; while recording, between two stamps taken by `stamp`, kept as `label()`
+    /// (built only then, before the work runs).
+    pub fn time<R, E>(
         &self,
-        name: &'static str,
-        stamp: impl Fn() -> Result<S>,
-        launch: impl FnOnce() -> Result<()>,
-    ) -> Result<()> {
+        label: impl FnOnce() -> L,
+        stamp: impl Fn() -> std::result::Result<S, E>,
+        work: impl FnOnce() -> std::result::Result<R, E>,
+    ) -> std::result::Result<R, E> {
         if self.lock().is_none() {
-            return launch();
+            return work();
         }
+        let label = label();
         let start = stamp()?;
-        launch()?;
+        let result = work()?;
         let end = stamp()?;
         if let Some(spans) = self.lock().as_mut() {
-            spans.push((name, start, end));
+            spans.push(Span { label, start, end });
         }
-        Ok(())
+        Ok(result)
     }
 
+    /// Ends the recording: its spans in order, or `None` when none was started.
+    pub fn take(&self) -> Option<Vec<Span<L, S>>> {
+        self.lock().take()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Option<Vec<Span<L, S>>>> {
+        self.spans.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl<S> KernelRecorder<S> {
     /// Ends the recording: each kernel's launches and summed milliseconds (`elapsed` between
     /// a launch's two stamps), in the order of their first launch; empty when none was
     /// started.
-    pub fn take(&self, elapsed: impl Fn(&S, &S) -> Result<f64>) -> Result<Vec<KernelTime>> {
-        let Some(spans) = self.lock().take() else { return Ok(Vec::new()) };
+    pub fn take_kernel_times(
+        &self,
+        elapsed: impl Fn(&S, &S) -> Result<f64>,
+    ) -> Result<Vec<KernelTime>> {
         let mut kernels: Vec<KernelTime> = Vec::new();
-        for (name, start, end) in &spans {
-            let ms = elapsed(start, end)?;
-            match kernels.iter_mut().find(|k| k.name == *name) {
+        for Span { label: name, start, end } in self.take().unwrap_or_default() {
+            let ms = elapsed(&start, &end)?;
+            match kernels.iter_mut().find(|k| k.name == name) {
                 Some(total) => {
                     total.launches += 1;
                     total.ms += ms;
@@ -75,10 +102,6 @@ impl<S> KernelRecorder<S> {
             }
         }
         Ok(kernels)
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Option<Vec<Span<S>>>> {
-        self.spans.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -92,21 +115,21 @@ mod tests {
         let clock = std::cell::Cell::new(0.0);
         let stamp = || {
             clock.set(clock.get() + 1.0);
-            Ok(clock.get())
+            Ok::<_, crate::GpuError>(clock.get())
         };
         let ran = std::cell::Cell::new(0);
         let launch = || {
             ran.set(ran.get() + 1);
             Ok(())
         };
-        recorder.time("a", stamp, launch).unwrap();
+        recorder.time(|| unreachable!("not recording"), stamp, launch).unwrap();
         assert_eq!(clock.get(), 0.0, "no stamps while off");
-        assert!(recorder.take(|a, b| Ok(b - a)).unwrap().is_empty());
+        assert!(recorder.take_kernel_times(|a, b| Ok(b - a)).unwrap().is_empty());
         recorder.start();
         for name in ["b", "a", "b"] {
-            recorder.time(name, stamp, launch).unwrap();
+            recorder.time(|| name, stamp, launch).unwrap();
         }
-        let times = recorder.take(|a, b| Ok(10.0 * (b - a))).unwrap();
+        let times = recorder.take_kernel_times(|a, b| Ok(10.0 * (b - a))).unwrap();
         assert_eq!(ran.get(), 4);
         assert_eq!(
             times,
@@ -115,6 +138,7 @@ mod tests {
                 KernelTime { name: "a", launches: 1, ms: 10.0 }
             ]
         );
-        assert!(recorder.take(|a, b| Ok(b - a)).unwrap().is_empty(), "take ends the recording");
+        let again = recorder.take_kernel_times(|a, b| Ok(b - a)).unwrap();
+        assert!(again.is_empty(), "take ends the recording");
     }
 }

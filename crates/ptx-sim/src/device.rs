@@ -425,8 +425,11 @@ impl Device for Simulator {
             );
         }
         let now = || Ok(Instant::now());
-        self.kernel_times
-            .time(kernel.name(), now, || self.launch_raw(kernel.name(), config, &bytes))
+        self.kernel_times.time(
+            || kernel.name(),
+            now,
+            || self.launch_raw(kernel.name(), config, &bytes),
+        )
     }
 
     fn synchronize(&self) -> Result<()> {
@@ -438,7 +441,7 @@ impl Device for Simulator {
     }
 
     fn take_kernel_times(&self) -> Result<Vec<KernelTime>> {
-        self.kernel_times.take(|start, end| Ok((*end - *start).as_secs_f64() * 1e3))
+        self.kernel_times.take_kernel_times(|start, end| Ok((*end - *start).as_secs_f64() * 1e3))
     }
 
     fn is_simulator(&self) -> bool {

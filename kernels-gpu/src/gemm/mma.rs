@@ -131,15 +131,28 @@ unsafe fn write_tile<O: VecIo<8>>(
     // staging layout of `write_rows16`; the packed path only where `packs` holds.
     unsafe {
         if sink.packs() {
-            unroll!(i in 0..4 => {
-                let rows = (m_base + 16 * i as u32, n_base, m_len);
-                write_rows16::<O, true>(sink, &acc[i], stage, lane, rows);
-            });
+            write_m16_tiles::<O, true>(sink, acc, stage, lane, (m_base, n_base, m_len));
         } else {
-            unroll!(i in 0..4 => {
-                let rows = (m_base + 16 * i as u32, n_base, m_len);
-                write_rows16::<O, false>(sink, &acc[i], stage, lane, rows);
-            });
+            write_m16_tiles::<O, false>(sink, acc, stage, lane, (m_base, n_base, m_len));
         }
     }
+}
+
+/// [`write_tile`]'s m16 tiles, all through the same path of [`write_rows16`] (`PACKED`).
+///
+/// # Safety
+/// As [`write_tile`]; `PACKED` only if `sink.packs()`.
+#[inline(always)]
+unsafe fn write_m16_tiles<O: VecIo<8>, const PACKED: bool>(
+    sink: &Epilogue<O>,
+    acc: &[[[f32; 4]; NT]; MT],
+    stage: u32,
+    lane: u32,
+    (m_base, n_base, m_len): (u32, u32, u32),
+) {
+    unroll!(i in 0..4 => {
+        let rows = (m_base + 16 * i as u32, n_base, m_len);
+        // SAFETY: forwarded contract.
+        unsafe { write_rows16::<O, PACKED>(sink, &acc[i], stage, lane, rows) };
+    });
 }

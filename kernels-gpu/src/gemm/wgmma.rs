@@ -751,57 +751,51 @@ unsafe fn write_acc<W: Width, O: Elem, const H: usize>(
     accs: &[W::Acc; H],
     staging: u32,
     lane: u32,
-    (m_base, n_base, m_len): (u32, u32, u32),
+    rows: (u32, u32, u32),
 ) {
-    const { assert!(H <= 2, "the accumulator sets are unrolled twice") };
     // SAFETY: forwarded contract; the packed path only where `packs` holds.
     unsafe {
         if sink.packs() {
-            unroll!(h in 0..2 => {
-                if h < H {
-                    let rows = (m_base + 64 * h as u32, n_base, m_len);
-                    write_pieces::<W, O, true>(sink, &accs[h], staging, lane, rows);
-                }
-            });
+            write_pieces::<W, O, H, true>(sink, accs, staging, lane, rows);
         } else {
-            unroll!(h in 0..2 => {
-                if h < H {
-                    let rows = (m_base + 64 * h as u32, n_base, m_len);
-                    write_pieces::<W, O, false>(sink, &accs[h], staging, lane, rows);
-                }
-            });
+            write_pieces::<W, O, H, false>(sink, accs, staging, lane, rows);
         }
     }
 }
 
-/// One `acc` of [`write_acc`], as 16 × 64 pieces through the same path of [`write_rows16`]
-/// (`PACKED`): register `i` of each 128-column panel is element `i % 4` of the m16n8 C fragment
-/// of n8 tile `i / 4`.
+/// [`write_acc`]'s pieces, all through the same path of [`write_rows16`] (`PACKED`): register
+/// `i` of each 128-column panel of `accs[h]` is element `i % 4` of the m16n8 C fragment of n8
+/// tile `i / 4` of rows `m_base + 64h ..`.
 ///
 /// # Safety
 /// As [`write_acc`]; `PACKED` only if `sink.packs()`.
 #[inline(always)]
-unsafe fn write_pieces<W: Width, O: Elem, const PACKED: bool>(
+unsafe fn write_pieces<W: Width, O: Elem, const H: usize, const PACKED: bool>(
     sink: &Epilogue<O>,
-    acc: &W::Acc,
+    accs: &[W::Acc; H],
     staging: u32,
     lane: u32,
     (m_base, n_base, m_len): (u32, u32, u32),
 ) {
-    unroll!(p in 0..2 => {
-        if let Some(panel) = W::panel(acc, p) {
-            unroll!(h in 0..2 => {
-                let mut frag = [[0.0f32; 4]; 8];
-                unroll!(j in 0..8 => {
-                    unroll!(e in 0..4 => {
-                        frag[j][e] = panel[32 * h + 4 * j + e];
+    const { assert!(H <= 2, "the accumulator sets are unrolled twice") };
+    unroll!(a in 0..2 => {
+        if a < H {
+            let m_base = m_base + 64 * a as u32;
+            unroll!(p in 0..2 => {
+                if let Some(panel) = W::panel(&accs[a], p) {
+                    unroll!(h in 0..2 => {
+                        let mut frag = [[0.0f32; 4]; 8];
+                        unroll!(j in 0..8 => {
+                            unroll!(e in 0..4 => {
+                                frag[j][e] = panel[32 * h + 4 * j + e];
+                            });
+                        });
+                        let n0 = n_base + 128 * p as u32 + 64 * h as u32;
+                        let rows = (m_base, n0, m_len);
+                        // SAFETY: forwarded contract.
+                        unsafe { write_rows16::<O, PACKED>(sink, &frag, staging, lane, rows) };
                     });
-                });
-                let n0 = n_base + 128 * p as u32 + 64 * h as u32;
-                // SAFETY: forwarded contract.
-                unsafe {
-                    write_rows16::<O, PACKED>(sink, &frag, staging, lane, (m_base, n0, m_len))
-                };
+                }
             });
         }
     });

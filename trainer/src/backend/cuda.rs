@@ -528,10 +528,12 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
 
     fn take_kernel_times(&self) -> Result<OpTimes> {
         let kernels = self.dev.take_kernel_times()?;
-        let clock = match () {
-            _ if kernels.is_empty() => None,
-            _ if self.dev.is_simulator() => Some(OpClock::Host),
-            _ => Some(OpClock::Device),
+        let clock = if kernels.is_empty() {
+            None
+        } else if self.dev.is_simulator() {
+            Some(OpClock::Host)
+        } else {
+            Some(OpClock::Device)
         };
         let ops = kernels
             .into_iter()

@@ -5,9 +5,8 @@
 
 use super::op_work::Work;
 use crate::error::Result;
-use gpu_host::DeviceEvent;
+use gpu_host::{DeviceEvent, Span, SpanRecorder};
 use serde::Deserialize;
-use std::sync::Mutex;
 use std::time::Instant;
 
 /// When an op started or ended.
@@ -82,31 +81,22 @@ impl OpTimes {
     }
 }
 
-/// One timed op of a recording.
-struct Span {
-    op: OpLabel,
-    start: Stamp,
-    end: Stamp,
-}
-
 /// Records the ops of a backend while switched on; off, [`OpRecorder::time`] only runs the op.
 #[derive(Default)]
-pub struct OpRecorder {
-    spans: Mutex<Option<Vec<Span>>>,
-}
+pub struct OpRecorder(SpanRecorder<OpLabel, Stamp>);
 
 impl OpRecorder {
     /// Starts a recording, discarding any unfinished one.
     pub fn start(&self) {
-        *self.lock() = Some(Vec::new());
+        self.0.start();
     }
 
     /// Ends the recording: every op's time summed by op (waits for the device when its clock
     /// is the GPU's). Empty when none was started.
     pub fn take(&self) -> Result<OpTimes> {
-        let Some(spans) = self.lock().take() else { return Ok(OpTimes::default()) };
         let mut times = OpTimes::default();
-        for Span { op, start, end } in spans {
+        for Span { label: OpLabel { name, work }, start, end } in self.0.take().unwrap_or_default()
+        {
             let (clock, ms) = match (&start, &end) {
                 (Stamp::Device(a), Stamp::Device(b)) => {
                     (OpClock::Device, f64::from(a.elapsed_ms(b)?))
@@ -115,7 +105,6 @@ impl OpRecorder {
                 _ => unreachable!("a backend stamps all its ops on one clock"),
             };
             times.clock = Some(clock);
-            let OpLabel { name, work } = op;
             match times.ops.iter_mut().find(|t| t.op == name) {
                 Some(total) => {
                     total.calls += 1;
@@ -136,21 +125,7 @@ impl OpRecorder {
         clock: impl Fn() -> Result<Stamp>,
         op: impl FnOnce() -> Result<R>,
     ) -> Result<R> {
-        if self.lock().is_none() {
-            return op();
-        }
-        let label = label();
-        let start = clock()?;
-        let result = op()?;
-        let end = clock()?;
-        if let Some(spans) = self.lock().as_mut() {
-            spans.push(Span { op: label, start, end });
-        }
-        Ok(result)
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Vec<Span>>> {
-        self.spans.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.0.time(label, clock, op)
     }
 }
 

@@ -104,26 +104,23 @@ pub fn timed_steps<B: Backend>(
     }
     let (mut ops, mut kernels) = (OpTimes::default(), OpTimes::default());
     if op_times {
-        // A failure here costs the op times only: the timed steps above stand.
+        // A failure here costs the profiles only: the timed steps above stand.
         let update = (losses.len() - skipped) as u32 + 1;
-        backend.op_recorder().start();
-        let stepped = session.train_step(data, lr, update).and_then(|_| backend.synchronize());
-        ops = match (stepped, backend.op_recorder().take()) {
-            (Ok(()), Ok(times)) => times,
-            (Err(e), _) | (_, Err(e)) => {
-                OpTimes { error: Some(e.to_string()), ..OpTimes::default() }
-            }
-        };
-        if ops.error.is_none() {
-            let update = update + 1;
-            backend.start_kernel_times();
+        let mut profiled = |update, start: &dyn Fn(), take: &dyn Fn() -> Result<OpTimes>| {
+            start();
             let stepped = session.train_step(data, lr, update).and_then(|_| backend.synchronize());
-            kernels = match (stepped, backend.take_kernel_times()) {
+            match (stepped, take()) {
                 (Ok(()), Ok(times)) => times,
                 (Err(e), _) | (_, Err(e)) => {
                     OpTimes { error: Some(e.to_string()), ..OpTimes::default() }
                 }
-            };
+            }
+        };
+        let recorder = backend.op_recorder();
+        ops = profiled(update, &|| recorder.start(), &|| recorder.take());
+        if ops.error.is_none() {
+            let (start, take) = (|| backend.start_kernel_times(), || backend.take_kernel_times());
+            kernels = profiled(update + 1, &start, &take);
         }
     }
     let mut sorted = step_ms.clone();
