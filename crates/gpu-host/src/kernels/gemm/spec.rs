@@ -410,9 +410,13 @@ impl GemmSpec {
         let engine = self.likely_engine(arch);
         // Blocks per SM, and roughly the engine's FLOPs per byte of DRAM traffic on an H100 /
         // H200 (dense peak over bandwidth): what a slice's workspace costs against its math.
+        // A split Hopper GEMM runs 128 × 128 tiles under `Auto`; a forced 128 × 256 tile keeps
+        // its own width, and no tail split (whose partial sums are 128 × 128 blocks).
+        let wide = self.wgmma_tile == WgmmaTile::N256;
+        let wgmma_bn = if wide { wg::N256.bn } else { wg::N128.bn };
         let (bm, bn, per_sm, flops_per_byte) = match (engine, self.precision) {
-            (GemmEngine::Wgmma, Precision::Tf32) => (wg::BM, wg::N128.bn, 1, 100.0),
-            (GemmEngine::Wgmma, _) => (wg::BM, wg::N128.bn, 1, 200.0),
+            (GemmEngine::Wgmma, Precision::Tf32) => (wg::BM, wgmma_bn, 1, 100.0),
+            (GemmEngine::Wgmma, _) => (wg::BM, wgmma_bn, 1, 200.0),
             (_, Precision::Fp32) => {
                 let tile = self.simt_tile();
                 (simt::BM, tile.bn, tile.blocks_per_sm as usize, 15.0)
@@ -433,7 +437,7 @@ impl GemmSpec {
         let most = (steps / 8).clamp(1, 16);
         let whole_waves = tiles / multiprocessors * multiprocessors;
         let tail_split =
-            tail && engine == GemmEngine::Wgmma && self.batch == 1 && whole_waves < tiles;
+            tail && engine == GemmEngine::Wgmma && !wide && self.batch == 1 && whole_waves < tiles;
         let plans = (1..=most).map(|split| (0, split));
         let tail_plans = (2..=most).filter(|_| tail_split && whole_waves > 0);
         let plans = plans.chain(tail_plans.map(|split| (whole_waves, split)));

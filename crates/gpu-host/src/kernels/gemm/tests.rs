@@ -119,6 +119,21 @@ fn split_heuristic_targets_small_outputs_with_long_k() {
     assert_eq!(a100(short), 1);
 }
 
+/// A forced 128 × 256 tile is never given a tail split, whose partial sums are 128 × 128
+/// blocks: `bench gemm` forced it on 8192³, where `Auto`'s plan leaves 4 tiles past 31 whole
+/// waves of 128 × 128, and the launch was refused (H100, 2026-11-27).
+#[test]
+fn a_forced_wide_tile_gets_no_tail_split() {
+    let square =
+        GemmSpec::new(8192, 8192, 8192, Layout::RowMajor, Layout::ColMajor, Precision::Bf16);
+    let auto = square.with_split_k_for(132, PtxArch::Sm90a);
+    assert!(auto.whole_tiles > 0, "the 128 × 128 plan splits the tail");
+    let wide =
+        GemmSpec { wgmma_tile: WgmmaTile::N256, ..square }.with_split_k_for(132, PtxArch::Sm90a);
+    assert_eq!(wide.whole_tiles, 0);
+    assert_eq!(super::wgmma::tile_for(&wide, 132).unwrap(), kernel_abi::gemm_wgmma::wg::N256);
+}
+
 #[test]
 fn precisions_map_to_families() {
     let wide = simt::N128;
