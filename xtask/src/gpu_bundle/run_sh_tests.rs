@@ -84,9 +84,8 @@ fn run_sh_reports_a_failing_test_binary_and_goes_on() {
     assert!(summary.contains("1 passed, 1 failed"), "{summary}");
     assert!(summary.contains("| tests | gemm gpu:: | pass |"), "{summary}");
     assert!(summary.contains("2 passed, 0 failed; kernel tests on Fake GPU"), "{summary}");
-    let sim_vs_gpu = "largest mma/kernel difference 2 ulp, largest .approx relative difference \
-                      1.25e-07, largest wgmma difference 1.5e-07 of sum\\|a*b\\|+\\|c\\|; 3 \
-                      passed, 0 failed";
+    let sim_vs_gpu = "largest mma/wgmma difference 1.5e-07 of sum\\|a*b\\|+\\|c\\|, largest \
+                      .approx relative difference 1.25e-07; 3 passed, 0 failed";
     assert!(has_row(&summary, &["tests", "sim_vs_gpu", "pass"], &[sim_vs_gpu]), "{summary}");
 }
 
@@ -498,8 +497,8 @@ impl FakeBundle {
         );
         fake.packed(
             "tests/sim_vs_gpu",
-            "echo 'sim_vs_gpu: mma_bf16: largest difference 2 ulp' >&2; \
-             echo 'sim_vs_gpu: mma_tf32: largest difference 0 ulp' >&2; \
+            "echo 'sim_vs_gpu: mma Bf16: largest difference 2.00e-08 of Σ|a·b| + |c| (2 ulp)' >&2; \
+             echo 'sim_vs_gpu: mma Tf32: largest difference 0.00e0 of Σ|a·b| + |c| (0 ulp)' >&2; \
              echo 'sim_vs_gpu: `ex2.approx.f32`: largest relative difference 1.250e-7' >&2; \
              echo 'sim_vs_gpu: wgmma_bf16: largest difference 3.00e-08 of Σ|a·b| + |c|' >&2; \
              echo 'sim_vs_gpu: wgmma_tf32: largest difference 1.50e-07 of Σ|a·b| + |c|' >&2; \
