@@ -233,9 +233,10 @@ pub struct RunBias([u32; 8]);
 
 impl<O: Elem> Epilogue<O> {
     /// Runs whose inputs [`write_rows16`] keeps in flight at once: all four of a lane for
-    /// 16-bit outputs, two for f32 (whose inputs take twice the registers: with four, ptxas
-    /// spilled in the Hopper kernels with 128 × 256 tiles).
-    const INPUTS_AHEAD: usize = if size_of::<O>() == 4 { 2 } else { 4 };
+    /// 16-bit outputs, one for f32, whose inputs take twice the registers (with four, ptxas
+    /// spilled in the Hopper kernels with 128 × 256 tiles; with two carried through the runs'
+    /// loop, in the ping-pong ones).
+    const INPUTS_AHEAD: usize = if size_of::<O>() == 4 { 1 } else { 4 };
 
     /// Whether the run of 8 columns from `n` takes the 16-byte path.
     #[inline(always)]
@@ -657,13 +658,13 @@ pub unsafe fn write_rows16<O: Elem, const PACKED: bool>(
     // quarter-warp's loads cover 32 distinct banks.
     let c = lane % 8;
     let swap = c >= 4;
-    let row = |q: usize| lane / 8 + 4 * q as u32;
+    let row = |q: u32| lane / 8 + 4 * q;
     // The runs' global inputs first, `INPUTS_AHEAD` runs ahead of their use: their latency
     // overlaps the staging round trip and the runs before (loaded where they are used, the
-    // four runs' loads were waited for one after another).
+    // four runs' loads were waited for one after another). `ahead[0]` is run q's, the rest
+    // shift down a slot per run.
     let bias = sink.load_bias8(n_base + 8 * c);
-    let mut inputs = [RunInputs::default(); 4];
-    let load = |q: usize| {
+    let load = |q: u32| {
         let m = m_base + row(q);
         if m < m_len {
             // SAFETY: row m < m_len, as `sink` requires.
@@ -672,9 +673,10 @@ pub unsafe fn write_rows16<O: Elem, const PACKED: bool>(
             RunInputs::default()
         }
     };
+    let mut ahead = [RunInputs::default(); 4];
     unroll!(q in 0..4 => {
         if q < Epilogue::<O>::INPUTS_AHEAD {
-            inputs[q] = load(q);
+            ahead[q] = load(q as u32);
         }
     });
     let sums_on = sink.col_sums_on();
@@ -691,10 +693,17 @@ pub unsafe fn write_rows16<O: Elem, const PACKED: bool>(
             smem::st_shared_v2_u32(at(group + 8), [d2.to_bits(), d3.to_bits()]);
         });
         sync::bar_warp_sync();
-        unroll!(q in 0..4 => {
-            let ahead = q + Epilogue::<O>::INPUTS_AHEAD;
-            if ahead < 4 {
-                inputs[ahead] = load(ahead);
+        // A loop, not unrolled: the finish (GELU and its backward, the element path) is inlined
+        // once. Unrolled four times, it made the 16-bit 128 × 256 and ping-pong kernels' SASS
+        // 2.3× longer (512 `ex2` instead of 128), and their GELU epilogues ran 1.6× slower on
+        // an H100 (fc forward 198 → 320 µs, fc projection dX 277 → 503 µs a layer, 2026-11-27:
+        // SM and memory throughput both under 20%, the instruction cache the suspect).
+        for q in 0..4u32 {
+            let inputs = ahead[0];
+            ahead = [ahead[1], ahead[2], ahead[3], RunInputs::default()];
+            let next = q + Epilogue::<O>::INPUTS_AHEAD as u32;
+            if Epilogue::<O>::INPUTS_AHEAD < 4 && next < 4 {
+                ahead[Epilogue::<O>::INPUTS_AHEAD - 1] = load(next);
             }
             let base = stage + (row(q) * STAGE_ROW_WORDS + 8 * c) * 4;
             let first = smem::ld_shared_v4_u32(base + if swap { 16 } else { 0 });
@@ -706,7 +715,7 @@ pub unsafe fn write_rows16<O: Elem, const PACKED: bool>(
             // Only the store depends on the lane: branching on `sums_on` (the launch's) inside
             // it made LLVM duplicate the warp barrier below into the lane-divergent branches.
             let stored = if m < m_len {
-                sink.store8_with(m, n_base + 8 * c, run, inputs[q], bias)
+                sink.store8_with(m, n_base + 8 * c, run, inputs, bias)
             } else {
                 [0.0; 8]
             };
@@ -715,7 +724,7 @@ pub unsafe fn write_rows16<O: Elem, const PACKED: bool>(
                     *sum += x;
                 }
             }
-        });
+        }
         sync::bar_warp_sync();
         if sums_on {
             // Lanes l and l ^ 8 hold row classes r and r ^ 1, then l ^ 16 the other pair: f32
