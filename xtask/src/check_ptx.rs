@@ -7,7 +7,9 @@
 use crate::build_ptx;
 use crate::cmd::{self, target_dir};
 use anyhow::{Context, Result, bail, ensure};
+use object::{Object, ObjectSection};
 use sha2::{Digest, Sha256};
+use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -57,6 +59,13 @@ const NO_IEEE_DIVISION: &[(&str, &str)] = &[
     ("gelu_", "GELU divides per element: use `rcp_approx_f32`"),
 ];
 
+/// The most SASS one kernel may have. The 16-bit Hopper GEMMs had about 100 KiB at commit
+/// 66cb1ef; at d8b3498, their epilogue's four runs unrolled, 345 KiB, and on an H100 their
+/// GELU epilogues ran 1.6× slower (both SM and memory throughput under 20%: the instruction
+/// cache the suspect). A kernel past this budget has code grown by unrolling or inlining
+/// that no one measured.
+const CODE_BUDGET_BYTES: u64 = 192 << 10;
+
 /// Resource usage of one kernel on one architecture, as `ptxas -v` reports it (shared
 /// memory is the static allocation; dynamic shared memory is set per launch).
 #[derive(Debug, Default, PartialEq)]
@@ -68,6 +77,8 @@ struct Usage {
     stack_bytes: u32,
     spill_stores: u32,
     spill_loads: u32,
+    /// SASS bytes (the cubin's `.text.<kernel>` section).
+    code_bytes: u64,
 }
 
 /// Builds the PTX, assembles it for every target, prints the table, fails on spills.
@@ -105,15 +116,28 @@ pub fn run() -> Result<()> {
          xtask/src/check_ptx.rs):\n  {}",
         offenders.join("\n  ")
     );
+    let oversized: Vec<String> = rows
+        .iter()
+        .filter(|u| u.code_bytes > CODE_BUDGET_BYTES)
+        .map(|u| format!("{} ({}): {:.1} KiB", u.kernel, u.arch, u.code_bytes as f64 / 1024.0))
+        .collect();
+    ensure!(
+        oversized.is_empty(),
+        "kernels over the code budget of {} KiB (see CODE_BUDGET_BYTES in \
+         xtask/src/check_ptx.rs):\n  {}",
+        CODE_BUDGET_BYTES >> 10,
+        oversized.join("\n  ")
+    );
     ensure!(
         divisions.is_empty(),
         "kernels with IEEE f32 divisions where none may be:\n  {}",
         divisions.join("\n  ")
     );
     println!(
-        "check-ptx: {} kernel/arch pairs assembled, no spills, no stack frames, no IEEE \
-         division in the GEMM and GELU kernels",
-        rows.len()
+        "check-ptx: {} kernel/arch pairs assembled, no spills, no stack frames, none over {} \
+         KiB of code, no IEEE division in the GEMM and GELU kernels",
+        rows.len(),
+        CODE_BUDGET_BYTES >> 10
     );
     Ok(())
 }
@@ -132,11 +156,14 @@ fn ieee_divisions(ptx: &str) -> Vec<String> {
         .collect()
 }
 
-/// Runs `ptxas -v` on `ptx` for `arch` and parses its report.
+/// Runs `ptxas -v` on `ptx` for `arch` and parses its report and the cubin's code sizes.
 fn assemble(ptxas: &Path, ptx: &Path, arch: &str) -> Result<Vec<Usage>> {
+    let cubin = target_dir().join("check-ptx").join(format!("kernels-{arch}.cubin"));
+    std::fs::create_dir_all(cubin.parent().expect("a file in a folder"))?;
     let out = Command::new(ptxas)
         .arg(format!("-arch={arch}"))
-        .args(["-v", "--warning-as-error", "-o", "/dev/null"])
+        .args(["-v", "--warning-as-error", "-o"])
+        .arg(&cubin)
         .arg(ptx)
         .output()
         .with_context(|| format!("running {}", ptxas.display()))?;
@@ -152,7 +179,24 @@ fn assemble(ptxas: &Path, ptx: &Path, arch: &str) -> Result<Vec<Usage>> {
         ptx.display(),
         rejected.join("\n  ")
     );
-    parse_report(&report, arch)
+    let mut rows = parse_report(&report, arch)?;
+    let bytes = std::fs::read(&cubin).with_context(|| format!("reading {}", cubin.display()))?;
+    let sizes = code_sizes(&bytes).with_context(|| format!("reading {}", cubin.display()))?;
+    for row in &mut rows {
+        row.code_bytes = *sizes.get(&row.kernel).with_context(|| {
+            format!("{} has no code section `.text.{}`", cubin.display(), row.kernel)
+        })?;
+    }
+    Ok(rows)
+}
+
+/// Each function's SASS bytes in a cubin: the size of its `.text.<name>` section.
+fn code_sizes(cubin: &[u8]) -> Result<HashMap<String, u64>> {
+    let file = object::File::parse(cubin).context("not an ELF file")?;
+    Ok(file
+        .sections()
+        .filter_map(|s| Some((s.name().ok()?.strip_prefix(".text.")?.to_string(), s.size())))
+        .collect())
 }
 
 /// The lines of a `ptxas -v` report that match [`REJECTED_INFOS`], each followed by its
@@ -197,19 +241,20 @@ fn parse_report(report: &str, arch: &str) -> Result<Vec<Usage>> {
 fn print_table(rows: &[Usage]) {
     let width = rows.iter().map(|u| u.kernel.len()).max().unwrap_or(6).max(6);
     println!(
-        "{:width$}  {:7}  {:>4}  {:>10}  {:>5}  {:>11}  {:>10}",
-        "kernel", "arch", "regs", "smem B", "stack B", "spill st B", "spill ld B"
+        "{:width$}  {:7}  {:>4}  {:>10}  {:>5}  {:>11}  {:>10}  {:>8}",
+        "kernel", "arch", "regs", "smem B", "stack B", "spill st B", "spill ld B", "code KiB"
     );
     for u in rows {
         println!(
-            "{:width$}  {:7}  {:>4}  {:>10}  {:>5}  {:>11}  {:>10}",
+            "{:width$}  {:7}  {:>4}  {:>10}  {:>5}  {:>11}  {:>10}  {:>8.1}",
             u.kernel,
             u.arch,
             u.registers,
             u.shared_bytes,
             u.stack_bytes,
             u.spill_stores,
-            u.spill_loads
+            u.spill_loads,
+            u.code_bytes as f64 / 1024.0
         );
     }
 }
@@ -291,6 +336,7 @@ mod tests {
                 stack_bytes: 16,
                 spill_stores: 4,
                 spill_loads: 8,
+                code_bytes: 0,
             }]
         );
     }
