@@ -26,7 +26,7 @@ use crate::arch::shfl::{FULL_MASK, shfl_bfly_f32};
 use crate::arch::smem::dynamic_smem_base;
 use crate::arch::sync::bar_sync;
 use crate::arch::{
-    block_idx_x, block_idx_y, block_idx_z, grid_dim_x, lane_id, thread_idx_x, warp_idx_x,
+    block_idx_x, block_idx_y, block_idx_z, grid_dim_y, lane_id, thread_idx_x, warp_idx_x,
 };
 use crate::entry::entries;
 use crate::gemm::tensor_op::{Bf16Op, F16Op, TensorOp};
@@ -160,6 +160,32 @@ impl<T> StreamPair<'_, T> {
     }
 }
 
+/// This block's (sequence, head) in a tiled kernel's grid `(NH, tiles, B)`.
+///
+/// Blocks start in the order of their linear index, x fastest: every head of a sequence takes
+/// its tile of rank 0 (the one with the most work: [`tile_rank`]), then every head its rank 1,
+/// and so on, sequence by sequence. The last blocks to start are light ones, and the blocks
+/// running together cover a sequence or two, whose tiles they share in L2. (On the grid `(tiles,
+/// NH, B)`, before 2026-11-27, a head's heaviest tile started with its lightest, and the last
+/// heads' heaviest tiles could run on alone after the others had finished.)
+#[inline(always)]
+fn seq_head() -> (u32, u32) {
+    (block_idx_z(), block_idx_x())
+}
+
+/// This block's tile's rank by the work it holds, 0 the most ([`seq_head`]): causal tiles
+/// range from one tile of the other operand to all of them.
+#[inline(always)]
+fn tile_rank() -> u32 {
+    block_idx_y()
+}
+
+/// The tiles of a sequence ([`seq_head`]'s grid).
+#[inline(always)]
+fn tile_count() -> u32 {
+    grid_dim_y()
+}
+
 /// What both forwards (`mma.sync` and wgmma) set up: the query tile (the last first, so the
 /// longest rows start first), the shared-memory layout from `smem` (Q, then two stages of K,
 /// then two of V, each [`TILE_BYTES`]), this lane's two rows, and the first `cp.async` group:
@@ -179,8 +205,8 @@ impl<T: Copy> ForwardBlock<T> {
     /// aligned); the buffers have the shapes the launcher checked.
     #[inline(always)]
     unsafe fn start(p: &FlashForwardParams<T>, smem: u32) -> Self {
-        let q_tile = grid_dim_x() - 1 - block_idx_x();
-        let (b, h, channels) = (block_idx_z(), block_idx_y(), p.nh * HD);
+        let q_tile = tile_count() - 1 - tile_rank();
+        let ((b, h), channels) = (seq_head(), p.nh * HD);
         let part = |i: u32| Source::new(p.qkv.as_ptr(), p.t, 3 * channels, b, i * channels, h);
         let q0 = q_tile * BLOCK_Q;
         let row0 = q0 + warp_idx_x() * 16 + lane_id() / 4;
@@ -319,7 +345,7 @@ unsafe fn store_output<Op: FlashOp>(
     state: &RowState,
     rows: [u32; 2],
 ) {
-    let (b, h, quad) = (block_idx_z(), block_idx_y(), lane_id() % 4);
+    let ((b, h), quad) = (seq_head(), lane_id() % 4);
     let channels = (p.nh * HD) as usize;
     unroll!(r in 0..2 => {
         // SAFETY: the caller's convergence contract.
@@ -347,7 +373,7 @@ unsafe fn store_output<Op: FlashOp>(
 ///
 /// # Safety
 /// Launched by `gpu-host`'s `flash_attention_forward` with `FORWARD_THREADS` threads, the grid
-/// `(⌈T / BLOCK_Q⌉, NH, B)` and `FORWARD_SHARED_BYTES` of dynamic shared memory, after checking
+/// `(NH, ⌈T / BLOCK_Q⌉, B)` and `FORWARD_SHARED_BYTES` of dynamic shared memory, after checking
 /// `C = NH·HD`, the (B, T, 3C), (B, T, C) and (B, NH, T) lengths of `qkv`, `out` and `lse`,
 /// `B·NH·T <= u32::MAX`, and `qkv` 16-byte and `out` 4-byte aligned.
 #[inline(always)]

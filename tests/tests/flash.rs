@@ -18,6 +18,9 @@ use integration_tests::{
     small_sizes,
 };
 
+/// Shapes: one row, rows that are not a multiple of the 64-row tile, batches, heads, and 12
+/// (sequence, head) pairs of 3 tiles (the kernels deal their blocks out by groups of 8 heads,
+/// heaviest tile first: a whole group and a partial one); on a GPU, GPT-2's at B = 4.
 fn shapes(dev: &impl Device) -> Vec<AttentionShape> {
     let mut shapes = vec![
         AttentionShape { b: 1, t: 1, c: 128, nh: 2 },
@@ -25,6 +28,7 @@ fn shapes(dev: &impl Device) -> Vec<AttentionShape> {
         AttentionShape { b: 2, t: 64, c: 64, nh: 1 },
         AttentionShape { b: 1, t: 130, c: 64, nh: 1 },
         AttentionShape { b: 2, t: 70, c: 192, nh: 3 },
+        AttentionShape { b: 3, t: 130, c: 256, nh: 4 },
     ];
     if !small_sizes(dev) {
         shapes.push(AttentionShape { b: 4, t: 1024, c: 768, nh: 12 });
@@ -127,6 +131,8 @@ fn check_argument_errors(dev: &impl Device) {
         (AttentionShape { b: 0, ..shape }, "qkv"),
         (wrapping, "shape"),
         (AttentionShape { b: 1, t: 1 << 32, c: 64, nh: 1 }, "shape"),
+        // 65536 tiles of 64 rows: past the grid's second dimension.
+        (AttentionShape { b: 1, t: 64 << 16, c: 64, nh: 1 }, "shape"),
     ];
     for (s, arg) in bad {
         let args = FlashForward { qkv: qkv.view(), out: out.view_mut(), lse: lse.view_mut() };

@@ -28,16 +28,14 @@
 //! The 16-row blocks of a tile are addressed with `ldmatrix [addr+OFF]` (`OFF` a const
 //! generic), so each lane keeps one shared address per lane pattern and k-step, not per load.
 
-use super::{FlashOp, ROW_CHUNKS, Source, StreamPair, TILE_BYTES};
+use super::{FlashOp, ROW_CHUNKS, Source, StreamPair, TILE_BYTES, seq_head, tile_count, tile_rank};
 use crate::arch::cp_async::cp_async_commit_group;
 use crate::arch::ldmatrix::{ldmatrix_x4, ldmatrix_x4_at, ldmatrix_x4_trans_at};
 use crate::arch::math::ex2_approx_f32;
 use crate::arch::shfl::{FULL_MASK, shfl_bfly_f32};
 use crate::arch::smem::dynamic_smem_base;
 use crate::arch::sync::bar_sync;
-use crate::arch::{
-    block_idx_x, block_idx_y, block_idx_z, grid_dim_x, lane_id, thread_idx_x, warp_idx_x,
-};
+use crate::arch::{block_idx_x, block_idx_y, block_idx_z, lane_id, thread_idx_x, warp_idx_x};
 use crate::elem::Elem;
 use crate::entry::entries;
 use crate::gemm::tensor_op::{Bf16Op, F16Op};
@@ -174,7 +172,7 @@ pub(super) unsafe fn store_rows<Op: FlashOp>(
     rows: [u32; 2],
     part: u32,
 ) {
-    let (b, h, quad) = (block_idx_z(), block_idx_y(), lane_id() % 4);
+    let ((b, h), quad) = (seq_head(), lane_id() % 4);
     let channels = (p.nh * HD) as usize;
     // The stored values, as the column sums add them: 0 for rows at or past t.
     let mut stored = [[0.0f32; 4]; 8];
@@ -369,7 +367,7 @@ impl<T: Copy> BackwardBlock<T> {
         resident: [Source<T>; 2],
         streamed: [Source<T>; 2],
     ) -> (Self, [Source<T>; 2]) {
-        let (warp, lane) = (warp_idx_x(), lane_id());
+        let ((warp, lane), (b, h)) = ((warp_idx_x(), lane_id()), seq_head());
         let row0 = tile * BLOCK_Q + warp * 16 + lane / 4;
         let [first, second] = streamed;
         let block = Self {
@@ -377,7 +375,7 @@ impl<T: Copy> BackwardBlock<T> {
             resident: [smem, smem + TILE_BYTES],
             streamed: [(first, smem + 2 * TILE_BYTES), (second, smem + 4 * TILE_BYTES)],
             rows: [row0, row0 + 8],
-            stats_base: ((block_idx_z() * p.nh + block_idx_y()) * p.t) as usize,
+            stats_base: ((b * p.nh + h) * p.t) as usize,
         };
         (block, resident)
     }
@@ -385,7 +383,7 @@ impl<T: Copy> BackwardBlock<T> {
     /// The tile sources of this block's (sequence, head): q, k, v of qkv and dout.
     #[inline(always)]
     fn sources(p: &FlashBackwardParams<T>) -> [Source<T>; 4] {
-        let (b, h, channels) = (block_idx_z(), block_idx_y(), p.nh * HD);
+        let ((b, h), channels) = (seq_head(), p.nh * HD);
         let part = |i: u32| Source::new(p.qkv.as_ptr(), p.t, 3 * channels, b, i * channels, h);
         [part(0), part(1), part(2), Source::new(p.dout.as_ptr(), p.t, channels, b, 0, h)]
     }
@@ -399,7 +397,7 @@ impl<T: Copy> BackwardBlock<T> {
     #[inline(always)]
     pub(super) unsafe fn dkdv(p: &FlashBackwardParams<T>, smem: u32) -> Self {
         let [q, k, v, dout] = Self::sources(p);
-        let (block, [k, v]) = Self::new(p, smem, block_idx_x(), [k, v], [q, dout]);
+        let (block, [k, v]) = Self::new(p, smem, tile_rank(), [k, v], [q, dout]);
         let row0 = block.tile * BLOCK_KV;
         // SAFETY: block-uniform calls; the tiles are inside the launch's shared memory.
         unsafe { block.issue_first(&k, &v, row0, row0) };
@@ -424,7 +422,7 @@ impl<T: Copy> BackwardBlock<T> {
     #[inline(always)]
     pub(super) unsafe fn dq(p: &FlashBackwardParams<T>, smem: u32) -> Self {
         let [q, k, v, dout] = Self::sources(p);
-        let tile = grid_dim_x() - 1 - block_idx_x();
+        let tile = tile_count() - 1 - tile_rank();
         let (block, [q, dout]) = Self::new(p, smem, tile, [q, dout], [k, v]);
         // SAFETY: block-uniform calls; the tiles are inside the launch's shared memory.
         unsafe { block.issue_first(&q, &dout, block.tile * BLOCK_Q, 0) };
@@ -467,14 +465,14 @@ impl<T: Copy> BackwardBlock<T> {
 ///
 /// # Safety
 /// Launched by `gpu-host`'s `flash_attention_backward` once [`dot`] has written `d`, with
-/// `BACKWARD_THREADS` threads, the grid `(⌈T / BLOCK_KV⌉, NH, B)` and `BACKWARD_SHARED_BYTES` of
+/// `BACKWARD_THREADS` threads, the grid `(NH, ⌈T / BLOCK_KV⌉, B)` and `BACKWARD_SHARED_BYTES` of
 /// dynamic shared memory, after checking every buffer's length for the shape (`C = NH·HD`,
 /// `B·NH·T <= u32::MAX`), and `qkv` and `dout` 16-byte and `dqkv` 4-byte aligned.
 #[inline(always)]
 unsafe fn dkdv<Op: FlashOp>(p: FlashBackwardParams<Op::In>) {
     // SAFETY: every thread is here; the launch's tiles start at the dynamic shared base.
     let block = unsafe { BackwardBlock::dkdv(&p, dynamic_smem_base()) };
-    let (kv_tile, tiles) = (block.tile, grid_dim_x());
+    let (kv_tile, tiles) = (block.tile, tile_count());
     let [sk, sv] = block.resident;
     let (rows, stats_base) = (block.rows, block.stats_base);
     let (warp, lane) = (warp_idx_x(), lane_id());

@@ -15,11 +15,12 @@
 //! `D`'s registers are free before the products run.
 
 use super::backward::{BackwardBlock, causal_mask, causal_mask_transposed, store_rows};
+use super::tile_count;
 use super::wgmma::{WgmmaFlashOp, aligned_smem_base, product_acc, product_t, step, tiles_of};
 use crate::arch::math::ex2_approx_f32;
 use crate::arch::sync::bar_sync;
 use crate::arch::wgmma::{self, hold, hold_words};
-use crate::arch::{grid_dim_x, lane_id, warp_idx_x};
+use crate::arch::{lane_id, warp_idx_x};
 use crate::entry::entries;
 use crate::gemm::tensor_op::{Bf16Op, F16Op};
 use crate::unroll::unroll;
@@ -67,7 +68,7 @@ unsafe fn tile_columns(
 unsafe fn dkdv<Op: WgmmaFlashOp>(p: FlashBackwardParams<Op::In>) {
     // SAFETY: every thread is here; the launch's tiles start at the aligned base.
     let block = unsafe { BackwardBlock::dkdv(&p, aligned_smem_base()) };
-    let (kv_tile, tiles) = (block.tile, grid_dim_x());
+    let (kv_tile, tiles) = (block.tile, tile_count());
     let [sk, sv] = block.resident;
     let (rows, stats_base) = (block.rows, block.stats_base);
     let (warp, lane) = (warp_idx_x(), lane_id());

@@ -42,6 +42,7 @@ fn check_shape(op: &'static str, shape: AttentionShape) -> Result<()> {
     let qkv = [b, t, c].iter().try_fold(3usize, |len, &f| len.checked_mul(f));
     let fits = b <= u16::MAX as usize
         && nh <= u16::MAX as usize
+        && t.div_ceil(BLOCK_Q as usize) <= u16::MAX as usize
         && t <= u32::MAX as usize
         && rows.is_some_and(|rows| rows <= u32::MAX as usize)
         && qkv.is_some();
@@ -49,6 +50,14 @@ fn check_shape(op: &'static str, shape: AttentionShape) -> Result<()> {
         return Err(GpuError::invalid(op, "shape", format!("{shape:?} is too large")));
     }
     Ok(())
+}
+
+/// The tiled kernels' grid, `(NH, ⌈T / 64⌉, B)`: blocks start x fastest, so every head of a
+/// sequence starts its heaviest tile before any head its next (the kernels map y to the tile
+/// by its work; `kernels-gpu/src/flash.rs`, `seq_head`). [`check_shape`] bounds its sizes.
+fn tiled_grid(shape: AttentionShape) -> (u32, u32, u32) {
+    let tiles = shape.t.div_ceil(BLOCK_Q as usize);
+    (shape.nh as u32, tiles as u32, shape.b as u32)
 }
 
 /// Buffers of [`flash_attention_forward`].
@@ -111,7 +120,7 @@ pub fn flash_attention_forward<D: Device, T: FlashElement>(
         scale_log2: std::f32::consts::LOG2_E / (HD as f32).sqrt(),
         _pad: 0,
     };
-    let grid = (t.div_ceil(BLOCK_Q as usize) as u32, nh as u32, b as u32);
+    let grid = tiled_grid(shape);
     let (kernel, config) = if wgmma {
         let config = LaunchConfig {
             grid,
@@ -231,7 +240,7 @@ pub fn flash_attention_backward<D: Device, T: FlashElement>(
         scale_log2: std::f32::consts::LOG2_E / (HD as f32).sqrt(),
         scale: 1.0 / (HD as f32).sqrt(),
     };
-    let grid = (t.div_ceil(BLOCK_Q as usize) as u32, nh32, b32);
+    let grid = tiled_grid(shape);
     let (dkdv, dq, config) = if wgmma {
         let config = LaunchConfig {
             grid,
