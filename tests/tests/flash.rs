@@ -18,9 +18,9 @@ use integration_tests::{
     small_sizes,
 };
 
-/// Shapes: one row, rows that are not a multiple of the 64-row tile, batches, heads, and 12
-/// (sequence, head) pairs of 3 tiles (the kernels deal their blocks out by groups of 8 heads,
-/// heaviest tile first: a whole group and a partial one); on a GPU, GPT-2's at B = 4.
+/// Shapes: one row, rows that are not a multiple of the 64-row tile, batches, heads, and 3
+/// sequences of 4 heads of 3 tiles (every grid dimension past 1: the kernels map x to the head,
+/// y to the tile by its work, z to the sequence); on a GPU, GPT-2's at B = 4.
 fn shapes(dev: &impl Device) -> Vec<AttentionShape> {
     let mut shapes = vec![
         AttentionShape { b: 1, t: 1, c: 128, nh: 2 },
