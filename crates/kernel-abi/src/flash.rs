@@ -7,22 +7,24 @@
 //! the natural-log log-sum-exp of each row's scaled scores, which the backward recomputes the
 //! probabilities from. Scores are scaled by `1/sqrt(HD)`; position `t` attends to `0..=t`.
 //!
-//! The forward: one block of [`FORWARD_WARPS`] warps per (query tile of [`BLOCK_Q`] rows, head,
-//! sequence) = (`blockIdx.x`, `.y`, `.z`); each warp owns 16 query rows. The block walks the key/value tiles of [`BLOCK_KV`] rows
-//! from 0 to its diagonal (tiles above the diagonal are skipped, the diagonal one masked),
+//! The forward: one block of [`FORWARD_WARPS`] warps per (head, query tile of [`BLOCK_Q`] rows,
+//! sequence) = (`blockIdx.x`, `.y`, `.z`); each warp owns 16 query rows. The block walks the
+//! key/value tiles of [`BLOCK_KV`] rows from 0 to its diagonal (tiles above the diagonal are
+//! skipped, the diagonal one masked),
 //! double-buffered in shared memory through `cp.async`, and keeps per row the running maximum
 //! and sum of `2^(s·scale·log2 e − max)` (online softmax in f32) and the output accumulator in
-//! registers. Query tiles run heaviest first (block `x` takes tile `tiles − 1 − x`).
+//! registers. Query tiles run heaviest first (`blockIdx.y` = y takes tile `tiles − 1 − y`, every
+//! head of a sequence its tile before any head its next).
 //!
 //! The backward (FlashAttention-2) takes `dout` (B, T, NH, HD), `out` and `lse` from the
 //! forward, and writes `dqkv` (B, T, 3, NH, HD) in three launches:
 //! 1. `dot`: `D[b,h,i] = Σ_d dout[b,i,h,d] · out[b,i,h,d]` in f32, (B, NH, T), one block of
 //!    [`DOT_THREADS`] per ([`DOT_ROWS`] positions, head, sequence), 8 lanes per row;
-//! 2. `dkdv`: one block of [`BACKWARD_WARPS`] warps per (key/value tile of [`BLOCK_KV`] rows,
-//!    head, sequence), each warp owning 16 key/value rows; the block walks the query tiles from
+//! 2. `dkdv`: one block of [`BACKWARD_WARPS`] warps per (head, key/value tile of [`BLOCK_KV`]
+//!    rows, sequence), each warp owning 16 key/value rows; the block walks the query tiles from
 //!    its diagonal to the last, recomputing `Pᵀ` from `lse`, and accumulates `dV = Pᵀ·dO` and
 //!    `dK = scale · dSᵀ·Q` with `dSᵀ = Pᵀ ∘ (V·dOᵀ − D)` in registers;
-//! 3. `dq`: one block per (query tile, head, sequence), each warp owning 16 query rows,
+//! 3. `dq`: one block per (head, query tile, sequence), each warp owning 16 query rows,
 //!    walking the key/value tiles 0..=diagonal and accumulating `dQ = scale · dS·K`. Every
 //!    gradient element is owned by one thread, so the backward is deterministic (no atomics).
 
