@@ -26,8 +26,8 @@ use gpu_host::{
 use half::{bf16, f16};
 use integration_tests::{TestRng, gpu};
 
-use super::Outputs;
 use super::rig::{GpuRig, Rig, SimRig};
+use super::{Outputs, worst_relative};
 
 /// Rounds the dynamic shared base up to 1024 bytes into `%r1` (the launches add 1024 bytes).
 const ALIGN_SMEM: &str =
@@ -707,15 +707,6 @@ fn hopper_ptx() -> String {
     }
     ptx += &sync_entry();
     ptx
-}
-
-/// Largest `|got - want| / scale` over one case.
-fn worst_relative(got: &[f32], want: &[f64], scale: &[f64]) -> f64 {
-    got.iter()
-        .zip(want)
-        .zip(scale)
-        .map(|((g, w), s)| if g.is_nan() { f64::INFINITY } else { (*g as f64 - w).abs() / s })
-        .fold(0.0, f64::max)
 }
 
 /// On every machine: the module runs on the simulator, whose TMA images are the boxes of the

@@ -113,6 +113,19 @@ struct MmaOutput {
     scale: Vec<f64>,
 }
 
+/// Largest `|got - want| / scale` over one case; a NaN on either side is infinitely far.
+fn worst_relative(got: &[f32], want: &[f64], scale: &[f64]) -> f64 {
+    got.iter()
+        .zip(want)
+        .zip(scale)
+        .map(
+            |((g, w), s)| {
+                if g.is_nan() || w.is_nan() { f64::INFINITY } else { (*g as f64 - w).abs() / s }
+            },
+        )
+        .fold(0.0, f64::max)
+}
+
 /// Two 16-bit operands as one word, `lo` in the low half.
 fn pack16(lo: u16, hi: u16) -> u32 {
     lo as u32 | (hi as u32) << 16
@@ -428,14 +441,8 @@ fn project_kernels_agree_bit_for_bit() {
     // against Σ|a·b| + |c| (a result that cancels to near 0 differed by 32 ulp of itself on
     // an H100, 1.2e-8 of that sum), within 2⁻²¹ (a few f32 roundings on each side).
     for (g, s) in gm.iter().zip(&sm) {
-        let diff = |(i, (x, y)): (usize, (&f32, &f32))| {
-            if x.is_nan() || y.is_nan() {
-                f64::INFINITY
-            } else {
-                (*x as f64 - *y as f64).abs() / g.scale[i]
-            }
-        };
-        let worst = g.d.iter().zip(&s.d).enumerate().map(diff).fold(0.0, f64::max);
+        let sim: Vec<f64> = s.d.iter().map(|v| *v as f64).collect();
+        let worst = worst_relative(&g.d, &sim, &g.scale);
         let ulp = g.d.iter().zip(&s.d).map(|(a, b)| ulps(*a, *b)).max().unwrap_or(0);
         eprintln!(
             "sim_vs_gpu: {}: largest difference {worst:.2e} of Σ|a·b| + |c| ({ulp} ulp)",
