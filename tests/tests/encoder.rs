@@ -218,7 +218,7 @@ fn check_forward_warp_stride<T: FloatElement + Element>(dev: &impl Device) {
 /// whole buffers afterwards.
 fn run_backward<D: Device, T: FloatElement>(
     dev: &D,
-    tokens: &Tokens<D>,
+    tokens: &mut Tokens<D>,
     dout: &D::Buffer<T>,
     (dwte0, dwpe0): (&[f32], &[f32]),
     case: &Case,
@@ -253,11 +253,12 @@ fn check_backward<T: FloatElement + Element>(dev: &impl Device) {
         let dout = random::<T>(&mut rng, o + b * t * c);
         let dwte0: Vec<f32> = random(&mut rng, o + case.vp * c);
         let dwpe0: Vec<f32> = random(&mut rng, o + case.max_t * c);
-        let tokens = Tokens::upload(dev, &ids, case.shape()).unwrap();
-        assert_eq!(tokens.frequent(), frequent_ids(&ids), "{case:?}");
+        let mut tokens = Tokens::upload(dev, &ids, case.shape()).unwrap();
+        assert_eq!(tokens.frequent(), None, "grouped by the first backward: {case:?}");
         let ddout = dev.upload(&dout).unwrap();
-        let first = run_backward(dev, &tokens, &ddout, (&dwte0, &dwpe0), &case);
-        let second = run_backward(dev, &tokens, &ddout, (&dwte0, &dwpe0), &case);
+        let first = run_backward(dev, &mut tokens, &ddout, (&dwte0, &dwpe0), &case);
+        assert_eq!(tokens.frequent(), Some(frequent_ids(&ids)), "{case:?}");
+        let second = run_backward(dev, &mut tokens, &ddout, (&dwte0, &dwpe0), &case);
 
         let (mut dwte, mut dwpe) = (dwte0.clone(), dwpe0.clone());
         cpu_ref::encoder_backward(&mut dwte[o..], &mut dwpe[o..], &dout[o..], &ids, b, t, c);
@@ -270,34 +271,42 @@ fn check_backward<T: FloatElement + Element>(dev: &impl Device) {
 }
 
 /// `Tokens::replace` swaps in a new batch (with a different number of distinct ids, and
-/// none of the first batch's frequent one) that the next launches use; a rejected batch
-/// leaves the previous one in place.
+/// none of the first batch's frequent one) that the next launches use: the backward groups it
+/// afresh, though it grouped the first batch already; a rejected batch leaves the previous
+/// one in place.
 fn check_tokens_replace(dev: &impl Device) {
     let mut rng = TestRng::new();
     let case = Case::small(4, 16, 16, Ids::Uniform, 0);
     let (b, t, c) = (case.b, case.t, case.c);
     let first = token_ids(&mut rng, &Case { ids: Ids::HalfOneToken, ..case });
     let second = token_ids(&mut rng, &case);
+    let dout = random::<f32>(&mut rng, b * t * c);
+    let ddout = dev.upload(&dout).unwrap();
+    let dwte0: Vec<f32> = random(&mut rng, case.vp * c);
+    let dwpe0: Vec<f32> = random(&mut rng, case.max_t * c);
+    let seed = rng.seed();
+    let check = |tokens: &mut Tokens<_>, ids: &[u32], what: &str| {
+        let got = run_backward(dev, tokens, &ddout, (&dwte0, &dwpe0), &case);
+        let (mut dwte, mut dwpe) = (dwte0.clone(), dwpe0.clone());
+        cpu_ref::encoder_backward(&mut dwte, &mut dwpe, &dout, ids, b, t, c);
+        assert_bits_eq(&format!("dwte {what}"), seed, &got.0, &dwte);
+        assert_bits_eq(&format!("dwpe {what}"), seed, &got.1, &dwpe);
+        let distinct = ids.iter().collect::<std::collections::BTreeSet<_>>().len();
+        assert_eq!(tokens.distinct(), distinct, "{what}");
+        assert_eq!(tokens.frequent(), Some(frequent_ids(ids)), "{what}");
+    };
+
     let mut tokens = Tokens::upload(dev, &first, case.shape()).unwrap();
-    assert_eq!(tokens.frequent(), 1, "one id at 32 of the first batch's 64 positions");
+    check(&mut tokens, &first, "of the first batch");
+    assert_eq!(tokens.frequent(), Some(1), "one id at 32 of the first batch's 64 positions");
     tokens.replace(dev, &second).unwrap();
+    assert_eq!(tokens.frequent(), None, "a new batch is grouped by its first backward");
     let mut bad = first.clone();
     bad[5] = case.vocab as u32;
     let err = "id 13 at position 5 (b 0, t 5)";
     assert_rejects(tokens.replace(dev, &bad), "Tokens::replace", "tokens", err);
     assert_eq!(dev.download(tokens.ids()).unwrap(), second);
-    let distinct = second.iter().collect::<std::collections::BTreeSet<_>>().len();
-    assert_eq!(tokens.distinct(), distinct);
-    assert_eq!(tokens.frequent(), frequent_ids(&second));
-
-    let dout = random::<f32>(&mut rng, b * t * c);
-    let dwte0: Vec<f32> = random(&mut rng, case.vp * c);
-    let dwpe0: Vec<f32> = random(&mut rng, case.max_t * c);
-    let got = run_backward(dev, &tokens, &dev.upload(&dout).unwrap(), (&dwte0, &dwpe0), &case);
-    let (mut dwte, mut dwpe) = (dwte0, dwpe0);
-    cpu_ref::encoder_backward(&mut dwte, &mut dwpe, &dout, &second, b, t, c);
-    assert_bits_eq("dwte after replace", rng.seed(), &got.0, &dwte);
-    assert_bits_eq("dwpe after replace", rng.seed(), &got.1, &dwpe);
+    check(&mut tokens, &second, "after replace");
 }
 
 /// Asserts `result` is an `InvalidArgument` of `op` naming `arg`, whose message contains
@@ -330,7 +339,7 @@ fn check_bad_arguments(dev: &impl Device) {
     let huge = TokenShape { b: 1 << 16, t: 1 << 16, vocab };
     assert_rejects(Tokens::upload(dev, &[], huge), op, "b", "exceeds u32");
 
-    let tokens = Tokens::upload(dev, &[1, 2, 3, 4, 5, 6, 7, 9], shape).unwrap();
+    let mut tokens = Tokens::upload(dev, &[1, 2, 3, 4, 5, 6, 7, 9], shape).unwrap();
     let wte = dev.upload(&vec![0.5f32; vocab * c]).unwrap();
     let short_wte = dev.upload(&vec![0.5f32; (vocab - 1) * c]).unwrap();
     let wpe = dev.upload(&vec![0.25f32; t * c]).unwrap();
@@ -356,11 +365,12 @@ fn check_bad_arguments(dev: &impl Device) {
     let mut dwpe = dev.alloc::<f32>(t * c).unwrap();
     let mut short_dwte = dev.alloc::<f32>((vocab - 1) * c).unwrap();
     let mut short_dwpe = dev.alloc::<f32>((t - 1) * c).unwrap();
-    let r = encoder_backward(dev, &tokens, dout, short_dwte.view_mut(), dwpe.view_mut(), c);
+    let r = encoder_backward(dev, &mut tokens, dout, short_dwte.view_mut(), dwpe.view_mut(), c);
     assert_rejects(r, bwd, "dwte", "fewer than the vocabulary size");
-    let r = encoder_backward(dev, &tokens, dout, dwte.view_mut(), short_dwpe.view_mut(), c);
+    let r = encoder_backward(dev, &mut tokens, dout, dwte.view_mut(), short_dwpe.view_mut(), c);
     assert_rejects(r, bwd, "dwpe", "sequence too long");
-    let r = encoder_backward(dev, &tokens, long_out.view(), dwte.view_mut(), dwpe.view_mut(), c);
+    let r =
+        encoder_backward(dev, &mut tokens, long_out.view(), dwte.view_mut(), dwpe.view_mut(), c);
     assert_rejects(r, bwd, "dout", "expected 64");
 }
 

@@ -289,7 +289,7 @@ fn op_outputs<D: Device>(dev: &D, seed: u64) -> Outputs<u8> {
 
     let (b, t, vocab) = (3, 11, 50);
     let ids: Vec<u32> = rng.u16s(b * t).iter().map(|v| u32::from(*v) % vocab as u32).collect();
-    let tokens = Tokens::upload(dev, &ids, TokenShape { b, t, vocab }).unwrap();
+    let mut tokens = Tokens::upload(dev, &ids, TokenShape { b, t, vocab }).unwrap();
     let wte = dev.upload(&bf(rng.uniform(vocab * c, -1.0, 1.0))).unwrap();
     let wpe = dev.upload(&bf(rng.uniform(t * c, -1.0, 1.0))).unwrap();
     let mut emb = dev.alloc::<bf16>(b * t * c).unwrap();
@@ -297,7 +297,7 @@ fn op_outputs<D: Device>(dev: &D, seed: u64) -> Outputs<u8> {
     record("encoder_forward", bytemuck::cast_slice(&dev.download(emb.view()).unwrap()));
     let mut dwte = dev.upload(&rng.uniform(vocab * c, -1.0, 1.0)).unwrap();
     let mut dwpe = dev.upload(&rng.uniform(t * c, -1.0, 1.0)).unwrap();
-    encoder_backward(dev, &tokens, emb.view(), dwte.view_mut(), dwpe.view_mut(), c).unwrap();
+    encoder_backward(dev, &mut tokens, emb.view(), dwte.view_mut(), dwpe.view_mut(), c).unwrap();
     record("encoder_backward dwte", bytemuck::cast_slice(&dev.download(dwte.view()).unwrap()));
     record("encoder_backward dwpe", bytemuck::cast_slice(&dev.download(dwpe.view()).unwrap()));
 

@@ -216,7 +216,7 @@ impl Backend for CpuBackend {
         &self,
         grads: ParamGrads<'_, Self>,
         dout: ActView<'_, Self>,
-        tokens: &CpuTokens,
+        tokens: &mut CpuTokens,
         dims: Dims,
     ) -> Result<()> {
         self.timed(

@@ -620,11 +620,12 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
         &self,
         grads: ParamGrads<'_, Self>,
         dout: ActView<'_, Self>,
-        tokens: &Tokens<D>,
+        tokens: &mut Tokens<D>,
         dims: Dims,
     ) -> Result<()> {
+        let distinct = tokens.distinct();
         self.timed(
-            || op_work::encoder_backward(dims, Self::ACT, tokens.distinct()),
+            || op_work::encoder_backward(dims, Self::ACT, distinct),
             || {
                 assert_eq!(grads.write, GradWrite::Accumulate, "{ENCODER_ACCUMULATES}");
                 let (dwte, dwpe) = weight_and_bias(grads)?;

@@ -173,11 +173,13 @@ pub trait Backend {
     /// (`grads.write` is [`Accumulate`](ops::GradWrite::Accumulate)): GPT-2's token embedding
     /// is the lm head's weight, whose gradient the lm head's backward wrote first; on a step's
     /// first micro-batch the model zeroes wpe's window before (rows past `t` get no gradient).
+    /// May prepare `tokens` for it, once a batch (the CUDA backend groups the positions by
+    /// token: host work that overlaps the GPU's when the backward is queued ahead of it).
     fn encoder_backward(
         &self,
         grads: ParamGrads<'_, Self>,
         dout: ActView<'_, Self>,
-        tokens: &Self::Tokens,
+        tokens: &mut Self::Tokens,
         dims: Dims,
     ) -> Result<()>;
 

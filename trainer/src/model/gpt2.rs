@@ -371,7 +371,7 @@ impl<B: Backend> Gpt2<B> {
         &self,
         backend: &B,
         acts: &Activations<B>,
-        inputs: &B::Tokens,
+        inputs: &mut B::Tokens,
         (grads, write): (&mut Buf<B, f32>, GradWrite),
         scratch: &mut GradScratch<B>,
         (b, t): (usize, usize),

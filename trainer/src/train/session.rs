@@ -57,7 +57,8 @@ pub struct Session<'b, B: Backend> {
     losses: Buf<B, f32>,
     host_inputs: Vec<u32>,
     host_targets: Vec<u32>,
-    tokens: Option<(B::Tokens, B::Tokens)>,
+    inputs: Option<B::Tokens>,
+    targets: Option<B::Tokens>,
     shape: BatchShape,
     scaler: Option<LossScaler>,
 }
@@ -95,7 +96,8 @@ impl<'b, B: Backend> Session<'b, B> {
             losses: backend.alloc(grad_accum_steps * b * t, "the losses")?,
             host_inputs: vec![0; b * t],
             host_targets: vec![0; b * t],
-            tokens: None,
+            inputs: None,
+            targets: None,
             model,
             shape,
             scaler: fp16.then(|| LossScaler::new(LossScaleConfig::default())),
@@ -151,42 +153,25 @@ impl<'b, B: Backend> Session<'b, B> {
         self.model.layout().upload(self.backend, grads, &mut self.grads)
     }
 
-    /// Loads the next batch into the token buffers.
-    fn load_batch(&mut self, data: &mut dyn BatchSource) -> Result<()> {
-        data.next_batch(&mut self.host_inputs, &mut self.host_targets)?;
-        match &mut self.tokens {
-            Some((inputs, targets)) => {
-                self.backend.replace_tokens(inputs, &self.host_inputs)?;
-                self.backend.replace_tokens(targets, &self.host_targets)
-            }
-            None => {
-                let shape = TokenShape {
-                    b: self.shape.b,
-                    t: self.shape.t,
-                    vocab: self.model.config().vocab_size,
-                };
-                let inputs = self.backend.upload_tokens(&self.host_inputs, shape)?;
-                let targets = self.backend.upload_tokens(&self.host_targets, shape)?;
-                self.tokens = Some((inputs, targets));
-                Ok(())
-            }
-        }
-    }
-
     /// Forward (and with `dloss` the backward) of the next batch; the positions' losses go
     /// to micro-batch `micro`'s window of the losses buffer.
+    ///
+    /// The targets are uploaded after the forward is queued, which does not read them: on a
+    /// GPU their validation and copy then overlap the forward.
     fn micro_step(
         &mut self,
         data: &mut dyn BatchSource,
         micro: usize,
         dloss: Option<f32>,
     ) -> Result<()> {
-        self.load_batch(data)?;
+        data.next_batch(&mut self.host_inputs, &mut self.host_targets)?;
         let (b, t) = (self.shape.b, self.shape.t);
         let bt = b * t;
-        let (inputs, targets) = self.tokens.as_ref().expect("load_batch uploads the tokens");
         let backend = self.backend;
+        let shape = TokenShape { b, t, vocab: self.model.config().vocab_size };
+        let inputs = load_tokens(backend, &mut self.inputs, &self.host_inputs, shape)?;
         self.model.forward(backend, &mut self.acts, inputs, b, t)?;
+        let targets = load_tokens(backend, &mut self.targets, &self.host_targets, shape)?;
         let losses = ViewMut::of(&mut self.losses, micro * bt..(micro + 1) * bt);
         self.model.classify(backend, &mut self.acts, targets, losses, (b, t), dloss)?;
         if dloss.is_some() {
@@ -268,5 +253,22 @@ impl<'b, B: Backend> Session<'b, B> {
             sum += f64::from(self.mean_loss(1)?);
         }
         Ok((sum / batches.max(1) as f64) as f32)
+    }
+}
+
+/// `ids` in the token buffer `slot`: replacing its batch, or uploaded into a new buffer on the
+/// first call.
+fn load_tokens<'t, B: Backend>(
+    backend: &B,
+    slot: &'t mut Option<B::Tokens>,
+    ids: &[u32],
+    shape: TokenShape,
+) -> Result<&'t mut B::Tokens> {
+    match slot {
+        Some(tokens) => {
+            backend.replace_tokens(tokens, ids)?;
+            Ok(tokens)
+        }
+        None => Ok(slot.insert(backend.upload_tokens(ids, shape)?)),
     }
 }

@@ -3,8 +3,8 @@
 //!
 //! Token ids are device data the launchers cannot read, so they reach the kernels only as
 //! [`Tokens`]: uploaded from the host by [`Tokens::upload`] (or [`Tokens::replace`]), which
-//! rejects every id outside the vocabulary and groups the positions by token for the
-//! backward. A launcher given `Tokens` checks that the embedding tables have a row for every
+//! rejects every id outside the vocabulary; the backward groups the positions by token on its
+//! first call for a batch. A launcher given `Tokens` checks that the embedding tables have a row for every
 //! id of the vocabulary and a position for every step of the sequence.
 //!
 //! Typical use, once per training step: `tokens.replace(dev, &batch)?`, then
@@ -67,16 +67,26 @@ impl TokenShape {
     }
 }
 
-/// A batch of token ids on the device, each checked to be below the vocabulary size, with
-/// the positions grouped by token for [`encoder_backward`].
+/// A batch of token ids on the device, each checked to be below the vocabulary size, and, once
+/// [`encoder_backward`] has needed them, the positions grouped by token.
 ///
 /// The device buffer holds, for `n = b · t`: the ids (`n`), the positions grouped by token
 /// (`n`), the `buckets + 1` bucket starts and the `buckets` bucket tokens, each array padded
 /// to `n + 1` / `n` entries with zeros, so every byte of it is always valid.
+///
+/// An upload copies the ids only. The grouping (a counting sort on the host, 0.13 ms for
+/// 16,384 ids of GPT-2's vocabulary on this project's 2-core CI machine) waits for the
+/// encoder's backward, the last op of a training step's backward: by then the host has long
+/// queued the forward and most of the backward, so it runs while the GPU works, where at the
+/// upload the GPU waited for it (0.66 ms a step for two batches on the H100, 2026-11-27).
+/// Batches that never reach a backward (the targets, sampling, evaluation) are never grouped.
 pub struct Tokens<D: Device> {
     data: D::Buffer<u32>,
     shape: TokenShape,
-    buckets: Buckets,
+    distinct: usize,
+    /// The grouping's buckets once it is on the device; `None` until then and after every
+    /// new batch.
+    grouped: Option<Buckets>,
     staging: Staging,
 }
 
@@ -89,16 +99,15 @@ struct Buckets {
 }
 
 impl<D: Device> Tokens<D> {
-    /// Validates `ids` (`b · t` of them, row-major `(b, t)`, each `< vocab`) and uploads them
-    /// with their grouping by token.
+    /// Validates `ids` (`b · t` of them, row-major `(b, t)`, each `< vocab`) and uploads them.
     ///
     /// Fails, naming `tokens`, when the length is not `b · t` or an id is `>= vocab` (the
     /// message gives its position and value), and naming `b` when `b · t` exceeds `u32`.
     pub fn upload(dev: &D, ids: &[u32], shape: TokenShape) -> Result<Self> {
         let mut staging = Staging::default();
-        let buckets = staging.stage("Tokens::upload", ids, shape)?;
+        let distinct = staging.take_ids("Tokens::upload", ids, shape)?;
         let data = dev.upload(&staging.image)?;
-        Ok(Self { data, shape, buckets, staging })
+        Ok(Self { data, shape, distinct, grouped: None, staging })
     }
 
     /// Validates and uploads a new batch of the same shape into this one's memory (no
@@ -106,10 +115,11 @@ impl<D: Device> Tokens<D> {
     /// previous batch). Fails like [`Tokens::upload`]; a rejected batch writes nothing and the
     /// previous one stays.
     pub fn replace(&mut self, dev: &D, ids: &[u32]) -> Result<()> {
-        let buckets = self.staging.stage("Tokens::replace", ids, self.shape)?;
-        dev.copy_to_device(&self.staging.image, self.data.view_mut())?;
-        self.buckets = buckets;
-        Ok(())
+        let distinct = self.staging.take_ids("Tokens::replace", ids, self.shape)?;
+        self.grouped = None;
+        self.distinct = distinct;
+        let n = self.shape.len();
+        dev.copy_to_device(&self.staging.image[..n], part_mut::<D>(&mut self.data, 0, n))
     }
 
     /// The shape the ids were validated against.
@@ -124,13 +134,27 @@ impl<D: Device> Tokens<D> {
 
     /// Number of distinct ids in the batch.
     pub fn distinct(&self) -> usize {
-        self.buckets.all
+        self.distinct
     }
 
     /// Number of ids that occur at least `kernel_abi::encoder::HOT_BUCKET_ROWS` times in the
-    /// batch: the buckets whose backward work items are split by single channels.
-    pub fn frequent(&self) -> usize {
-        self.buckets.hot
+    /// batch (the buckets whose backward work items are split by single channels), once
+    /// [`encoder_backward`] has grouped this batch; `None` before.
+    pub fn frequent(&self) -> Option<usize> {
+        self.grouped.map(|buckets| buckets.hot)
+    }
+
+    /// The batch's grouping by token, built and copied to the device on first use.
+    fn group(&mut self, dev: &D) -> Result<Buckets> {
+        if let Some(buckets) = self.grouped {
+            return Ok(buckets);
+        }
+        let n = self.shape.len();
+        let buckets = self.staging.group(n);
+        let grouping = part_mut::<D>(&mut self.data, n, 3 * n + 1);
+        dev.copy_to_device(&self.staging.image[n..], grouping)?;
+        self.grouped = Some(buckets);
+        Ok(buckets)
     }
 
     /// `len` elements of the buffer from `start` (always inside it by construction).
@@ -139,17 +163,28 @@ impl<D: Device> Tokens<D> {
     }
 }
 
+/// [`Tokens::part`] of its buffer `data`, writable.
+fn part_mut<D: Device>(
+    data: &mut D::Buffer<u32>,
+    start: usize,
+    len: usize,
+) -> DeviceViewMut<'_, u32> {
+    let view = data.view_mut().slice_mut(start..start + len);
+    view.expect("Tokens layout is inside its buffer")
+}
+
 /// The host image of a [`Tokens`] buffer and the counting sort's arrays, kept from one batch
 /// to the next: allocated afresh, the arrays (about 1 MiB at 16384 ids of GPT-2's vocabulary)
-/// cost page faults every step, while the GPU waits for the batch (an upload took 0.58 ms on
-/// the H200 machine, 2026-11-26). The work is proportional to the batch, not the vocabulary:
+/// cost page faults every step. The work is proportional to the batch, not the vocabulary:
 /// the per-token counts are zero between batches (reset where a batch set them), and the
 /// distinct ids are collected as they first appear.
 #[derive(Default)]
 struct Staging {
     /// The buffer's image: ids, positions, bucket starts, bucket tokens.
     image: Vec<u32>,
-    /// Per token id: its count in the batch being staged; all zero between batches.
+    /// One bit per token id, for counting the distinct ids of a batch.
+    seen: Vec<u64>,
+    /// Per token id: its count in the batch being grouped; all zero between batches.
     count: Vec<u32>,
     /// Per token id: its next free position (written for the batch's ids before any read).
     next: Vec<u32>,
@@ -160,24 +195,46 @@ struct Staging {
 }
 
 impl Staging {
-    /// Validates `ids` against `shape` (errors name `op`; nothing is changed then), lays out
-    /// the buffer's image and returns its buckets: the frequent ids' (at least
-    /// `HOT_BUCKET_ROWS` rows) first, largest first (ties by id), so that the longest sums
-    /// start first on the GPU, then the others in the order of their first position. (The
-    /// order of the buckets changes no bit of the result: each bucket writes its own row.)
-    fn stage(&mut self, op: &'static str, ids: &[u32], shape: TokenShape) -> Result<Buckets> {
+    /// Validates `ids` against `shape` (errors name `op`; nothing is changed then), copies
+    /// them to the image's start and returns how many distinct ids they hold. The rest of the
+    /// image is zero after the first batch, and a later batch's grouping after [`Self::group`].
+    fn take_ids(&mut self, op: &'static str, ids: &[u32], shape: TokenShape) -> Result<usize> {
         let n = shape.check_ids(op, ids)?;
         // Room for any batch of this shape (ids below `vocab`), made by the first: later
         // batches never allocate.
         if self.count.len() < shape.vocab {
+            self.seen.resize(shape.vocab.div_ceil(64), 0);
             self.count.resize(shape.vocab, 0);
             self.next.resize(shape.vocab, 0);
         }
+        self.image.resize(4 * n + 1, 0);
+        self.image[..n].copy_from_slice(ids);
+        self.seen.fill(0);
+        let mut distinct = 0;
+        for &id in ids {
+            let (word, bit) = (&mut self.seen[id as usize / 64], 1u64 << (id % 64));
+            distinct += usize::from(*word & bit == 0);
+            *word |= bit;
+        }
+        Ok(distinct)
+    }
+
+    /// Groups the positions of the image's `n` ids by token in the rest of the image and
+    /// returns its buckets: the frequent ids' (at least `HOT_BUCKET_ROWS` rows) first, largest
+    /// first (ties by id), so that the longest sums start first on the GPU, then the others in
+    /// the order of their first position. (The order of the buckets changes no bit of the
+    /// result: each bucket writes its own row.)
+    fn group(&mut self, n: usize) -> Buckets {
         self.tokens.reserve(n.saturating_sub(self.tokens.len()));
         self.hot.reserve((n / HOT_BUCKET_ROWS as usize).saturating_sub(self.hot.len()));
-        let Self { image, count, next, tokens, hot } = self;
+        let Self { image, count, next, tokens, hot, .. } = self;
+        // Ids, positions grouped by bucket, bucket starts (`n + 1` entries) and tokens (`n`),
+        // each array's entries past the buckets zero.
+        let (ids, rest) = image.split_at_mut(n);
+        let (positions, rest) = rest.split_at_mut(n);
+        let (starts, bucket_tokens) = rest.split_at_mut(n + 1);
         tokens.clear();
-        for &id in ids {
+        for &id in ids.iter() {
             let seen = &mut count[id as usize];
             if *seen == 0 {
                 tokens.push(id);
@@ -190,13 +247,6 @@ impl Staging {
         tokens.retain(|&v| count[v as usize] < HOT_BUCKET_ROWS);
         tokens.splice(0..0, hot.iter().copied());
 
-        // Ids, positions grouped by bucket, bucket starts (`n + 1` entries) and tokens (`n`),
-        // each array's entries past the buckets zero.
-        image.resize(4 * n + 1, 0);
-        let (ids_part, rest) = image.split_at_mut(n);
-        let (positions, rest) = rest.split_at_mut(n);
-        let (starts, bucket_tokens) = rest.split_at_mut(n + 1);
-        ids_part.copy_from_slice(ids);
         let buckets = tokens.len();
         let mut end = 0;
         starts[0] = 0;
@@ -215,7 +265,7 @@ impl Staging {
         for &v in tokens.iter() {
             count[v as usize] = 0;
         }
-        Ok(Buckets { all: buckets, hot: hot.len() })
+        Buckets { all: buckets, hot: hot.len() }
     }
 }
 
@@ -296,10 +346,11 @@ pub fn encoder_forward<D: Device, T: FloatElement>(
 ///
 /// `dout` is `(b, t, c)`; `dwte` has at least `vocab` rows of `c`, `dwpe` at least `t` (rows
 /// from `t` on are untouched). 16-byte accesses need `c % 8 == 0` and 16-byte aligned `dout`,
-/// `dwte` and `dwpe`.
+/// `dwte` and `dwpe`. The first call for a batch groups its positions by token on the host and
+/// copies the grouping to the device (queued before the kernel); later calls reuse it.
 pub fn encoder_backward<D: Device, T: FloatElement>(
     dev: &D,
-    tokens: &Tokens<D>,
+    tokens: &mut Tokens<D>,
     dout: DeviceView<'_, T>,
     mut dwte: DeviceViewMut<'_, f32>,
     mut dwpe: DeviceViewMut<'_, f32>,
@@ -315,7 +366,7 @@ pub fn encoder_backward<D: Device, T: FloatElement>(
         return Ok(());
     }
     let n = shape.len();
-    let Buckets { all: buckets, hot } = tokens.buckets;
+    let Buckets { all: buckets, hot } = tokens.group(dev)?;
     let params = EncoderBackwardParams {
         dwte: dwte.ptr(),
         dwpe: dwpe.ptr(),
