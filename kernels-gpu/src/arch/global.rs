@@ -52,3 +52,18 @@ pub unsafe fn st_global_v4_u32(ptr: *mut u32, v: [u32; 4]) {
              d = in(reg32) v[3], options(nostack, preserves_flags));
     }
 }
+
+/// `prefetch.global.L2 [ptr]`: asks L2 for the line holding `ptr` ahead of a load, a hint that
+/// changes no value any load returns.
+///
+/// # Safety
+/// `ptr` must be a global address inside an allocation. Minimum sm_20.
+#[inline(always)]
+pub unsafe fn prefetch_l2(ptr: *const u8) {
+    // SAFETY: a prefetch reads nothing into the program; the address is the caller's contract.
+    unsafe {
+        asm!("{{ .reg .b64 g; cvta.to.global.u64 g, {p};",
+             "prefetch.global.L2 [g]; }}",
+             p = in(reg64) ptr, options(readonly, nostack, preserves_flags));
+    }
+}
