@@ -700,8 +700,8 @@ where
         (rows, 263, 264, 0.5),
         (rows, 774, 776, 1.0),
         (77, 70, 72, 1.0),
-        // 131 slices: the second pass's groups walk their slices in two rounds of 8.
-        (16384 + 300, 9, 9, 1.0),
+        // 258 slices: the second pass's first groups walk their slices in two rounds of 16.
+        (2 * 16384 + 200, 9, 9, 1.0),
     ];
     for (rows, n, ld, beta) in cases {
         let dy: Vec<T> = random(&mut rng, (rows - 1) * ld + n, -1.0, 1.0);

@@ -120,10 +120,14 @@ pub unsafe fn bias_grad_reduce<O: Elem>(p: BiasGradReduceParams<O>) {
     let partials = p.partials.as_ptr();
     let mut total = 0.0f32;
     if col < p.n {
-        // Slices group, group + 16, …, in order, eight loads in flight at a time.
+        // Slices group, group + 16, …, in order, sixteen loads in flight at a time: the
+        // column sums of GPT-2's fc and qkv input gradients are 1024 slices (one per 16 rows
+        // of the GEMM epilogue) on 96 and 72 blocks, and with eight loads in flight each
+        // thread waited out eight round trips: 12 and 10 µs a call, about 1 TB/s (H100,
+        // 2026-11-27). The same additions in the same order.
         let mut s = group;
         while s < p.slices {
-            let vals: [f32; 8] = core::array::from_fn(|i| {
+            let vals: [f32; 16] = core::array::from_fn(|i| {
                 let si = s + GROUPS * i as u32;
                 if si < p.slices {
                     // SAFETY: slice si < slices and col < N: inside the partials.
@@ -132,10 +136,10 @@ pub unsafe fn bias_grad_reduce<O: Elem>(p: BiasGradReduceParams<O>) {
                     0.0
                 }
             });
-            unroll!(i in 0..8 => {
+            unroll!(i in 0..16 => {
                 total += vals[i];
             });
-            s += 8 * GROUPS;
+            s += 16 * GROUPS;
         }
     }
     let base = smem::dynamic_smem_base();
