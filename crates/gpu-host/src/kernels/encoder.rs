@@ -4,8 +4,8 @@
 //! Token ids are device data the launchers cannot read, so they reach the kernels only as
 //! [`Tokens`]: uploaded from the host by [`Tokens::upload`] (or [`Tokens::replace`]), which
 //! rejects every id outside the vocabulary; the backward groups the positions by token on its
-//! first call for a batch. A launcher given `Tokens` checks that the embedding tables have a row for every
-//! id of the vocabulary and a position for every step of the sequence.
+//! first call for a batch. A launcher given `Tokens` checks that the embedding tables have a
+//! row for every id of the vocabulary and a position for every step of the sequence.
 //!
 //! Typical use, once per training step: `tokens.replace(dev, &batch)?`, then
 //! `encoder_forward(..)` and, after the rest of the backward pass, `encoder_backward(..)`.
