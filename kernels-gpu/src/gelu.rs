@@ -15,34 +15,43 @@ use crate::arch::math::{ex2_approx_f32, rcp_approx_f32};
 use crate::elem::Elem;
 use crate::elementwise::for_each_chunk;
 use crate::entry::entries;
+use core::f32::math::mul_add;
 use kernel_abi::gelu::{CUBIC, GeluBackwardParams, GeluForwardParams, SQRT_2_OVER_PI};
 use kernel_abi::{Bf16, F16};
 
-const K: f32 = SQRT_2_OVER_PI as f32;
-const C: f32 = CUBIC as f32;
 /// −2·log2(e): turns `e^(−2u)` into `2^(u·NEG_2_LOG2E)`.
-const NEG_2_LOG2E: f32 = -2.0 * core::f32::consts::LOG2_E;
+const NEG_2_LOG2E: f64 = -2.0 * core::f64::consts::LOG2_E;
+/// `u·NEG_2_LOG2E = x·(EXP_1 + EXP_3·x²)`, the constants folded in f64.
+const EXP_1: f32 = (NEG_2_LOG2E * SQRT_2_OVER_PI) as f32;
+const EXP_3: f32 = (NEG_2_LOG2E * SQRT_2_OVER_PI * CUBIC) as f32;
+/// `2·u'(x) = DU_0 + DU_2·x²`.
+const DU_0: f32 = (2.0 * SQRT_2_OVER_PI) as f32;
+const DU_2: f32 = (6.0 * SQRT_2_OVER_PI * CUBIC) as f32;
 
-/// `sigmoid(2u) = 0.5·(1 + tanh(u))` of the tanh approximation's `u(x)`.
+/// `sigmoid(2u) = 0.5·(1 + tanh(u))` of the tanh approximation's `u(x)`, given `x2 = x²`:
+/// `2^(x·(EXP_1 + EXP_3·x²))` is one `fma` and two multiplications from `x` (written as
+/// `K·(x + C·x³)·(−2·log2 e)`, without contraction, it was six dependent instructions).
 #[inline(always)]
-fn half_one_plus_tanh(x: f32) -> f32 {
-    let u = K * (x + C * x * x * x);
-    rcp_approx_f32(1.0 + ex2_approx_f32(u * NEG_2_LOG2E))
+fn half_one_plus_tanh(x: f32, x2: f32) -> f32 {
+    rcp_approx_f32(1.0 + ex2_approx_f32(x * mul_add(EXP_3, x2, EXP_1)))
 }
 
 /// `0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`.
 #[inline(always)]
 pub fn gelu(x: f32) -> f32 {
-    x * half_one_plus_tanh(x)
+    x * half_one_plus_tanh(x, x * x)
 }
 
-/// d gelu(x) / dx: with `s = 0.5·(1 + tanh u)`, `s + 2·x·s·(1 − s)·u'(x)`, which equals
-/// llm.c's `0.5·(1 + tanh u) + 0.5·x·sech²(u)·u'(x)` (sech² u = 4·s·(1 − s)).
+/// d gelu(x) / dx: with `s = 0.5·(1 + tanh u)`, `s + x·s·(1 − s)·2u'(x)`, which equals
+/// llm.c's `0.5·(1 + tanh u) + 0.5·x·sech²(u)·u'(x)` (sech² u = 4·s·(1 − s)); `s·(1 − s)`
+/// is `fma(−s, s, s)`, and it multiplies `x` before `2u'(x)` so that the product stays finite
+/// (0 where `s` saturates) while `x²` does.
 #[inline(always)]
 pub fn gelu_grad(x: f32) -> f32 {
-    let s = half_one_plus_tanh(x);
-    let du = K * (1.0 + 3.0 * C * x * x);
-    s + 2.0 * x * s * (1.0 - s) * du
+    let x2 = x * x;
+    let s = half_one_plus_tanh(x, x2);
+    let du2 = mul_add(DU_2, x2, DU_0);
+    mul_add(mul_add(-s, s, s) * x, du2, s)
 }
 
 /// The kernel body.
