@@ -14,9 +14,9 @@ use std::process::Command;
 const FAKE_NVIDIA_SMI: &str = "#!/bin/sh\ncase $1 in -L) echo 'GPU 0: Rehearsal (UUID: none)' ;; \
                                *) echo 'Rehearsal, 0.0, 9.0' ;; esac\n";
 const FAKE_SANITIZER: &str = "#!/bin/sh\nshift 4\nexec \"$@\"\n";
-/// `ncu` with the 10 words of options `run.sh` always gives it (`ncu_options`), then the
+/// `ncu` with the 14 words of options `run.sh` always gives it (`ncu_options`), then the
 /// command.
-const FAKE_NCU: &str = "#!/bin/sh\nshift 10\nexec \"$@\"\n";
+const FAKE_NCU: &str = "#!/bin/sh\nshift 14\nexec \"$@\"\n";
 
 /// Rehearses the bundle in `dir`; skipped on a machine with a real `nvidia-smi`, where the
 /// rehearsal would run the GPU for real.

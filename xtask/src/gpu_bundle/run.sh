@@ -26,8 +26,9 @@
 #             200), B=16, T=1024; metrics in DIR/train/<precision>.jsonl
 #   ladder    the speed ladder against PyTorch (`trainer ladder`), writing
 #             bench/ladder-<gpu>.md and its chart; $LADDER_RUNGS (e.g. "fp32,tf32") runs a part
-#   profile   Nsight Compute (ncu --set detailed) on single launches, the report of each in
-#             its log: the kernels of one bf16 GPT-2 124M training step (trainer bench, B=16,
+#   profile   Nsight Compute (ncu --set detailed, warp states, scheduler) on single launches,
+#             the report of each in its log: the kernels of one bf16 GPT-2 124M training step
+#             (trainer bench, B=16,
 #             T=1024) named by $PROFILE_STEP, a list of REGEX@COUNT (one ncu run each: the
 #             first COUNT launches whose kernel name matches REGEX); then, for each problem
 #             in $PROFILE_GEMMS (names of `gpu-bench gemm`, separated by commas), the variant
@@ -581,24 +582,30 @@ default_profile_step='^(flash_attention_forward(_wgmma)?|residual_layernorm_forw
 default_profile_gemms='qkv fwd,fcproj dX + dGELU,fc dW,attention PV'
 
 # One report per profiled kernel (the details page: speed of light, workloads, warp states,
-# occupancy, launch statistics) -> one line: each kernel's duration and throughputs.
+# scheduler statistics, occupancy, launch statistics) -> one line: each kernel's duration,
+# throughputs, and the cycles between a warp's issued instructions.
 headline_ncu() {
-    awk 'function flush() { if (name != "") printf "%s: %s, SM %s%%, memory %s%%\n", name, d, sm, mem }
-         /^  [A-Za-z_][A-Za-z0-9_]* \(/ { flush(); name = $1; d = sm = mem = "?"; n++ }
+    awk 'function flush() {
+             if (name != "") printf "%s: %s, SM %s%%, memory %s%%, %s cycles a warp issue\n", name, d, sm, mem, cpi
+         }
+         /^  [A-Za-z_][A-Za-z0-9_]* \(/ { flush(); name = $1; d = sm = mem = cpi = "?"; n++ }
          /^ +Duration / { d = $NF " " $(NF-1) }
          /^ +Compute \(SM\) Throughput / { sm = $NF }
          /^ +Memory Throughput +%/ { mem = $NF }
+         /^ +Warp Cycles Per Issued Instruction / { cpi = $NF }
          END { flush(); if (n == 0 && status == 0) print "no kernel matched" }' status="$2" "$1" |
         head -n 8 | paste -sd ';' | sed 's/;/; /g'
 }
 
-# ncu's options for the first COUNT launches matching REGEX: always these 10 words (the
-# rehearsal's stand-in for ncu skips them). ncu locks the clocks to base for its replays, so its
-# durations are for comparing kernels, not for reporting speeds.
+# ncu's options for the first COUNT launches matching REGEX: always these 14 words (the
+# rehearsal's stand-in for ncu skips them). The detailed set lacks the warp states (what the
+# warps stall on) and the scheduler statistics (issue slots), which a latency-bound kernel needs.
+# ncu locks the clocks to base for its replays, so its durations are for comparing kernels, not
+# for reporting speeds.
 ncu_options() {
     local regex=$1 count=$2
-    ncu_args=(--set detailed --import-source no --target-processes all
-        --kernel-name "regex:$regex" --launch-count "$count")
+    ncu_args=(--set detailed --section WarpStateStats --section SchedulerStats --import-source no
+        --target-processes all --kernel-name "regex:$regex" --launch-count "$count")
 }
 
 stage_profile() {

@@ -139,8 +139,9 @@ fn run_sh_ladder_runs_the_named_rungs_with_op_times() {
 }
 
 /// The profile stage runs ncu once per `$PROFILE_STEP` item over one bf16 training step, then
-/// once per `$PROFILE_GEMMS` problem over `gpu-bench gemm --once`, each kernel's duration and
-/// throughputs in the headline; without ncu it fails in one row.
+/// once per `$PROFILE_GEMMS` problem over `gpu-bench gemm --once`, each kernel's duration,
+/// throughputs and cycles between a warp's issues in the headline; without ncu it fails in one
+/// row.
 #[test]
 fn run_sh_profiles_a_training_step_and_gemms_with_ncu() {
     let fake = FakeBundle::new("profile");
@@ -149,7 +150,8 @@ fn run_sh_profiles_a_training_step_and_gemms_with_ncu() {
     let out = fake.run(&["profile", "--out", "r"], &env);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let summary = fake.read("r/summary.md");
-    let kernel = "gemm_wgmma_bf16_rc_bf16: 12.50 us, SM 80.10%, memory 40.20%";
+    let kernel =
+        "gemm_wgmma_bf16_rc_bf16: 12.50 us, SM 80.10%, memory 40.20%, 7.30 cycles a warp issue";
     for step in ["ncu step: ^gemm_wgmma x4", "ncu step: ^flash_(fwd\\|bwd) x1", "ncu gemm: fc dW"] {
         assert!(has_row(&summary, &["profile", step, "pass"], &[kernel]), "{step}: {summary}");
     }
@@ -464,13 +466,15 @@ impl FakeBundle {
         );
         fake.script(
             "fakebin/ncu",
-            "[ \"$1 $2 $3 $4 $5 $6 $7 $9\" = '--set detailed --import-source no --target-processes all \
-             --kernel-name --launch-count' ] || { echo \"fake ncu: unexpected options: $*\"; exit 9; }
-             echo \"==PROF== kernels $8, at most ${10}\"; shift 10
+            "[ \"$1 $2 $3 $4 $5 $6 $7 $8 $9 ${10} ${11} ${13}\" = '--set detailed --section WarpStateStats \
+             --section SchedulerStats --import-source no --target-processes all --kernel-name \
+             --launch-count' ] || { echo \"fake ncu: unexpected options: $*\"; exit 9; }
+             echo \"==PROF== kernels ${12}, at most ${14}\"; shift 14
              echo '  gemm_wgmma_bf16_rc_bf16 (132, 1, 1)x(384, 1, 1), Context 1, Stream 7, Device 0, CC 9.0'
              echo '    Duration                         us        12.50'
              echo '    Compute (SM) Throughput           %        80.10'
              echo '    Memory Throughput                 %        40.20'
+             echo '    Warp Cycles Per Issued Instruction  cycle  7.30'
              exec \"$@\"",
         );
         fs::create_dir_all(fake.path("bundle")).unwrap();
