@@ -28,12 +28,11 @@
 #             bench/ladder-<gpu>.md and its chart; $LADDER_RUNGS (e.g. "fp32,tf32") runs a part
 #   profile   Nsight Compute (ncu --set detailed, warp states, scheduler) on single launches,
 #             the report of each in its log: the kernels of one bf16 GPT-2 124M training step
-#             (trainer bench, B=16, T=1024) named by $PROFILE_STEP, a list of REGEX@COUNT (one
-#             ncu run each: the
-#             first COUNT launches whose kernel name matches REGEX); then, for each problem
-#             in $PROFILE_GEMMS (names of `gpu-bench gemm`, separated by commas), the variant
-#             $PROFILE_VARIANT (default "BF16 wgmma": the tile the trainer's choice picks)
-#             launched once
+#             (trainer bench, B=16, T=1024) named by $PROFILE_STEP, a list of REGEX@COUNT
+#             (one ncu run each: the first COUNT launches whose kernel name matches REGEX);
+#             then, for each problem in $PROFILE_GEMMS (names of `gpu-bench gemm`, separated
+#             by commas), the variant $PROFILE_VARIANT (default "BF16 wgmma": the tile the
+#             trainer's choice picks) launched once
 #
 # $GEMM_ENGINE (auto, mma-sync or wgmma; default auto) is passed to every `trainer` run of the
 # bench, train and ladder stages as --gemm-engine: mma-sync takes the Hopper wgmma GEMMs and
