@@ -315,8 +315,8 @@ impl<O: Elem> Epilogue<O> {
     /// `beta ·` the old C, the bias, then GELU (storing the pre-activation first) or the GELU
     /// backward. Each of `inputs` is called only when the epilogue reads that matrix. Returns
     /// the values it stored, before their rounding to `O`: only the column sums need them
-    /// rounded, and rounded here (unconditionally, as LLVM kept it), every run of a GELU or f32
-    /// epilogue paid two instructions an element for nothing.
+    /// rounded, and rounded here (unconditionally, as LLVM kept it), every run of a 16-bit
+    /// output paid two instructions an element for nothing.
     ///
     /// # Safety
     /// The run is inside its row of every epilogue matrix and 16-byte aligned.
