@@ -20,6 +20,7 @@ use crate::entry::entries;
 use crate::softmax::{Normaliser, valid_in};
 use crate::unroll::unroll;
 use core::f32::consts::{LN_2, LOG2_E};
+use core::f32::math::mul_add;
 use kernel_abi::classifier::{ClassifierParams, GRAD_SKIP, GRAD_WRITE_TF32, NORMALISER_BYTES};
 use kernel_abi::{Bf16, F16};
 
@@ -232,17 +233,18 @@ unsafe fn fused_classifier<T: Elem, const STAGED: bool>(p: ClassifierParams<T>) 
         unsafe { split.stage_body(logits, stage) };
     }
 
-    // Logits scaled to base-2 exponents: `2^(x·log2 e − m)` is `e^(x − m / log2 e)`.
+    // Logits scaled to base-2 exponents: `2^(x·log2 e − m)` is `e^(x − m / log2 e)`, the
+    // exponent one `fma` in both passes.
     let mut n = Normaliser::EMPTY;
     // SAFETY: `col0 + count <= vp`, 16-byte aligned when `vector`; the row is staged.
     split.for_each(vp, |col0, count, vector| unsafe {
-        let x = split.load(logits, stage, (col0, count, vector)).map(|x| x * LOG2_E);
+        let x = split.load(logits, stage, (col0, count, vector));
         // A body vector below V (all but the row's last few): a count the compiler knows, no
         // per-element checks (12 → 9 instructions an element in the bf16 SASS).
         if vector && col0 + 8 <= v {
-            n.add(x, 8);
+            n.add_scaled(x, 8, LOG2_E);
         } else {
-            n.add(x, valid_in(col0, count, v));
+            n.add_scaled(x, valid_in(col0, count, v), LOG2_E);
         }
     });
     // SAFETY: block-uniform; the launcher gave 8 bytes of shared memory per warp.
@@ -265,9 +267,9 @@ unsafe fn fused_classifier<T: Elem, const STAGED: bool>(p: ClassifierParams<T>) 
         let g = if col >= v {
             0.0
         } else if col == target {
-            ex2_approx_f32(x * LOG2_E - n.max) * scale - p.dloss
+            ex2_approx_f32(mul_add(x, LOG2_E, -n.max)) * scale - p.dloss
         } else {
-            ex2_approx_f32(x * LOG2_E - n.max) * scale
+            ex2_approx_f32(mul_add(x, LOG2_E, -n.max)) * scale
         };
         if tf32 { f32::from_bits(f32_to_tf32(g)) } else { g }
     };
@@ -282,7 +284,7 @@ unsafe fn fused_classifier<T: Elem, const STAGED: bool>(p: ClassifierParams<T>) 
         if plain {
             let mut g = [0.0f32; 8];
             unroll!(k in 0..8 => {
-                g[k] = ex2_approx_f32(x[k] * LOG2_E - n.max) * scale;
+                g[k] = ex2_approx_f32(mul_add(x[k], LOG2_E, -n.max)) * scale;
             });
             T::store8(logits.add(col0), g);
         } else {

@@ -5,6 +5,7 @@
 use crate::arch::math::ex2_approx_f32;
 use crate::arch::shfl::{FULL_MASK, shfl_bfly_f32};
 use crate::unroll::unroll;
+use core::f32::math::mul_add;
 
 /// A running softmax normaliser in the log2 domain: the maximum `m` of the values seen and
 /// `Σ 2^(x − m)`.
@@ -36,6 +37,30 @@ impl Normaliser {
         unroll!(k in 0..8 => {
             if k < count {
                 self.sum += ex2_approx_f32(x[k] - self.max);
+            }
+        });
+    }
+
+    /// Adds the first `count` values of `x · scale` (`scale > 0`): the chunk's maximum is taken
+    /// over `x` and scaled once (the bits of the maximum of the rounded products: rounding is
+    /// monotonic), and each exponent `x·scale − max` is one `fma`, where [`Normaliser::add`]'s
+    /// callers round the product first and subtract after: one instruction fewer an element.
+    #[inline(always)]
+    pub fn add_scaled(&mut self, x: [f32; 8], count: usize, scale: f32) {
+        let mut chunk_max = f32::NEG_INFINITY;
+        unroll!(k in 0..8 => {
+            if k < count {
+                chunk_max = chunk_max.max(x[k]);
+            }
+        });
+        let chunk_max = chunk_max * scale;
+        if chunk_max > self.max {
+            self.sum *= ex2_approx_f32(self.max - chunk_max);
+            self.max = chunk_max;
+        }
+        unroll!(k in 0..8 => {
+            if k < count {
+                self.sum += ex2_approx_f32(mul_add(x[k], scale, -self.max));
             }
         });
     }
