@@ -16,10 +16,16 @@ use crate::arch::{global, shfl, smem, sync};
 use crate::elem::{Elem, round_trip};
 use crate::gelu::{gelu, gelu_grad};
 use crate::unroll::unroll;
+use core::f32::math::mul_add;
 use kernel_abi::gemm::{
     ACT_DGELU, ACT_GELU, ACT_NONE, COL_SUM_ROWS, GemmParams, TAIL_BM, TAIL_BN, col_sum_groups, tc,
 };
 use kernel_abi::gemm_wgmma::wg;
+
+/// The bias of an epilogue without one: `x + (−0) = x` for every `x` (−0 and NaN included),
+/// so a bias-free epilogue runs the same `fma` as one with a bias and keeps the bits of
+/// `alpha · acc`.
+const NO_BIAS: f32 = -0.0;
 
 /// Loads and stores of `V` adjacent elements, widened to / rounded from f32, as whole 16-byte
 /// accesses.
@@ -91,16 +97,16 @@ macro_rules! store_run {
                         c: || O::load_vec(self.c.add(at)),
                         bias: || O::load_vec(self.bias.add(n as usize)),
                         pre_act: || O::load_vec(self.pre_act.add(at)),
+                        bias_always: false,
                     };
                     return self.finish_vec(at, acc, inputs);
                 }
             }
-            let v = acc.map(|x| self.alpha * x);
             let mut stored = [0.0; $len];
             unroll!(e in 0..$len => {
                 if n + (e as u32) < self.n {
                     // SAFETY: (m, n + e) is inside the matrices.
-                    stored[e] = unsafe { self.store_one(at + e, n as usize + e, v[e]) };
+                    stored[e] = unsafe { self.store_one(at + e, n as usize + e, acc[e]) };
                 }
             });
             stored
@@ -187,22 +193,42 @@ impl<O: Elem> Epilogue<O> {
         8
     );
 
-    /// The scalar epilogue of one element at offset `at` of the batch's C, column `col`;
-    /// returns the value it stored, before its rounding to `O`.
+    /// `alpha · acc + beta · old + bias` (`old` read only under `beta != 0`; `bias` is −0
+    /// without a bias, [`NO_BIAS`], which leaves every value as it is, −0 and NaN included), the
+    /// arithmetic of every path: `beta · old` and, without it, the bias join `alpha · acc` in one
+    /// `fma` each. Uncontracted (a multiplication, then an addition under a branch on the
+    /// bias), the bias epilogue of every forward GEMM took two instructions an element instead
+    /// of one. With `alpha` and `beta` 1 or 0, as the trainer has them, the bits of the
+    /// separate operations.
+    #[inline(always)]
+    fn affine(&self, acc: f32, old: impl FnOnce() -> f32, bias: f32) -> f32 {
+        if self.beta != 0.0 {
+            mul_add(self.beta, old(), acc * self.alpha) + bias
+        } else {
+            mul_add(acc, self.alpha, bias)
+        }
+    }
+
+    /// The bias words of a run or pair without a bias: [`NO_BIAS`] in every element (−0 is
+    /// its sign bit alone in every storage type).
+    #[inline(always)]
+    fn no_bias_word() -> u32 {
+        if O::HALF { 0x8000_8000 } else { 0x8000_0000 }
+    }
+
+    /// The scalar epilogue of the product `acc` of one element at offset `at` of the batch's
+    /// C, column `col`; returns the value it stored, before its rounding to `O`.
     ///
     /// # Safety
     /// `at` is the offset in the batch's C (and pre-activation) of an element of a row `< M` and
     /// of column `col < N`; the buffers as [`Epilogue::new`] or [`Epilogue::partials`] requires.
     #[inline(always)]
-    unsafe fn store_one(&self, at: usize, col: usize, mut v: f32) -> f32 {
+    unsafe fn store_one(&self, at: usize, col: usize, acc: f32) -> f32 {
         // SAFETY: the caller guarantees (row, col) is inside the matrices.
         unsafe {
-            if self.beta != 0.0 {
-                v += self.beta * (*self.c.add(at)).to_f32();
-            }
-            if !self.bias.is_null() {
-                v += (*self.bias.add(col)).to_f32();
-            }
+            let old = || (*self.c.add(at)).to_f32();
+            let bias = if self.bias.is_null() { NO_BIAS } else { (*self.bias.add(col)).to_f32() };
+            let mut v = self.affine(acc, old, bias);
             if self.activation == ACT_GELU {
                 if !self.pre_act.is_null() {
                     *self.pre_act.add(at) = O::from_f32(v);
@@ -212,8 +238,8 @@ impl<O: Elem> Epilogue<O> {
                 v *= gelu_grad((*self.pre_act.add(at)).to_f32());
             }
             *self.c.add(at) = O::from_f32(v);
+            v
         }
-        v
     }
 }
 
@@ -227,8 +253,8 @@ pub struct RunInputs {
 }
 
 /// The bias of a run of 8 columns, as raw words, shared by the runs of every row
-/// ([`Epilogue::load_bias8`]; zeros without a bias or off the 16-byte path).
-#[derive(Clone, Copy, Default)]
+/// ([`Epilogue::load_bias8`]; [`NO_BIAS`] without a bias or off the 16-byte path).
+#[derive(Clone, Copy)]
 pub struct RunBias([u32; 8]);
 
 impl<O: Elem> Epilogue<O> {
@@ -276,7 +302,7 @@ impl<O: Elem> Epilogue<O> {
             // and 16-byte aligned (`vector`).
             RunBias(unsafe { O::load8_words(self.bias.add(n as usize)) })
         } else {
-            RunBias::default()
+            RunBias([Self::no_bias_word(); 8])
         }
     }
 
@@ -306,6 +332,7 @@ impl<O: Elem> Epilogue<O> {
             c: || O::widen8(inputs.c),
             bias: || O::widen8(bias.0),
             pre_act: || O::widen8(inputs.pre_act),
+            bias_always: true,
         };
         // SAFETY: the run is inside row m of every epilogue matrix and 16-byte aligned.
         unsafe { self.finish_vec(at, acc, loaded) }
@@ -336,20 +363,28 @@ impl<O: Elem> Epilogue<O> {
     {
         // Element loops rather than `array::from_fn` / `map`: LLVM outlined those closures
         // (a `call` with local-memory arrays) once the split-K reduction grew its tail path.
+        // `affine`'s arithmetic, its branches taken once for the run (none on the bias when
+        // `bias_always`: the words loaded ahead are `NO_BIAS` without one).
         let mut v = acc;
-        for x in &mut v {
-            *x *= self.alpha;
-        }
         if self.beta != 0.0 {
             let old = (inputs.c)();
             for (x, old) in v.iter_mut().zip(&old) {
-                *x += self.beta * old;
+                *x = mul_add(self.beta, *old, *x * self.alpha);
             }
-        }
-        if !self.bias.is_null() {
+            if !self.bias.is_null() {
+                let bias = (inputs.bias)();
+                for (x, bias) in v.iter_mut().zip(&bias) {
+                    *x += bias;
+                }
+            }
+        } else if inputs.bias_always || !self.bias.is_null() {
             let bias = (inputs.bias)();
             for (x, bias) in v.iter_mut().zip(&bias) {
-                *x += bias;
+                *x = mul_add(*x, self.alpha, *bias);
+            }
+        } else {
+            for x in &mut v {
+                *x *= self.alpha;
             }
         }
         // SAFETY: the caller's contract.
@@ -411,13 +446,17 @@ impl<O: Elem> Epilogue<O> {
     }
 
     /// The bias of columns `n` and `n + 1` (`n` even) as one raw word of two 16-bit elements,
-    /// for [`Epilogue::finish_pair`]: 0 without a bias or past N, `n`'s alone at N − 1.
+    /// for [`Epilogue::finish_pair`]: two [`NO_BIAS`] without a bias, 0 past N, `n`'s alone at
+    /// N − 1.
     ///
     /// # Safety
     /// [`Epilogue::packs`] holds (a 16-bit type, a 16-byte aligned bias).
     #[inline(always)]
     unsafe fn bias_pair_word(&self, n: u32) -> u32 {
-        if self.bias.is_null() || n >= self.n {
+        if self.bias.is_null() {
+            return Self::no_bias_word();
+        }
+        if n >= self.n {
             return 0;
         }
         // SAFETY: the bias holds N elements (the launcher checked); n < N, and n + 1 < N for
@@ -432,20 +471,12 @@ impl<O: Elem> Epilogue<O> {
     }
 
     /// `alpha · acc` plus the bias of [`Epilogue::bias_pair_word`]'s `bias`, rounded to the
-    /// 16-bit output and packed, `acc[0]` low: the arithmetic of [`Epilogue::finish_vec`] under
-    /// [`Epilogue::packs`], so the same bits.
+    /// 16-bit output and packed, `acc[0]` low: the arithmetic of [`Epilogue::affine`] under
+    /// [`Epilogue::packs`] (no old C), so the bits of the other paths.
     #[inline(always)]
     fn finish_pair(&self, acc: [f32; 2], bias: u32) -> u32 {
-        let mut v = acc;
-        for x in &mut v {
-            *x *= self.alpha;
-        }
-        if !self.bias.is_null() {
-            let b = O::widen8([bias, 0, 0, 0, 0, 0, 0, 0]);
-            v[0] += b[0];
-            v[1] += b[1];
-        }
-        O::pack2(v[0], v[1])
+        let b = O::widen8([bias, 0, 0, 0, 0, 0, 0, 0]);
+        O::pack2(mul_add(acc[0], self.alpha, b[0]), mul_add(acc[1], self.alpha, b[1]))
     }
 
     /// Stores `words`, the 8 packed values of [`Epilogue::finish_pair`] of row `m` (< M) and
@@ -543,6 +574,9 @@ struct VecInputs<C, B, P> {
     c: C,
     bias: B,
     pre_act: P,
+    /// Whether `bias` may be called without a bias, giving [`NO_BIAS`] (words loaded ahead,
+    /// [`Epilogue::load_bias8`]), so that the bias-free run takes the same `fma`.
+    bias_always: bool,
 }
 
 impl Epilogue<f32> {
