@@ -263,13 +263,15 @@ unsafe fn fused_classifier<T: Elem, const STAGED: bool>(p: ClassifierParams<T>) 
     }
     let scale = p.dloss / n.sum;
     let tf32 = p.write_grad == GRAD_WRITE_TF32;
+    // `dloss` times the probability of logit `x`.
+    let scaled_prob = |x: f32| ex2_approx_f32(mul_add(x, LOG2_E, -n.max)) * scale;
     let grad = |col: usize, x: f32| -> f32 {
         let g = if col >= v {
             0.0
         } else if col == target {
-            ex2_approx_f32(mul_add(x, LOG2_E, -n.max)) * scale - p.dloss
+            scaled_prob(x) - p.dloss
         } else {
-            ex2_approx_f32(mul_add(x, LOG2_E, -n.max)) * scale
+            scaled_prob(x)
         };
         if tf32 { f32::from_bits(f32_to_tf32(g)) } else { g }
     };
@@ -284,7 +286,7 @@ unsafe fn fused_classifier<T: Elem, const STAGED: bool>(p: ClassifierParams<T>) 
         if plain {
             let mut g = [0.0f32; 8];
             unroll!(k in 0..8 => {
-                g[k] = ex2_approx_f32(mul_add(x[k], LOG2_E, -n.max)) * scale;
+                g[k] = scaled_prob(x[k]);
             });
             T::store8(logits.add(col0), g);
         } else {

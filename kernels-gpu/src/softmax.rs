@@ -21,24 +21,11 @@ impl Normaliser {
     /// No values.
     pub const EMPTY: Self = Self { max: f32::NEG_INFINITY, sum: 0.0 };
 
-    /// Adds the first `count` values of `x`.
+    /// Adds the first `count` values of `x` ([`Normaliser::add_scaled`] by 1, exactly: the
+    /// `fma`s are subtractions).
     #[inline(always)]
     pub fn add(&mut self, x: [f32; 8], count: usize) {
-        let mut chunk_max = f32::NEG_INFINITY;
-        unroll!(k in 0..8 => {
-            if k < count {
-                chunk_max = chunk_max.max(x[k]);
-            }
-        });
-        if chunk_max > self.max {
-            self.sum *= ex2_approx_f32(self.max - chunk_max);
-            self.max = chunk_max;
-        }
-        unroll!(k in 0..8 => {
-            if k < count {
-                self.sum += ex2_approx_f32(x[k] - self.max);
-            }
-        });
+        self.add_scaled(x, count, 1.0);
     }
 
     /// Adds the first `count` values of `x · scale` (`scale > 0`): the chunk's maximum is taken

@@ -10,10 +10,9 @@
 //! The forward: one block of [`FORWARD_WARPS`] warps per (head, query tile of [`BLOCK_Q`] rows,
 //! sequence) = (`blockIdx.x`, `.y`, `.z`); each warp owns 16 query rows. The block walks the
 //! key/value tiles of [`BLOCK_KV`] rows from 0 to its diagonal (tiles above the diagonal are
-//! skipped, the diagonal one masked),
-//! double-buffered in shared memory through `cp.async`, and keeps per row the running maximum
-//! and sum of `2^(s·scale·log2 e − max)` (online softmax in f32) and the output accumulator in
-//! registers. Query tiles run heaviest first (`blockIdx.y` = y takes tile `tiles − 1 − y`, every
+//! skipped, the diagonal one masked), double-buffered in shared memory through `cp.async`, and
+//! keeps per row the running maximum and sum of `2^(s·scale·log2 e − max)` (online softmax in
+//! f32) and the output accumulator in registers. Query tiles run heaviest first (`blockIdx.y` = y takes tile `tiles − 1 − y`, every
 //! head of a sequence its tile before any head its next).
 //!
 //! The backward (FlashAttention-2) takes `dout` (B, T, NH, HD), `out` and `lse` from the
