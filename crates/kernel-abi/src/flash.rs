@@ -59,10 +59,18 @@ pub const WGMMA_TILE_ALIGN: u32 = 1024;
 /// Dynamic shared memory of the sm_90a forward on wgmma: the tiles of [`FORWARD_SHARED_BYTES`]
 /// and room to align the dynamic base up to [`WGMMA_TILE_ALIGN`].
 pub const FORWARD_WGMMA_SHARED_BYTES: u32 = FORWARD_SHARED_BYTES + WGMMA_TILE_ALIGN;
-/// Dynamic shared memory of the backward's wgmma kernels: the tiles of
+/// Dynamic shared memory of the backward's dQ kernel on wgmma: the tiles of
 /// [`BACKWARD_SHARED_BYTES`] and room to align the dynamic base up to [`WGMMA_TILE_ALIGN`]
 /// (49 KiB: the launch opts in above the 48 KiB default).
 pub const BACKWARD_WGMMA_SHARED_BYTES: u32 = BACKWARD_SHARED_BYTES + WGMMA_TILE_ALIGN;
+/// One stage of a query tile's statistics in the dK/dV kernel on wgmma: the tile's
+/// `BLOCK_Q` log-sum-exps, then its `BLOCK_Q` values of `D` (f32), copied with the tile's Q
+/// and dO.
+pub const DKDV_STATS_STAGE_BYTES: u32 = 2 * BLOCK_Q * 4;
+/// Dynamic shared memory of the backward's dK/dV kernel on wgmma: [`BACKWARD_WGMMA_SHARED_BYTES`]
+/// and two stages of statistics ([`DKDV_STATS_STAGE_BYTES`]) after the tiles (50 KiB).
+pub const BACKWARD_DKDV_WGMMA_SHARED_BYTES: u32 =
+    BACKWARD_WGMMA_SHARED_BYTES + 2 * DKDV_STATS_STAGE_BYTES;
 /// Positions per block of the `D` pre-pass.
 pub const DOT_ROWS: u32 = 32;
 /// Threads per block of the `D` pre-pass (8 per position, 8 values each).

@@ -27,6 +27,25 @@ pub unsafe fn cp_async_cg_16(dst: u32, src: *const u8, src_bytes: u32) {
     }
 }
 
+/// `cp.async.ca.shared.global [dst], [src], 4, src_bytes`: copies `src_bytes` (0 or 4) bytes
+/// and zero-fills the rest of the 4-byte destination, through L1.
+///
+/// # Safety
+/// `dst` must be a 4-byte aligned shared address of 4 bytes; `src` a 4-byte aligned global
+/// address, 4 readable bytes when `src_bytes` is 4 (any valid aligned address when it is 0);
+/// `src_bytes` is 0 or 4. The destination must not be read before a [`cp_async_wait_group`]
+/// that covers this copy. Minimum sm_80.
+#[inline(always)]
+pub unsafe fn cp_async_ca_4(dst: u32, src: *const u8, src_bytes: u32) {
+    // SAFETY: addresses, alignment and the size bound are the caller's contract.
+    unsafe {
+        asm!("{{ .reg .b64 g; cvta.to.global.u64 g, {s};",
+             "cp.async.ca.shared.global [{d}], [g], 4, {n}; }}",
+             d = in(reg32) dst, s = in(reg64) src, n = in(reg32) src_bytes,
+             options(nostack, preserves_flags));
+    }
+}
+
 /// `cp.async.commit_group`: closes the group of copies this thread issued since the last one.
 ///
 /// # Safety

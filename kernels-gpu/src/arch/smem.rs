@@ -82,6 +82,24 @@ pub unsafe fn st_shared_v2_u32(addr: u32, v: [u32; 2]) {
     }
 }
 
+/// `ld.shared.v2.u32` at `addr + OFF`: 8 bytes. The byte offset `OFF` is an immediate of the
+/// address (`[addr+OFF]`), so that the loads of a row share one address register.
+///
+/// # Safety
+/// `addr + OFF` must be 8-byte aligned and the 8 bytes inside the block's shared memory.
+/// Minimum sm_20.
+#[inline(always)]
+pub unsafe fn ld_shared_v2_u32_at<const OFF: u32>(addr: u32) -> [u32; 2] {
+    let (a, b): (u32, u32);
+    // SAFETY: bounds and alignment are the caller's contract.
+    unsafe {
+        asm!("ld.shared.v2.u32 {{{a}, {b}}}, [{addr}+{off}];",
+             a = out(reg32) a, b = out(reg32) b, addr = in(reg32) addr, off = const OFF,
+             options(readonly, nostack, preserves_flags));
+    }
+    [a, b]
+}
+
 /// `ld.shared.v4.u32`: 16 bytes.
 ///
 /// # Safety

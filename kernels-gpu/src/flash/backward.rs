@@ -453,6 +453,13 @@ impl<T: Copy> BackwardBlock<T> {
         }
     }
 
+    /// The first shared address past the block's six tiles.
+    #[cfg(target_feature = "sm_90a")]
+    #[inline(always)]
+    pub(super) fn tiles_end(&self) -> u32 {
+        self.resident[0] + 6 * TILE_BYTES
+    }
+
     /// The streamed tiles' double buffer.
     #[inline(always)]
     pub(super) fn stream(&self) -> StreamPair<'_, T> {

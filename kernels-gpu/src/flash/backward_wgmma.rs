@@ -17,44 +17,62 @@
 use super::backward::{BackwardBlock, causal_mask, causal_mask_transposed, store_rows};
 use super::tile_count;
 use super::wgmma::{WgmmaFlashOp, aligned_smem_base, product_acc, product_t, step, tiles_of};
+use crate::arch::cp_async::{cp_async_ca_4, cp_async_commit_group};
 use crate::arch::math::ex2_approx_f32;
+use crate::arch::smem::ld_shared_v2_u32_at;
 use crate::arch::sync::bar_sync;
 use crate::arch::wgmma::{self, hold, hold_words};
-use crate::arch::{lane_id, warp_idx_x};
+use crate::arch::{lane_id, thread_idx_x, warp_idx_x};
 use crate::entry::entries;
 use crate::gemm::tensor_op::{Bf16Op, F16Op};
 use crate::unroll::unroll;
 use core::f32::consts::LOG2_E;
 use core::f32::math::mul_add;
-use kernel_abi::flash::{BLOCK_KV, BLOCK_Q, FlashBackwardParams};
+use kernel_abi::flash::{BLOCK_KV, BLOCK_Q, DKDV_STATS_STAGE_BYTES, FlashBackwardParams};
 
-/// `scale` times the values `tile0 + 8n + 2·quad + c` (n < 8, c < 2: a lane's 16 columns of a
-/// query tile) of the (B, NH, T) f32 row at `row_base` of `buf`, 0 past `t` (zero-filled rows,
-/// whose products must stay finite); without the bounds checks when the whole tile is inside.
-/// The dK/dV kernel loads `−D` (into the `dPᵀ` accumulators) before its products and `lse`
-/// while they run, so that the two never occupy registers together.
+/// Issues the copies of query tile `tile0 .. tile0 + 64`'s statistics from the (B, NH, T)
+/// row starting at index `row_base` into the stats stage at `stage`
+/// ([`DKDV_STATS_STAGE_BYTES`]): thread `i < 64` copies `lse[tile0 + i]` to word `i` and
+/// `D[tile0 + i]` to word `64 + i`, zeros past `t` (zero-filled rows, whose products must
+/// stay finite). They join the thread's next committed group, the one that brings the tile's
+/// Q and dO. The indices are 32-bit (`B·NH·T < 2³²`) and the buffers' addresses the launch's
+/// parameters, so that no 64-bit address stays live across the tile loop (holding one spilled).
 ///
 /// # Safety
-/// `row_base` is `(b·NH + h)·t` of a (b, h) inside `buf`.
+/// Every thread of the block calls it; `row_base` is `(b·NH + h)·t` of a (b, h) inside the
+/// buffers; the stage is not read until a covering wait and barrier, nor read by anyone since
+/// the last barrier.
 #[inline(always)]
-unsafe fn tile_columns(
-    buf: *const f32,
-    row_base: usize,
-    tile0: u32,
-    quad: u32,
-    t: u32,
-    scale: f32,
-) -> [[f32; 2]; 8] {
+unsafe fn issue_stats<T: Copy>(p: &FlashBackwardParams<T>, row_base: u32, stage: u32, tile0: u32) {
+    let i = thread_idx_x();
+    if i >= BLOCK_Q {
+        return;
+    }
+    let pos = tile0 + i;
+    let (at, bytes) = if pos < p.t { (row_base + pos, 4) } else { (row_base, 0) };
+    // SAFETY: index `at` (position pos < t, or 0 with nothing read) of the caller's row of
+    // both buffers; the stage holds 2 · BLOCK_Q words, i < BLOCK_Q.
+    unsafe {
+        cp_async_ca_4(stage + 4 * i, p.lse.as_ptr().add(at as usize).cast(), bytes);
+        cp_async_ca_4(stage + 4 * (BLOCK_Q + i), p.d.as_ptr().add(at as usize).cast(), bytes);
+    }
+}
+
+const _: () = assert!(DKDV_STATS_STAGE_BYTES == 8 * BLOCK_Q, "lse, then D, f32");
+
+/// `scale` times a lane's 16 columns `8n + 2·quad + c` (n < 8, c < 2) of one staged statistic
+/// of a query tile, whose 64 f32 start at `lane_base − 8·quad` (zeros past `t`, as
+/// [`issue_stats`] staged them).
+///
+/// # Safety
+/// The statistic is a stats stage's `lse` or `D` part, landed and published by a barrier.
+#[inline(always)]
+unsafe fn staged_columns(lane_base: u32, scale: f32) -> [[f32; 2]; 8] {
     let mut out = [[0.0f32; 2]; 8];
-    let pos = |n: usize, c: usize| tile0 + n as u32 * 8 + 2 * quad + c as u32;
-    let whole = tile0 + BLOCK_Q <= t;
-    unroll!(n in 0..8 => {
-        unroll!(c in 0..2 => {
-            if whole || pos(n, c) < t {
-                // SAFETY: pos < t inside the caller's row.
-                out[n][c] = unsafe { *buf.add(row_base + pos(n, c) as usize) } * scale;
-            }
-        });
+    unroll!(const N in 0..8 => {
+        // SAFETY: words 8N + 2·quad and the next of the statistic's 64, 8-byte aligned.
+        let pair = unsafe { ld_shared_v2_u32_at::<{ 32 * N as u32 }>(lane_base) };
+        out[N] = pair.map(|w| f32::from_bits(w) * scale);
     });
     out
 }
@@ -62,8 +80,8 @@ unsafe fn tile_columns(
 /// dK and dV of one key/value tile on wgmma (see the module doc and [`super::backward`]).
 ///
 /// # Safety
-/// As the `mma.sync` dK/dV kernel, launched with `BACKWARD_WGMMA_SHARED_BYTES` of dynamic
-/// shared memory; sm_90a.
+/// As the `mma.sync` dK/dV kernel, launched with `BACKWARD_DKDV_WGMMA_SHARED_BYTES` of
+/// dynamic shared memory; sm_90a.
 #[inline(always)]
 unsafe fn dkdv<Op: WgmmaFlashOp>(p: FlashBackwardParams<Op::In>) {
     // SAFETY: every thread is here; the launch's tiles start at the aligned base.
@@ -74,35 +92,56 @@ unsafe fn dkdv<Op: WgmmaFlashOp>(p: FlashBackwardParams<Op::In>) {
     let (warp, lane) = (warp_idx_x(), lane_id());
     let quad = lane % 4;
     let q_do = block.stream();
+    let stats = block.tiles_end();
+    // The launcher checked B·NH·T < 2³².
+    let stats_row = stats_base as u32;
+    // SAFETY: every thread is here; stage 0 of the stats follows the tiles.
+    unsafe {
+        issue_stats(&p, stats_row, stats, kv_tile * BLOCK_Q);
+        cp_async_commit_group();
+    }
     let mut dk = [0.0f32; 32];
     let mut dv = [0.0f32; 32];
     let mut j = kv_tile;
     while j < tiles {
+        let stage = (j - kv_tile) % 2;
         let next_row = (j + 1 < tiles).then(|| (j + 1) * BLOCK_Q);
         // SAFETY: block-uniform; the previous step waited for all its wgmmas and ended with a
-        // barrier.
-        let (qs, dos) = unsafe { step(&q_do, (j - kv_tile) % 2, next_row) };
+        // barrier, after every read of the other stage; the next tile's statistics go there
+        // as a group of their own, which the next step's wait covers.
+        let (qs, dos) = unsafe {
+            let tiles = step(&q_do, stage, next_row);
+            if let Some(row) = next_row {
+                issue_stats(&p, stats_row, stats + (1 - stage) * DKDV_STATS_STAGE_BYTES, row);
+                cp_async_commit_group();
+            }
+            tiles
+        };
+        let lse_col = stats + stage * DKDV_STATS_STAGE_BYTES + 8 * quad;
+        let d_col = lse_col + 4 * BLOCK_Q;
         // Sᵀ = K·Qᵀ, then dPᵀ − D = V·dOᵀ − D (the accumulators start at −D of their query
-        // column, which frees D's registers before the products), two groups; the columns'
-        // `lse · log2 e` load while they run.
-        let tile0 = j * BLOCK_Q;
-        // SAFETY: stats_base is this block's (b, h) row.
-        let d = unsafe { tile_columns(p.d.as_ptr(), stats_base, tile0, quad, p.t, -1.0) };
+        // column, which frees D's registers before the products), two groups; then the
+        // columns' `lse · log2 e`, once `Sᵀ` is done. Both statistics come from the stage,
+        // copied with the tile's Q and dO: loaded from global memory here, their latency held
+        // up the products every step, and the `lse` loaded while the products ran took 16
+        // registers at the kernel's peak. (With −D loaded after `Sᵀ` is issued, ptxas waits
+        // for `Sᵀ` before issuing `dPᵀ`.)
         let mut s = [0.0f32; 32];
         let mut dp = [0.0f32; 32];
+        // SAFETY: this stage's statistics arrived with the step.
+        let d = unsafe { staged_columns(d_col, -1.0) };
         unroll!(n in 0..8 => {
             unroll!(e in 0..4 => { dp[4 * n + e] = d[n][e & 1] });
         });
         hold(&mut dp);
-        // SAFETY: warpgroup-uniform; K and V arrived with the first group, this stage's Q and
-        // dO with the step; stats_base as above.
+        // SAFETY: warpgroup-uniform; K and V arrived with the first group, this stage's Q, dO
+        // and statistics with the step.
         let lse2 = unsafe {
             product_t::<Op, false>(&mut s, sk, qs);
             product_t::<Op, true>(&mut dp, sv, dos);
-            let lse2 = tile_columns(p.lse.as_ptr(), stats_base, tile0, quad, p.t, LOG2_E);
             wgmma::wait_group::<1>();
             hold(&mut s);
-            lse2
+            staged_columns(lse_col, LOG2_E)
         };
         // Pᵀ (masked below the diagonal: query < key; see the mma.sync kernel).
         unroll!(n in 0..8 => {

@@ -14,9 +14,10 @@ use crate::view::{DeviceView, DeviceViewMut};
 use half::{bf16, f16};
 use kernel_abi::DevicePtrMut;
 use kernel_abi::flash::{
-    BACKWARD_SHARED_BYTES, BACKWARD_THREADS, BACKWARD_WGMMA_SHARED_BYTES, BLOCK_Q, DOT_ROWS,
-    DOT_THREADS, FORWARD_SHARED_BYTES, FORWARD_THREADS, FORWARD_WGMMA_SHARED_BYTES,
-    FlashBackwardParams, FlashDotParams, FlashForwardParams, FlashKernels, HD, WGMMA_THREADS,
+    BACKWARD_DKDV_WGMMA_SHARED_BYTES, BACKWARD_SHARED_BYTES, BACKWARD_THREADS,
+    BACKWARD_WGMMA_SHARED_BYTES, BLOCK_Q, DOT_ROWS, DOT_THREADS, FORWARD_SHARED_BYTES,
+    FORWARD_THREADS, FORWARD_WGMMA_SHARED_BYTES, FlashBackwardParams, FlashDotParams,
+    FlashForwardParams, FlashKernels, HD, WGMMA_THREADS,
 };
 
 /// A storage type with flash attention kernels: `bf16`, `f16` (the tensor cores' 16-bit
@@ -241,29 +242,26 @@ pub fn flash_attention_backward<D: Device, T: FlashElement>(
         scale: 1.0 / (HD as f32).sqrt(),
     };
     let grid = tiled_grid(shape);
-    let (dkdv, dq, config) = if wgmma {
-        let config = LaunchConfig {
-            grid,
-            block: (WGMMA_THREADS, 1, 1),
-            shared_mem_bytes: BACKWARD_WGMMA_SHARED_BYTES,
-        };
-        (T::Abi::BACKWARD_DKDV_WGMMA, T::Abi::BACKWARD_DQ_WGMMA, config)
+    let config =
+        |threads, shared_mem_bytes| LaunchConfig { grid, block: (threads, 1, 1), shared_mem_bytes };
+    let (dkdv, dq) = if wgmma {
+        (
+            (T::Abi::BACKWARD_DKDV_WGMMA, config(WGMMA_THREADS, BACKWARD_DKDV_WGMMA_SHARED_BYTES)),
+            (T::Abi::BACKWARD_DQ_WGMMA, config(WGMMA_THREADS, BACKWARD_WGMMA_SHARED_BYTES)),
+        )
     } else {
-        let config = LaunchConfig {
-            grid,
-            block: (BACKWARD_THREADS, 1, 1),
-            shared_mem_bytes: BACKWARD_SHARED_BYTES,
-        };
-        (T::Abi::BACKWARD_DKDV, T::Abi::BACKWARD_DQ, config)
+        let tiled = config(BACKWARD_THREADS, BACKWARD_SHARED_BYTES);
+        ((T::Abi::BACKWARD_DKDV, tiled), (T::Abi::BACKWARD_DQ, tiled))
     };
     // SAFETY: the views hold the checked shapes; qkv and dout are 16-byte aligned (cp.async of
     // whole 16-byte chunks of 64-value head rows); `dqkv` takes 4-byte pair stores, the dK/dV
     // kernel into the k and v parts and the dQ kernel into the q part, and so into the
     // column sums (whose length was checked) when there are any; shared memory holds
     // the two resident tiles and two stages of the streamed ones (48 KiB, plus 1 KiB to align
-    // the wgmma kernels' tiles); the wgmma kernels are taken only from the sm_90a module.
+    // the wgmma kernels' tiles, and the wgmma dK/dV kernel's two stages of query statistics);
+    // the wgmma kernels are taken only from the sm_90a module.
     unsafe {
-        dev.launch(dkdv, config, params)?;
-        dev.launch(dq, config, params)
+        dev.launch(dkdv.0, dkdv.1, params)?;
+        dev.launch(dq.0, dq.1, params)
     }
 }
