@@ -16,16 +16,19 @@
 //! head of a sequence its tile before any head its next).
 //!
 //! The backward (FlashAttention-2) takes `dout` (B, T, NH, HD), `out` and `lse` from the
-//! forward, and writes `dqkv` (B, T, 3, NH, HD) in three launches:
-//! 1. `dot`: `D[b,h,i] = Σ_d dout[b,i,h,d] · out[b,i,h,d]` in f32, (B, NH, T), one block of
-//!    [`DOT_THREADS`] per ([`DOT_ROWS`] positions, head, sequence), 8 lanes per row;
-//! 2. `dkdv`: one block of [`BACKWARD_WARPS`] warps per (head, key/value tile of [`BLOCK_KV`]
-//!    rows, sequence), each warp owning 16 key/value rows; the block walks the query tiles from
-//!    its diagonal to the last, recomputing `Pᵀ` from `lse`, and accumulates `dV = Pᵀ·dO` and
-//!    `dK = scale · dSᵀ·Q` with `dSᵀ = Pᵀ ∘ (V·dOᵀ − D)` in registers;
-//! 3. `dq`: one block per (head, query tile, sequence), each warp owning 16 query rows,
-//!    walking the key/value tiles 0..=diagonal and accumulating `dQ = scale · dS·K`. Every
-//!    gradient element is owned by one thread, so the backward is deterministic (no atomics).
+//! forward, and writes `dqkv` (B, T, 3, NH, HD) in two launches:
+//! 1. `dq`: one block of [`BACKWARD_WARPS`] warps per (head, query tile of [`BLOCK_Q`] rows,
+//!    sequence), each warp owning 16 query rows. Each lane first computes
+//!    `D[b,h,i] = Σ_d dout[b,i,h,d] · out[b,i,h,d]` (f32) of its two rows and writes it to the
+//!    (B, NH, T) buffer `d`; the block then walks the key/value tiles 0..=diagonal, recomputing
+//!    `P` from `lse`, and accumulates `dQ = scale · dS·K` with `dS = P ∘ (dO·Vᵀ − D)`;
+//! 2. `dkdv`: one block per (head, key/value tile of [`BLOCK_KV`] rows, sequence), each warp
+//!    owning 16 key/value rows; the block walks the query tiles from its diagonal to the last,
+//!    recomputing `Pᵀ` from `lse` and reading `D` from the dQ launch, and accumulates
+//!    `dV = Pᵀ·dO` and `dK = scale · dSᵀ·Q` with `dSᵀ = Pᵀ ∘ (V·dOᵀ − D)` in registers.
+//!
+//! Every gradient element (and every `D`) is owned by one thread, so the backward is
+//! deterministic (no atomics).
 
 use crate::kernel::{Kernel, KernelParams, KernelSig, LaunchBounds};
 use crate::ptr::{Bf16, DevicePtr, DevicePtrMut, F16};
@@ -71,11 +74,6 @@ pub const DKDV_STATS_STAGE_BYTES: u32 = 2 * BLOCK_Q * 4;
 /// and two stages of statistics ([`DKDV_STATS_STAGE_BYTES`]) after the tiles (50 KiB).
 pub const BACKWARD_DKDV_WGMMA_SHARED_BYTES: u32 =
     BACKWARD_WGMMA_SHARED_BYTES + 2 * DKDV_STATS_STAGE_BYTES;
-/// Positions per block of the `D` pre-pass.
-pub const DOT_ROWS: u32 = 32;
-/// Threads per block of the `D` pre-pass (8 per position, 8 values each).
-pub const DOT_THREADS: u32 = DOT_ROWS * HD / 8;
-
 /// Byte offset of 16-byte chunk `chunk` (0..8) of row `row` in a shared-memory tile of 64
 /// 16-bit columns (128-byte rows), XOR-swizzled so that the 8 rows one `ldmatrix` matrix reads,
 /// and the 8 chunks of one row, fall in 8 different bank groups.
@@ -107,37 +105,21 @@ pub struct FlashForwardParams<T: Copy> {
 // SAFETY: #[repr(C)] struct of device pointers, u32s and an f32, padded explicitly to 8 bytes.
 unsafe impl<T: Copy + 'static> KernelParams for FlashForwardParams<T> {}
 
-/// Parameters of the backward's pre-pass `D = rowsum(dout ∘ out)`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct FlashDotParams<T: Copy> {
-    /// (B, T, NH, HD) output of the forward.
-    pub out: DevicePtr<T>,
-    /// (B, T, NH, HD) gradient of the output.
-    pub dout: DevicePtr<T>,
-    /// (B, NH, T) f32 result.
-    pub d: DevicePtrMut<f32>,
-    /// Sequence length.
-    pub t: u32,
-    /// Heads.
-    pub nh: u32,
-}
-
-// SAFETY: #[repr(C)] struct of device pointers and two u32s, no implicit padding.
-unsafe impl<T: Copy + 'static> KernelParams for FlashDotParams<T> {}
-
 /// Parameters of the backward's dK/dV and dQ kernels.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct FlashBackwardParams<T: Copy> {
     /// (B, T, 3, NH, HD) input of the forward.
     pub qkv: DevicePtr<T>,
+    /// (B, T, NH, HD) output of the forward.
+    pub out: DevicePtr<T>,
     /// (B, T, NH, HD) gradient of the output.
     pub dout: DevicePtr<T>,
     /// (B, NH, T) log-sum-exp saved by the forward (natural log).
     pub lse: DevicePtr<f32>,
-    /// (B, NH, T) `rowsum(dout ∘ out)` from the pre-pass.
-    pub d: DevicePtr<f32>,
+    /// (B, NH, T) `D = rowsum(dout ∘ out)`: written by the dQ kernel, read by the dK/dV
+    /// kernel launched after it.
+    pub d: DevicePtrMut<f32>,
     /// (B, T, 3, NH, HD) gradient: the dK/dV kernel writes the k and v parts, the dQ kernel
     /// the q part.
     pub dqkv: DevicePtrMut<T>,
@@ -164,8 +146,6 @@ unsafe impl<T: Copy + 'static> KernelParams for FlashBackwardParams<T> {}
 pub trait FlashKernels: Copy + 'static {
     /// `flash_attention_forward_<ty>`.
     const FORWARD: Kernel<FlashForwardParams<Self>>;
-    /// `flash_attention_backward_dot_<ty>`.
-    const BACKWARD_DOT: Kernel<FlashDotParams<Self>>;
     /// `flash_attention_backward_dkdv_<ty>`.
     const BACKWARD_DKDV: Kernel<FlashBackwardParams<Self>>;
     /// `flash_attention_backward_dq_<ty>`.
@@ -184,12 +164,6 @@ pub const FLASH_FORWARD_BF16: Kernel<FlashForwardParams<Bf16>> =
 /// `flash_attention_forward_f16`.
 pub const FLASH_FORWARD_F16: Kernel<FlashForwardParams<F16>> =
     Kernel::new("flash_attention_forward_f16");
-/// `flash_attention_backward_dot_bf16`.
-pub const FLASH_BACKWARD_DOT_BF16: Kernel<FlashDotParams<Bf16>> =
-    Kernel::new("flash_attention_backward_dot_bf16");
-/// `flash_attention_backward_dot_f16`.
-pub const FLASH_BACKWARD_DOT_F16: Kernel<FlashDotParams<F16>> =
-    Kernel::new("flash_attention_backward_dot_f16");
 /// `flash_attention_backward_dkdv_bf16`.
 pub const FLASH_BACKWARD_DKDV_BF16: Kernel<FlashBackwardParams<Bf16>> =
     Kernel::new("flash_attention_backward_dkdv_bf16");
@@ -223,7 +197,6 @@ pub const FLASH_BACKWARD_DQ_WGMMA_F16: Kernel<FlashBackwardParams<F16>> =
 
 impl FlashKernels for Bf16 {
     const FORWARD: Kernel<FlashForwardParams<Self>> = FLASH_FORWARD_BF16;
-    const BACKWARD_DOT: Kernel<FlashDotParams<Self>> = FLASH_BACKWARD_DOT_BF16;
     const BACKWARD_DKDV: Kernel<FlashBackwardParams<Self>> = FLASH_BACKWARD_DKDV_BF16;
     const BACKWARD_DQ: Kernel<FlashBackwardParams<Self>> = FLASH_BACKWARD_DQ_BF16;
     const FORWARD_WGMMA: Kernel<FlashForwardParams<Self>> = FLASH_FORWARD_WGMMA_BF16;
@@ -232,7 +205,6 @@ impl FlashKernels for Bf16 {
 }
 impl FlashKernels for F16 {
     const FORWARD: Kernel<FlashForwardParams<Self>> = FLASH_FORWARD_F16;
-    const BACKWARD_DOT: Kernel<FlashDotParams<Self>> = FLASH_BACKWARD_DOT_F16;
     const BACKWARD_DKDV: Kernel<FlashBackwardParams<Self>> = FLASH_BACKWARD_DKDV_F16;
     const BACKWARD_DQ: Kernel<FlashBackwardParams<Self>> = FLASH_BACKWARD_DQ_F16;
     const FORWARD_WGMMA: Kernel<FlashForwardParams<Self>> = FLASH_FORWARD_WGMMA_F16;
@@ -244,8 +216,6 @@ impl FlashKernels for F16 {
 pub const KERNELS: &[KernelSig] = &[
     FLASH_FORWARD_BF16.sig(),
     FLASH_FORWARD_F16.sig(),
-    FLASH_BACKWARD_DOT_BF16.sig(),
-    FLASH_BACKWARD_DOT_F16.sig(),
     FLASH_BACKWARD_DKDV_BF16.sig(),
     FLASH_BACKWARD_DKDV_F16.sig(),
     FLASH_BACKWARD_DQ_BF16.sig(),

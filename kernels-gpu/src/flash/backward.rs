@@ -1,4 +1,4 @@
-//! Flash attention backward (see `kernel_abi::flash` for the contract and the three launches).
+//! Flash attention backward (see `kernel_abi::flash` for the contract and the two launches).
 //!
 //! Both tiled kernels recompute the probabilities of a 64 × 64 tile from the saved log-sum-exp,
 //! `P = 2^(s·scale·log2 e − lse·log2 e)` (exact softmax values, no running maximum; the
@@ -16,8 +16,9 @@
 //!   and dO rows as B's columns, two n8-tiles at a time, and `dSᵀ = Pᵀ ∘ (dPᵀ − D)` overwrites
 //!   `Pᵀ` in place; it feeds `dK += dSᵀ·Q` the same way `Pᵀ` fed dV. Shared memory: K, V, then
 //!   two stages of Q and two of dO, streamed by `cp.async` from the diagonal query tile on.
-//! - **dQ** (warp: 16 query rows, per key/value tile 0..=diagonal): `S = Q·Kᵀ` exactly as in
-//!   the forward, `P` from the two rows' `lse`, `dP = dO·Vᵀ` (dO rows as A, loaded once; V rows
+//! - **dQ** (warp: 16 query rows, per key/value tile 0..=diagonal), launched first: each lane
+//!   computes `D` of its two rows from `dO` and `O` (and stores it for dK/dV), then `S = Q·Kᵀ`
+//!   exactly as in the forward, `P` from the two rows' `lse`, `dP = dO·Vᵀ` (dO rows as A, loaded once; V rows
 //!   as B's columns), `dS = P ∘ (dP − D)` in place, `dQ += dS·K` (K rows, k = key, through
 //!   `ldmatrix.x4.trans`). Shared memory: Q, dO, then two stages of K and two of V.
 //!
@@ -28,14 +29,14 @@
 //! The 16-row blocks of a tile are addressed with `ldmatrix [addr+OFF]` (`OFF` a const
 //! generic), so each lane keeps one shared address per lane pattern and k-step, not per load.
 
-use super::{FlashOp, ROW_CHUNKS, Source, StreamPair, TILE_BYTES, seq_head, tile_count, tile_rank};
+use super::{FlashOp, Source, StreamPair, TILE_BYTES, seq_head, tile_count, tile_rank};
 use crate::arch::cp_async::cp_async_commit_group;
 use crate::arch::ldmatrix::{ldmatrix_x4, ldmatrix_x4_at, ldmatrix_x4_trans_at};
 use crate::arch::math::ex2_approx_f32;
 use crate::arch::shfl::{FULL_MASK, shfl_bfly_f32};
 use crate::arch::smem::dynamic_smem_base;
 use crate::arch::sync::bar_sync;
-use crate::arch::{block_idx_x, block_idx_y, block_idx_z, lane_id, thread_idx_x, warp_idx_x};
+use crate::arch::{lane_id, warp_idx_x};
 use crate::elem::Elem;
 use crate::entry::entries;
 use crate::gemm::tensor_op::{Bf16Op, F16Op};
@@ -43,49 +44,11 @@ use crate::unroll::unroll;
 use core::f32::consts::LOG2_E;
 use core::f32::math::mul_add;
 use kernel_abi::flash::{
-    BACKWARD_THREADS, BLOCK_KV, BLOCK_Q, DOT_ROWS, DOT_THREADS, FORWARD_THREADS,
-    FlashBackwardParams, FlashDotParams, HD, tile_offset,
+    BACKWARD_THREADS, BLOCK_KV, BLOCK_Q, FORWARD_THREADS, FlashBackwardParams, HD, tile_offset,
 };
 
 const _: () = assert!(BACKWARD_THREADS == FORWARD_THREADS, "Source::load is sized for 128");
 const _: () = assert!(BLOCK_Q == BLOCK_KV, "the kernels pair query and key tiles one to one");
-const _: () = assert!(DOT_THREADS == DOT_ROWS * ROW_CHUNKS, "dot: one lane per 8 values");
-
-/// `D[b,h,i] = Σ_d dout[b,i,h,d] · out[b,i,h,d]`: 8 lanes per position, 8 values each, summed
-/// over the 8 lanes with three butterflies (a fixed order: deterministic).
-///
-/// # Safety
-/// Launched by `gpu-host`'s `flash_attention_backward` with `DOT_THREADS` threads and the grid
-/// `(⌈T / DOT_ROWS⌉, NH, B)`, after checking `C = NH·HD`, that `out` and `dout` hold (B, T, C)
-/// elements and are 16-byte aligned, and that `d` holds `B·NH·T <= u32::MAX` values.
-#[inline(always)]
-unsafe fn dot<T: Elem>(p: FlashDotParams<T>) {
-    let (b, h) = (block_idx_z(), block_idx_y());
-    let tid = thread_idx_x();
-    let (i, part) = (block_idx_x() * DOT_ROWS + tid / ROW_CHUNKS, tid % ROW_CHUNKS);
-    let mut acc = 0.0f32;
-    if i < p.t {
-        let at = (b as usize * p.t as usize + i as usize) * (p.nh * HD) as usize
-            + (h * HD + part * 8) as usize;
-        // SAFETY: position i < t of sequence b, head h: 8 elements inside (B, T, NH, HD),
-        // 16-byte aligned (the launcher checked the bases; rows are whole chunks).
-        let (o, d) =
-            unsafe { (T::load8(p.out.as_ptr().add(at)), T::load8(p.dout.as_ptr().add(at))) };
-        unroll!(k in 0..8 => {
-            acc += o[k] * d[k];
-        });
-    }
-    // SAFETY: every lane reaches the shuffles (the branch above has closed).
-    unsafe {
-        acc += shfl_bfly_f32(FULL_MASK, acc, 1);
-        acc += shfl_bfly_f32(FULL_MASK, acc, 2);
-        acc += shfl_bfly_f32(FULL_MASK, acc, 4);
-    }
-    if i < p.t && part == 0 {
-        // SAFETY: (b, h, i) is inside the (B, NH, T) buffer.
-        unsafe { *p.d.as_mut_ptr().add(((b * p.nh + h) * p.t + i) as usize) = acc };
-    }
-}
 
 /// `lse · log2 e` and `D` of position `pos` of row `row_base` of the (B, NH, T) buffers.
 ///
@@ -95,7 +58,7 @@ unsafe fn dot<T: Elem>(p: FlashDotParams<T>) {
 unsafe fn stats_at<T: Copy>(p: &FlashBackwardParams<T>, row_base: usize, pos: u32) -> (f32, f32) {
     let at = row_base + pos as usize;
     // SAFETY: row_base plus pos < t indexes both (B, NH, T) buffers (the caller's contract).
-    unsafe { (*p.lse.as_ptr().add(at) * LOG2_E, *p.d.as_ptr().add(at)) }
+    unsafe { (*p.lse.as_ptr().add(at) * LOG2_E, *p.d.as_mut_ptr().add(at)) }
 }
 
 /// [`stats_at`], or 0 for positions past `t` (zero-filled rows, whose products must stay
@@ -104,11 +67,7 @@ unsafe fn stats_at<T: Copy>(p: &FlashBackwardParams<T>, row_base: usize, pos: u3
 /// # Safety
 /// `row_base` is `(b·NH + h)·T` of a (b, h) inside the buffers.
 #[inline(always)]
-pub(super) unsafe fn row_stats<T: Copy>(
-    p: &FlashBackwardParams<T>,
-    row_base: usize,
-    pos: u32,
-) -> (f32, f32) {
+unsafe fn row_stats<T: Copy>(p: &FlashBackwardParams<T>, row_base: usize, pos: u32) -> (f32, f32) {
     if pos < p.t {
         // SAFETY: the caller's row_base, and pos < t.
         unsafe { stats_at(p, row_base, pos) }
@@ -404,15 +363,62 @@ impl<T: Copy> BackwardBlock<T> {
         block
     }
 
-    /// The statistics (`lse·log2 e`, `D`) of this lane's two query rows ([`row_stats`]), which a
-    /// dQ block keeps for all its tiles.
+    /// The statistics (`lse·log2 e`, `D`) of this lane's two query rows, which a dQ block keeps
+    /// for all its tiles. `D = Σ_d dO·O` of each row is computed here, and written to `p.d`
+    /// for the dK/dV kernel launched after: each lane of a quad adds up, with `fma`s in column
+    /// order, the products of its 16 columns `16·quad ..` of the row, then two butterflies
+    /// over the quad add the four partial sums (every lane ends with the same bits), and the
+    /// quad's lane 0 stores the sum. Rows at or past t read 0 for both and store nothing.
     ///
     /// # Safety
-    /// `p` is the launch's (its `lse` and `d` cover this block's (b, h) row).
+    /// The whole warp calls it together; `p` is the launch's (`out` and `dout` hold (B, T, C)
+    /// 16-byte aligned; `lse` and `d` cover this block's (b, h) row).
     #[inline(always)]
-    pub(super) unsafe fn rows_stats(&self, p: &FlashBackwardParams<T>) -> [(f32, f32); 2] {
-        // SAFETY: stats_base is this block's (b, h) row.
-        unsafe { self.rows.map(|row| row_stats(p, self.stats_base, row)) }
+    pub(super) unsafe fn rows_stats(&self, p: &FlashBackwardParams<T>) -> [(f32, f32); 2]
+    where
+        T: Elem,
+    {
+        let ((b, h), quad) = (seq_head(), lane_id() % 4);
+        let channels = (p.nh * HD) as usize;
+        let mut d = [0.0f32; 2];
+        unroll!(r in 0..2 => {
+            let row = self.rows[r];
+            if row < p.t {
+                let at = (b as usize * p.t as usize + row as usize) * channels
+                    + (h * HD + 16 * quad) as usize;
+                // SAFETY: row < t of sequence b, head h's 16 columns of this lane: two
+                // 16-byte aligned chunks of 8 inside (B, T, C) (aligned bases, C = NH·64).
+                let (o, g) = unsafe {
+                    let (out, dout) = (p.out.as_ptr().add(at), p.dout.as_ptr().add(at));
+                    ([T::load8(out), T::load8(out.add(8))], [T::load8(dout), T::load8(dout.add(8))])
+                };
+                unroll!(c in 0..2 => {
+                    unroll!(k in 0..8 => { d[r] = mul_add(g[c][k], o[c][k], d[r]) });
+                });
+            }
+        });
+        // SAFETY: every lane of the warp reaches the shuffles (the branches above have closed).
+        unsafe {
+            unroll!(r in 0..2 => {
+                d[r] += shfl_bfly_f32(FULL_MASK, d[r], 1);
+                d[r] += shfl_bfly_f32(FULL_MASK, d[r], 2);
+            });
+        }
+        let mut stats = [(0.0f32, 0.0f32); 2];
+        unroll!(r in 0..2 => {
+            let row = self.rows[r];
+            if row < p.t {
+                let at = self.stats_base + row as usize;
+                // SAFETY: position row < t of this block's (b, h) row of both (B, NH, T) buffers.
+                unsafe {
+                    if quad == 0 {
+                        *p.d.as_mut_ptr().add(at) = d[r];
+                    }
+                    stats[r] = (*p.lse.as_ptr().add(at) * LOG2_E, d[r]);
+                }
+            }
+        });
+        stats
     }
 
     /// A dQ block with its tiles at `smem`: Q and dO resident, K and V streamed from tile 0.
@@ -471,7 +477,7 @@ impl<T: Copy> BackwardBlock<T> {
 /// dK and dV of one key/value tile (see the module doc).
 ///
 /// # Safety
-/// Launched by `gpu-host`'s `flash_attention_backward` once [`dot`] has written `d`, with
+/// Launched by `gpu-host`'s `flash_attention_backward` once [`dq`] has written `d`, with
 /// `BACKWARD_THREADS` threads, the grid `(NH, ⌈T / BLOCK_KV⌉, B)` and `BACKWARD_SHARED_BYTES` of
 /// dynamic shared memory, after checking every buffer's length for the shape (`C = NH·HD`,
 /// `B·NH·T <= u32::MAX`), and `qkv` and `dout` 16-byte and `dqkv` 4-byte aligned.
@@ -552,10 +558,12 @@ unsafe fn dkdv<Op: FlashOp>(p: FlashBackwardParams<Op::In>) {
     }
 }
 
-/// dQ of one query tile (see the module doc).
+/// dQ of one query tile (see the module doc), and `D` of its rows
+/// ([`BackwardBlock::rows_stats`]).
 ///
 /// # Safety
-/// As [`dkdv`]: the same launcher, parameters and geometry, launched right after it.
+/// As [`dkdv`]: the same launcher, parameters and geometry, launched before it; `out` holds
+/// (B, T, C) elements, 16-byte aligned, and `d` is written.
 #[inline(always)]
 unsafe fn dq<Op: FlashOp>(p: FlashBackwardParams<Op::In>) {
     // SAFETY: every thread is here; the launch's tiles start at the dynamic shared base.
@@ -620,8 +628,6 @@ unsafe fn dq<Op: FlashOp>(p: FlashBackwardParams<Op::In>) {
 }
 
 entries! { "flash";
-    flash_attention_backward_dot_bf16(FlashDotParams<kernel_abi::Bf16>) => dot::<kernel_abi::Bf16>;
-    flash_attention_backward_dot_f16(FlashDotParams<kernel_abi::F16>) => dot::<kernel_abi::F16>;
     flash_attention_backward_dkdv_bf16(FlashBackwardParams<kernel_abi::Bf16>) => dkdv::<Bf16Op>;
     flash_attention_backward_dkdv_f16(FlashBackwardParams<kernel_abi::F16>) => dkdv::<F16Op>;
     flash_attention_backward_dq_bf16(FlashBackwardParams<kernel_abi::Bf16>) => dq::<Bf16Op>;

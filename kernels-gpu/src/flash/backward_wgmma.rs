@@ -1,5 +1,5 @@
 //! Flash attention backward on Hopper: the dK/dV and dQ kernels of [`super::backward`] with
-//! their products on `wgmma` (sm_90a module only; the `D` pre-pass is shared). The building
+//! their products on `wgmma` (sm_90a module only; `D` is computed as there). The building
 //! blocks, and why the `mma.sync` kernels' tiles and lane ownership carry over, are in
 //! [`super::wgmma`].
 //!
@@ -54,7 +54,11 @@ unsafe fn issue_stats<T: Copy>(p: &FlashBackwardParams<T>, row_base: u32, stage:
     // both buffers; the stage holds 2 · BLOCK_Q words, i < BLOCK_Q.
     unsafe {
         cp_async_ca_4(stage + 4 * i, p.lse.as_ptr().add(at as usize).cast(), bytes);
-        cp_async_ca_4(stage + 4 * (BLOCK_Q + i), p.d.as_ptr().add(at as usize).cast(), bytes);
+        cp_async_ca_4(
+            stage + 4 * (BLOCK_Q + i),
+            p.d.as_mut_ptr().add(at as usize).cast_const().cast(),
+            bytes,
+        );
     }
 }
 
@@ -189,10 +193,11 @@ unsafe fn dkdv<Op: WgmmaFlashOp>(p: FlashBackwardParams<Op::In>) {
     }
 }
 
-/// dQ of one query tile on wgmma (see the module doc and [`super::backward`]).
+/// dQ of one query tile on wgmma, and `D` of its rows (see the module doc and
+/// [`super::backward`]).
 ///
 /// # Safety
-/// As [`dkdv`]: the same launcher, parameters and geometry, launched right after it.
+/// As the `mma.sync` dQ kernel, with [`dkdv`]'s geometry; launched before [`dkdv`].
 #[inline(always)]
 unsafe fn dq<Op: WgmmaFlashOp>(p: FlashBackwardParams<Op::In>) {
     // SAFETY: every thread is here; the launch's tiles start at the aligned base.

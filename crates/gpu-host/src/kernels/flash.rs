@@ -15,9 +15,9 @@ use half::{bf16, f16};
 use kernel_abi::DevicePtrMut;
 use kernel_abi::flash::{
     BACKWARD_DKDV_WGMMA_SHARED_BYTES, BACKWARD_SHARED_BYTES, BACKWARD_THREADS,
-    BACKWARD_WGMMA_SHARED_BYTES, BLOCK_Q, DOT_ROWS, DOT_THREADS, FORWARD_SHARED_BYTES,
-    FORWARD_THREADS, FORWARD_WGMMA_SHARED_BYTES, FlashBackwardParams, FlashDotParams,
-    FlashForwardParams, FlashKernels, HD, WGMMA_THREADS,
+    BACKWARD_WGMMA_SHARED_BYTES, BLOCK_Q, FORWARD_SHARED_BYTES, FORWARD_THREADS,
+    FORWARD_WGMMA_SHARED_BYTES, FlashBackwardParams, FlashForwardParams, FlashKernels, HD,
+    WGMMA_THREADS,
 };
 
 /// A storage type with flash attention kernels: `bf16`, `f16` (the tensor cores' 16-bit
@@ -154,7 +154,7 @@ pub struct FlashBackward<'a, T> {
     pub dout: DeviceView<'a, T>,
     /// (B, NH, T) log-sum-exp saved by the forward.
     pub lse: DeviceView<'a, f32>,
-    /// (B, NH, T) f32 scratch, overwritten with `rowsum(dout ∘ out)`.
+    /// (B, NH, T) f32 scratch, overwritten with `D = rowsum(dout ∘ out)` (by the dQ kernel).
     pub d_scratch: DeviceViewMut<'a, f32>,
     /// (B, T, 3C) gradient of qkv, written (not accumulated).
     pub dqkv: DeviceViewMut<'a, T>,
@@ -177,8 +177,9 @@ pub fn col_sums_len(shape: AttentionShape) -> usize {
 }
 
 /// Causal multi-head attention backward: `dqkv` from the forward's input, output and
-/// log-sum-exp, in three launches (`D` pre-pass, dK/dV, dQ). `engine` picks the tensor-core
-/// instructions of the last two: [`GemmEngine::Auto`] takes wgmma when the device runs the
+/// log-sum-exp, in two launches (dQ, which also writes `D = rowsum(dout ∘ out)` into
+/// `d_scratch`, then dK/dV, which reads it). `engine` picks the tensor-core
+/// instructions of both: [`GemmEngine::Auto`] takes wgmma when the device runs the
 /// sm_90a module and `mma.sync` otherwise, [`GemmEngine::MmaSync`] always `mma.sync`, and
 /// [`GemmEngine::Wgmma`] on another module is an error naming it. Deterministic: every
 /// gradient element is computed by one thread in a fixed order.
@@ -212,32 +213,16 @@ pub fn flash_attention_backward<D: Device, T: FlashElement>(
     if b * t == 0 {
         return Ok(());
     }
-    let (t32, nh32, b32) = (t as u32, nh as u32, b as u32);
-    let dot = FlashDotParams {
-        out: args.out.ptr(),
-        dout: args.dout.ptr(),
-        d: args.d_scratch.ptr(),
-        t: t32,
-        nh: nh32,
-    };
-    let config = LaunchConfig {
-        grid: (t.div_ceil(DOT_ROWS as usize) as u32, nh32, b32),
-        block: (DOT_THREADS, 1, 1),
-        shared_mem_bytes: 0,
-    };
-    // SAFETY: the views hold the checked shapes; `out` and `dout` are 16-byte aligned (8-value
-    // loads of 128-byte head rows); one thread per 8 values of a position's head.
-    unsafe { dev.launch(T::Abi::BACKWARD_DOT, config, dot)? };
-
     let params = FlashBackwardParams {
         qkv: args.qkv.ptr(),
+        out: args.out.ptr(),
         dout: args.dout.ptr(),
         lse: args.lse.ptr(),
-        d: args.d_scratch.as_view().ptr(),
+        d: args.d_scratch.ptr(),
         dqkv: args.dqkv.ptr(),
         col_sums,
-        t: t32,
-        nh: nh32,
+        t: t as u32,
+        nh: nh as u32,
         scale_log2: std::f32::consts::LOG2_E / (HD as f32).sqrt(),
         scale: 1.0 / (HD as f32).sqrt(),
     };
@@ -253,15 +238,17 @@ pub fn flash_attention_backward<D: Device, T: FlashElement>(
         let tiled = config(BACKWARD_THREADS, BACKWARD_SHARED_BYTES);
         ((T::Abi::BACKWARD_DKDV, tiled), (T::Abi::BACKWARD_DQ, tiled))
     };
-    // SAFETY: the views hold the checked shapes; qkv and dout are 16-byte aligned (cp.async of
-    // whole 16-byte chunks of 64-value head rows); `dqkv` takes 4-byte pair stores, the dK/dV
-    // kernel into the k and v parts and the dQ kernel into the q part, and so into the
-    // column sums (whose length was checked) when there are any; shared memory holds
-    // the two resident tiles and two stages of the streamed ones (48 KiB, plus 1 KiB to align
-    // the wgmma kernels' tiles, and the wgmma dK/dV kernel's two stages of query statistics);
-    // the wgmma kernels are taken only from the sm_90a module.
+    // SAFETY: the views hold the checked shapes; qkv, out and dout are 16-byte aligned
+    // (cp.async and 16-byte loads of whole chunks of 64-value head rows); `dqkv` takes 4-byte
+    // pair stores, the dQ kernel into the q part and the dK/dV kernel into the k and v parts,
+    // and so into the column sums (whose length was checked) when there are any; the dQ kernel
+    // writes `d_scratch` (B·NH·T values, checked) before the dK/dV kernel, launched after it on
+    // the same stream, reads it; shared memory holds the two resident tiles and two stages of
+    // the streamed ones (48 KiB, plus 1 KiB to align the wgmma kernels' tiles, and the wgmma
+    // dK/dV kernel's two stages of query statistics); the wgmma kernels are taken only from
+    // the sm_90a module.
     unsafe {
-        dev.launch(dkdv.0, dkdv.1, params)?;
-        dev.launch(dq.0, dq.1, params)
+        dev.launch(dq.0, dq.1, params)?;
+        dev.launch(dkdv.0, dkdv.1, params)
     }
 }
