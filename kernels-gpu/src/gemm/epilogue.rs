@@ -796,9 +796,14 @@ unsafe fn write_rows16_packed<O: Elem>(
     // <= STAGE_ROW_WORDS, 4- and 16-byte aligned); the warp is converged at both barriers;
     // rows < m_len only are stored; `packs` holds for the bias words.
     unsafe {
+        // The bias words first: the shared stores are `asm!`, which LLVM moves no load across,
+        // so a word loaded next to its store held up every store after it (8 load latencies in
+        // a row per piece, 2026-11-27 SASS).
+        let mut bias = [0u32; 8];
+        unroll!(j in 0..8 => { bias[j] = sink.bias_pair_word(n_base + 8 * j as u32 + 2 * tig) });
         unroll!(j in 0..8 => {
             let [d0, d1, d2, d3] = frag[j];
-            let bias = sink.bias_pair_word(n_base + 8 * j as u32 + 2 * tig);
+            let bias = bias[j];
             let word = 4 * j as u32 + tig;
             let at = |row: u32| stage + (row * PACKED_ROW_WORDS + word) * 4;
             smem::st_shared_u32(at(group), sink.finish_pair([d0, d1], bias));
