@@ -18,9 +18,10 @@
 //!   two stages of Q and two of dO, streamed by `cp.async` from the diagonal query tile on.
 //! - **dQ** (warp: 16 query rows, per key/value tile 0..=diagonal), launched first: each lane
 //!   computes `D` of its two rows from `dO` and `O` (and stores it for dK/dV), then `S = Q·Kᵀ`
-//!   exactly as in the forward, `P` from the two rows' `lse`, `dP = dO·Vᵀ` (dO rows as A, loaded once; V rows
-//!   as B's columns), `dS = P ∘ (dP − D)` in place, `dQ += dS·K` (K rows, k = key, through
-//!   `ldmatrix.x4.trans`). Shared memory: Q, dO, then two stages of K and two of V.
+//!   exactly as in the forward, `P` from the two rows' `lse`, `dP = dO·Vᵀ` (dO rows as A,
+//!   loaded once; V rows as B's columns), `dS = P ∘ (dP − D)` in place, `dQ += dS·K` (K rows,
+//!   k = key, through `ldmatrix.x4.trans`). Shared memory: Q, dO, then two stages of K and two
+//!   of V.
 //!
 //! `P` and `dS` are rounded to the storage type for their products (as `P` in the forward);
 //! `dS` itself is formed from the f32 `P`. Rows past `T` are zero-filled in shared memory and
@@ -390,7 +391,8 @@ impl<T: Copy> BackwardBlock<T> {
                 // 16-byte aligned chunks of 8 inside (B, T, C) (aligned bases, C = NH·64).
                 let (o, g) = unsafe {
                     let (out, dout) = (p.out.as_ptr().add(at), p.dout.as_ptr().add(at));
-                    ([T::load8(out), T::load8(out.add(8))], [T::load8(dout), T::load8(dout.add(8))])
+                    let o = [T::load8(out), T::load8(out.add(8))];
+                    (o, [T::load8(dout), T::load8(dout.add(8))])
                 };
                 unroll!(c in 0..2 => {
                     unroll!(k in 0..8 => { d[r] = mul_add(g[c][k], o[c][k], d[r]) });

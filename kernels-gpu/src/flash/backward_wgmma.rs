@@ -34,9 +34,9 @@ use kernel_abi::flash::{BLOCK_KV, BLOCK_Q, DKDV_STATS_STAGE_BYTES, FlashBackward
 /// row starting at index `row_base` into the stats stage at `stage`
 /// ([`DKDV_STATS_STAGE_BYTES`]): thread `i < 64` copies `lse[tile0 + i]` to word `i` and
 /// `D[tile0 + i]` to word `64 + i`, zeros past `t` (zero-filled rows, whose products must
-/// stay finite). They join the thread's next committed group, the one that brings the tile's
-/// Q and dO. The indices are 32-bit (`B·NH·T < 2³²`) and the buffers' addresses the launch's
-/// parameters, so that no 64-bit address stays live across the tile loop (holding one spilled).
+/// stay finite); the caller commits them as a group of their own. The indices are 32-bit
+/// (`B·NH·T < 2³²`) and the buffers' addresses the launch's parameters, so that no 64-bit
+/// address stays live across the tile loop (holding one spilled).
 ///
 /// # Safety
 /// Every thread of the block calls it; `row_base` is `(b·NH + h)·t` of a (b, h) inside the
@@ -126,10 +126,10 @@ unsafe fn dkdv<Op: WgmmaFlashOp>(p: FlashBackwardParams<Op::In>) {
         // Sᵀ = K·Qᵀ, then dPᵀ − D = V·dOᵀ − D (the accumulators start at −D of their query
         // column, which frees D's registers before the products), two groups; then the
         // columns' `lse · log2 e`, once `Sᵀ` is done. Both statistics come from the stage,
-        // copied with the tile's Q and dO: loaded from global memory here, their latency held
-        // up the products every step, and the `lse` loaded while the products ran took 16
-        // registers at the kernel's peak. (With −D loaded after `Sᵀ` is issued, ptxas waits
-        // for `Sᵀ` before issuing `dPᵀ`.)
+        // copied a step ahead: loaded from global memory here, their latency held up the
+        // products every step, and the `lse` loaded while the products ran took 16 registers
+        // at the kernel's peak. (With −D loaded after `Sᵀ` is issued, ptxas waits for `Sᵀ`
+        // before issuing `dPᵀ`.)
         let mut s = [0.0f32; 32];
         let mut dp = [0.0f32; 32];
         // SAFETY: this stage's statistics arrived with the step.
