@@ -470,6 +470,34 @@ impl<O: Elem> Epilogue<O> {
         }
     }
 
+    /// [`Epilogue::bias_pair_word`] of columns `n_base + 8j + 2·tig` (j < 8: a lane's columns of
+    /// a 16 × 64 piece), all loaded before any is used; without the bounds checks (and their
+    /// branches) when the piece is inside N.
+    ///
+    /// # Safety
+    /// As [`Epilogue::bias_pair_word`]; `n_base` even, `tig < 4`.
+    #[inline(always)]
+    unsafe fn bias_pair_words(&self, n_base: u32, tig: u32) -> [u32; 8] {
+        let mut words = [Self::no_bias_word(); 8];
+        if self.bias.is_null() {
+            return words;
+        }
+        let n = |j: usize| n_base + 8 * j as u32 + 2 * tig;
+        if n_base + 64 <= self.n {
+            unroll!(j in 0..8 => {
+                // SAFETY: n(j) + 1 < n_base + 64 <= N: both columns inside the bias, 4-byte
+                // aligned (an aligned bias, an even column).
+                words[j] = unsafe { *self.bias.add(n(j) as usize).cast::<u32>() };
+            });
+        } else {
+            unroll!(j in 0..8 => {
+                // SAFETY: forwarded contract.
+                words[j] = unsafe { self.bias_pair_word(n(j)) };
+            });
+        }
+        words
+    }
+
     /// `alpha · acc` plus the bias of [`Epilogue::bias_pair_word`]'s `bias`, rounded to the
     /// 16-bit output and packed, `acc[0]` low: the arithmetic of [`Epilogue::affine`] under
     /// [`Epilogue::packs`] (no old C), so the bits of the other paths.
@@ -799,8 +827,7 @@ unsafe fn write_rows16_packed<O: Elem>(
         // The bias words first: the shared stores are `asm!`, which LLVM moves no load across,
         // so a word loaded next to its store held up every store after it (8 load latencies in
         // a row per piece, 2026-11-27 SASS).
-        let mut bias = [0u32; 8];
-        unroll!(j in 0..8 => { bias[j] = sink.bias_pair_word(n_base + 8 * j as u32 + 2 * tig) });
+        let bias = sink.bias_pair_words(n_base, tig);
         unroll!(j in 0..8 => {
             let [d0, d1, d2, d3] = frag[j];
             let bias = bias[j];
