@@ -227,6 +227,8 @@ impl Drop for Blas {
 /// A cuBLASLt epilogue fused after the product, as the trainer fuses its own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LtEpilogue {
+    /// `BIAS`: `D = A·B + bias` (the qkv and attention projection forwards).
+    Bias,
     /// `GELU_AUX_BIAS`: `D = gelu(A·B + bias)`, `aux = A·B + bias` (the fc layer's forward).
     GeluAuxBias,
     /// `DGELU_BGRAD`: `D = A·B ⊙ gelu'(aux)` and `bias = Σ_rows D` (the fc projection's input
@@ -238,13 +240,20 @@ impl LtEpilogue {
     /// cuBLASLt's name, for the report.
     pub fn name(self) -> &'static str {
         match self {
+            LtEpilogue::Bias => "BIAS",
             LtEpilogue::GeluAuxBias => "GELU_AUX_BIAS",
             LtEpilogue::DGeluBgrad => "DGELU_BGRAD",
         }
     }
 
+    /// Whether the epilogue has an auxiliary matrix (the pre-activation).
+    pub fn uses_aux(self) -> bool {
+        self != LtEpilogue::Bias
+    }
+
     fn code(self) -> lt_sys::cublasLtEpilogue_t {
         match self {
+            LtEpilogue::Bias => lt_sys::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_BIAS,
             LtEpilogue::GeluAuxBias => lt_sys::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_GELU_AUX_BIAS,
             LtEpilogue::DGeluBgrad => lt_sys::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_DGELU_BGRAD,
         }
@@ -260,6 +269,7 @@ pub struct LtPlan {
     workspace: u64,
     workspace_bytes: usize,
     beta: f32,
+    epilogue: Option<LtEpilogue>,
 }
 
 impl LtPlan {
@@ -345,7 +355,7 @@ impl LtPlan {
                     .context("cublasLtMatmulDescSetAttribute")?;
             }
             if let Some((epilogue, aux, bias)) = epilogue {
-                set_epilogue_pointers(desc, aux, bias)?;
+                set_epilogue_pointers(desc, epilogue, aux, bias)?;
                 let code = epilogue.code() as u32;
                 lt::set_matmul_desc_attribute(
                     desc,
@@ -354,14 +364,16 @@ impl LtPlan {
                     4,
                 )
                 .context("cublasLtMatmulDescSetAttribute (epilogue)")?;
-                let aux_ld = p.ldc as i64;
-                lt::set_matmul_desc_attribute(
-                    desc,
-                    lt_sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
-                    (&aux_ld as *const i64).cast(),
-                    8,
-                )
-                .context("cublasLtMatmulDescSetAttribute (aux ld)")?;
+                if epilogue.uses_aux() {
+                    let aux_ld = p.ldc as i64;
+                    lt::set_matmul_desc_attribute(
+                        desc,
+                        lt_sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+                        (&aux_ld as *const i64).cast(),
+                        8,
+                    )
+                    .context("cublasLtMatmulDescSetAttribute (aux ld)")?;
+                }
             }
             let pref = lt::create_matmul_pref().context("cublasLtMatmulPreferenceCreate")?;
             lt::set_matmul_pref_attribute(
@@ -376,13 +388,24 @@ impl LtPlan {
             );
             let _ = lt::destroy_matmul_pref(pref);
             let algo = heuristic.context("cublasLtMatmulAlgoGetHeuristic")?.algo;
-            Ok(Self { handle, desc, layouts, algo, workspace, workspace_bytes, beta: p.beta })
+            let epilogue = epilogue.map(|(e, _, _)| e);
+            Ok(Self {
+                handle,
+                desc,
+                layouts,
+                algo,
+                workspace,
+                workspace_bytes,
+                beta: p.beta,
+                epilogue,
+            })
         }
     }
 
     /// One matmul of a [`LtPlan::fused`] plan on device addresses `a`, `b`, `c`, its auxiliary
-    /// matrix `aux` (written by `GELU_AUX_BIAS`, read by `DGELU_BGRAD`) and its bias vector
-    /// `bias` (read by `GELU_AUX_BIAS`, written by `DGELU_BGRAD`; N elements of C's type).
+    /// matrix `aux` (written by `GELU_AUX_BIAS`, read by `DGELU_BGRAD`, unused by `BIAS`) and
+    /// its bias vector `bias` (read by `BIAS` and `GELU_AUX_BIAS`, written by `DGELU_BGRAD`; N
+    /// elements of C's type).
     ///
     /// # Safety
     /// The addresses must hold the planned problem's matrices and vector.
@@ -392,7 +415,10 @@ impl LtPlan {
         (aux, bias): (u64, u64),
         stream: lt_sys::cudaStream_t,
     ) -> Result<()> {
-        set_epilogue_pointers(self.desc, aux, bias)?;
+        let Some(epilogue) = self.epilogue else {
+            bail!("run_fused on a plan without an epilogue");
+        };
+        set_epilogue_pointers(self.desc, epilogue, aux, bias)?;
         // SAFETY: forwarded contract.
         unsafe { self.run(a, b, c, stream) }
     }
@@ -428,13 +454,17 @@ impl LtPlan {
     }
 }
 
-/// Sets the auxiliary matrix and bias vector pointers of the live descriptor `desc`.
-fn set_epilogue_pointers(desc: lt_sys::cublasLtMatmulDesc_t, aux: u64, bias: u64) -> Result<()> {
+/// Sets the bias vector pointer of the live descriptor `desc`, and its auxiliary matrix's
+/// where `epilogue` has one.
+fn set_epilogue_pointers(
+    desc: lt_sys::cublasLtMatmulDesc_t,
+    epilogue: LtEpilogue,
+    aux: u64,
+    bias: u64,
+) -> Result<()> {
     use lt_sys::cublasLtMatmulDescAttributes_t as Attr;
-    for (attr, ptr) in [
-        (Attr::CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux),
-        (Attr::CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias),
-    ] {
+    let aux = epilogue.uses_aux().then_some((Attr::CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux));
+    for (attr, ptr) in aux.into_iter().chain([(Attr::CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias)]) {
         // SAFETY: the caller's live descriptor; the value is a device pointer, as documented.
         unsafe {
             lt::set_matmul_desc_attribute(desc, attr, (&ptr as *const u64).cast(), size_of::<u64>())

@@ -1,6 +1,6 @@
 //! `cargo xtask bench gemm`: TFLOP/s of the GEMM variants and of cuBLAS / cuBLASLt in the same
-//! run, on 4096³ and 8192³, the GPT-2 124M matmuls at B·T = 16384, the two with the epilogues
-//! the trainer fuses into them (against cuBLASLt's fused epilogues) and the materialised
+//! run, on 4096³ and 8192³, the GPT-2 124M matmuls at B·T = 16384, four of them with the
+//! epilogues the trainer fuses into them (against cuBLASLt's fused epilogues) and the materialised
 //! attention's batched head products, written to `bench/gemm-<device>.md`. With `--once` it
 //! only launches each selected variant once (for a profiler).
 //!
@@ -66,6 +66,8 @@ pub struct Problem {
 /// epilogue of the same work.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fused {
+    /// `C = v + bias`: the qkv and attention projection forwards (cuBLASLt `BIAS`).
+    Bias,
     /// `C = gelu(v + bias)`, storing the pre-activation `v + bias`: the fc layer's forward
     /// (cuBLASLt `GELU_AUX_BIAS`).
     BiasGelu,
@@ -79,6 +81,7 @@ impl Fused {
     /// cuBLASLt's fused epilogue of the same work.
     fn lt(self) -> LtEpilogue {
         match self {
+            Fused::Bias => LtEpilogue::Bias,
             Fused::BiasGelu => LtEpilogue::GeluAuxBias,
             Fused::DGeluBiasGrad => LtEpilogue::DGeluBgrad,
         }
@@ -97,6 +100,9 @@ pub const GPT2_LAYERS: [(&str, usize, usize); 5] = [
     ("classifier", 50304, 768),
 ];
 
+/// The bias-only forwards with their fused bias ([`Fused::Bias`]), both with K = 768: qkv's
+/// and the attention projection's.
+pub const BIAS_FWD_FUSED: [&str; 2] = ["qkv fwd + bias", "attproj fwd + bias"];
 /// The fc layer's forward with its fused bias and GELU ([`Fused::BiasGelu`]).
 pub const FC_FWD_FUSED: &str = "fc fwd + bias, GELU";
 /// The fc projection's input gradient with the fused GELU backward and fc bias gradient
@@ -112,8 +118,8 @@ pub const ATTENTION: (usize, usize, usize) = (192, 1024, 64);
 /// attention's three kinds of per-head products, batched over the heads, in full (the trainer
 /// runs them in causal blocks): the scores `Q·Kᵀ` (also `dP = dO·Vᵀ`), `P·V` (also
 /// `dQ = dS·K`) and `dV = Pᵀ·dO` (also `dK = dSᵀ·Q`), the last two 64 columns wide; last,
-/// the fc forward and the fc projection's input gradient with the epilogues the trainer fuses
-/// into them ([`Fused`]).
+/// the qkv, attention projection and fc forwards and the fc projection's input gradient with
+/// the epilogues the trainer fuses into them ([`Fused`]).
 pub fn problems() -> Vec<Problem> {
     let p = Precision::Fp32;
     let mut out = vec![Problem {
@@ -151,6 +157,15 @@ pub fn problems() -> Vec<Problem> {
     }
     // Last: new on hardware, so that a fault there (which would end the process's CUDA
     // context) costs no other row.
+    for (name, (out_features, in_features)) in
+        BIAS_FWD_FUSED.into_iter().zip([(2304, 768), (768, 768)])
+    {
+        out.push(Problem {
+            name: name.into(),
+            spec: GemmSpec::linear_forward(TOKENS, out_features, in_features, p),
+            fused: Some(Fused::Bias),
+        });
+    }
     out.push(Problem {
         name: FC_FWD_FUSED.into(),
         spec: GemmSpec::linear_forward(TOKENS, 3072, 768, p),
@@ -344,7 +359,7 @@ impl<T: DeviceElement> Vectors<T> {
     /// or writes (`DGELU_BGRAD`).
     fn lt_bias(&self, fused: Fused) -> u64 {
         match fused {
-            Fused::BiasGelu => self.bias.view().addr(),
+            Fused::Bias | Fused::BiasGelu => self.bias.view().addr(),
             Fused::DGeluBiasGrad => self.lt_dbias.view().addr(),
         }
     }
@@ -367,7 +382,7 @@ impl<'a> Bench<'a> {
     /// Copies of A, B, C (and, fused, the auxiliary matrix) so that one rotation touches at
     /// least twice the L2 size.
     fn operands<T: Sample>(&self, spec: &GemmSpec, fused: Option<Fused>) -> Result<Operands<T>> {
-        let aux_len = if fused.is_some() { spec.c_len() } else { 1 };
+        let aux_len = if fused.is_some_and(|f| f.lt().uses_aux()) { spec.c_len() } else { 1 };
         let set_bytes = (spec.a_len() + spec.b_len() + spec.c_len() + aux_len) * size_of::<T>();
         let count = (2 * self.l2_bytes).div_ceil(set_bytes.max(1)).clamp(1, 16);
         let mut sets = Vec::with_capacity(count);
@@ -405,6 +420,10 @@ impl<'a> Bench<'a> {
         let (av, bv, w) = (a.view(), b.view(), workspace.view_mut());
         match (fused, vectors) {
             (None, _) => gemm_split_k(self.gpu, spec, av, bv, c, Epilogue::default(), w)?,
+            (Some(Fused::Bias), Some(v)) => {
+                let epilogue = Epilogue { bias: Some(v.bias.view()), ..Epilogue::default() };
+                gemm_split_k(self.gpu, spec, av, bv, c, epilogue, w)?;
+            }
             (Some(Fused::BiasGelu), Some(v)) => {
                 let epilogue = Epilogue {
                     bias: Some(v.bias.view()),
@@ -650,7 +669,7 @@ mod tests {
     #[test]
     fn problems_cover_the_gpt2_matmuls() {
         let all = problems();
-        assert_eq!(all.len(), 3 + 3 * GPT2_LAYERS.len() + 2 + 3);
+        assert_eq!(all.len(), 3 + 3 * GPT2_LAYERS.len() + 3 + 4);
         let fwd = all.iter().find(|p| p.name == "classifier fwd").unwrap();
         assert_eq!((fwd.spec.m, fwd.spec.n, fwd.spec.k), (TOKENS, 50304, 768));
         let dw = all.iter().find(|p| p.name == "fcproj dW").unwrap();
@@ -658,7 +677,8 @@ mod tests {
         assert_eq!(dw.spec.a_layout, Layout::ColMajor);
         let dx = all.iter().find(|p| p.name == "qkv dX").unwrap();
         assert_eq!((dx.spec.m, dx.spec.n, dx.spec.k), (TOKENS, 768, 2304));
-        // The two with the trainer's fused epilogues: fc's forward, fc projection's dX.
+        // With the trainer's fused epilogues: qkv's, the attention projection's and fc's
+        // forwards, the fc projection's dX.
         let fc = all.iter().find(|p| p.name == FC_FWD_FUSED).unwrap();
         assert_eq!(
             (fc.spec.m, fc.spec.n, fc.spec.k, fc.fused),
@@ -669,10 +689,21 @@ mod tests {
         let dgelu = Some(Fused::DGeluBiasGrad);
         assert_eq!((dx.spec.m, dx.spec.n, dx.spec.k, dx.fused), (TOKENS, 3072, 768, dgelu));
         assert_eq!((dx.spec.a_layout, dx.spec.b_layout), (Layout::RowMajor, Layout::RowMajor));
-        assert_eq!(all.iter().filter(|p| p.fused.is_some()).count(), 2);
+        for (name, n) in BIAS_FWD_FUSED.into_iter().zip([2304, 768]) {
+            let fwd = all.iter().find(|p| p.name == name).unwrap();
+            assert_eq!(
+                (fwd.spec.m, fwd.spec.n, fwd.spec.k, fwd.fused),
+                (TOKENS, n, 768, Some(Fused::Bias))
+            );
+            assert_eq!(
+                (fwd.spec.a_layout, fwd.spec.b_layout),
+                (Layout::RowMajor, Layout::ColMajor)
+            );
+        }
+        assert_eq!(all.iter().filter(|p| p.fused.is_some()).count(), 4);
         // One GPT-2 layer's three matmuls of qkv: 3 × 2·16384·768·2304 flops.
-        let qkv: f64 =
-            all.iter().filter(|p| p.name.starts_with("qkv")).map(|p| p.spec.flops()).sum();
+        let qkv = all.iter().filter(|p| p.name.starts_with("qkv") && p.fused.is_none());
+        let qkv: f64 = qkv.map(|p| p.spec.flops()).sum();
         assert_eq!(qkv, 3.0 * 2.0 * 16384.0 * 768.0 * 2304.0);
     }
 

@@ -270,7 +270,7 @@ pub fn markdown(meta: &Meta, cublas_version: &str, rows: &[Row]) -> String {
          products batched over its 192 heads (B·NH), in full, not in the trainer's causal \
          blocks, and outside the summary.\n- Fused (`… + …`, outside the summary): the GEMM \
          with the epilogue the trainer fuses into it, against cuBLASLt's fused epilogue of the \
-         same work (`GELU_AUX_BIAS`: bias, GELU, the pre-activation stored; `DGELU_BGRAD`: \
+         same work (`BIAS`: the bias alone; `GELU_AUX_BIAS`: bias, GELU, the pre-activation stored; `DGELU_BGRAD`: \
          the GELU backward from a stored pre-activation and the bias gradient, ours from the \
          epilogue's column sums plus their reduction, both timed), which is the \"cuBLASLt\" \
          column and the baseline; the cuBLAS column is the bare GEMM, for scale. Without a \

@@ -574,9 +574,10 @@ stage_ladder() {
 
 # The kernels profiled by default: where a bf16 step's time went on an H200 (2026-11-26), and
 # the GEMM shapes furthest from cuBLAS (the fc projection's dX with the GELU backward and
-# column sums the trainer fuses into it: `--only` matches by substring). The forward kernels
-# first appear in the first layer; the backward ones after the classifier, in the last
-# layer's backward.
+# column sums the trainer fuses into it; `--only` matches by substring, so `qkv fwd` also
+# profiles `qkv fwd + bias`, the ping-pong kernel's bias epilogue beside its plain one). The
+# forward kernels first appear in the first layer; the backward ones after the classifier, in
+# the last layer's backward.
 default_profile_step='^(flash_attention_forward(_wgmma)?|residual_layernorm_forward)_bf16$@2 ^(fused_classifier(_staged)?_bf16|layernorm_backward_bf16|layernorm_backward_reduce|flash_attention_backward_(dq|dkdv)(_wgmma)?_bf16)$@7 ^gemm_wgmma@4'
 default_profile_gemms='qkv fwd,fcproj dX + dGELU,fc dW,attention PV'
 
