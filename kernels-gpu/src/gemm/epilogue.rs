@@ -470,17 +470,19 @@ impl<O: Elem> Epilogue<O> {
         }
     }
 
-    /// [`Epilogue::bias_pair_word`] of columns `n_base + 8j + 2·tig` (j < 8: a lane's columns of
-    /// a 16 × 64 piece), all loaded before any is used; without the bounds checks (and their
-    /// branches) when the piece is inside N.
+    /// The bias words [`write_rows16_packed`] adds to a lane's columns `n_base + 8j + 2·tig`
+    /// (j < 8, `tig = lane % 4`) of the 16 × 64 pieces at column `n_base`, loaded together
+    /// (the same for every piece of those columns, so that a caller writing several loads
+    /// them once); without the bounds checks (and their branches) when the piece is inside N.
     ///
     /// # Safety
-    /// As [`Epilogue::bias_pair_word`]; `n_base` even, `tig < 4`.
+    /// [`Epilogue::packs`] holds; `n_base` is even.
     #[inline(always)]
-    unsafe fn bias_pair_words(&self, n_base: u32, tig: u32) -> [u32; 8] {
+    pub unsafe fn piece_bias(&self, n_base: u32, lane: u32) -> PieceBias {
+        let tig = lane % 4;
         let mut words = [Self::no_bias_word(); 8];
         if self.bias.is_null() {
-            return words;
+            return PieceBias(words);
         }
         let n = |j: usize| n_base + 8 * j as u32 + 2 * tig;
         if n_base + 64 <= self.n {
@@ -495,7 +497,7 @@ impl<O: Elem> Epilogue<O> {
                 words[j] = unsafe { self.bias_pair_word(n(j)) };
             });
         }
-        words
+        PieceBias(words)
     }
 
     /// `alpha · acc` plus the bias of [`Epilogue::bias_pair_word`]'s `bias`, rounded to the
@@ -596,6 +598,11 @@ impl L2Rows {
     }
 }
 
+/// [`Epilogue::piece_bias`]: one raw word of two 16-bit bias values per n8 tile of a lane's
+/// columns of a 16 × 64 piece.
+#[derive(Clone, Copy)]
+pub struct PieceBias([u32; 8]);
+
 /// Where [`Epilogue::finish_vec`] gets a run's inputs: loading them, or widening words loaded
 /// ahead ([`Epilogue::load_inputs8`]).
 struct VecInputs<C, B, P> {
@@ -691,28 +698,23 @@ const _: () = assert!(PACKED_ROW_WORDS <= STAGE_ROW_WORDS && PACKED_ROW_WORDS % 
 /// `Epilogue::INPUTS_AHEAD` runs ahead of their use. With column sums on, the lanes add up
 /// their four rows' stored values (rows `r, r + 4, r + 8, r + 12` for lanes `8r ..`), then
 /// two butterflies add the four row classes, `(s0 + s1) + (s2 + s3)`, and lanes 0–7 store the
-/// sums (`m_base` must then be a multiple of 16). `PACKED` takes [`write_rows16_packed`]
-/// instead: the caller tests [`Epilogue::packs`] once per tile and writes all its pieces one
+/// sums (`m_base` must then be a multiple of 16). Under [`Epilogue::packs`] the callers take
+/// [`write_rows16_packed`] instead: they test it once per tile and write all its pieces one
 /// way (a test per piece let LLVM share code between the two paths, and the ping-pong
 /// consumers spilled).
 ///
 /// # Safety
 /// The whole warp calls it together; `stage` is this warp's own `16 · STAGE_ROW_WORDS · 4`
 /// bytes of shared memory (16-byte aligned), which nothing else accesses meanwhile; `sink` as
-/// [`Epilogue::store8_with`] requires, for rows `< m_len`; `PACKED` only if `sink.packs()`.
+/// [`Epilogue::store8_with`] requires, for rows `< m_len`.
 #[inline(always)]
-pub unsafe fn write_rows16<O: Elem, const PACKED: bool>(
+pub unsafe fn write_rows16<O: Elem>(
     sink: &Epilogue<O>,
     frag: &[[f32; 4]; 8],
     stage: u32,
     lane: u32,
     (m_base, n_base, m_len): (u32, u32, u32),
 ) {
-    if PACKED {
-        // SAFETY: forwarded contract.
-        unsafe { write_rows16_packed(sink, frag, stage, lane, (m_base, n_base, m_len)) };
-        return;
-    }
     let (group, tig) = (lane / 4, lane % 4);
     // Lane finishes row lane/8 + 4q, columns 8c .. 8c+8 (c = lane % 8), reading them back as
     // two 16-byte loads; lanes with c >= 4 take the halves in the other order so that each
@@ -806,17 +808,22 @@ pub unsafe fn write_rows16<O: Elem, const PACKED: bool>(
 /// ([`Epilogue::finish_pair`], with one word of bias per n8 tile) and stages them
 /// rounded and packed, half the shared-memory traffic of the f32 staging and no conversions
 /// after it; lane `l` then reads row `l / 8 + 4q` (q = 0..4), columns `8c .. 8c + 8` (c = l %
-/// 8) back as one 16-byte word and stores it. The same bits as the general path.
+/// 8) back as one 16-byte word and stores it. The same bits as the general path. `bias` is
+/// [`Epilogue::piece_bias`] of `n_base`, loaded by the caller before the shared stores of its
+/// pieces: those are `asm!`, which LLVM moves no load across, so until 2026-11-27 each word
+/// was loaded beside its store and held up every store after it (8 load latencies in a row
+/// per piece).
 ///
 /// # Safety
 /// As [`write_rows16`], with [`Epilogue::packs`] true.
 #[inline(always)]
-unsafe fn write_rows16_packed<O: Elem>(
+pub unsafe fn write_rows16_packed<O: Elem>(
     sink: &Epilogue<O>,
     frag: &[[f32; 4]; 8],
     stage: u32,
     lane: u32,
     (m_base, n_base, m_len): (u32, u32, u32),
+    PieceBias(bias): &PieceBias,
 ) {
     let (group, tig) = (lane / 4, lane % 4);
     let c = lane % 8;
@@ -824,10 +831,6 @@ unsafe fn write_rows16_packed<O: Elem>(
     // <= STAGE_ROW_WORDS, 4- and 16-byte aligned); the warp is converged at both barriers;
     // rows < m_len only are stored; `packs` holds for the bias words.
     unsafe {
-        // The bias words first: the shared stores are `asm!`, which LLVM moves no load across,
-        // so a word loaded next to its store held up every store after it (8 load latencies in
-        // a row per piece, 2026-11-27 SASS).
-        let bias = sink.bias_pair_words(n_base, tig);
         unroll!(j in 0..8 => {
             let [d0, d1, d2, d3] = frag[j];
             let bias = bias[j];

@@ -16,7 +16,7 @@
 //! per lane ([`write_rows16`]), which [`Epilogue::store8`] finishes and writes with 16-byte
 //! stores.
 
-use super::epilogue::{Epilogue, VecIo, write_rows16};
+use super::epilogue::{Epilogue, VecIo, write_rows16, write_rows16_packed};
 use super::fragments::{self, MT, NT};
 use super::tensor_op::TensorOp;
 use super::tile_copy::TileCopy;
@@ -138,7 +138,8 @@ unsafe fn write_tile<O: VecIo<8>>(
     }
 }
 
-/// [`write_tile`]'s m16 tiles, all through the same path of [`write_rows16`] (`PACKED`).
+/// [`write_tile`]'s m16 tiles, all through [`write_rows16_packed`] (`PACKED`, with the bias
+/// words of their common columns loaded once) or all through [`write_rows16`].
 ///
 /// # Safety
 /// As [`write_tile`]; `PACKED` only if `sink.packs()`.
@@ -150,9 +151,16 @@ unsafe fn write_m16_tiles<O: VecIo<8>, const PACKED: bool>(
     lane: u32,
     (m_base, n_base, m_len): (u32, u32, u32),
 ) {
+    // SAFETY: `packs` holds on the packed path; n_base is a multiple of the tile width.
+    let bias = PACKED.then(|| unsafe { sink.piece_bias(n_base, lane) });
     unroll!(i in 0..4 => {
         let rows = (m_base + 16 * i as u32, n_base, m_len);
         // SAFETY: forwarded contract.
-        unsafe { write_rows16::<O, PACKED>(sink, &acc[i], stage, lane, rows) };
+        unsafe {
+            match &bias {
+                Some(bias) => write_rows16_packed(sink, &acc[i], stage, lane, rows, bias),
+                None => write_rows16(sink, &acc[i], stage, lane, rows),
+            }
+        }
     });
 }

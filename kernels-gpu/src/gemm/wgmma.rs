@@ -78,7 +78,7 @@
 //! (`Tile::epilogue_offset`, separate from the stages): the epilogue of [`Epilogue::new`], or the
 //! split-K partial sums of [`Epilogue::partials`].
 
-use super::epilogue::{Epilogue, STAGE_ROW_WORDS, VecIo, write_rows16};
+use super::epilogue::{Epilogue, STAGE_ROW_WORDS, VecIo, write_rows16, write_rows16_packed};
 use crate::arch::{
     block_idx_x, grid_dim_x, lane_id, mbarrier, smem, sync, thread_idx_x, tma, warpgroup, wgmma,
 };
@@ -763,9 +763,11 @@ unsafe fn write_acc<W: Width, O: Elem, const H: usize>(
     }
 }
 
-/// [`write_acc`]'s pieces, all through the same path of [`write_rows16`] (`PACKED`): register
-/// `i` of each 128-column panel of `accs[h]` is element `i % 4` of the m16n8 C fragment of n8
-/// tile `i / 4` of rows `m_base + 64h ..`.
+/// [`write_acc`]'s pieces, all through [`write_rows16_packed`] (`PACKED`) or all through
+/// [`write_rows16`]: register `i` of each 128-column panel of `accs[a]` is element `i % 4` of
+/// the m16n8 C fragment of n8 tile `i / 4` of rows `m_base + 64a ..`. The pieces go column
+/// block by column block, so that the packed path loads a block's bias words once for the
+/// `H` accumulator sets (the ping-pong kernel's two).
 ///
 /// # Safety
 /// As [`write_acc`]; `PACKED` only if `sink.packs()`.
@@ -778,24 +780,32 @@ unsafe fn write_pieces<W: Width, O: Elem, const H: usize, const PACKED: bool>(
     (m_base, n_base, m_len): (u32, u32, u32),
 ) {
     const { assert!(H <= 2, "the accumulator sets are unrolled twice") };
-    unroll!(a in 0..2 => {
-        if a < H {
-            let m_base = m_base + 64 * a as u32;
-            unroll!(p in 0..2 => {
-                if let Some(panel) = W::panel(&accs[a], p) {
-                    unroll!(h in 0..2 => {
+    unroll!(p in 0..2 => {
+        if W::panel(&accs[0], p).is_some() {
+            unroll!(h in 0..2 => {
+                let n0 = n_base + 128 * p as u32 + 64 * h as u32;
+                // SAFETY: `packs` holds on the packed path; n0 is a multiple of 64.
+                let bias = PACKED.then(|| unsafe { sink.piece_bias(n0, lane) });
+                unroll!(a in 0..2 => {
+                    if a < H && let Some(panel) = W::panel(&accs[a], p) {
                         let mut frag = [[0.0f32; 4]; 8];
                         unroll!(j in 0..8 => {
                             unroll!(e in 0..4 => {
                                 frag[j][e] = panel[32 * h + 4 * j + e];
                             });
                         });
-                        let n0 = n_base + 128 * p as u32 + 64 * h as u32;
-                        let rows = (m_base, n0, m_len);
+                        let rows = (m_base + 64 * a as u32, n0, m_len);
                         // SAFETY: forwarded contract.
-                        unsafe { write_rows16::<O, PACKED>(sink, &frag, staging, lane, rows) };
-                    });
-                }
+                        unsafe {
+                            match &bias {
+                                Some(bias) => {
+                                    write_rows16_packed(sink, &frag, staging, lane, rows, bias)
+                                }
+                                None => write_rows16(sink, &frag, staging, lane, rows),
+                            }
+                        }
+                    }
+                });
             });
         }
     });
