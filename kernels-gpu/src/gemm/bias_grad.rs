@@ -7,7 +7,7 @@
 //!   f32, when aligned; a warp's loads cover 512 contiguous bytes of a row), then thread `t`
 //!   adds the 8 warps' sums of column `t` in warp order;
 //! - [`bias_grad_reduce`]: thread group `g` (of 16) of a block adds slices `g, g + 16, …` of
-//!   its 32 columns in order, then the first group adds the 16 groups' sums in order, scales
+//!   its 8 columns in order, then the first group adds the 16 groups' sums in order, scales
 //!   the old `db` by `beta` and rounds once to the output type.
 
 use super::epilogue::aligned16;
@@ -122,9 +122,10 @@ pub unsafe fn bias_grad_reduce<O: Elem>(p: BiasGradReduceParams<O>) {
     if col < p.n {
         // Slices group, group + 16, …, in order, sixteen loads in flight at a time: the
         // column sums of GPT-2's fc and qkv input gradients are 1024 slices (one per 16 rows
-        // of the GEMM epilogue) on 96 and 72 blocks, and with eight loads in flight each
-        // thread waited out eight round trips: 12 and 10 µs a call, about 1 TB/s (H100,
-        // 2026-11-27). The same additions in the same order.
+        // of the GEMM epilogue), and with eight loads in flight each thread waited out eight
+        // round trips: 12 and 10 µs a call, about 1 TB/s (H100, 2026-11-27, on 96 and 72
+        // blocks of 32 columns; `REDUCE_COLS` is 8 since). The same additions in the same
+        // order.
         let mut s = group;
         while s < p.slices {
             let vals: [f32; 16] = core::array::from_fn(|i| {
