@@ -681,7 +681,8 @@ fn check_sampled<D: Device, I: GemmTypes<O> + Element, O: FloatElement + GemmOut
 /// Column sums: vector and scalar paths (odd ld), N in every residue class of the 8-column
 /// lane runs and over several 256-column blocks, rows not a multiple of the 128-row slices (and
 /// fewer than one, and more than the second pass's 16 groups take in one round), beta 0 and ≠ 0; the workspace poisoned; deterministic (a second launch gives
-/// the same bits).
+/// the same bits) and in the documented order (`cpu_ref::gemm::bias_grad_slices` and
+/// `bias_grad_reduce`, bit for bit).
 fn check_bias_grad<D: Device, T, O>(dev: &D)
 where
     T: gpu_host::kernels::gemm::BiasGradElement<O> + Element,
@@ -717,6 +718,16 @@ where
         bias_grad(dev, ddy.view(), rows, ld, again.view_mut(), beta, workspace.view_mut()).unwrap();
         let again = dev.download(again.view()).unwrap();
         assert_bits_eq(&format!("bias_grad n={n}, second launch"), rng.seed(), &again, &got);
+        // The documented order, bit for bit (a slice or group added out of order fails).
+        let mut exact = db0.clone();
+        let slices = reference::bias_grad_slices(&dy, rows, ld, n);
+        reference::bias_grad_reduce(&slices, rows.div_ceil(128), &mut exact, beta);
+        assert_bits_eq(
+            &format!("bias_grad n={n} in the documented order"),
+            rng.seed(),
+            &got,
+            &exact,
+        );
         let mut want = db0.clone();
         reference::bias_grad(&dy, rows, ld, &mut want, beta);
         // The summation tree's depth bounds its rounding: 16 rows per lane, 8 warps, a
@@ -774,6 +785,13 @@ fn check_fused_bias_grad<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + E
     let mut ddb = dev.upload(&db0).unwrap();
     bias_grad_from_col_sums(dev, sums.view(), groups, ddb.view_mut(), 0.5).unwrap();
     let got = dev.download(ddb.view()).unwrap();
+    // The second pass's documented order over the column sums, bit for bit (the sums
+    // themselves are checked bit for bit against the stored output in `check_gemm`).
+    let mut exact = db0.clone();
+    reference::bias_grad_reduce(&dev.download(sums.view()).unwrap(), groups, &mut exact, 0.5);
+    let names = (<I as DeviceElement>::NAME, <O as DeviceElement>::NAME);
+    let what = format!("fused bias gradient {}→{} in the documented order", names.0, names.1);
+    assert_bits_eq(&what, rng.seed(), &got, &exact);
     let dx = dev.download(dc.view()).unwrap();
     let mut want = db0.clone();
     reference::bias_grad(&dx, m, n, &mut want, 0.5);
@@ -785,7 +803,6 @@ fn check_fused_bias_grad<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + E
             Some((mag + (0.5 * db0[col]).abs() as f64) * depth * 2f64.powi(-23))
         })
         .collect();
-    let names = (<I as DeviceElement>::NAME, <O as DeviceElement>::NAME);
     let what = format!("fused bias gradient {}→{}", names.0, names.1);
     assert_matches(&what, rng.seed(), &got, &want, &tol);
 }

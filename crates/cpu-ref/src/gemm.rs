@@ -289,6 +289,56 @@ pub fn bias_grad<T: Element, O: Element>(dy: &[T], m: usize, ld: usize, db: &mut
     });
 }
 
+/// The bias gradient's first pass bit for bit (`kernel_abi::gemm::bias_grad`): element
+/// `s·n + col` is slice `s`'s sum of column `col < n`, the f32 sum from 0.0 of its 8 warps'
+/// sums in warp order, warp `w`'s the f32 sum from 0.0 of rows `128s + w + 8i` (`i < 16`, in
+/// order, rows past `m` skipped).
+///
+/// # Panics
+/// If `dy` is shorter than `(m - 1)·ld + n`.
+pub fn bias_grad_slices<T: Element>(dy: &[T], m: usize, ld: usize, n: usize) -> Vec<f32> {
+    use kernel_abi::gemm::bias_grad::{SLICE_ROWS, THREADS};
+    let (slice_rows, warps) = (SLICE_ROWS as usize, THREADS as usize / 32);
+    if m > 0 && n > 0 {
+        assert!(dy.len() >= (m - 1) * ld + n, "bias_grad_slices: dy has {} elements", dy.len());
+    }
+    let slices = m.div_ceil(slice_rows);
+    let mut out = vec![0.0f32; slices * n];
+    out.par_chunks_mut(n.max(1)).enumerate().for_each(|(s, row)| {
+        for (col, total) in row.iter_mut().enumerate() {
+            *total = (0..warps).fold(0.0f32, |total, w| {
+                let rows = (0..slice_rows / warps).map(|i| s * slice_rows + w + warps * i);
+                total
+                    + rows.filter(|&r| r < m).fold(0.0f32, |sum, r| sum + dy[r * ld + col].to_f32())
+            });
+        }
+    });
+    out
+}
+
+/// The bias gradient's second pass bit for bit (`kernel_abi::gemm::bias_grad`): `db[col] =
+/// S + beta·db[col]` in f32 (the product rounded, then the sum; `db` not read when `beta` is
+/// 0), rounded to `O`, with `S` the f32 sum from 0.0 of the 16 groups' sums in order, group
+/// `g`'s the f32 sum from 0.0 of `partials[s·N + col]` for `s = g, g + 16, …` below `slices`.
+///
+/// # Panics
+/// If `partials` is shorter than `slices · db.len()`.
+pub fn bias_grad_reduce<O: Element>(partials: &[f32], slices: usize, db: &mut [O], beta: f32) {
+    use kernel_abi::gemm::bias_grad::{REDUCE_COLS, REDUCE_THREADS};
+    let groups = (REDUCE_THREADS / REDUCE_COLS) as usize;
+    let n = db.len();
+    assert!(partials.len() >= slices * n, "bias_grad_reduce: {} partials", partials.len());
+    db.par_iter_mut().enumerate().for_each(|(col, d)| {
+        let group =
+            |g: usize| (g..slices).step_by(groups).fold(0.0f32, |t, s| t + partials[s * n + col]);
+        let mut sum = (0..groups).fold(0.0f32, |sum, g| sum + group(g));
+        if beta != 0.0 {
+            sum += beta * d.to_f32();
+        }
+        *d = O::from_f32(sum);
+    });
+}
+
 /// Rows per group of [`col_sums`] (`kernel_abi::gemm::COL_SUM_ROWS`).
 pub const COL_SUM_ROWS: usize = 16;
 
@@ -357,6 +407,20 @@ mod tests {
                 ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
             })
             .collect()
+    }
+
+    #[test]
+    fn bias_grad_in_the_kernels_order_is_the_bias_gradient() {
+        let (m, ld, n) = (300, 40, 37);
+        let dy = values((m - 1) * ld + n, 5);
+        let db0 = values(n, 6);
+        let mut want = db0.clone();
+        bias_grad(&dy, m, ld, &mut want, 0.5);
+        let mut got = db0.clone();
+        bias_grad_reduce(&bias_grad_slices(&dy, m, ld, n), m.div_ceil(128), &mut got, 0.5);
+        for (g, w) in got.iter().zip(&want) {
+            assert!((g - w).abs() <= 1e-5, "{g} against {w}");
+        }
     }
 
     const LAYOUTS: [Layout; 2] = [Layout::RowMajor, Layout::ColMajor];
