@@ -16,7 +16,7 @@ use crate::unroll::unroll;
 use crate::warp::{LANE_CHUNK, for_lane_chunks, warp_sum};
 use kernel_abi::layernorm::{
     BACKWARD_ROWS_PER_WARP, EPS, LayerNormBackwardParams, LayerNormBackwardReduceParams,
-    LayerNormForwardParams, REDUCE_CHANNELS, REDUCE_WARPS, backward_sum_word, backward_sums_len,
+    LayerNormForwardParams, REDUCE_CHANNELS, REDUCE_GROUPS, backward_sum_word, backward_sums_len,
 };
 use kernel_abi::{Bf16, F16};
 
@@ -371,43 +371,62 @@ unsafe fn backward<T: Elem>(p: LayerNormBackwardParams<T>) {
 ///
 /// # Safety
 /// Launched by `gpu-host`'s `layernorm_backward` right after [`backward`] wrote `partials`
-/// (`blocks × 2c` values), with `⌈c / REDUCE_CHANNELS⌉` blocks of `REDUCE_WARPS` warps and
+/// (`blocks × 2c` values), with `⌈c / REDUCE_CHANNELS⌉` blocks of `REDUCE_THREADS` threads and
 /// `REDUCE_SHARED_BYTES` of dynamic shared memory; `dweight` and `dbias` hold `c` values.
 /// Every thread reaches the `bar_sync`.
 #[inline(always)]
 unsafe fn backward_reduce(p: LayerNormBackwardReduceParams) {
-    let (warp, lane) = (warp_idx_x(), lane_id());
+    let tid = thread_idx_x();
+    let (group, lane) = (tid / REDUCE_CHANNELS, tid % REDUCE_CHANNELS);
     let c = p.c as usize;
     let ch = (block_idx_x() * REDUCE_CHANNELS + lane) as usize;
-    let (mut dw, mut db) = (0.0, 0.0);
+    let (mut dw, mut db) = (0.0f32, 0.0f32);
     if ch < c {
-        let mut slot = warp as usize;
-        while slot < p.blocks as usize {
-            // SAFETY: the launcher checked `partials` holds `blocks × 2c` values; `ch < c`.
-            unsafe {
-                dw += *p.partials.as_ptr().add(slot * 2 * c + ch);
-                db += *p.partials.as_ptr().add(slot * 2 * c + c + ch);
-            }
-            slot += REDUCE_WARPS as usize;
+        // Slots group, group + 16, …, in order, eight of them loaded before their additions:
+        // one load pair per slot in a loop waited out a round trip per slot.
+        let slot = |i: u32| -> Option<usize> {
+            let s = (group + REDUCE_GROUPS * i) as usize;
+            (s < p.blocks as usize).then_some(s)
+        };
+        let mut first = 0;
+        while first < p.blocks.div_ceil(REDUCE_GROUPS) {
+            let mut parts = [(0.0f32, 0.0f32); 8];
+            unroll!(i in 0..8 => {
+                if let Some(s) = slot(first + i as u32) {
+                    // SAFETY: the launcher checked `partials` holds `blocks × 2c` values;
+                    // s < blocks, `ch < c`.
+                    parts[i] = unsafe {
+                        let at = p.partials.as_ptr().add(s * 2 * c + ch);
+                        (*at, *at.add(c))
+                    };
+                }
+            });
+            unroll!(i in 0..8 => {
+                if slot(first + i as u32).is_some() {
+                    dw += parts[i].0;
+                    db += parts[i].1;
+                }
+            });
+            first += 8;
         }
     }
-    // Warp `w`'s sums at words `64w + lane` (Σ dout·norm) and `64w + 32 + lane` (Σ dout).
+    // Group `g`'s sums at words `16g + lane` (Σ dout·norm) and `16g + 8 + lane` (Σ dout).
     let base = dynamic_smem_base();
     let at =
-        |w: u32, part: u32| base + (w * 2 * REDUCE_CHANNELS + part * REDUCE_CHANNELS + lane) * 4;
-    // SAFETY: the launcher gave `REDUCE_SHARED_BYTES`: two words per lane of every warp.
+        |g: u32, part: u32| base + (g * 2 * REDUCE_CHANNELS + part * REDUCE_CHANNELS + lane) * 4;
+    // SAFETY: the launcher gave `REDUCE_SHARED_BYTES`: two words per thread.
     unsafe {
-        st_shared_f32(at(warp, 0), dw);
-        st_shared_f32(at(warp, 1), db);
+        st_shared_f32(at(group, 0), dw);
+        st_shared_f32(at(group, 1), db);
         bar_sync();
     }
-    if warp == 0 && ch < c {
+    if group == 0 && ch < c {
         let (mut dw, mut db) = (0.0, 0.0);
-        for w in 0..REDUCE_WARPS {
-            // SAFETY: every warp stored its sums before the barrier.
+        for g in 0..REDUCE_GROUPS {
+            // SAFETY: every group stored its sums before the barrier.
             unsafe {
-                dw += ld_shared_f32(at(w, 0));
-                db += ld_shared_f32(at(w, 1));
+                dw += ld_shared_f32(at(g, 0));
+                db += ld_shared_f32(at(g, 1));
             }
         }
         // SAFETY: `ch < c` and both gradients hold `c` values.

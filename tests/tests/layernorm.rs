@@ -16,6 +16,7 @@ use integration_tests::{
     TestRng, Tolerance, alignment_cases, assert_bits_eq, assert_close, assert_close_in,
     assert_floats_eq, kernel_tests, poisoned, small_sizes, upload_at,
 };
+use kernel_abi::layernorm::backward_rows_per_block;
 
 /// The f32 reference sums each row sequentially (relative error up to ~c·2⁻²⁴ in its mean and
 /// variance; the kernel's 32-way tree is more accurate), so the outputs (up to ~5) differ by a
@@ -308,8 +309,9 @@ impl<T: FloatElement + Element> BackwardCase<T> {
         (dinp, dw, db)
     }
 
-    /// Runs the kernels on fresh device copies (scratch poisoned): (dinp, dweight, dbias).
-    fn run<D: Device>(&self, dev: &D) -> (Vec<T>, Vec<f32>, Vec<f32>) {
+    /// Runs the kernels on fresh device copies (scratch poisoned): (dinp, dweight, dbias), and
+    /// the scratch after them (the first pass's per-block sums first).
+    fn run<D: Device>(&self, dev: &D) -> (Vec<T>, Vec<f32>, Vec<f32>, Vec<f32>) {
         let [o_dout, o_inp, o_w, o_dinp] = self.offsets;
         let (n, c) = (self.rows * self.c, self.c);
         let dout = upload_at(dev, &self.dout, o_dout).unwrap();
@@ -338,6 +340,7 @@ impl<T: FloatElement + Element> BackwardCase<T> {
             dev.download(dinp.view().slice(o_dinp..o_dinp + n).unwrap()).unwrap(),
             dev.download(dw.view()).unwrap(),
             dev.download(db.view()).unwrap(),
+            dev.download(scratch.view()).unwrap(),
         )
     }
 }
@@ -345,8 +348,8 @@ impl<T: FloatElement + Element> BackwardCase<T> {
 /// The backward's shapes: the forward's, and on every device some that run several blocks
 /// (a block takes `backward_rows_per_block(c)` rows, 32 up to c = 768), with fewer than 8
 /// warps per block at c = 1024 and 1600: the per-block partial sums and their reduction. At
-/// 1127 × 76, 36 blocks: the reduction's 16 warps take 2 or 3 slots each (`REDUCE_WARPS`),
-/// and its 3 blocks of 32 channels end in a partial one. No rows: the parameter gradients
+/// 1127 × 76, 36 blocks: the reduction's 16 groups take 2 or 3 slots each (`REDUCE_GROUPS`),
+/// and its 10 blocks of 8 channels end in a partial one. No rows: the parameter gradients
 /// stay (`beta = 1`) or become zeros (`beta = 0`).
 fn backward_shapes(dev: &impl Device) -> Vec<(usize, usize)> {
     let mut shapes = shapes(dev);
@@ -379,7 +382,7 @@ fn backward_case<T: FloatElement + Element>(
 ) {
     let case = BackwardCase::<T>::new(rng, (r, c), offsets, beta);
     let (want_dinp, want_dw, want_db) = case.reference();
-    let (dinp, dw, db) = case.run(dev);
+    let (dinp, dw, db, partials) = case.run(dev);
     let what = format!(
         "layernorm_backward_{} rows={r} c={c} offsets={offsets:?} beta={beta}",
         <T as Element>::NAME
@@ -398,7 +401,14 @@ fn backward_case<T: FloatElement + Element>(
     assert_close(&format!("{what} dweight"), rng.seed(), &dw, &want_dw, sum_tol);
     assert_close(&format!("{what} dbias"), rng.seed(), &db, &want_db, sum_tol);
 
-    let (dinp2, dw2, db2) = case.run(dev);
+    // The second pass's documented order over the first pass's sums, bit for bit.
+    let blocks = r.div_ceil(backward_rows_per_block(c as u32) as usize);
+    let (mut exact_dw, mut exact_db) = (case.dweight.clone(), case.dbias.clone());
+    cpu_ref::layernorm_backward_reduce(&partials, blocks, &mut exact_dw, &mut exact_db, beta);
+    assert_bits_eq(&format!("{what} dweight in the documented order"), rng.seed(), &dw, &exact_dw);
+    assert_bits_eq(&format!("{what} dbias in the documented order"), rng.seed(), &db, &exact_db);
+
+    let (dinp2, dw2, db2, _) = case.run(dev);
     assert_bits_eq(&format!("{what} dinp, second run"), rng.seed(), &dinp2, &dinp);
     assert_bits_eq(&format!("{what} dweight, second run"), rng.seed(), &dw2, &dw);
     assert_bits_eq(&format!("{what} dbias, second run"), rng.seed(), &db2, &db);

@@ -120,6 +120,38 @@ pub fn layernorm_backward(
     );
 }
 
+/// The GPU backward's second pass bit for bit (`kernel_abi::layernorm`): from the first
+/// pass's `blocks` slots of `partials` (slot `b` holds its `Σ dout·norm` of the `c` channels,
+/// then its `Σ dout`), `dweight[ch] = S + beta·dweight[ch]` in f32 (the product rounded, then
+/// the sum; not read when `beta` is 0), `S` the f32 sum from 0.0 of the 16 groups' sums in
+/// order, group `g`'s the f32 sum from 0.0 of slots `g, g + 16, …` in order; `dbias` alike.
+///
+/// # Panics
+/// If `partials` holds fewer than `blocks · 2c` values or a gradient fewer than `c`.
+pub fn layernorm_backward_reduce(
+    partials: &[f32],
+    blocks: usize,
+    dweight: &mut [f32],
+    dbias: &mut [f32],
+    beta: f32,
+) {
+    let c = dweight.len();
+    assert_eq!(dbias.len(), c, "layernorm_backward_reduce: dbias must hold c values");
+    assert!(partials.len() >= blocks * 2 * c, "layernorm_backward_reduce: short partials");
+    let groups = kernel_abi::layernorm::REDUCE_GROUPS as usize;
+    let reduce = |part: usize, ch: usize, old: f32| {
+        let group = |g: usize| {
+            (g..blocks).step_by(groups).fold(0.0f32, |t, b| t + partials[b * 2 * c + part * c + ch])
+        };
+        let sum = (0..groups).fold(0.0f32, |s, g| s + group(g));
+        if beta != 0.0 { sum + beta * old } else { sum }
+    };
+    for ch in 0..c {
+        dweight[ch] = reduce(0, ch, dweight[ch]);
+        dbias[ch] = reduce(1, ch, dbias[ch]);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

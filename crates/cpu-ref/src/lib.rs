@@ -42,7 +42,9 @@ pub use encoder::{encoder_backward, encoder_forward};
 pub use gelu::{gelu_backward, gelu_backward_in_place, gelu_forward};
 pub use grad_norm::global_norm;
 pub use grad_norm::{GradNorm, grad_norm_kernel_order};
-pub use layernorm::{LAYERNORM_EPS, layernorm_backward, layernorm_forward};
+pub use layernorm::{
+    LAYERNORM_EPS, layernorm_backward, layernorm_backward_reduce, layernorm_forward,
+};
 pub use matmul::{
     matmul_backward, matmul_backward_bias, matmul_backward_input, matmul_backward_weight,
     matmul_forward,

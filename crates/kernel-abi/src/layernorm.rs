@@ -19,9 +19,10 @@
 //!   a function of `c` alone), its warps take rows `w, w + W, …` in order and keep their own
 //!   channel sums in shared memory (permuted against bank conflicts, [`backward_sum_word`]),
 //!   the block writes its warps' sums, added in warp order, to its slot of `partials`, and
-//!   [`LAYERNORM_BACKWARD_REDUCE`] adds the slots up: a block of [`REDUCE_WARPS`] warps per
-//!   [`REDUCE_CHANNELS`] channels (one per lane), warp `w` summing slots `w, w + REDUCE_WARPS,
-//!   …` in order, then warp 0 adding the warps' sums in warp order to `dweight` / `dbias`. The
+//!   [`LAYERNORM_BACKWARD_REDUCE`] adds the slots up: a block of [`REDUCE_GROUPS`] thread
+//!   groups per [`REDUCE_CHANNELS`] channels (one per thread of a group), group `g` summing
+//!   slots `g, g + REDUCE_GROUPS, …` in order, then group 0 adding the groups' sums in group
+//!   order to `dweight` / `dbias`. The
 //!   result depends only on the inputs and `(rows, c)`: the same bits on every run and every
 //!   GPU.
 
@@ -48,17 +49,24 @@ pub const BACKWARD_MAX_WARPS: u32 = 8;
 /// Rows each warp of the backward handles per block.
 pub const BACKWARD_ROWS_PER_WARP: u32 = 4;
 
-/// Channels per block of the backward's reduction kernel (one per lane of each warp).
-pub const REDUCE_CHANNELS: u32 = 32;
+/// Channels per block of the backward's reduction kernel (one per thread of each group): 8,
+/// so that 768 channels make 96 blocks. With 32 until 2026-11-27 they made 24, and a call
+/// took 10–11 µs on an H100 for 3 MB (2% of the SMs' throughput, 9% of the memory's: Nsight
+/// Compute). The same additions in the same order.
+pub const REDUCE_CHANNELS: u32 = 8;
 
-/// Warps per block of the backward's reduction kernel: each sums every `REDUCE_WARPS`-th slot
-/// of `partials` (16 × 32 slots for GPT-2's 16384 rows of 768 channels). One thread per channel
-/// walking all 512 slots made the reduction a chain of 512 dependent loads on 3 SMs: the
-/// backward took 0.15 ms per call (680 GB/s) on an H200 (2026-11-26).
-pub const REDUCE_WARPS: u32 = 16;
+/// Thread groups per block of the backward's reduction kernel: each sums every
+/// `REDUCE_GROUPS`-th slot of `partials` (16 × 32 slots for GPT-2's 16384 rows of 768
+/// channels). One thread per channel walking all 512 slots made the reduction a chain of 512
+/// dependent loads on 3 SMs: the backward took 0.15 ms per call (680 GB/s) on an H200
+/// (2026-11-26).
+pub const REDUCE_GROUPS: u32 = 16;
 
-/// Dynamic shared memory of a reduction block: each warp's two sums per lane.
-pub const REDUCE_SHARED_BYTES: u32 = REDUCE_WARPS * 2 * REDUCE_CHANNELS * 4;
+/// Threads per block of the backward's reduction kernel.
+pub const REDUCE_THREADS: u32 = REDUCE_GROUPS * REDUCE_CHANNELS;
+
+/// Dynamic shared memory of a reduction block: each group's two sums per channel.
+pub const REDUCE_SHARED_BYTES: u32 = REDUCE_GROUPS * 2 * REDUCE_CHANNELS * 4;
 
 /// Words of one of a backward warp's two channel-sum arrays in shared memory: `c` rounded up
 /// to a multiple of 8 (the arrays are permuted within groups of 8, [`backward_sum_word`]).

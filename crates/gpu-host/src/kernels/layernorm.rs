@@ -8,7 +8,7 @@ use crate::view::{DeviceView, DeviceViewMut};
 use kernel_abi::layernorm::{
     FORWARD_THREADS, LAYERNORM_BACKWARD_REDUCE, LayerNormBackwardParams,
     LayerNormBackwardReduceParams, LayerNormForwardParams, LayerNormKernels, REDUCE_CHANNELS,
-    REDUCE_SHARED_BYTES, REDUCE_WARPS, backward_rows_per_block, backward_shared_bytes,
+    REDUCE_SHARED_BYTES, REDUCE_THREADS, backward_rows_per_block, backward_shared_bytes,
     backward_warps,
 };
 use kernel_abi::{DevicePtr, DevicePtrMut};
@@ -274,7 +274,7 @@ pub fn layernorm_backward<D: Device, T: FloatElement>(
     };
     let config = LaunchConfig {
         grid: (c.div_ceil(REDUCE_CHANNELS as usize) as u32, 1, 1),
-        block: (REDUCE_WARPS * 32, 1, 1),
+        block: (REDUCE_THREADS, 1, 1),
         shared_mem_bytes: REDUCE_SHARED_BYTES,
     };
     // SAFETY: `partials` was just written for `blocks` blocks (none when there are no rows:
