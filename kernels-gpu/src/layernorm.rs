@@ -410,10 +410,10 @@ unsafe fn backward_reduce(p: LayerNormBackwardReduceParams) {
             first += 8;
         }
     }
-    // Group `g`'s sums at words `16g + lane` (Σ dout·norm) and `16g + 8 + lane` (Σ dout).
+    // Group `g`'s sums at words `8g + lane` (Σ dout·norm) and `128 + 8g + lane` (Σ dout):
+    // a warp's four groups store to 32 consecutive words, 32 banks.
     let base = dynamic_smem_base();
-    let at =
-        |g: u32, part: u32| base + (g * 2 * REDUCE_CHANNELS + part * REDUCE_CHANNELS + lane) * 4;
+    let at = |g: u32, part: u32| base + ((part * REDUCE_GROUPS + g) * REDUCE_CHANNELS + lane) * 4;
     // SAFETY: the launcher gave `REDUCE_SHARED_BYTES`: two words per thread.
     unsafe {
         st_shared_f32(at(group, 0), dw);
