@@ -1,11 +1,11 @@
 //! Split-K reduction: `C = epilogue(Σ_s partial_s)` (see `kernel_abi::gemm`, "Split-K").
 //!
-//! Each thread owns one run of 8 adjacent columns of one row of one batch: it adds the
-//! `split_k` partial sums of the run in slice order (16-byte loads when the workspace rows are
-//! aligned, four slices' loads in flight) and hands the total to the GEMM [`Epilogue`], which applies alpha, beta·C, the bias
-//! and the activation exactly as the single-pass kernels do. Without a tail split the threads
-//! cover M × N; with one (`whole_tiles > 0`), only the rows and columns of the tail tiles,
-//! whose partial sums are one `TAIL_BM × TAIL_BN` block per tile and slice.
+//! Each thread owns one run of 8 adjacent columns of one row of one batch: it adds the `split_k`
+//! partial sums of the run in slice order (16-byte loads when the workspace rows are aligned, four
+//! slices' loads in flight) and hands the total to the GEMM [`Epilogue`], which applies alpha,
+//! beta·C, the bias and the activation exactly as the single-pass kernels do. Without a tail split
+//! the threads cover M × N; with one (`whole_tiles > 0`), only the rows and columns of the tail
+//! tiles, whose partial sums are one `TAIL_BM × TAIL_BN` block per tile and slice.
 
 use super::epilogue::{Epilogue, VecIo, aligned16};
 use crate::arch::{block_dim_x, block_idx_x, block_idx_z, thread_idx_x};
