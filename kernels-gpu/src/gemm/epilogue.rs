@@ -677,6 +677,31 @@ impl Epilogue<f32> {
     }
 }
 
+/// Writes one 16 × 64 piece: through [`write_rows16_packed`] with `bias` (the caller's
+/// [`Epilogue::piece_bias`] of the piece's columns, loaded once for every piece of those
+/// columns) when there is one, which the caller passes exactly when [`Epilogue::packs`] holds
+/// (tested once per tile), else through [`write_rows16`].
+///
+/// # Safety
+/// As [`write_rows16`]; `bias` is some only if `sink.packs()`.
+#[inline(always)]
+pub unsafe fn write_piece<O: Elem>(
+    sink: &Epilogue<O>,
+    frag: &[[f32; 4]; 8],
+    stage: u32,
+    lane: u32,
+    rows: (u32, u32, u32),
+    bias: Option<PieceBias>,
+) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        match bias {
+            Some(bias) => write_rows16_packed(sink, frag, stage, lane, rows, &bias),
+            None => write_rows16(sink, frag, stage, lane, rows),
+        }
+    }
+}
+
 /// Row stride (f32 words) of a warp's staging buffer in [`write_rows16`]: 64 columns padded by
 /// 8 words, so that the fragment stores of a quarter-warp hit distinct banks.
 pub const STAGE_ROW_WORDS: u32 = 64 + 8;
@@ -698,9 +723,9 @@ const _: () = assert!(PACKED_ROW_WORDS <= STAGE_ROW_WORDS && PACKED_ROW_WORDS % 
 /// `Epilogue::INPUTS_AHEAD` runs ahead of their use. With column sums on, the lanes add up
 /// their four rows' stored values (rows `r, r + 4, r + 8, r + 12` for lanes `8r ..`), then
 /// two butterflies add the four row classes, `(s0 + s1) + (s2 + s3)`, and lanes 0–7 store the
-/// sums (`m_base` must then be a multiple of 16). Under [`Epilogue::packs`] the callers take
-/// [`write_rows16_packed`] instead: they test it once per tile and write all its pieces one
-/// way (a test per piece let LLVM share code between the two paths, and the ping-pong
+/// sums (`m_base` must then be a multiple of 16). Under [`Epilogue::packs`] [`write_piece`]
+/// takes [`write_rows16_packed`] instead: the callers test it once per tile and write all its
+/// pieces one way (a test per piece let LLVM share code between the two paths, and the ping-pong
 /// consumers spilled).
 ///
 /// # Safety
@@ -708,7 +733,7 @@ const _: () = assert!(PACKED_ROW_WORDS <= STAGE_ROW_WORDS && PACKED_ROW_WORDS % 
 /// bytes of shared memory (16-byte aligned), which nothing else accesses meanwhile; `sink` as
 /// [`Epilogue::store8_with`] requires, for rows `< m_len`.
 #[inline(always)]
-pub unsafe fn write_rows16<O: Elem>(
+unsafe fn write_rows16<O: Elem>(
     sink: &Epilogue<O>,
     frag: &[[f32; 4]; 8],
     stage: u32,
@@ -817,7 +842,7 @@ pub unsafe fn write_rows16<O: Elem>(
 /// # Safety
 /// As [`write_rows16`], with [`Epilogue::packs`] true.
 #[inline(always)]
-pub unsafe fn write_rows16_packed<O: Elem>(
+unsafe fn write_rows16_packed<O: Elem>(
     sink: &Epilogue<O>,
     frag: &[[f32; 4]; 8],
     stage: u32,

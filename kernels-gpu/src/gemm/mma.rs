@@ -13,10 +13,10 @@
 //!
 //! Epilogue: each warp stages its accumulators through its own padded shared buffer
 //! (`tc::EPI_ROW_WORDS`), 16 rows at a time, and reads them back as runs of 8 adjacent columns
-//! per lane ([`write_rows16`]), which [`Epilogue::store8`] finishes and writes with 16-byte
+//! per lane ([`write_piece`]), which [`Epilogue::store8`] finishes and writes with 16-byte
 //! stores.
 
-use super::epilogue::{Epilogue, VecIo, write_rows16, write_rows16_packed};
+use super::epilogue::{Epilogue, VecIo, write_piece};
 use super::fragments::{self, MT, NT};
 use super::tensor_op::TensorOp;
 use super::tile_copy::TileCopy;
@@ -113,7 +113,7 @@ pub unsafe fn gemm<T: TensorOp, O: VecIo<8>, const A_ROW: bool, const B_COL: boo
 }
 
 /// Writes the warp's accumulators through `sink`: 16 rows (one m16 tile, 64 columns) at a
-/// time through [`write_rows16`], all of them packed or none ([`Epilogue::packs`]).
+/// time through [`write_piece`], all of them packed or none ([`Epilogue::packs`]).
 ///
 /// # Safety
 /// The whole warp calls it together after a barrier that ended every warp's use of the
@@ -138,8 +138,8 @@ unsafe fn write_tile<O: VecIo<8>>(
     }
 }
 
-/// [`write_tile`]'s m16 tiles, all through [`write_rows16_packed`] (`PACKED`, with the bias
-/// words of their common columns loaded once) or all through [`write_rows16`].
+/// [`write_tile`]'s m16 tiles, all packed (`PACKED`, with the bias words of their common
+/// columns loaded once) or none ([`write_piece`]).
 ///
 /// # Safety
 /// As [`write_tile`]; `PACKED` only if `sink.packs()`.
@@ -155,12 +155,7 @@ unsafe fn write_m16_tiles<O: VecIo<8>, const PACKED: bool>(
     let bias = PACKED.then(|| unsafe { sink.piece_bias(n_base, lane) });
     unroll!(i in 0..4 => {
         let rows = (m_base + 16 * i as u32, n_base, m_len);
-        // SAFETY: forwarded contract.
-        unsafe {
-            match &bias {
-                Some(bias) => write_rows16_packed(sink, &acc[i], stage, lane, rows, bias),
-                None => write_rows16(sink, &acc[i], stage, lane, rows),
-            }
-        }
+        // SAFETY: forwarded contract; a bias only on the packed path.
+        unsafe { write_piece(sink, &acc[i], stage, lane, rows, bias) };
     });
 }

@@ -74,11 +74,11 @@
 //! # Epilogue
 //! Accumulator register `i` of a thread is element `i % 4` of the `mma.sync` C fragment of n8
 //! tile `i / 4` of its warp's 16 rows, so each consumer warp writes its 16 rows × BN columns
-//! as 16 × 64 pieces through [`write_rows16`] and its own staging buffer
+//! as 16 × 64 pieces through [`write_piece`] and its own staging buffer
 //! (`Tile::epilogue_offset`, separate from the stages): the epilogue of [`Epilogue::new`], or the
 //! split-K partial sums of [`Epilogue::partials`].
 
-use super::epilogue::{Epilogue, STAGE_ROW_WORDS, VecIo, write_rows16, write_rows16_packed};
+use super::epilogue::{Epilogue, STAGE_ROW_WORDS, VecIo, write_piece};
 use crate::arch::{
     block_idx_x, grid_dim_x, lane_id, mbarrier, smem, sync, thread_idx_x, tma, warpgroup, wgmma,
 };
@@ -743,7 +743,7 @@ pub(super) unsafe fn write_unit<W: Width, O: VecIo<8>, const H: usize>(
 /// ([`Epilogue::packs`], tested once).
 ///
 /// # Safety
-/// As [`write_rows16`], with `(m_base, n_base, m_len)` the warp's first row, the tile's first
+/// As [`write_piece`], with `(m_base, n_base, m_len)` the warp's first row, the tile's first
 /// column and M.
 #[inline(always)]
 unsafe fn write_acc<W: Width, O: Elem, const H: usize>(
@@ -763,8 +763,7 @@ unsafe fn write_acc<W: Width, O: Elem, const H: usize>(
     }
 }
 
-/// [`write_acc`]'s pieces, all through [`write_rows16_packed`] (`PACKED`) or all through
-/// [`write_rows16`]: register `i` of each 128-column panel of `accs[a]` is element `i % 4` of
+/// [`write_acc`]'s pieces, all packed (`PACKED`) or none ([`write_piece`]): register `i` of each 128-column panel of `accs[a]` is element `i % 4` of
 /// the m16n8 C fragment of n8 tile `i / 4` of rows `m_base + 64a ..`. The pieces go column
 /// block by column block, so that the packed path loads a block's bias words once for the
 /// `H` accumulator sets (the ping-pong kernel's two).
@@ -795,15 +794,8 @@ unsafe fn write_pieces<W: Width, O: Elem, const H: usize, const PACKED: bool>(
                             });
                         });
                         let rows = (m_base + 64 * a as u32, n0, m_len);
-                        // SAFETY: forwarded contract.
-                        unsafe {
-                            match &bias {
-                                Some(bias) => {
-                                    write_rows16_packed(sink, &frag, staging, lane, rows, bias)
-                                }
-                                None => write_rows16(sink, &frag, staging, lane, rows),
-                            }
-                        }
+                        // SAFETY: forwarded contract; a bias only on the packed path.
+                        unsafe { write_piece(sink, &frag, staging, lane, rows, bias) };
                     }
                 });
             });
