@@ -329,14 +329,20 @@ pub fn bias_grad_reduce<O: Element>(partials: &[f32], slices: usize, db: &mut [O
     let n = db.len();
     assert!(partials.len() >= slices * n, "bias_grad_reduce: {} partials", partials.len());
     db.par_iter_mut().enumerate().for_each(|(col, d)| {
-        let group =
-            |g: usize| (g..slices).step_by(groups).fold(0.0f32, |t, s| t + partials[s * n + col]);
-        let mut sum = (0..groups).fold(0.0f32, |sum, g| sum + group(g));
+        let mut sum = grouped_sum(slices, groups, |s| partials[s * n + col]);
         if beta != 0.0 {
             sum += beta * d.to_f32();
         }
         *d = O::from_f32(sum);
     });
+}
+
+/// The f32 sum from 0.0 of `groups` group sums in group order, group `g`'s the f32 sum from
+/// 0.0 of `value(s)` for `s = g, g + groups, …` below `count`: the order of the GPU's second
+/// reduction passes ([`bias_grad_reduce`], `crate::layernorm_backward_reduce`).
+pub(crate) fn grouped_sum(count: usize, groups: usize, value: impl Fn(usize) -> f32) -> f32 {
+    let group = |g: usize| (g..count).step_by(groups).fold(0.0f32, |t, s| t + value(s));
+    (0..groups).fold(0.0f32, |sum, g| sum + group(g))
 }
 
 /// Rows per group of [`col_sums`] (`kernel_abi::gemm::COL_SUM_ROWS`).

@@ -1,5 +1,6 @@
 //! Layer normalisation over the channel dimension (`nn.LayerNorm(c)`, eps 1e-5).
 
+use crate::gemm::grouped_sum;
 use rayon::prelude::*;
 
 /// The epsilon GPT-2's layernorms add to the variance.
@@ -140,10 +141,7 @@ pub fn layernorm_backward_reduce(
     assert!(partials.len() >= blocks * 2 * c, "layernorm_backward_reduce: short partials");
     let groups = kernel_abi::layernorm::REDUCE_GROUPS as usize;
     let reduce = |part: usize, ch: usize, old: f32| {
-        let group = |g: usize| {
-            (g..blocks).step_by(groups).fold(0.0f32, |t, b| t + partials[b * 2 * c + part * c + ch])
-        };
-        let sum = (0..groups).fold(0.0f32, |s, g| s + group(g));
+        let sum = grouped_sum(blocks, groups, |b| partials[b * 2 * c + part * c + ch]);
         if beta != 0.0 { sum + beta * old } else { sum }
     };
     for ch in 0..c {
