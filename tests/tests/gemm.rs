@@ -1002,7 +1002,8 @@ kernel_tests! {
 /// attention product `P·V` (rr) split over K; the 128 × 256 tiles (forced) of every layout, with a
 /// partial second tile, the fused epilogue, split-K and β = 1; and the ping-pong kernel (forced) of
 /// the same layouts, with the fused epilogue, split-K and, for 16-bit, GELU backward, with
-/// blocks of one, two and three units. On a GPU `Auto` already picks the kernel for these
+/// blocks of one, two and three units; for 16-bit, the deferred epilogue (forced), fused,
+/// bias-only and GELU backward with column sums, bit for bit as the 128 × 128 tiles. On a GPU `Auto` already picks the kernel for these
 /// cases on Hopper; the simulator runs the sm_90a module. The GELU backward cases of every
 /// tile (and the batched one) write the column sums too.
 fn check_wgmma<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
@@ -1114,6 +1115,28 @@ fn check_wgmma<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
     let mut pp_dx = pingpong(wgmma(Case::new(150, 300, 100, (r, r), precision)).summed());
     (pp_dx.act, pp_dx.spec.alpha) = (Act::DGelu, rng.scalar(0.5, 2.0));
     run::<D, I, O>(dev, &mut rng, &pp_dx);
+    // Deferred epilogue: a tile's runs between the k-tiles of the block's next tile, the rest
+    // after its mainloop (K = 150: 3 k-tiles for 8 runs), the last tile's after the block's
+    // last mainloop. On the simulator's 4 SMs, 2 × 3 tiles give blocks of two units and of
+    // one; 3 × 5 tiles with 10 k-tiles (K = 600) blocks of three and four, every run inside a
+    // mainloop but the last tile's. The same bits as the 128 × 128 tiles.
+    let deferred = |case: Case| Case {
+        spec: GemmSpec { wgmma_tile: WgmmaTile::Deferred, ..case.spec },
+        ..case
+    };
+    let mut de_fused = deferred(wgmma(Case::new(200, 300, 150, rc, precision)));
+    (de_fused.bias, de_fused.act, de_fused.spec.beta) = (true, Act::Gelu { store: true }, 0.5);
+    run::<D, I, O>(dev, &mut rng, &de_fused);
+    let mut de_bias = deferred(wgmma(Case::new(150, 301, 100, rc, precision)));
+    (de_bias.bias, de_bias.spec.alpha) = (true, rng.scalar(0.5, 2.0));
+    run::<D, I, O>(dev, &mut rng, &de_bias);
+    let mut de_dx = deferred(wgmma(Case::new(300, 520, 600, (r, r), precision)).summed());
+    de_dx.act = Act::DGelu;
+    let (mut first, mut second) = rng.twins();
+    let got = run::<D, I, O>(dev, &mut first, &de_dx);
+    let narrow = Case { spec: GemmSpec { wgmma_tile: WgmmaTile::N128, ..de_dx.spec }, ..de_dx };
+    let want = run::<D, I, O>(dev, &mut second, &narrow);
+    assert_bits_eq("deferred against 128 × 128 tiles", rng.seed(), &got, &want);
 }
 
 /// `case` as `batch` batches, each matrix followed by a gap that keeps the next one 16-byte

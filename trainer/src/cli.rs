@@ -192,6 +192,12 @@ pub enum WgmmaTileArg {
     /// input-gradient GEMMs), 128 × 128 for the rest.
     #[value(name = "pingpong")]
     PingPong,
+    /// 128 × 128 with the deferred epilogue (each consumer warp writes a tile out while the
+    /// tensor cores multiply the next one) wherever there is such a kernel (the 16-bit forward
+    /// and input-gradient GEMMs), 128 × 128 for the rest. Unmeasured on a GPU so far: made for
+    /// the GEMMs whose GELU or GELU-backward epilogue outlasts their mainloop.
+    #[value(name = "deferred")]
+    Deferred,
 }
 
 impl From<WgmmaTileArg> for WgmmaTile {
@@ -201,6 +207,7 @@ impl From<WgmmaTileArg> for WgmmaTile {
             WgmmaTileArg::N128 => WgmmaTile::N128,
             WgmmaTileArg::N256 => WgmmaTile::N256,
             WgmmaTileArg::PingPong => WgmmaTile::PingPong,
+            WgmmaTileArg::Deferred => WgmmaTile::Deferred,
         }
     }
 }

@@ -29,8 +29,12 @@
 //! TF32's K-major one), both consumer
 //! warpgroups multiplying halves of each tile; or ping-pong ([`wg::PINGPONG`], 128 × 128, 5
 //! stages; the `gemm_wgmma_pp_*` entries, A row-major only), each consumer warpgroup
-//! multiplying whole tiles in turns. The host picks one per GEMM and sizes `tiles_n`, the B
-//! box and the shared memory for it.
+//! multiplying whole tiles in turns; or deferred ([`wg::DEFERRED`], 128 × 128, 4 stages,
+//! cooperative; the `gemm_wgmma_de_*` entries, A row-major only, whole tiles only: no
+//! split-K), each consumer warp moving its accumulators to shared memory after a tile's
+//! mainloop and running that tile's epilogue a run at a time between the k-tiles of the next
+//! tile's mainloop. The host picks one per GEMM and sizes `tiles_n`, the B box and the shared
+//! memory for it.
 //!
 //! # Everything else
 //! The epilogue (alpha, beta, bias, GELU, GELU backward, output types, column sums), split-K
@@ -98,14 +102,17 @@ unsafe impl<I: Copy + 'static, O: Copy + 'static> KernelParams for WgmmaGemmPara
 ///                BN accumulators per thread) of the block's units g, g + 2, …, starting
 ///                its wgmmas when the other has issued its own (turn barriers).
 ///
-/// three tiles: N128 (BN = 128, 4 stages, cooperative; every entry), N256 (BN = 256, 3
-/// stages, cooperative; the `gemm_wgmma_n256_*` entries, every layout for 16-bit inputs) and
-/// PINGPONG (BN = 128, 5 stages; the `gemm_wgmma_pp_*` entries, A row-major)
+/// four tiles: N128 (BN = 128, 4 stages, cooperative; every entry), N256 (BN = 256, 3
+/// stages, cooperative; the `gemm_wgmma_n256_*` entries, every layout for 16-bit inputs),
+/// PINGPONG (BN = 128, 5 stages; the `gemm_wgmma_pp_*` entries, A row-major) and DEFERRED
+/// (BN = 128, 4 stages, cooperative, the epilogue of a tile run during the next tile's
+/// mainloop; the `gemm_wgmma_de_*` entries, 16-bit inputs, A row-major, whole tiles only)
 ///
 /// shared memory (1024-byte aligned base):
 ///   stages × [ A tile: BM rows × 128 B | B tile: BN rows × 128 B ]   128-byte swizzle
 ///   full[stages], empty[stages] (ping-pong: and turn[2]): mbarriers (8 B each)
-///   8 consumer warps × EPI_WARP_BYTES of epilogue staging
+///   8 consumer warps × EPI_WARP_BYTES of epilogue staging (deferred: × BN / 64, a warp's
+///   16 rows × BN columns at once)
 ///
 /// ring protocol, stage s = i % stages, phase parity (i / stages) & 1 of the i-th k-tile:
 ///   producer: wait empty[s] (parity ^ 1)  → arrive.expect_tx(full[s], stage bytes) → TMA
@@ -149,16 +156,23 @@ pub mod wg {
         /// of the block), taking turns at the tensor cores, so one's epilogue overlaps the
         /// other's wgmmas. Otherwise (cooperative) both multiply halves of every tile.
         pub pingpong: bool,
+        /// Deferred epilogue (cooperative): each consumer warp stages all its accumulators of
+        /// a tile at once and writes them out between the k-tiles of its next tile's
+        /// mainloop.
+        pub deferred: bool,
     }
 
     /// 128 × 128 tiles, 4 stages, cooperative: every entry.
-    pub const N128: Tile = Tile { bn: 128, stages: 4, pingpong: false };
+    pub const N128: Tile = Tile { bn: 128, stages: 4, pingpong: false, deferred: false };
     /// 128 × 256 tiles, 3 stages (4 would not fit with the epilogue staging), cooperative:
     /// the `gemm_wgmma_n256_*` entries.
-    pub const N256: Tile = Tile { bn: 256, stages: 3, pingpong: false };
+    pub const N256: Tile = Tile { bn: 256, stages: 3, pingpong: false, deferred: false };
     /// 128 × 128 tiles, 5 stages (the most that fit), ping-pong: the `gemm_wgmma_pp_*`
     /// entries.
-    pub const PINGPONG: Tile = Tile { bn: 128, stages: 5, pingpong: true };
+    pub const PINGPONG: Tile = Tile { bn: 128, stages: 5, pingpong: true, deferred: false };
+    /// 128 × 128 tiles, 4 stages (with a whole tile's staging, 5 would not fit), cooperative,
+    /// deferred epilogue: the `gemm_wgmma_de_*` entries.
+    pub const DEFERRED: Tile = Tile { bn: 128, stages: 4, pingpong: false, deferred: true };
 
     impl Tile {
         /// f32 accumulators per consumer thread: a BM × BN tile (ping-pong) or half of it
@@ -191,9 +205,14 @@ pub mod wg {
         pub const fn epilogue_offset(self) -> u32 {
             (self.barriers_offset() + 8 * self.barriers()).next_multiple_of(16)
         }
+        /// Bytes of one consumer warp's staging: one 16 × 64 piece at a time, or (deferred)
+        /// all `BN / 64` pieces of its rows, one after the other.
+        pub const fn warp_staging_bytes(self) -> u32 {
+            if self.deferred { self.bn / 64 * EPI_WARP_BYTES } else { EPI_WARP_BYTES }
+        }
         /// Bytes used from the aligned base.
         pub const fn used_bytes(self) -> u32 {
-            self.epilogue_offset() + 4 * CONSUMERS * EPI_WARP_BYTES
+            self.epilogue_offset() + 4 * CONSUMERS * self.warp_staging_bytes()
         }
         /// Dynamic shared memory to request: the used bytes plus slack to align the base to
         /// the 1024 bytes of the 128-byte swizzle pattern.
@@ -206,6 +225,7 @@ pub mod wg {
         N128.smem_bytes() <= 227 * 1024
             && N256.smem_bytes() <= 227 * 1024
             && PINGPONG.smem_bytes() <= 227 * 1024
+            && DEFERRED.smem_bytes() <= 227 * 1024
     );
     const _: () = assert!(
         crate::gemm::TAIL_BM == BM
@@ -317,6 +337,18 @@ wgmma_family!(/// `gemm_wgmma_pp_f16_{rr,rc}_f32`: as [`WGMMA_PP_F16_F16`], f32 
 pub const WGMMA_PP_TF32_F32: WgmmaKernels<f32, f32> =
     WgmmaKernels { rr: None, rc: Kernel::new("gemm_wgmma_pp_tf32_rc_f32"), cr: None, cc: None };
 
+wgmma_family!(/// `gemm_wgmma_de_bf16_{rr,rc}_bf16`: 128 × 128 tiles with the deferred epilogue
+    /// ([`wg::DEFERRED`]), wgmma m64n128k16 BF16, bf16 output; A row-major (the forward and
+    /// `dX` GEMMs).
+    WGMMA_DE_BF16_BF16: Bf16 => Bf16, "gemm_wgmma_de_bf16", "bf16", a_row_major);
+wgmma_family!(/// `gemm_wgmma_de_bf16_{rr,rc}_f32`: as [`WGMMA_DE_BF16_BF16`], f32 output.
+    WGMMA_DE_BF16_F32: Bf16 => f32, "gemm_wgmma_de_bf16", "f32", a_row_major);
+wgmma_family!(/// `gemm_wgmma_de_f16_{rr,rc}_f16`: 128 × 128 tiles with the deferred epilogue,
+    /// wgmma m64n128k16 FP16, f16 output; A row-major.
+    WGMMA_DE_F16_F16: F16 => F16, "gemm_wgmma_de_f16", "f16", a_row_major);
+wgmma_family!(/// `gemm_wgmma_de_f16_{rr,rc}_f32`: as [`WGMMA_DE_F16_F16`], f32 output.
+    WGMMA_DE_F16_F32: F16 => f32, "gemm_wgmma_de_f16", "f32", a_row_major);
+
 /// Every entry of a family.
 const fn family_sigs<I: Copy + 'static, O: Copy + 'static>(
     f: &WgmmaKernels<I, O>,
@@ -333,8 +365,9 @@ const fn sig_of<I: Copy + 'static, O: Copy + 'static>(
     }
 }
 
-/// Number of Hopper GEMM entries: 17 of 128 × 128 tiles, 17 of 128 × 256, 9 ping-pong.
-const ENTRIES: usize = 2 * (4 * 4 + 1) + (4 * 2 + 1);
+/// Number of Hopper GEMM entries: 17 of 128 × 128 tiles, 17 of 128 × 256, 9 ping-pong, 8
+/// deferred.
+const ENTRIES: usize = 2 * (4 * 4 + 1) + (4 * 2 + 1) + 4 * 2;
 
 /// Every Hopper GEMM entry (exported by the sm_90a module only).
 pub const KERNELS: &[KernelSig] = &{
@@ -354,6 +387,10 @@ pub const KERNELS: &[KernelSig] = &{
         family_sigs(&WGMMA_PP_F16_F16),
         family_sigs(&WGMMA_PP_F16_F32),
         family_sigs(&WGMMA_PP_TF32_F32),
+        family_sigs(&WGMMA_DE_BF16_BF16),
+        family_sigs(&WGMMA_DE_BF16_F32),
+        family_sigs(&WGMMA_DE_F16_F16),
+        family_sigs(&WGMMA_DE_F16_F32),
     ];
     let mut out = [WGMMA_TF32_F32.rc.sig(); ENTRIES];
     let (mut f, mut n) = (0, 0);

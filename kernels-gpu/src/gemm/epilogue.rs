@@ -568,6 +568,54 @@ impl<O: Elem> Epilogue<O> {
     }
 }
 
+impl<O: Elem> Epilogue<O> {
+    /// Adds `stored`, the values a run stored ([`Epilogue::store8_with`]), rounded to `O` as the
+    /// output holds them, to a lane's column sums, when the launch writes them.
+    #[inline(always)]
+    pub fn add_to_col_sums(&self, sums: &mut [f32; 8], stored: [f32; 8]) {
+        if self.col_sums_on() {
+            for (sum, x) in sums.iter_mut().zip(&stored) {
+                *sum += round_trip::<O>(*x);
+            }
+        }
+    }
+
+    /// Completes the column sums of a 16-row piece at `(m_base, n_base)` (`m_base` a multiple
+    /// of 16) from the lanes' sums of their four rows ([`Epilogue::add_to_col_sums`], rows
+    /// `r, r + 4, r + 8, r + 12` for lanes `8r ..`), when the launch writes them: two
+    /// butterflies add the four row classes, `(s0 + s1) + (s2 + s3)`, and lanes 0–7 store the
+    /// sums of columns `n_base + 8·lane ..`. `write_rows16` runs the same steps written out:
+    /// through these two methods there, ptxas spilled in the ping-pong kernels (2026-11-27).
+    ///
+    /// # Safety
+    /// The whole warp calls it together; the launch's buffers as [`Epilogue::new`] requires.
+    #[inline(always)]
+    pub unsafe fn store_piece_col_sums(
+        &self,
+        mut sums: [f32; 8],
+        lane: u32,
+        (m_base, n_base, m_len): (u32, u32, u32),
+    ) {
+        if !self.col_sums_on() {
+            return;
+        }
+        // Lanes l and l ^ 8 hold row classes r and r ^ 1, then l ^ 16 the other pair: f32
+        // addition commutes, so every lane ends with the same bits.
+        for sum in &mut sums {
+            // SAFETY: the whole warp is here (the caller's contract).
+            unsafe {
+                *sum += shfl::shfl_bfly_f32(shfl::FULL_MASK, *sum, 8);
+                *sum += shfl::shfl_bfly_f32(shfl::FULL_MASK, *sum, 16);
+            }
+        }
+        if lane < 8 && m_base < m_len {
+            // SAFETY: group m_base / 16 of the batch exists (m_base < M); the caller's contract.
+            // (`lane % 8`, which is `lane` here: the column expression of the lane's runs.)
+            unsafe { self.store_col_sums8(m_base, n_base + 8 * (lane % 8), sums) };
+        }
+    }
+}
+
 /// The part of each row of one epilogue input that [`Epilogue::l2_rows`] found to prefetch.
 #[cfg(target_feature = "sm_90a")]
 #[derive(Clone, Copy)]
@@ -740,12 +788,8 @@ unsafe fn write_rows16<O: Elem>(
     lane: u32,
     (m_base, n_base, m_len): (u32, u32, u32),
 ) {
-    let (group, tig) = (lane / 4, lane % 4);
-    // Lane finishes row lane/8 + 4q, columns 8c .. 8c+8 (c = lane % 8), reading them back as
-    // two 16-byte loads; lanes with c >= 4 take the halves in the other order so that each
-    // quarter-warp's loads cover 32 distinct banks.
+    // Lane finishes row lane/8 + 4q, columns 8c .. 8c+8 (c = lane % 8): `read_run`.
     let c = lane % 8;
-    let swap = c >= 4;
     let row = |q: u32| lane / 8 + 4 * q;
     // The runs' global inputs first, `INPUTS_AHEAD` runs ahead of their use: their latency
     // overlaps the staging round trip and the runs before (loaded where they are used, the
@@ -769,17 +813,11 @@ unsafe fn write_rows16<O: Elem>(
     });
     let sums_on = sink.col_sums_on();
     let mut sums = [0.0f32; 8];
-    // SAFETY: staging addresses stay in the warp's buffer (rows < 16, columns <
-    // STAGE_ROW_WORDS, 8- and 16-byte aligned); the warp is converged at every warp barrier
-    // and shuffle (`sums_on` is the launch's); column sums go to group m_base / 16 < groups.
+    // SAFETY: the staging buffer is the warp's own (the caller's contract); the warp is
+    // converged at every warp barrier and shuffle (`sums_on` is the launch's); column sums go
+    // to group m_base / 16 < groups.
     unsafe {
-        unroll!(j in 0..8 => {
-            let [d0, d1, d2, d3] = frag[j];
-            let col = 8 * j as u32 + 2 * tig;
-            let at = |row: u32| stage + (row * STAGE_ROW_WORDS + col) * 4;
-            smem::st_shared_v2_u32(at(group), [d0.to_bits(), d1.to_bits()]);
-            smem::st_shared_v2_u32(at(group + 8), [d2.to_bits(), d3.to_bits()]);
-        });
+        stage_piece(frag, stage, lane);
         sync::bar_warp_sync();
         // A loop, not unrolled: the finish (GELU and its backward, the element path) is inlined
         // once. Unrolled four times, it made the 16-bit 128 × 256 and ping-pong kernels' SASS
@@ -793,12 +831,7 @@ unsafe fn write_rows16<O: Elem>(
             if Epilogue::<O>::INPUTS_AHEAD < 4 && next < 4 {
                 ahead[Epilogue::<O>::INPUTS_AHEAD - 1] = load(next);
             }
-            let base = stage + (row(q) * STAGE_ROW_WORDS + 8 * c) * 4;
-            let first = smem::ld_shared_v4_u32(base + if swap { 16 } else { 0 });
-            let second = smem::ld_shared_v4_u32(base + if swap { 0 } else { 16 });
-            let (lo, hi) = if swap { (second, first) } else { (first, second) };
-            let run =
-                core::array::from_fn(|e| f32::from_bits(if e < 4 { lo[e] } else { hi[e - 4] }));
+            let run = read_run(stage, lane, q);
             let m = m_base + row(q);
             // Only the store depends on the lane: branching on `sums_on` (the launch's) inside
             // it made LLVM duplicate the warp barrier below into the lane-divergent branches.
@@ -826,6 +859,52 @@ unsafe fn write_rows16<O: Elem>(
             }
         }
     }
+}
+
+/// Stages a warp's 16 × 64 piece of accumulators (`frag[j]`: the m16n8 C fragment of columns
+/// `8j ..`) in its staging buffer at `stage`, rows `STAGE_ROW_WORDS` words apart, for
+/// [`read_run`] (after a warp barrier).
+///
+/// # Safety
+/// The whole warp calls it together; `stage` is 16-byte aligned shared memory of `16 ·
+/// STAGE_ROW_WORDS · 4` bytes that only this warp accesses.
+#[inline(always)]
+pub unsafe fn stage_piece(frag: &[[f32; 4]; 8], stage: u32, lane: u32) {
+    let (group, tig) = (lane / 4, lane % 4);
+    // SAFETY: addresses stay in the buffer (rows < 16, columns < STAGE_ROW_WORDS, 8-byte
+    // aligned).
+    unsafe {
+        unroll!(j in 0..8 => {
+            let [d0, d1, d2, d3] = frag[j];
+            let col = 8 * j as u32 + 2 * tig;
+            let at = |row: u32| stage + (row * STAGE_ROW_WORDS + col) * 4;
+            smem::st_shared_v2_u32(at(group), [d0.to_bits(), d1.to_bits()]);
+            smem::st_shared_v2_u32(at(group + 8), [d2.to_bits(), d3.to_bits()]);
+        });
+    }
+}
+
+/// Lane `lane`'s run `q` (0..4) of a piece [`stage_piece`] staged at `stage`: row `lane / 8 +
+/// 4q`, columns `8c .. 8c + 8` (`c = lane % 8`), as two 16-byte loads; lanes with `c >= 4`
+/// take the halves in the other order so that each quarter-warp's loads cover 32 distinct
+/// banks.
+///
+/// # Safety
+/// As [`stage_piece`], after it and a warp barrier.
+#[inline(always)]
+pub unsafe fn read_run(stage: u32, lane: u32, q: u32) -> [f32; 8] {
+    let c = lane % 8;
+    let swap = c >= 4;
+    let base = stage + ((lane / 8 + 4 * q) * STAGE_ROW_WORDS + 8 * c) * 4;
+    // SAFETY: 16-byte aligned addresses inside the buffer (row < 16, columns < 64).
+    let (first, second) = unsafe {
+        (
+            smem::ld_shared_v4_u32(base + if swap { 16 } else { 0 }),
+            smem::ld_shared_v4_u32(base + if swap { 0 } else { 16 }),
+        )
+    };
+    let (lo, hi) = if swap { (second, first) } else { (first, second) };
+    core::array::from_fn(|e| f32::from_bits(if e < 4 { lo[e] } else { hi[e - 4] }))
 }
 
 /// [`write_rows16`] under [`Epilogue::packs`] (a 16-bit output, alpha and at most a bias): each

@@ -9,7 +9,9 @@
 //!   slices added up);
 //! - `wgmma` (sm_90a module only): the Hopper kernel, TMA + `wgmma.mma_async`, warp-specialised
 //!   and persistent (`kernel_abi::gemm_wgmma`), sharing the epilogue; `wgmma_pingpong` its
-//!   ping-pong schedule (each consumer warpgroup multiplies whole tiles, in turns).
+//!   ping-pong schedule (each consumer warpgroup multiplies whole tiles, in turns),
+//!   `wgmma_deferred` its deferred epilogue (a tile written out during the next one's
+//!   mainloop).
 //!
 //! Every entry point below is one instantiation: variant × A layout × B layout × output type.
 
@@ -23,6 +25,8 @@ pub mod tensor_op;
 pub mod tile_copy;
 #[cfg(target_feature = "sm_90a")]
 pub mod wgmma;
+#[cfg(target_feature = "sm_90a")]
+pub mod wgmma_deferred;
 #[cfg(target_feature = "sm_90a")]
 pub mod wgmma_pingpong;
 
@@ -74,6 +78,7 @@ entries! { "gemm";
 #[cfg(target_feature = "sm_90a")]
 mod hopper {
     use super::wgmma::{self, Bf16Wg, F16Wg, K_MAJOR as K, MN_MAJOR as MN, N128, N256, Tf32Wg};
+    use super::wgmma_deferred as de;
     use super::wgmma_pingpong as pp;
     use crate::entry::entries;
     use kernel_abi::gemm_wgmma::WgmmaGemmParams;
@@ -125,5 +130,13 @@ mod hopper {
         gemm_wgmma_pp_f16_rr_f32(WgmmaGemmParams<F16, f32>) => pp::gemm::<F16Wg, K, MN, f32>;
         gemm_wgmma_pp_f16_rc_f32(WgmmaGemmParams<F16, f32>) => pp::gemm::<F16Wg, K, K, f32>;
         gemm_wgmma_pp_tf32_rc_f32(WgmmaGemmParams<f32, f32>) => pp::gemm::<Tf32Wg, K, K, f32>;
+        gemm_wgmma_de_bf16_rr_bf16(WgmmaGemmParams<Bf16, Bf16>) => de::gemm::<Bf16Wg, K, MN, Bf16>;
+        gemm_wgmma_de_bf16_rc_bf16(WgmmaGemmParams<Bf16, Bf16>) => de::gemm::<Bf16Wg, K, K, Bf16>;
+        gemm_wgmma_de_bf16_rr_f32(WgmmaGemmParams<Bf16, f32>) => de::gemm::<Bf16Wg, K, MN, f32>;
+        gemm_wgmma_de_bf16_rc_f32(WgmmaGemmParams<Bf16, f32>) => de::gemm::<Bf16Wg, K, K, f32>;
+        gemm_wgmma_de_f16_rr_f16(WgmmaGemmParams<F16, F16>) => de::gemm::<F16Wg, K, MN, F16>;
+        gemm_wgmma_de_f16_rc_f16(WgmmaGemmParams<F16, F16>) => de::gemm::<F16Wg, K, K, F16>;
+        gemm_wgmma_de_f16_rr_f32(WgmmaGemmParams<F16, f32>) => de::gemm::<F16Wg, K, MN, f32>;
+        gemm_wgmma_de_f16_rc_f32(WgmmaGemmParams<F16, f32>) => de::gemm::<F16Wg, K, K, f32>;
     }
 }

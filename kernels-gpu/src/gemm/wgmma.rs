@@ -19,7 +19,9 @@
 //!
 //! This is the cooperative schedule (both consumers on every tile). The pieces of the pipeline
 //! ([`run_block`], [`produce`], [`mainloop`], [`drain`], [`write_unit`]) are shared with the
-//! ping-pong schedule of [`super::wgmma_pingpong`], where each consumer takes whole tiles.
+//! ping-pong schedule of [`super::wgmma_pingpong`], where each consumer takes whole tiles, and
+//! with the deferred epilogue of [`super::wgmma_deferred`], where a tile is written out during
+//! the next one's mainloop.
 //!
 //! # Register split
 //! The launch bounds (384 threads, one block per SM) make ptxas budget 168 registers per thread
@@ -332,10 +334,10 @@ impl Smem {
     pub(super) fn turn(self, g: u32) -> u32 {
         self.base + self.tile.barriers_offset() + 8 * (2 * self.tile.stages + g)
     }
-    /// The epilogue staging buffer of consumer warp `w` (0..8).
+    /// The epilogue staging buffer of consumer warp `w` (0..8): `warp_staging_bytes`.
     #[inline(always)]
     pub(super) fn staging(self, w: u32) -> u32 {
-        self.base + self.tile.epilogue_offset() + w * wg::EPI_WARP_BYTES
+        self.base + self.tile.epilogue_offset() + w * self.tile.warp_staging_bytes()
     }
 }
 
@@ -400,6 +402,12 @@ impl Unit {
             }
         };
         Self { z: w.batch, m0: tile_m * wg::BM, n0: tile_n * bn, split, kt0, kt1 }
+    }
+
+    /// Its batch.
+    #[inline(always)]
+    pub(super) fn batch(&self) -> u32 {
+        self.z
     }
 
     /// Its k-tiles (none for a K slice past the end of K).
@@ -595,14 +603,16 @@ pub(super) fn k_step_desc<const MN: bool>(rows: u32, kk: u32) -> u64 {
 
 /// Issues the wgmmas of `unit`'s k-tiles out of the ring: per k-tile, waits for its stage
 /// (`full`), fences, calls `mma(a_tile, b_tile, kk, scale_d)` for its 4 k-steps (`scale_d`
-/// false for the unit's first, which overwrites the accumulators), commits, waits until only
-/// this k-tile's group is pending and releases the previous k-tile's stage (`empty`, lane 0
-/// of each warp). Returns the last k-tile's stage, still held: [`drain`] releases it.
+/// false for the unit's first, which overwrites the accumulators), commits, calls `between()`
+/// while the tensor cores multiply, waits until only this k-tile's group is pending and
+/// releases the previous k-tile's stage (`empty`, lane 0 of each warp). Returns the last
+/// k-tile's stage, still held: [`drain`] releases it.
 ///
 /// # Safety
 /// The 128 threads of a consumer warpgroup call it together (the wgmma sequence is
 /// warpgroup-uniform), with `ring` at `unit`'s first k-tile; `mma` issues wgmmas reading
-/// only the given tiles. The accumulators `mma` writes are read only after [`drain`].
+/// only the given tiles. The accumulators `mma` writes are read only after [`drain`];
+/// `between` touches neither them nor the stages.
 #[inline(always)]
 pub(super) unsafe fn mainloop(
     smem: Smem,
@@ -610,6 +620,7 @@ pub(super) unsafe fn mainloop(
     unit: &Unit,
     lane: u32,
     mut mma: impl FnMut(u32, u32, u32, bool),
+    mut between: impl FnMut(),
 ) -> Option<u32> {
     let mut held = None;
     for kt in unit.kt0..unit.kt1 {
@@ -626,6 +637,7 @@ pub(super) unsafe fn mainloop(
                 mma(smem.a_tile(s), smem.b_tile(s), kk as u32, kk > 0 || kt > unit.kt0);
             });
             wgmma::commit_group();
+            between();
             wgmma::wait_group::<1>();
             if let Some(previous) = held
                 && lane == 0
@@ -689,7 +701,7 @@ unsafe fn consume<T: WgmmaOp, W: Width, const A_MN: bool, const B_MN: bool, O: V
             unsafe { W::mma::<T, A_MN, B_MN>(&mut acc, desc_a, desc_b, scale_d) };
         };
         // SAFETY: every consumer thread walks the same units and k-tiles.
-        let held = unsafe { mainloop(smem, &mut ring, &unit, lane, mma) };
+        let held = unsafe { mainloop(smem, &mut ring, &unit, lane, mma, || {}) };
         // SAFETY: the whole warpgroup, after its mainloop.
         unsafe { drain(smem, held, lane) };
         let row = 64 * group + 16 * warp_in_group;

@@ -115,7 +115,7 @@ unsafe fn consume<T: WgmmaOp, const A_MN: bool, const B_MN: bool, O: VecIo<8>>(
                     mbarrier::wait(smem.turn(group), waits & 1);
                     waits += 1;
                 }
-                let held = mainloop(smem, &mut ring, &unit, lane, mma);
+                let held = mainloop(smem, &mut ring, &unit, lane, mma, || {});
                 if next < p.units && lane == 0 {
                     mbarrier::arrive(smem.turn(1 - group));
                 }

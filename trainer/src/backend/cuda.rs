@@ -497,6 +497,7 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
             (.., WgmmaTile::N128) => ", 128×128 wgmma tiles",
             (.., WgmmaTile::N256) => ", 128×256 wgmma tiles where they exist",
             (.., WgmmaTile::PingPong) => ", ping-pong wgmma tiles where they exist",
+            (.., WgmmaTile::Deferred) => ", deferred-epilogue wgmma tiles where they exist",
         };
         format!(
             "{}, {} ({} activations, {matmuls}{engine}{tile})",

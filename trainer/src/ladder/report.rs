@@ -121,6 +121,7 @@ pub fn markdown(ladder: &Ladder, meta: &ReportMeta<'_>) -> String {
             WgmmaTile::Auto | WgmmaTile::N128 => "128",
             WgmmaTile::N256 => "256",
             WgmmaTile::PingPong => "pingpong",
+            WgmmaTile::Deferred => "deferred",
         };
         let _ = writeln!(s, "- Hopper GEMM tile forced: `--wgmma-tile {tile}`.");
     }

@@ -469,6 +469,17 @@ fn the_hopper_module_trains_like_the_cpu() {
         assert!(last.contains_key(name), "{name} never ran: {last:?}");
     }
     assert!(last[dw] > after[dw], "{last:?}");
+    // `--wgmma-tile deferred`: the deferred-epilogue kernels likewise (GELU and its backward
+    // with the column sums included), dW again on 128 × 128.
+    let deferred =
+        Compute { wgmma_tile: WgmmaTile::Deferred, ..on(Precision::Bf16, GemmEngine::Auto) };
+    let got = hopper.run(deferred, TrainJob { options: naive, steps: 3 }).unwrap();
+    assert_trains_like("bf16 deferred", &got, &want, 4e-2);
+    let deferred_counts = sim.launch_counts();
+    for name in ["gemm_wgmma_de_bf16_rc_bf16", "gemm_wgmma_de_bf16_rr_bf16"] {
+        assert!(deferred_counts.contains_key(name), "{name} never ran: {deferred_counts:?}");
+    }
+    assert!(deferred_counts[dw] > last[dw], "{deferred_counts:?}");
 }
 
 /// Four steps in one session, or two, then the parameters, moments (and loss scaler) moved to

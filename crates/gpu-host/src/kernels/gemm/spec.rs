@@ -49,11 +49,17 @@ pub enum WgmmaTile {
     /// [`GpuError::InvalidArgument`](crate::GpuError::InvalidArgument) (argument `wgmma_tile`).
     N256,
     /// Ping-pong 128 × 128: each consumer warpgroup multiplies whole tiles, in turns with the
-    /// other, so one's epilogue overlaps the other's wgmmas (entries for the layouts of `N256`;
-    /// without one, an [`GpuError::InvalidArgument`](crate::GpuError::InvalidArgument)). `Auto`
-    /// never picks it yet: the GEMM benchmark times it beside the others, so that a GPU run can
-    /// decide where it wins.
+    /// other, so one's epilogue overlaps the other's wgmmas (entries for A row-major; without
+    /// one, an [`GpuError::InvalidArgument`](crate::GpuError::InvalidArgument)). `Auto` picks it
+    /// for the 16-bit forward GEMMs (`wgmma::tile_for`).
     PingPong,
+    /// 128 × 128 with the deferred epilogue: both consumers multiply every tile, and each
+    /// consumer warp writes a tile out while the tensor cores multiply the block's next one
+    /// (16-bit inputs, A row-major, whole tiles: a GEMM without such an entry, or split over K,
+    /// is an [`GpuError::InvalidArgument`](crate::GpuError::InvalidArgument)). `Auto` never
+    /// picks it yet: the GEMM benchmark times it beside the others, so that a GPU run can
+    /// decide where it wins (the GEMMs with a GELU or GELU-backward epilogue, first).
+    Deferred,
 }
 
 impl WgmmaTile {
@@ -64,6 +70,7 @@ impl WgmmaTile {
             WgmmaTile::Auto | WgmmaTile::N128 => wg::N128,
             WgmmaTile::N256 => wg::N256,
             WgmmaTile::PingPong => wg::PINGPONG,
+            WgmmaTile::Deferred => wg::DEFERRED,
         }
     }
 }
@@ -94,7 +101,9 @@ impl GemmConfig {
     pub fn apply(&self, spec: GemmSpec) -> GemmSpec {
         let spec = GemmSpec { precision: self.precision, engine: self.engine, ..spec };
         let wgmma_tile = match self.wgmma_tile {
-            tile @ (WgmmaTile::N256 | WgmmaTile::PingPong) if !spec.has_wgmma_entry(tile) => {
+            tile @ (WgmmaTile::N256 | WgmmaTile::PingPong | WgmmaTile::Deferred)
+                if !spec.has_wgmma_entry(tile) =>
+            {
                 WgmmaTile::N128
             }
             tile => tile,

@@ -421,6 +421,40 @@ mod engines {
     }
 
     #[test]
+    fn the_deferred_tile_takes_whole_tiles_of_16_bit_a_row_major_gemms() {
+        let dev = MockDevice::new(PtxArch::Sm90a, 16);
+        let name = |spec: GemmSpec| run_bf16(&dev, &spec, 0, 1 << 20).map(|l| l[0].name);
+        let deferred = |spec: GemmSpec| GemmSpec { wgmma_tile: WgmmaTile::Deferred, ..spec };
+        let fwd = GemmSpec::linear_forward(1024, 512, 64, Precision::Bf16);
+        assert_eq!(name(deferred(fwd)).unwrap(), "gemm_wgmma_de_bf16_rc_bf16");
+        let dx = GemmSpec::linear_backward_input(1024, 512, 512, Precision::Bf16);
+        assert_eq!(name(deferred(dx)).unwrap(), "gemm_wgmma_de_bf16_rr_bf16");
+        // No entry for an M-major A (the weight gradients) or for TF32; a forced deferred tile
+        // says so, and a model's configuration falls back to 128 × 128 instead.
+        let dw = GemmSpec::linear_backward_weight(1024, 512, 4096, Precision::Bf16);
+        let err = name(deferred(dw)).unwrap_err();
+        assert!(err.to_string().contains("deferred"), "{err}");
+        let tf32 = GemmSpec { precision: Precision::Tf32, ..fwd };
+        assert!(!deferred(tf32).has_wgmma_entry(WgmmaTile::Deferred));
+        let config = GemmConfig {
+            precision: Precision::Bf16,
+            engine: GemmEngine::Wgmma,
+            wgmma_tile: WgmmaTile::Deferred,
+        };
+        assert_eq!(config.apply(dw).wgmma_tile, WgmmaTile::N128);
+        assert_eq!(config.apply(dx).wgmma_tile, WgmmaTile::Deferred);
+        // Whole tiles only: split over K, an InvalidArgument naming the tile.
+        let long_k = GemmSpec::linear_forward(1024, 512, 1024, Precision::Bf16);
+        let split = GemmSpec { split_k: 2, ..deferred(long_k) };
+        let err = super::super::wgmma::tile_for(&split, 16).unwrap_err();
+        assert!(matches!(&err, GpuError::InvalidArgument { arg: "wgmma_tile", .. }), "{err}");
+        assert!(err.to_string().contains("whole tiles"), "{err}");
+        // Its shared memory: the 4 stages and each consumer warp's two staged pieces.
+        assert_eq!(wg::DEFERRED.warp_staging_bytes(), 2 * wg::EPI_WARP_BYTES);
+        assert!(wg::DEFERRED.smem_bytes() > wg::N128.smem_bytes() + 8 * wg::EPI_WARP_BYTES - 1);
+    }
+
+    #[test]
     fn wgmma_uploads_the_tensor_maps_of_a_gemm_once() {
         let dev = MockDevice::new(PtxArch::Sm90a, 4);
         let spec = GemmSpec::linear_forward(300, 200, 72, Precision::Bf16);

@@ -11,10 +11,11 @@ use kernel_abi::gemm::{
     SPLIT_REDUCE_BF16, SPLIT_REDUCE_F16, SPLIT_REDUCE_F32, TF32_F32, simt,
 };
 use kernel_abi::gemm_wgmma::{
-    WGMMA_BF16_BF16, WGMMA_BF16_F32, WGMMA_F16_F16, WGMMA_F16_F32, WGMMA_N256_BF16_BF16,
-    WGMMA_N256_BF16_F32, WGMMA_N256_F16_F16, WGMMA_N256_F16_F32, WGMMA_N256_TF32_F32,
-    WGMMA_PP_BF16_BF16, WGMMA_PP_BF16_F32, WGMMA_PP_F16_F16, WGMMA_PP_F16_F32, WGMMA_PP_TF32_F32,
-    WGMMA_TF32_F32, WgmmaKernels, wg,
+    WGMMA_BF16_BF16, WGMMA_BF16_F32, WGMMA_DE_BF16_BF16, WGMMA_DE_BF16_F32, WGMMA_DE_F16_F16,
+    WGMMA_DE_F16_F32, WGMMA_F16_F16, WGMMA_F16_F32, WGMMA_N256_BF16_BF16, WGMMA_N256_BF16_F32,
+    WGMMA_N256_F16_F16, WGMMA_N256_F16_F32, WGMMA_N256_TF32_F32, WGMMA_PP_BF16_BF16,
+    WGMMA_PP_BF16_F32, WGMMA_PP_F16_F16, WGMMA_PP_F16_F32, WGMMA_PP_TF32_F32, WGMMA_TF32_F32,
+    WgmmaKernels, wg,
 };
 
 /// The activation of the epilogue, with its pre-activation matrix (same `ldc` and
@@ -90,12 +91,13 @@ pub trait GemmTypes<O: GemmOutput>: DeviceElement {
 }
 
 /// The wgmma family of `tile`: `narrow` for `wg::N128`, `wide` for `wg::N256`, `pingpong`
-/// for `wg::PINGPONG`.
-fn by_tile<K>(tile: wg::Tile, narrow: K, wide: K, pingpong: K) -> Option<K> {
+/// for `wg::PINGPONG`, `deferred` (where there is one) for `wg::DEFERRED`.
+fn by_tile<K>(tile: wg::Tile, narrow: K, wide: K, pingpong: K, deferred: Option<K>) -> Option<K> {
     match tile {
         t if t == wg::N128 => Some(narrow),
         t if t == wg::N256 => Some(wide),
         t if t == wg::PINGPONG => Some(pingpong),
+        t if t == wg::DEFERRED => deferred,
         _ => None,
     }
 }
@@ -111,13 +113,14 @@ impl GemmTypes<f32> for f32 {
         }
     }
     fn wgmma_kernels(precision: Precision, tile: wg::Tile) -> Option<WgmmaKernels<f32, f32>> {
-        by_tile(tile, WGMMA_TF32_F32, WGMMA_N256_TF32_F32, WGMMA_PP_TF32_F32)
+        by_tile(tile, WGMMA_TF32_F32, WGMMA_N256_TF32_F32, WGMMA_PP_TF32_F32, None)
             .filter(|_| precision == Precision::Tf32)
     }
 }
 
 macro_rules! half_gemm_types {
-    ($in:ty, $precision:ident, $same:ident, $wide:ident, [$($wg_same:ident)*], [$($wg_wide:ident)*]) => {
+    ($in:ty, $precision:ident, $same:ident, $wide:ident, [$($wg_same:ident)*] $wg_same_de:ident,
+     [$($wg_wide:ident)*] $wg_wide_de:ident) => {
         impl GemmTypes<$in> for $in {
             const PRECISIONS: &'static [Precision] = &[Precision::$precision];
             fn kernels(
@@ -131,7 +134,8 @@ macro_rules! half_gemm_types {
                 tile: wg::Tile,
             ) -> Option<WgmmaKernels<<$in as DeviceElement>::Abi, <$in as DeviceElement>::Abi>>
             {
-                by_tile(tile, $($wg_same),*).filter(|_| precision == Precision::$precision)
+                by_tile(tile, $($wg_same,)* Some($wg_same_de))
+                    .filter(|_| precision == Precision::$precision)
             }
         }
 
@@ -147,15 +151,16 @@ macro_rules! half_gemm_types {
                 precision: Precision,
                 tile: wg::Tile,
             ) -> Option<WgmmaKernels<<$in as DeviceElement>::Abi, f32>> {
-                by_tile(tile, $($wg_wide),*).filter(|_| precision == Precision::$precision)
+                by_tile(tile, $($wg_wide,)* Some($wg_wide_de))
+                    .filter(|_| precision == Precision::$precision)
             }
         }
     };
 }
 
 half_gemm_types!(bf16, Bf16, BF16_BF16, BF16_F32,
-    [WGMMA_BF16_BF16 WGMMA_N256_BF16_BF16 WGMMA_PP_BF16_BF16],
-    [WGMMA_BF16_F32 WGMMA_N256_BF16_F32 WGMMA_PP_BF16_F32]);
+    [WGMMA_BF16_BF16 WGMMA_N256_BF16_BF16 WGMMA_PP_BF16_BF16] WGMMA_DE_BF16_BF16,
+    [WGMMA_BF16_F32 WGMMA_N256_BF16_F32 WGMMA_PP_BF16_F32] WGMMA_DE_BF16_F32);
 half_gemm_types!(f16, Fp16, F16_F16, F16_F32,
-    [WGMMA_F16_F16 WGMMA_N256_F16_F16 WGMMA_PP_F16_F16],
-    [WGMMA_F16_F32 WGMMA_N256_F16_F32 WGMMA_PP_F16_F32]);
+    [WGMMA_F16_F16 WGMMA_N256_F16_F16 WGMMA_PP_F16_F16] WGMMA_DE_F16_F16,
+    [WGMMA_F16_F32 WGMMA_N256_F16_F32 WGMMA_PP_F16_F32] WGMMA_DE_F16_F32);

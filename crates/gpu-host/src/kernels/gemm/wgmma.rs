@@ -132,24 +132,34 @@ pub(super) fn tile_for(spec: &GemmSpec, sms: u32) -> Result<wg::Tile> {
             "wgmma_tile",
             format!(
                 "{:?} has no {what} wgmma entry for A {:?}, B {:?} (ping-pong: A row-major \
-                 only; TF32: A row-major, B column-major only)",
+                 only; deferred: 16-bit, A row-major only; TF32: A row-major, B column-major \
+                 only)",
                 spec.precision, spec.a_layout, spec.b_layout
             ),
         )
     };
-    let tail_split = spec.whole_tiles > 0 && spec.split_plan_for(GemmEngine::Wgmma).0 > 1;
+    let split = spec.split_plan_for(GemmEngine::Wgmma).0 > 1;
+    let tail_split = spec.whole_tiles > 0 && split;
     match spec.wgmma_tile {
+        WgmmaTile::Deferred if split => Err(invalid(
+            "wgmma_tile",
+            "the deferred epilogue writes whole tiles: a GEMM split over K (split_k > 1) runs \
+             on another tile",
+        )),
         WgmmaTile::N256 if tail_split => Err(invalid(
             "wgmma_tile",
             "a tail split (whole_tiles > 0) keeps the partial sums of 128 × 128 tiles, not of \
              128 × 256 ones",
         )),
         WgmmaTile::N128 => Ok(wg::N128),
-        forced @ (WgmmaTile::N256 | WgmmaTile::PingPong) if spec.has_wgmma_entry(forced) => {
+        forced @ (WgmmaTile::N256 | WgmmaTile::PingPong | WgmmaTile::Deferred)
+            if spec.has_wgmma_entry(forced) =>
+        {
             Ok(forced.geometry())
         }
         WgmmaTile::N256 => Err(missing("128 × 256")),
         WgmmaTile::PingPong => Err(missing("ping-pong")),
+        WgmmaTile::Deferred => Err(missing("deferred-epilogue")),
         WgmmaTile::Auto => {
             let tiles = |bn: u32| spec.m.div_ceil(wg::BM as usize) * spec.n.div_ceil(bn as usize);
             let unsplit = spec.split_plan_for(GemmEngine::Wgmma).0 == 1;
