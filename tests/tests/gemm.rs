@@ -1003,7 +1003,8 @@ kernel_tests! {
 /// partial second tile, the fused epilogue, split-K and β = 1; and the ping-pong kernel (forced) of
 /// the same layouts, with the fused epilogue, split-K and, for 16-bit, GELU backward, with
 /// blocks of one, two and three units; for 16-bit, the deferred epilogue (forced), fused,
-/// bias-only and GELU backward with column sums, bit for bit as the 128 × 128 tiles. On a GPU `Auto` already picks the kernel for these
+/// bias-only, batched and GELU backward with column sums, the last bit for bit as the 128 ×
+/// 128 tiles. On a GPU `Auto` already picks the kernel for these
 /// cases on Hopper; the simulator runs the sm_90a module. The GELU backward cases of every
 /// tile (and the batched one) write the column sums too.
 fn check_wgmma<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
@@ -1130,6 +1131,10 @@ fn check_wgmma<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
     let mut de_bias = deferred(wgmma(Case::new(150, 301, 100, rc, precision)));
     (de_bias.bias, de_bias.spec.alpha) = (true, rng.scalar(0.5, 2.0));
     run::<D, I, O>(dev, &mut rng, &de_bias);
+    let de_batch = wgmma(Case::new(70, 136, 100, rc, precision)).summed();
+    let mut de_batched = deferred(batches(de_batch, 3));
+    (de_batched.bias, de_batched.spec.beta) = (true, 0.5);
+    run::<D, I, O>(dev, &mut rng, &de_batched);
     let mut de_dx = deferred(wgmma(Case::new(300, 520, 600, (r, r), precision)).summed());
     de_dx.act = Act::DGelu;
     let (mut first, mut second) = rng.twins();
