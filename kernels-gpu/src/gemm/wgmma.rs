@@ -432,35 +432,40 @@ pub(super) const fn bk<T: WgmmaOp>() -> u32 {
 pub unsafe fn gemm<T: WgmmaOp, W: Width, const A_MN: bool, const B_MN: bool, O: VecIo<8>>(
     p: WgmmaGemmParams<T::In, O>,
 ) {
-    let smem = Smem::new(W::TILE);
-    // SAFETY: the launch contract is `run_block`'s and `produce`'s; `run_block` calls the
-    // consumer closure in all 256 consumer threads.
+    // SAFETY: the launch contract is `run_block`'s, which calls the consumer closure in all
+    // 256 consumer threads.
     unsafe {
-        run_block(
-            smem,
+        run_block::<T, A_MN, B_MN, O>(
+            &p,
+            W::TILE,
             #[inline(always)]
-            || produce::<T, A_MN, B_MN, O>(&p, smem),
-            #[inline(always)]
-            |cwarp| consume::<T, W, A_MN, B_MN, O>(&p, smem, cwarp),
+            |smem, cwarp| consume::<T, W, A_MN, B_MN, O>(&p, smem, cwarp),
         );
     }
 }
 
-/// Runs a block of the kernel for `smem.tile`: thread 0 initialises the barriers (full: 1
-/// arrival, empty: `stage_readers`, turn: the 4 warps of a consumer) and fences them into the
-/// asynchronous proxy; the block meets at its only `bar.sync`; then `setmaxnreg` moves registers
-/// from the producer warpgroup (warps 0–3) to the consumers (warps 4–11), one elected thread
-/// of warp 0 runs `producer`, the rest of the producer warpgroup exits, and every consumer
-/// thread runs `consumer(cwarp)` (`cwarp` 0..8; consumer warpgroup `cwarp / 4`). Each closure
-/// is called inside its branch, after its `setmaxnreg`, so that ptxas sees the two register
-/// budgets apart (a role value branched on after a join makes it ignore `setmaxnreg`).
+/// Runs a block of the launch `p` on tiles `tile`, whichever schedule: thread 0 initialises
+/// the barriers (full: 1 arrival, empty: `stage_readers`, turn: the 4 warps of a consumer) and
+/// fences them into the asynchronous proxy; the block meets at its only `bar.sync`; then
+/// `setmaxnreg` moves registers from the producer warpgroup (warps 0–3) to the consumers
+/// (warps 4–11), one elected thread of warp 0 runs [`produce`], the rest of the producer
+/// warpgroup exits, and every consumer thread runs `consumer(smem, cwarp)` (`cwarp` 0..8;
+/// consumer warpgroup `cwarp / 4`). Each role is called inside its branch, after its
+/// `setmaxnreg`, so that ptxas sees the two register budgets apart (a role value branched on
+/// after a join makes it ignore `setmaxnreg`).
 ///
 /// # Safety
-/// All `wg::THREADS` threads of a block launched with `smem.tile.smem_bytes()` of dynamic
-/// shared memory call it together, at the kernel's start.
+/// All `wg::THREADS` threads of a block call it together, at the kernel's start; the launch
+/// is `gpu-host`'s for `tile`: a one-dimensional grid of at most `p.units` blocks,
+/// `tile.smem_bytes()` of dynamic shared memory, tensor maps of A and B as
+/// `kernel_abi::gemm_wgmma` describes for the tile, on buffers it validated.
 #[inline(always)]
-pub(super) unsafe fn run_block(smem: Smem, producer: impl FnOnce(), consumer: impl FnOnce(u32)) {
-    let tile = smem.tile;
+pub(super) unsafe fn run_block<T: WgmmaOp, const A_MN: bool, const B_MN: bool, O: Elem>(
+    p: &WgmmaGemmParams<T::In, O>,
+    tile: wg::Tile,
+    consumer: impl FnOnce(Smem, u32),
+) {
+    let smem = Smem::new(tile);
     let warp = thread_idx_x() / 32;
     // SAFETY: the barriers lie inside the dynamic allocation (`smem_bytes` covers the aligned
     // base plus `used_bytes`); they are initialised before the block barrier and used only
@@ -483,11 +488,11 @@ pub(super) unsafe fn run_block(smem: Smem, producer: impl FnOnce(), consumer: im
         if warp < 4 {
             warpgroup::setmaxnreg_dec::<{ wg::PRODUCER_REGS }>();
             if warp == 0 && sync::elect_sync() {
-                producer();
+                produce::<T, A_MN, B_MN, O>(p, smem);
             }
         } else {
             warpgroup::setmaxnreg_inc::<{ wg::CONSUMER_REGS }>();
-            consumer(warp - 4);
+            consumer(smem, warp - 4);
         }
     }
 }
@@ -503,7 +508,7 @@ pub(super) unsafe fn run_block(smem: Smem, producer: impl FnOnce(), consumer: im
 /// One thread of the block calls it, after [`run_block`]'s prologue; the tensor maps are valid for
 /// `smem.tile`.
 #[inline(always)]
-pub(super) unsafe fn produce<T: WgmmaOp, const A_MN: bool, const B_MN: bool, O: Elem>(
+unsafe fn produce<T: WgmmaOp, const A_MN: bool, const B_MN: bool, O: Elem>(
     p: &WgmmaGemmParams<T::In, O>,
     smem: Smem,
 ) {
@@ -775,6 +780,20 @@ unsafe fn write_acc<W: Width, O: Elem, const H: usize>(
     }
 }
 
+/// The m16n8 C fragments of piece `h` (0 or 1: columns `64h .. 64h + 64`) of a 128-column
+/// panel of a consumer warp's accumulators: register `32h + 4j + e` of the panel is element
+/// `e` of n8 tile `j`.
+#[inline(always)]
+pub(super) fn piece_fragments(panel: &[f32; 64], h: usize) -> [[f32; 4]; 8] {
+    let mut frag = [[0.0f32; 4]; 8];
+    unroll!(j in 0..8 => {
+        unroll!(e in 0..4 => {
+            frag[j][e] = panel[32 * h + 4 * j + e];
+        });
+    });
+    frag
+}
+
 /// [`write_acc`]'s pieces, all packed (`PACKED`) or none ([`write_piece`]): register `i` of each 128-column panel of `accs[a]` is element `i % 4` of
 /// the m16n8 C fragment of n8 tile `i / 4` of rows `m_base + 64a ..`. The pieces go column
 /// block by column block, so that the packed path loads a block's bias words once for the
@@ -799,12 +818,7 @@ unsafe fn write_pieces<W: Width, O: Elem, const H: usize, const PACKED: bool>(
                 let bias = PACKED.then(|| unsafe { sink.piece_bias(n0, lane) });
                 unroll!(a in 0..2 => {
                     if a < H && let Some(panel) = W::panel(&accs[a], p) {
-                        let mut frag = [[0.0f32; 4]; 8];
-                        unroll!(j in 0..8 => {
-                            unroll!(e in 0..4 => {
-                                frag[j][e] = panel[32 * h + 4 * j + e];
-                            });
-                        });
+                        let frag = piece_fragments(panel, h);
                         let rows = (m_base + 64 * a as u32, n0, m_len);
                         // SAFETY: forwarded contract; a bias only on the packed path.
                         unsafe { write_piece(sink, &frag, staging, lane, rows, bias) };

@@ -36,7 +36,8 @@
 
 use super::epilogue::{Epilogue, RunBias, RunInputs, VecIo, read_run, stage_piece};
 use super::wgmma::{
-    MN_ATOM_BYTES, Ring, Smem, Unit, WgmmaOp, bk, drain, k_step_desc, mainloop, produce, run_block,
+    MN_ATOM_BYTES, Ring, Smem, Unit, WgmmaOp, bk, drain, k_step_desc, mainloop, piece_fragments,
+    run_block,
 };
 use crate::arch::{block_idx_x, grid_dim_x, lane_id, sync};
 use crate::unroll::unroll;
@@ -61,16 +62,14 @@ const RUNS: u32 = 4 * PIECES;
 pub unsafe fn gemm<T: WgmmaOp, const A_MN: bool, const B_MN: bool, O: VecIo<8>>(
     p: WgmmaGemmParams<T::In, O>,
 ) {
-    let smem = Smem::new(TILE);
-    // SAFETY: the launch contract is `run_block`'s and `produce`'s; `run_block` calls the
-    // consumer closure in all 256 consumer threads.
+    // SAFETY: the launch contract is `run_block`'s, which calls the consumer closure in all
+    // 256 consumer threads.
     unsafe {
-        run_block(
-            smem,
+        run_block::<T, A_MN, B_MN, O>(
+            &p,
+            TILE,
             #[inline(always)]
-            || produce::<T, A_MN, B_MN, O>(&p, smem),
-            #[inline(always)]
-            |cwarp| consume::<T, A_MN, B_MN, O>(&p, smem, cwarp),
+            |smem, cwarp| consume::<T, A_MN, B_MN, O>(&p, smem, cwarp),
         );
     }
 }
@@ -137,12 +136,7 @@ unsafe fn consume<T: WgmmaOp, const A_MN: bool, const B_MN: bool, O: VecIo<8>>(
         // stores visible to the warp.
         unsafe {
             unroll!(h in 0..2 => {
-                let mut frag = [[0.0f32; 4]; 8];
-                unroll!(j in 0..8 => {
-                    unroll!(e in 0..4 => {
-                        frag[j][e] = acc[32 * h + 4 * j + e];
-                    });
-                });
+                let frag = piece_fragments(&acc, h);
                 stage_piece(&frag, staging + h as u32 * wg::EPI_WARP_BYTES, lane);
             });
             sync::bar_warp_sync();

@@ -37,8 +37,8 @@
 
 use super::epilogue::VecIo;
 use super::wgmma::{
-    MN_ATOM_BYTES, N128, Ring, Smem, Unit, WgmmaOp, bk, drain, k_step_desc, mainloop, produce,
-    run_block, write_unit,
+    MN_ATOM_BYTES, N128, Ring, Smem, Unit, WgmmaOp, bk, drain, k_step_desc, mainloop, run_block,
+    write_unit,
 };
 use crate::arch::{block_idx_x, grid_dim_x, lane_id, mbarrier};
 use crate::unroll::unroll;
@@ -57,16 +57,14 @@ const _: () = assert!(wg::PINGPONG.pingpong && wg::PINGPONG.bn == 128);
 pub unsafe fn gemm<T: WgmmaOp, const A_MN: bool, const B_MN: bool, O: VecIo<8>>(
     p: WgmmaGemmParams<T::In, O>,
 ) {
-    let smem = Smem::new(wg::PINGPONG);
-    // SAFETY: the launch contract is `run_block`'s and `produce`'s; `run_block` calls the
-    // consumer closure in all 256 consumer threads, so each warpgroup's 128 together.
+    // SAFETY: the launch contract is `run_block`'s, which calls the consumer closure in all 256
+    // consumer threads, so each warpgroup's 128 together.
     unsafe {
-        run_block(
-            smem,
+        run_block::<T, A_MN, B_MN, O>(
+            &p,
+            wg::PINGPONG,
             #[inline(always)]
-            || produce::<T, A_MN, B_MN, O>(&p, smem),
-            #[inline(always)]
-            |cwarp| consume::<T, A_MN, B_MN, O>(&p, smem, cwarp),
+            |smem, cwarp| consume::<T, A_MN, B_MN, O>(&p, smem, cwarp),
         );
     }
 }
