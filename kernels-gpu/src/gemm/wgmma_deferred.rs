@@ -184,28 +184,8 @@ impl<O: VecIo<8>> Pending<O> {
         // SAFETY: the caller's contract.
         let sink = unsafe { Epilogue::new(p, unit.batch()) };
         let rows = (unit.m0 + row, unit.n0, p.m);
-        let bias = sink.load_bias8(run_at(rows, lane, 0).1);
-        let mut tile =
-            Self { sink, rows, staging, lane, inputs: RunInputs::default(), bias, sums: [0.0; 8] };
-        (tile.inputs, tile.bias) = tile.load(0);
-        tile
-    }
-
-    /// Requests the global inputs of run `run`; past the tile's runs, none (and the bias
-    /// kept).
-    #[inline(always)]
-    fn load(&self, run: u32) -> (RunInputs, RunBias) {
-        if run >= RUNS {
-            return (RunInputs::default(), self.bias);
-        }
-        let (m, n) = run_at(self.rows, self.lane, run);
-        let inputs = if m < self.rows.2 {
-            // SAFETY: row m < M, as the sink requires.
-            unsafe { self.sink.load_inputs8(m, n) }
-        } else {
-            RunInputs::default()
-        };
-        (inputs, self.sink.load_bias8(n))
+        let (inputs, bias) = load_run(&sink, rows, lane, 0);
+        Self { sink, rows, staging, lane, inputs, bias, sums: [0.0; 8] }
     }
 
     /// Writes run `run` (0..RUNS, in order) through the epilogue, and after a piece's fourth
@@ -219,7 +199,9 @@ impl<O: VecIo<8>> Pending<O> {
         let (piece, q) = (run / 4, run % 4);
         let (m, n) = run_at(self.rows, self.lane, run);
         let (inputs, bias) = (self.inputs, self.bias);
-        (self.inputs, self.bias) = self.load(run + 1);
+        if run + 1 < RUNS {
+            (self.inputs, self.bias) = load_run(&self.sink, self.rows, self.lane, run + 1);
+        }
         // SAFETY: the staged piece is the warp's own (the caller's contract); row m < M for
         // the store; the warp is converged for the column sums' shuffles and the barrier.
         unsafe {
@@ -252,4 +234,23 @@ impl<O: VecIo<8>> Pending<O> {
 fn run_at((m_base, n_base, _): (u32, u32, u32), lane: u32, run: u32) -> (u32, u32) {
     let (piece, q) = (run / 4, run % 4);
     (m_base + lane / 8 + 4 * q, n_base + 64 * piece + 8 * (lane % 8))
+}
+
+/// Requests the global inputs of `lane`'s run `run` (< RUNS) of a warp's staged tile at
+/// `rows` (as [`run_at`]) through `sink`: none for a row past M.
+#[inline(always)]
+fn load_run<O: VecIo<8>>(
+    sink: &Epilogue<O>,
+    rows: (u32, u32, u32),
+    lane: u32,
+    run: u32,
+) -> (RunInputs, RunBias) {
+    let (m, n) = run_at(rows, lane, run);
+    let inputs = if m < rows.2 {
+        // SAFETY: row m < M, as the sink requires.
+        unsafe { sink.load_inputs8(m, n) }
+    } else {
+        RunInputs::default()
+    };
+    (inputs, sink.load_bias8(n))
 }
