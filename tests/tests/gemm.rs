@@ -242,7 +242,7 @@ where
         let a_view = da.view().slice(a_off..a_off + s.a_len()).unwrap();
         let b_view = db.view().slice(b_off..b_off + s.b_len()).unwrap();
         let c_view = dc.view_mut().slice_mut(c_off..c_total).unwrap();
-        let launched = if s.split_k > 1 {
+        let launched = if s.workspace_len() > 0 {
             let mut workspace = poisoned::<D, f32>(dev, s.workspace_len()).unwrap();
             gemm_split_k(dev, s, a_view, b_view, c_view, epilogue, workspace.view_mut())
         } else {
@@ -1004,7 +1004,7 @@ kernel_tests! {
 /// the same layouts, with the fused epilogue, split-K and, for 16-bit, GELU backward, with
 /// blocks of one, two and three units; for 16-bit, the deferred epilogue (forced), fused,
 /// bias-only, batched and GELU backward with column sums, the last bit for bit as the 128 ×
-/// 128 tiles. On a GPU `Auto` already picks the kernel for these
+/// 128 tiles, and stream-K ([`check_stream_k`]). On a GPU `Auto` already picks the kernel for these
 /// cases on Hopper; the simulator runs the sm_90a module. The GELU backward cases of every
 /// tile (and the batched one) write the column sums too.
 fn check_wgmma<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
@@ -1142,6 +1142,45 @@ fn check_wgmma<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
     let narrow = Case { spec: GemmSpec { wgmma_tile: WgmmaTile::N128, ..de_dx.spec }, ..de_dx };
     let want = run::<D, I, O>(dev, &mut second, &narrow);
     assert_bits_eq("deferred against 128 × 128 tiles", rng.seed(), &got, &want);
+    check_stream_k::<D, I, O>(dev, &mut rng, precision);
+}
+
+/// Stream-K: 3 × 3 tiles of 128 × 256 with 10 k-tiles each (K = 600), 90
+/// iterations shared by grids of 2 (whole tiles inside each block's range, the middle tile
+/// split in two), 4 (a partial segment at both ends of every block), 7 and 13 (blocks inside a
+/// tile, tiles split three and four ways), with the workspace's slots poisoned: the weight
+/// gradient (`cr`, β = 1), and `rc` with α, β, a bias, GELU with its pre-activation stored and
+/// the column sums, whose rows the last warp of each tile writes. The same bits on a second
+/// launch (each grid adds the segments in its own grouping: within tolerance of the
+/// reference).
+fn check_stream_k<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
+    dev: &D,
+    rng: &mut TestRng,
+    precision: Precision,
+) {
+    let (r, c) = (Layout::RowMajor, Layout::ColMajor);
+    let stream = |m, n, layouts, blocks| {
+        let mut case = Case::new(m, n, 600, layouts, precision);
+        case.spec.engine = GemmEngine::Wgmma;
+        case.spec.wgmma_tile = WgmmaTile::StreamK;
+        case.spec.stream_k_blocks = blocks;
+        case.aligned()
+    };
+    for blocks in [2, 4, 7, 13] {
+        let mut dw = stream(300, 520, (c, r), blocks);
+        dw.spec.beta = 1.0;
+        run::<D, I, O>(dev, rng, &dw);
+    }
+    let mut fused = stream(300, 520, (r, c), 4).summed();
+    (fused.bias, fused.act) = (true, Act::Gelu { store: true });
+    (fused.spec.alpha, fused.spec.beta) = (rng.scalar(0.5, 2.0), 0.5);
+    run::<D, I, O>(dev, rng, &fused);
+    let mut dw = stream(260, 300, (c, r), 5);
+    dw.spec.beta = 1.0;
+    let (mut first, mut second) = rng.twins();
+    let got = run::<D, I, O>(dev, &mut first, &dw);
+    let again = run::<D, I, O>(dev, &mut second, &dw);
+    assert_bits_eq("stream-K, second launch", rng.seed(), &again, &got);
 }
 
 /// `case` as `batch` batches, each matrix followed by a gap that keeps the next one 16-byte

@@ -33,8 +33,10 @@
 //! cooperative; the `gemm_wgmma_de_*` entries, A row-major only, whole tiles only: no
 //! split-K), each consumer warp moving its accumulators to shared memory after a tile's
 //! mainloop and running that tile's epilogue a run at a time between the k-tiles of the next
-//! tile's mainloop. The host picks one per GEMM and sizes `tiles_n`, the B box and the shared
-//! memory for it.
+//! tile's mainloop; or stream-K ([`wg::STREAM_K`], the 128 × 256 cooperative tiles; the
+//! `gemm_wgmma_sk_*` entries, 16-bit inputs, `rc` and `cr`, one batch, no split-K),
+//! the grid's blocks sharing the tiles' k-tiles evenly ([`stream_k`]). The host picks one per
+//! GEMM and sizes `tiles_n`, the B box and the shared memory for it.
 //!
 //! # Everything else
 //! The epilogue (alpha, beta, bias, GELU, GELU backward, output types, column sums), split-K
@@ -79,7 +81,9 @@ pub struct WgmmaGemmParams<I: Copy, O: Copy> {
     /// Work units (`batch ·` [`units_per_batch`]`(tiles_m · tiles_n, split_k, whole_tiles)`)
     /// the persistent grid walks: block `b` takes units `b, b + gridDim.x, …`; unit `u` is
     /// [`work_unit`]`(u, …)` (without a tail split: batch `u / (tiles · split_k)`, slice
-    /// `(u / tiles) % split_k` of tile `u % tiles`).
+    /// `(u / tiles) % split_k` of tile `u % tiles`). For the stream-K entries
+    /// ([`wg::STREAM_K`]): the number of tiles (one batch), whose k-tiles the grid's blocks
+    /// share ([`stream_k`]).
     pub units: u32,
 }
 
@@ -160,19 +164,28 @@ pub mod wg {
         /// a tile at once and writes them out between the k-tiles of its next tile's
         /// mainloop.
         pub deferred: bool,
+        /// Stream-K (cooperative): the grid's blocks share the tiles' k-tiles evenly
+        /// ([`super::stream_k`]) instead of taking whole work units.
+        pub stream_k: bool,
     }
 
     /// 128 × 128 tiles, 4 stages, cooperative: every entry.
-    pub const N128: Tile = Tile { bn: 128, stages: 4, pingpong: false, deferred: false };
+    pub const N128: Tile =
+        Tile { bn: 128, stages: 4, pingpong: false, deferred: false, stream_k: false };
     /// 128 × 256 tiles, 3 stages (4 would not fit with the epilogue staging), cooperative:
     /// the `gemm_wgmma_n256_*` entries.
-    pub const N256: Tile = Tile { bn: 256, stages: 3, pingpong: false, deferred: false };
+    pub const N256: Tile =
+        Tile { bn: 256, stages: 3, pingpong: false, deferred: false, stream_k: false };
     /// 128 × 128 tiles, 5 stages (the most that fit), ping-pong: the `gemm_wgmma_pp_*`
     /// entries.
-    pub const PINGPONG: Tile = Tile { bn: 128, stages: 5, pingpong: true, deferred: false };
+    pub const PINGPONG: Tile =
+        Tile { bn: 128, stages: 5, pingpong: true, deferred: false, stream_k: false };
+    /// 128 × 256 tiles, 3 stages, cooperative, stream-K: the `gemm_wgmma_sk_*` entries.
+    pub const STREAM_K: Tile = Tile { stream_k: true, ..N256 };
     /// 128 × 128 tiles, 4 stages (with a whole tile's staging, 5 would not fit), cooperative,
     /// deferred epilogue: the `gemm_wgmma_de_*` entries.
-    pub const DEFERRED: Tile = Tile { bn: 128, stages: 4, pingpong: false, deferred: true };
+    pub const DEFERRED: Tile =
+        Tile { bn: 128, stages: 4, pingpong: false, deferred: true, stream_k: false };
 
     impl Tile {
         /// f32 accumulators per consumer thread: a BM × BN tile (ping-pong) or half of it
@@ -288,6 +301,15 @@ macro_rules! wgmma_family {
             cc: None,
         };
     };
+    ($(#[$doc:meta])* $name:ident: $in:ty => $out:ty, $prefix:literal, $suffix:literal, rc_cr) => {
+        $(#[$doc])*
+        pub const $name: WgmmaKernels<$in, $out> = WgmmaKernels {
+            rr: None,
+            rc: Kernel::new(concat!($prefix, "_rc_", $suffix)),
+            cr: Some(Kernel::new(concat!($prefix, "_cr_", $suffix))),
+            cc: None,
+        };
+    };
 }
 
 wgmma_family!(/// `gemm_wgmma_bf16_*_bf16`: wgmma m64n128k16 BF16, bf16 output.
@@ -349,6 +371,18 @@ wgmma_family!(/// `gemm_wgmma_de_f16_{rr,rc}_f16`: 128 × 128 tiles with the def
 wgmma_family!(/// `gemm_wgmma_de_f16_{rr,rc}_f32`: as [`WGMMA_DE_F16_F16`], f32 output.
     WGMMA_DE_F16_F32: F16 => f32, "gemm_wgmma_de_f16", "f32", a_row_major);
 
+wgmma_family!(/// `gemm_wgmma_sk_bf16_{rc,cr}_bf16`: 128 × 256 tiles under stream-K
+    /// ([`wg::STREAM_K`]), wgmma m64n256k16 BF16, bf16 output; `cr` is the weight gradients'
+    /// `dYᵀ·X`, whose few tiles and long K leave SMs idle on whole tiles.
+    WGMMA_SK_BF16_BF16: Bf16 => Bf16, "gemm_wgmma_sk_bf16", "bf16", rc_cr);
+wgmma_family!(/// `gemm_wgmma_sk_bf16_{rc,cr}_f32`: as [`WGMMA_SK_BF16_BF16`], f32 output (the
+    /// trainer's weight gradients).
+    WGMMA_SK_BF16_F32: Bf16 => f32, "gemm_wgmma_sk_bf16", "f32", rc_cr);
+wgmma_family!(/// `gemm_wgmma_sk_f16_{rc,cr}_f16`: as [`WGMMA_SK_BF16_BF16`], FP16.
+    WGMMA_SK_F16_F16: F16 => F16, "gemm_wgmma_sk_f16", "f16", rc_cr);
+wgmma_family!(/// `gemm_wgmma_sk_f16_{rc,cr}_f32`: as [`WGMMA_SK_F16_F16`], f32 output.
+    WGMMA_SK_F16_F32: F16 => f32, "gemm_wgmma_sk_f16", "f32", rc_cr);
+
 /// Every entry of a family.
 const fn family_sigs<I: Copy + 'static, O: Copy + 'static>(
     f: &WgmmaKernels<I, O>,
@@ -366,8 +400,8 @@ const fn sig_of<I: Copy + 'static, O: Copy + 'static>(
 }
 
 /// Number of Hopper GEMM entries: 17 of 128 × 128 tiles, 17 of 128 × 256, 9 ping-pong, 8
-/// deferred.
-const ENTRIES: usize = 2 * (4 * 4 + 1) + (4 * 2 + 1) + 4 * 2;
+/// deferred, 8 stream-K.
+const ENTRIES: usize = 2 * (4 * 4 + 1) + (4 * 2 + 1) + 4 * 2 + 4 * 2;
 
 /// Every Hopper GEMM entry (exported by the sm_90a module only).
 pub const KERNELS: &[KernelSig] = &{
@@ -391,6 +425,10 @@ pub const KERNELS: &[KernelSig] = &{
         family_sigs(&WGMMA_DE_BF16_F32),
         family_sigs(&WGMMA_DE_F16_F16),
         family_sigs(&WGMMA_DE_F16_F32),
+        family_sigs(&WGMMA_SK_BF16_BF16),
+        family_sigs(&WGMMA_SK_BF16_F32),
+        family_sigs(&WGMMA_SK_F16_F16),
+        family_sigs(&WGMMA_SK_F16_F32),
     ];
     let mut out = [WGMMA_TF32_F32.rc.sig(); ENTRIES];
     let (mut f, mut n) = (0, 0);
@@ -421,3 +459,124 @@ pub const LAUNCH_BOUNDS: &[LaunchBounds] = &{
     }
     out
 };
+
+/// The stream-K schedule of the `gemm_wgmma_sk_*` entries ([`wg::STREAM_K`]).
+///
+/// A GEMM of `tiles` block tiles of `k_tiles` k-tiles each is `iters = tiles · k_tiles`
+/// iterations, tile-major (iteration `i` is k-tile `i % k_tiles` of tile `raster(i / k_tiles)`).
+/// Block `b` of a grid of `g ≤ iters` blocks takes iterations [`start`]`(b) .. start(b + 1)` in
+/// order: a *segment* per tile it touches, all of that tile's k-tiles or some of them. So every
+/// SM multiplies the same number of k-tiles (±1), whatever the number of tiles, where a grid
+/// walking whole tiles idles the SMs a last partial wave leaves over (the weight gradients'
+/// 144 or 108 tiles of 128 × 128 on 132 SMs). A block's first and last segments may be
+/// partial; the ones between are whole tiles.
+///
+/// A whole segment goes through the epilogue as usual. A partial one stores its f32 sums to
+/// the block's slot for it ([`slot`]: `2b` for the block's first segment, `2b + 1` for its
+/// last) in the workspace, and each consumer warp then counts its part in with an atomic add
+/// on its own counter of the tile (`COUNTERS_PER_TILE` per tile, after the
+/// `2g` slots, zero before the launch); the warp that brings its counter to the number of the
+/// tile's segments adds every segment's sums from the workspace in k order, its own
+/// included, and writes its rows through the epilogue. The sums, and so the result, depend
+/// only on the grid size: the same bits on every run with the same number of blocks.
+pub mod stream_k {
+    use super::wg;
+    use crate::gemm::div;
+
+    /// Counters per tile: one per consumer warp (8), each covering that warp's 16 rows.
+    pub const COUNTERS_PER_TILE: u32 = 8;
+
+    /// Whether a grid of `g` blocks may share `iters` iterations: `1 ≤ g ≤ iters` and
+    /// `g · iters` fits in 32 bits (the device's arithmetic in [`start`] and [`block_of`]).
+    #[inline]
+    pub const fn fits(g: u32, iters: u32) -> bool {
+        g >= 1 && g <= iters && (g as u64) * (iters as u64) <= u32::MAX as u64
+    }
+
+    /// The first iteration of block `b ≤ g` of `g` (`start(g) = iters`); [`fits`]`(g, iters)`.
+    #[inline]
+    pub const fn start(b: u32, g: u32, iters: u32) -> u32 {
+        div(b.wrapping_mul(iters), g)
+    }
+
+    /// The block of `g` whose iterations include `i < iters`; [`fits`]`(g, iters)`.
+    #[inline]
+    pub const fn block_of(i: u32, g: u32, iters: u32) -> u32 {
+        div((i + 1).wrapping_mul(g).wrapping_sub(1), iters)
+    }
+
+    /// The workspace slot of block `b`'s partial segment of the tile whose first iteration is
+    /// `tile_start`: `2b` when it is the block's first segment (the block starts inside the
+    /// tile), `2b + 1` when it is its last (the block started before the tile).
+    #[inline]
+    pub const fn slot(b: u32, g: u32, iters: u32, tile_start: u32) -> u32 {
+        2 * b + (start(b, g, iters) < tile_start) as u32
+    }
+
+    /// f32 of one slot: a block tile `bn` wide.
+    #[inline]
+    pub const fn slot_len(bn: u32) -> usize {
+        (wg::BM * bn) as usize
+    }
+
+    /// f32 words of the workspace of a grid of `g` blocks over `tiles` tiles `bn` wide: `2g`
+    /// slots, then `COUNTERS_PER_TILE` u32 counters per tile (zero before a launch).
+    #[inline]
+    pub const fn workspace_len(g: u32, tiles: u32, bn: u32) -> usize {
+        2 * g as usize * slot_len(bn) + counters_len(tiles)
+    }
+
+    /// The counters' words ([`workspace_len`]'s tail).
+    #[inline]
+    pub const fn counters_len(tiles: u32) -> usize {
+        (tiles * COUNTERS_PER_TILE) as usize
+    }
+}
+
+#[cfg(test)]
+mod stream_k_tests {
+    extern crate std;
+    use super::stream_k::*;
+    use std::collections::BTreeMap;
+    use std::vec::Vec;
+
+    /// Every iteration belongs to exactly one block, `block_of` inverts `start`, a block has at
+    /// most two partial segments, and the partial segments of a tile take distinct slots, the
+    /// first and last of their blocks.
+    #[test]
+    fn blocks_share_the_iterations_and_partial_segments_own_their_slots() {
+        for tiles in 1..9u32 {
+            for k_tiles in 1..7u32 {
+                let iters = tiles * k_tiles;
+                for g in 1..=iters.min(20) {
+                    assert!(fits(g, iters));
+                    let mut slots: BTreeMap<u32, (u32, u32)> = BTreeMap::new();
+                    for b in 0..g {
+                        let (lo, hi) = (start(b, g, iters), start(b + 1, g, iters));
+                        assert!(lo < hi, "block {b} of {g} has no iterations");
+                        for i in lo..hi {
+                            assert_eq!(block_of(i, g, iters), b, "{tiles} {k_tiles} {g} {i}");
+                        }
+                        let mut partial = Vec::new();
+                        let mut i = lo;
+                        while i < hi {
+                            let (tile, kt0) = (i / k_tiles, i % k_tiles);
+                            let kt1 = k_tiles.min(kt0 + hi - i);
+                            if kt1 - kt0 < k_tiles {
+                                partial.push((i == lo, tile, slot(b, g, iters, tile * k_tiles)));
+                            }
+                            i += kt1 - kt0;
+                        }
+                        assert!(partial.len() <= 2);
+                        for (first, tile, s) in partial {
+                            assert_eq!(s, 2 * b + u32::from(!first));
+                            assert!(slots.insert(s, (tile, b)).is_none(), "slot {s} twice");
+                        }
+                    }
+                    assert!(slots.keys().all(|&s| s < 2 * g));
+                }
+            }
+        }
+        assert!(!fits(0, 5) && !fits(6, 5) && fits(132, 18_432) && !fits(132, 40_000_000));
+    }
+}

@@ -67,3 +67,21 @@ pub unsafe fn prefetch_l2(ptr: *const u8) {
              p = in(reg64) ptr, options(readonly, nostack, preserves_flags));
     }
 }
+
+/// `atom.global.add.u32` (relaxed, GPU scope): adds `v` to the word at `ptr` and returns its
+/// previous value.
+///
+/// # Safety
+/// `ptr` must be a 4-byte aligned global address of a writable word. Minimum sm_20.
+#[inline(always)]
+pub unsafe fn atom_add_u32(ptr: *mut u32, v: u32) -> u32 {
+    let old: u32;
+    // SAFETY: validity and alignment are the caller's contract.
+    unsafe {
+        asm!("{{ .reg .b64 g; cvta.to.global.u64 g, {p};",
+             "atom.global.add.u32 {o}, [g], {v}; }}",
+             p = in(reg64) ptr, v = in(reg32) v, o = out(reg32) old,
+             options(nostack, preserves_flags));
+    }
+    old
+}

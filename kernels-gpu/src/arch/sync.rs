@@ -28,6 +28,18 @@ pub unsafe fn bar_warp_sync() {
     unsafe { asm!("bar.warp.sync 0xffffffff;", options(nostack, preserves_flags)) }
 }
 
+/// `fence.acq_rel.gpu`: orders this thread's memory accesses before the fence against those
+/// after it for every thread of the GPU: with an atomic between them, the release of one
+/// block's stores and the acquire of another's loads (stream-K's partial sums).
+///
+/// # Safety
+/// None beyond executing on sm_70 or later.
+#[inline(always)]
+pub unsafe fn fence_acq_rel_gpu() {
+    // SAFETY: a fence; no `nomem`, so the compiler moves no memory access across it.
+    unsafe { asm!("fence.acq_rel.gpu;", options(nostack, preserves_flags)) }
+}
+
 /// `elect.sync _|p, 0xffffffff`: elects one lane of the full warp (the same lane for every
 /// caller) and returns true in that lane only.
 ///

@@ -29,6 +29,8 @@ pub mod wgmma;
 pub mod wgmma_deferred;
 #[cfg(target_feature = "sm_90a")]
 pub mod wgmma_pingpong;
+#[cfg(target_feature = "sm_90a")]
+pub mod wgmma_stream_k;
 
 use crate::entry::entries;
 use kernel_abi::gemm::{BiasGradParams, BiasGradReduceParams, GemmParams};
@@ -138,5 +140,13 @@ mod hopper {
         gemm_wgmma_de_f16_rc_f16(WgmmaGemmParams<F16, F16>) => de::gemm::<F16Wg, K, K, F16>;
         gemm_wgmma_de_f16_rr_f32(WgmmaGemmParams<F16, f32>) => de::gemm::<F16Wg, K, MN, f32>;
         gemm_wgmma_de_f16_rc_f32(WgmmaGemmParams<F16, f32>) => de::gemm::<F16Wg, K, K, f32>;
+        gemm_wgmma_sk_bf16_rc_bf16(WgmmaGemmParams<Bf16, Bf16>) => wgmma::gemm_stream_k::<Bf16Wg, K, K, Bf16>;
+        gemm_wgmma_sk_bf16_cr_bf16(WgmmaGemmParams<Bf16, Bf16>) => wgmma::gemm_stream_k::<Bf16Wg, MN, MN, Bf16>;
+        gemm_wgmma_sk_f16_rc_f16(WgmmaGemmParams<F16, F16>) => wgmma::gemm_stream_k::<F16Wg, K, K, F16>;
+        gemm_wgmma_sk_f16_cr_f16(WgmmaGemmParams<F16, F16>) => wgmma::gemm_stream_k::<F16Wg, MN, MN, F16>;
+        gemm_wgmma_sk_bf16_rc_f32(WgmmaGemmParams<Bf16, f32>) => wgmma::gemm_stream_k::<Bf16Wg, K, K, f32>;
+        gemm_wgmma_sk_bf16_cr_f32(WgmmaGemmParams<Bf16, f32>) => wgmma::gemm_stream_k::<Bf16Wg, MN, MN, f32>;
+        gemm_wgmma_sk_f16_rc_f32(WgmmaGemmParams<F16, f32>) => wgmma::gemm_stream_k::<F16Wg, K, K, f32>;
+        gemm_wgmma_sk_f16_cr_f32(WgmmaGemmParams<F16, f32>) => wgmma::gemm_stream_k::<F16Wg, MN, MN, f32>;
     }
 }

@@ -81,13 +81,14 @@
 //! split-K partial sums of [`Epilogue::partials`].
 
 use super::epilogue::{Epilogue, STAGE_ROW_WORDS, VecIo, write_piece};
+use super::wgmma_stream_k;
 use crate::arch::{
     block_idx_x, grid_dim_x, lane_id, mbarrier, smem, sync, thread_idx_x, tma, warpgroup, wgmma,
 };
 use crate::elem::Elem;
 use crate::unroll::unroll;
 use kernel_abi::gemm::{GemmParams, RASTER_GROUP, div, raster, rem, work_unit};
-use kernel_abi::gemm_wgmma::{TensorMap, WgmmaGemmParams, wg};
+use kernel_abi::gemm_wgmma::{TensorMap, WgmmaGemmParams, stream_k, wg};
 use kernel_abi::{Bf16, F16};
 
 /// wgmma k-steps per stage.
@@ -163,6 +164,9 @@ pub trait Width {
     /// tile); `p` is a constant wherever it is called, so the choice folds away.
     fn panel(acc: &Self::Acc, p: usize) -> Option<&[f32; 64]>;
 
+    /// [`Width::panel`], writable.
+    fn panel_mut(acc: &mut Self::Acc, p: usize) -> Option<&mut [f32; 64]>;
+
     /// One m64n`TILE.bn` wgmma of flavour `T` into `acc`, as [`WgmmaOp::mma_n128`].
     ///
     /// # Safety
@@ -191,6 +195,11 @@ impl Width for N128 {
     }
 
     #[inline(always)]
+    fn panel_mut(acc: &mut [f32; 64], p: usize) -> Option<&mut [f32; 64]> {
+        (p == 0).then_some(acc)
+    }
+
+    #[inline(always)]
     unsafe fn mma<T: WgmmaOp, const A_MN: bool, const B_MN: bool>(
         acc: &mut [f32; 64],
         desc_a: u64,
@@ -212,6 +221,15 @@ impl Width for N256 {
         match p {
             0 => acc.first_chunk(),
             1 => acc.last_chunk(),
+            _ => None,
+        }
+    }
+
+    #[inline(always)]
+    fn panel_mut(acc: &mut [f32; 128], p: usize) -> Option<&mut [f32; 64]> {
+        match p {
+            0 => acc.first_chunk_mut(),
+            1 => acc.last_chunk_mut(),
             _ => None,
         }
     }
@@ -370,15 +388,26 @@ impl Ring {
     }
 }
 
-/// One work unit ([`work_unit`]): a block tile of batch `z` and its k-tiles `[kt0, kt1)`: all
-/// of K, or one K slice.
+/// Which part of its tile's products a [`Unit`] computes, and so where its sums go.
+#[derive(Clone, Copy)]
+pub(super) enum Part {
+    /// All of K: through the epilogue.
+    Whole,
+    /// K slice `slice` of the split tile `tail_tile` (its index among the split ones, `tile −
+    /// whole_tiles`): to the split-K workspace.
+    Slice { tail_tile: u32, slice: u32 },
+    /// A stream-K segment of tile `tile` (raster order) that is not all of its k-tiles: to the
+    /// block's workspace slot, then settled ([`super::wgmma_stream_k`]).
+    Stream { tile: u32 },
+}
+
+/// One work unit: a block tile of batch `z` and its k-tiles `[kt0, kt1)`: a unit of
+/// [`work_unit`] (all of K, or one K slice), or a stream-K segment ([`Work`]).
 pub(super) struct Unit {
     z: u32,
     pub(super) m0: u32,
     pub(super) n0: u32,
-    /// The tile's index among the split ones (`tile − whole_tiles`) and the K slice, or `None`
-    /// for a whole tile.
-    split: Option<(u32, u32)>,
+    pub(super) part: Part,
     kt0: u32,
     kt1: u32,
 }
@@ -394,14 +423,29 @@ impl Unit {
         let w = work_unit(u, p.tiles_m * p.tiles_n, p.split_k, p.whole_tiles);
         let (tile_m, tile_n) = raster(w.tile, p.tiles_m, p.tiles_n, RASTER_GROUP);
         let k_tiles = p.k.div_ceil(bk);
-        let (kt0, kt1, split) = match w.slice {
-            None => (0, k_tiles, None),
-            Some(s) => {
-                let kt0 = s * p.k_tiles_per_split;
-                (kt0, k_tiles.min(kt0 + p.k_tiles_per_split), Some((w.tile - p.whole_tiles, s)))
+        let (kt0, kt1, part) = match w.slice {
+            None => (0, k_tiles, Part::Whole),
+            Some(slice) => {
+                let kt0 = slice * p.k_tiles_per_split;
+                let tail_tile = w.tile - p.whole_tiles;
+                (kt0, k_tiles.min(kt0 + p.k_tiles_per_split), Part::Slice { tail_tile, slice })
             }
         };
-        Self { z: w.batch, m0: tile_m * wg::BM, n0: tile_n * bn, split, kt0, kt1 }
+        Self { z: w.batch, m0: tile_m * wg::BM, n0: tile_n * bn, part, kt0, kt1 }
+    }
+
+    /// The stream-K segment of k-tiles `[kt0, kt1)` of tile `tile` (raster order) of the
+    /// launch `p` (one batch), whose tiles are `bn` wide and have `k_tiles` k-tiles.
+    #[inline(always)]
+    fn segment<I: Copy, O: Copy>(
+        p: &GemmParams<I, O>,
+        tile: u32,
+        (kt0, kt1): (u32, u32),
+        (bn, k_tiles): (u32, u32),
+    ) -> Self {
+        let (tile_m, tile_n) = raster(tile, p.tiles_m, p.tiles_n, RASTER_GROUP);
+        let part = if kt1 - kt0 == k_tiles { Part::Whole } else { Part::Stream { tile } };
+        Self { z: 0, m0: tile_m * wg::BM, n0: tile_n * bn, part, kt0, kt1 }
     }
 
     /// Its batch.
@@ -422,6 +466,62 @@ pub(super) const fn bk<T: WgmmaOp>() -> u32 {
     wg::BK_BYTES / size_of::<T::In>() as u32
 }
 
+/// The work of this block, in order, for the producer and the cooperative consumers alike:
+/// units `b, b + gridDim.x, … < p.units` ([`work_unit`]), or under stream-K the segments of its
+/// iterations `stream_k::start(b) .. stream_k::start(b + 1)` ([`kernel_abi::gemm_wgmma::
+/// stream_k`]).
+pub(super) struct Work<const STREAM: bool> {
+    next: u32,
+    end: u32,
+    /// Under stream-K, the k-tiles per tile.
+    k_tiles: u32,
+}
+
+impl<const STREAM: bool> Work<STREAM> {
+    /// This block's work in the launch `p`, whose k-tiles are `bk` elements: stream-K
+    /// segments when `STREAM` (a `gemm_wgmma_sk_*` entry).
+    #[inline(always)]
+    pub(super) fn new<I: Copy, O: Copy>(p: &WgmmaGemmParams<I, O>, bk: u32) -> Self {
+        if !STREAM {
+            return Self { next: block_idx_x(), end: p.units, k_tiles: 0 };
+        }
+        let (b, g) = (block_idx_x(), grid_dim_x());
+        let k_tiles = p.gemm.k.div_ceil(bk);
+        let iters = p.units * k_tiles;
+        Self { next: stream_k::start(b, g, iters), end: stream_k::start(b + 1, g, iters), k_tiles }
+    }
+
+    /// Under stream-K, the k-tiles of a tile.
+    #[inline(always)]
+    pub(super) fn k_tiles(&self) -> u32 {
+        self.k_tiles
+    }
+
+    /// Whether there is a next unit ([`Work::take`]).
+    #[inline(always)]
+    pub(super) fn more(&self) -> bool {
+        self.next < self.end
+    }
+
+    /// The next unit, of tiles `bn` wide and k-tiles `bk` elements; [`Work::more`] holds.
+    #[inline(always)]
+    pub(super) fn take<I: Copy, O: Copy>(
+        &mut self,
+        p: &WgmmaGemmParams<I, O>,
+        (bn, bk): (u32, u32),
+    ) -> Unit {
+        if !STREAM {
+            let unit = Unit::new(&p.gemm, self.next, (bn, bk));
+            self.next += grid_dim_x();
+            return unit;
+        }
+        let (tile, kt0) = (div(self.next, self.k_tiles), rem(self.next, self.k_tiles));
+        let kt1 = self.k_tiles.min(kt0 + (self.end - self.next));
+        self.next += kt1 - kt0;
+        Unit::segment(&p.gemm, tile, (kt0, kt1), (bn, self.k_tiles))
+    }
+}
+
 /// The kernel body of the cooperative tiles ([`N128`], [`N256`]).
 ///
 /// # Safety
@@ -432,14 +532,49 @@ pub(super) const fn bk<T: WgmmaOp>() -> u32 {
 pub unsafe fn gemm<T: WgmmaOp, W: Width, const A_MN: bool, const B_MN: bool, O: VecIo<8>>(
     p: WgmmaGemmParams<T::In, O>,
 ) {
+    // SAFETY: forwarded contract.
+    unsafe { cooperative::<T, W, A_MN, B_MN, O, false>(p) }
+}
+
+/// The kernel body of the stream-K tiles ([`wg::STREAM_K`]: [`N256`] geometry, the grid's
+/// blocks sharing the tiles' k-tiles; `kernel_abi::gemm_wgmma::stream_k`).
+///
+/// # Safety
+/// As [`gemm`], with `p.units` the number of tiles (one batch, `split_k == 1`), a grid of `g`
+/// blocks such that `stream_k::fits(g, units · k_tiles)`, and a workspace of
+/// `stream_k::workspace_len(g, units, 256)` f32 whose counters are zero.
+#[inline(always)]
+pub unsafe fn gemm_stream_k<T: WgmmaOp, const A_MN: bool, const B_MN: bool, O: VecIo<8>>(
+    p: WgmmaGemmParams<T::In, O>,
+) {
+    // SAFETY: forwarded contract.
+    unsafe { cooperative::<T, N256, A_MN, B_MN, O, true>(p) }
+}
+
+/// [`gemm`] (`STREAM` false) and [`gemm_stream_k`] (`STREAM` true).
+///
+/// # Safety
+/// That of the entry.
+#[inline(always)]
+unsafe fn cooperative<
+    T: WgmmaOp,
+    W: Width,
+    const A_MN: bool,
+    const B_MN: bool,
+    O: VecIo<8>,
+    const STREAM: bool,
+>(
+    p: WgmmaGemmParams<T::In, O>,
+) {
+    let tile = if STREAM { wg::STREAM_K } else { W::TILE };
     // SAFETY: the launch contract is `run_block`'s, which calls the consumer closure in all
     // 256 consumer threads.
     unsafe {
-        run_block::<T, A_MN, B_MN, O>(
+        run_block::<T, A_MN, B_MN, O, STREAM>(
             &p,
-            W::TILE,
+            tile,
             #[inline(always)]
-            |smem, cwarp| consume::<T, W, A_MN, B_MN, O>(&p, smem, cwarp),
+            |smem, cwarp| consume::<T, W, A_MN, B_MN, O, STREAM>(&p, smem, cwarp),
         );
     }
 }
@@ -460,7 +595,13 @@ pub unsafe fn gemm<T: WgmmaOp, W: Width, const A_MN: bool, const B_MN: bool, O: 
 /// `tile.smem_bytes()` of dynamic shared memory, tensor maps of A and B as
 /// `kernel_abi::gemm_wgmma` describes for the tile, on buffers it validated.
 #[inline(always)]
-pub(super) unsafe fn run_block<T: WgmmaOp, const A_MN: bool, const B_MN: bool, O: Elem>(
+pub(super) unsafe fn run_block<
+    T: WgmmaOp,
+    const A_MN: bool,
+    const B_MN: bool,
+    O: Elem,
+    const STREAM: bool,
+>(
     p: &WgmmaGemmParams<T::In, O>,
     tile: wg::Tile,
     consumer: impl FnOnce(Smem, u32),
@@ -488,7 +629,7 @@ pub(super) unsafe fn run_block<T: WgmmaOp, const A_MN: bool, const B_MN: bool, O
         if warp < 4 {
             warpgroup::setmaxnreg_dec::<{ wg::PRODUCER_REGS }>();
             if warp == 0 && sync::elect_sync() {
-                produce::<T, A_MN, B_MN, O>(p, smem);
+                produce::<T, A_MN, B_MN, O, STREAM>(p, smem);
             }
         } else {
             warpgroup::setmaxnreg_inc::<{ wg::CONSUMER_REGS }>();
@@ -508,7 +649,7 @@ pub(super) unsafe fn run_block<T: WgmmaOp, const A_MN: bool, const B_MN: bool, O
 /// One thread of the block calls it, after [`run_block`]'s prologue; the tensor maps are valid for
 /// `smem.tile`.
 #[inline(always)]
-unsafe fn produce<T: WgmmaOp, const A_MN: bool, const B_MN: bool, O: Elem>(
+unsafe fn produce<T: WgmmaOp, const A_MN: bool, const B_MN: bool, O: Elem, const STREAM: bool>(
     p: &WgmmaGemmParams<T::In, O>,
     smem: Smem,
 ) {
@@ -522,16 +663,16 @@ unsafe fn produce<T: WgmmaOp, const A_MN: bool, const B_MN: bool, O: Elem>(
         tma::fence_proxy_tensormap_acquire_sys(tmap_b);
     }
     let mut ring = Ring::new(tile.stages);
-    let mut u = block_idx_x();
-    while u < p.units {
-        let unit = Unit::new(&p.gemm, u, (bn, bk));
+    let mut work = Work::<STREAM>::new(p, bk);
+    while work.more() {
+        let unit = work.take(p, (bn, bk));
         // The epilogue's rows to prefetch after each k-tile: all of them over the first half
         // of the unit's k-tiles, a few per k-tile, so that no stage's loads wait long for them.
         let prefetch_rows = div(2 * wg::BM + unit.k_tiles() - 1, unit.k_tiles());
-        let l2 = match unit.split {
+        let l2 = match unit.part {
             // SAFETY: a whole tile's epilogue is `Epilogue::new`'s; `n0` is a multiple of 64.
-            None => unsafe { Epilogue::new(&p.gemm, unit.z).l2_rows(unit.n0, bn) },
-            Some(_) => None,
+            Part::Whole => unsafe { Epilogue::new(&p.gemm, unit.z).l2_rows(unit.n0, bn) },
+            Part::Slice { .. } | Part::Stream { .. } => None,
         };
         for kt in unit.kt0..unit.kt1 {
             let s = ring.stage;
@@ -557,7 +698,6 @@ unsafe fn produce<T: WgmmaOp, const A_MN: bool, const B_MN: bool, O: Elem>(
             }
             ring.advance();
         }
-        u += grid_dim_x();
     }
 }
 
@@ -682,7 +822,14 @@ pub(super) unsafe fn drain(smem: Smem, held: Option<u32>, lane: u32) {
 /// # Safety
 /// All 256 consumer threads call it together, after [`run_block`]'s prologue.
 #[inline(always)]
-unsafe fn consume<T: WgmmaOp, W: Width, const A_MN: bool, const B_MN: bool, O: VecIo<8>>(
+unsafe fn consume<
+    T: WgmmaOp,
+    W: Width,
+    const A_MN: bool,
+    const B_MN: bool,
+    O: VecIo<8>,
+    const STREAM: bool,
+>(
     p: &WgmmaGemmParams<T::In, O>,
     smem: Smem,
     cwarp: u32,
@@ -694,9 +841,9 @@ unsafe fn consume<T: WgmmaOp, W: Width, const A_MN: bool, const B_MN: bool, O: V
     // both 8 KiB into the tile.
     let a_rows = group * MN_ATOM_BYTES;
     let mut ring = Ring::new(W::TILE.stages);
-    let mut u = block_idx_x();
-    while u < p.units {
-        let unit = Unit::new(&p.gemm, u, (bn, bk));
+    let mut work = Work::<STREAM>::new(p, bk);
+    while work.more() {
+        let unit = work.take(p, (bn, bk));
         let mut acc = W::ZERO;
         let mma = #[inline(always)]
         |a, b, kk, scale_d| {
@@ -709,16 +856,31 @@ unsafe fn consume<T: WgmmaOp, W: Width, const A_MN: bool, const B_MN: bool, O: V
         let held = unsafe { mainloop(smem, &mut ring, &unit, lane, mma, || {}) };
         // SAFETY: the whole warpgroup, after its mainloop.
         unsafe { drain(smem, held, lane) };
+        // A partial stream-K segment's warp writes its rows only when it is the last of the
+        // tile's to finish, with the sums of them all.
+        let write = match unit.part {
+            _ if !STREAM => true,
+            // SAFETY: the warp is converged (the loop is warp-uniform) and its accumulators
+            // final; the launch is a stream-K one.
+            Part::Stream { tile } => unsafe {
+                wgmma_stream_k::settle::<W, _, _>(p, tile, work.k_tiles(), &mut acc, cwarp)
+            },
+            Part::Whole | Part::Slice { .. } => true,
+        };
         let row = 64 * group + 16 * warp_in_group;
-        // SAFETY: the warp is converged here (the loop above is warp-uniform); the staging
-        // buffer is this warp's own, disjoint from the stages.
-        unsafe { write_unit::<W, O, 1>(&p.gemm, &unit, &[acc], smem.staging(cwarp), lane, row) };
-        u += grid_dim_x();
+        if write {
+            // SAFETY: the warp is converged here (the loop above is warp-uniform); the staging
+            // buffer is this warp's own, disjoint from the stages.
+            unsafe {
+                write_unit::<W, O, 1>(&p.gemm, &unit, &[acc], smem.staging(cwarp), lane, row);
+            }
+        }
     }
 }
 
 /// Writes a consumer warp's accumulators of `unit`, `accs[h]` rows `row + 64h .. row + 64h +
-/// 16` of its tile, through the epilogue ([`Epilogue::new`]) for a whole tile, or as the slice's
+/// 16` of its tile, through the epilogue ([`Epilogue::new`]) for a whole tile (or a settled
+/// stream-K segment, whose accumulators hold all its tile's sums), or as the slice's
 /// partial sums: at their place in M × N ([`Epilogue::partials`]) when every tile is split, in
 /// the tile's own block ([`Epilogue::tail_partials`], tile coordinates) when only the tail is.
 ///
@@ -737,12 +899,12 @@ pub(super) unsafe fn write_unit<W: Width, O: VecIo<8>, const H: usize>(
     // SAFETY: forwarded contract; a tail tile's block holds its rows and columns inside M × N
     // in tile coordinates.
     unsafe {
-        match unit.split {
-            None => {
+        match unit.part {
+            Part::Whole | Part::Stream { .. } => {
                 let rows = (unit.m0 + row, unit.n0, p.m);
                 write_acc::<W, _, H>(&Epilogue::new(p, unit.z), accs, staging, lane, rows);
             }
-            Some((tail_tile, slice)) => {
+            Part::Slice { tail_tile, slice } => {
                 let (sink, rows) = if p.whole_tiles == 0 {
                     (Epilogue::partials(p, unit.z, slice), (unit.m0 + row, unit.n0, p.m))
                 } else {

@@ -65,7 +65,7 @@ pub unsafe fn gemm<T: WgmmaOp, const A_MN: bool, const B_MN: bool, O: VecIo<8>>(
     // SAFETY: the launch contract is `run_block`'s, which calls the consumer closure in all
     // 256 consumer threads.
     unsafe {
-        run_block::<T, A_MN, B_MN, O>(
+        run_block::<T, A_MN, B_MN, O, false>(
             &p,
             TILE,
             #[inline(always)]

@@ -60,7 +60,7 @@ pub unsafe fn gemm<T: WgmmaOp, const A_MN: bool, const B_MN: bool, O: VecIo<8>>(
     // SAFETY: the launch contract is `run_block`'s, which calls the consumer closure in all 256
     // consumer threads, so each warpgroup's 128 together.
     unsafe {
-        run_block::<T, A_MN, B_MN, O>(
+        run_block::<T, A_MN, B_MN, O, false>(
             &p,
             wg::PINGPONG,
             #[inline(always)]

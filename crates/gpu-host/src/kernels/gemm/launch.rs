@@ -6,11 +6,12 @@ use super::{
 };
 use crate::device::{Device, LaunchConfig};
 use crate::error::Result;
+use crate::kernels::elementwise::fill;
 use crate::view::{DeviceView, DeviceViewMut};
 use kernel_abi::gemm::{
     ACT_DGELU, ACT_GELU, ACT_NONE, GemmParams, SPLIT_REDUCE_THREADS, TAIL_BM, TAIL_BN, simt, tc,
 };
-use kernel_abi::gemm_wgmma::{WgmmaKernel, wg};
+use kernel_abi::gemm_wgmma::{WgmmaKernel, stream_k, wg};
 use kernel_abi::{DevicePtr, DevicePtrMut};
 
 fn check_ld(arg: &'static str, ld: usize, min: usize, what: &str) -> Result<()> {
@@ -110,6 +111,12 @@ pub fn gemm<D: Device, I: GemmTypes<O>, O: GemmOutput>(
         return Err(invalid(
             "split_k",
             format!("{} needs an f32 workspace: call gemm_split_k", spec.split_k),
+        ));
+    }
+    if spec.workspace_len() > 0 {
+        return Err(invalid(
+            "stream_k_blocks",
+            "stream-K needs an f32 workspace for its partial tiles: call gemm_split_k",
         ));
     }
     launch(dev, spec, a, b, c, epilogue, None)
@@ -219,7 +226,12 @@ fn launch<D: Device, I: GemmTypes<O>, O: GemmOutput>(
     if slices > 1 && !col_sums.is_null() {
         return Err(invalid("col_sums", format!("a launch split in {slices} writes none")));
     }
+    let stream_k = wgmma.is_some_and(|(tile, _)| tile.stream_k);
     let workspace = match (slices, workspace) {
+        (_, Some(w)) if stream_k => stream_k_workspace(dev, spec, w)?,
+        (_, None) if stream_k => {
+            return Err(invalid("stream_k_blocks", "a stream-K launch needs a workspace"));
+        }
         (1, _) => DevicePtrMut::null(),
         (_, Some(mut w)) => {
             check_covers("workspace", w.len(), spec.workspace_len_for(engine))?;
@@ -282,6 +294,24 @@ fn launch<D: Device, I: GemmTypes<O>, O: GemmOutput>(
         return Ok(());
     }
     split_reduce::<D, I::Abi, O>(dev, spec, &params)
+}
+
+/// The workspace of a stream-K launch of `spec`, checked, its tiles' counters zeroed
+/// (`kernel_abi::gemm_wgmma::stream_k`: the kernel counts the partial segments of each tile
+/// in them).
+fn stream_k_workspace<D: Device>(
+    dev: &D,
+    spec: &GemmSpec,
+    mut workspace: DeviceViewMut<'_, f32>,
+) -> Result<DevicePtrMut<f32>> {
+    let needed = spec.workspace_len_for(GemmEngine::Wgmma);
+    check_covers("workspace", workspace.len(), needed)?;
+    let (_, tiles) = spec
+        .stream_k_grid(GemmEngine::Wgmma)
+        .ok_or_else(|| invalid("stream_k_blocks", "a stream-K launch without a stream-K plan"))?;
+    let counters = needed - stream_k::counters_len(tiles)..needed;
+    fill(dev, workspace.reborrow().slice_mut(counters)?, 0.0)?;
+    Ok(workspace.ptr())
 }
 
 /// A Hopper entry and the block tile it was built for.

@@ -7,7 +7,7 @@ use crate::error::Result;
 use crate::ptx::PtxArch;
 use half::{bf16, f16};
 use kernel_abi::gemm::{TAIL_BM, TAIL_BN, simt, tc};
-use kernel_abi::gemm_wgmma::{WgmmaKernels, wg};
+use kernel_abi::gemm_wgmma::{WgmmaKernels, stream_k, wg};
 
 /// The matmul precision of a training mode (the project's speed ladder).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -60,6 +60,13 @@ pub enum WgmmaTile {
     /// picks it yet: the GEMM benchmark times it beside the others, so that a GPU run can
     /// decide where it wins (the GEMMs with a GELU or GELU-backward epilogue, first).
     Deferred,
+    /// Stream-K for the GEMMs [`GemmSpec::with_split_k_for`] plans (the weight gradients):
+    /// 128 × 256 tiles whose k-tiles the grid's blocks share evenly, one block per SM, instead
+    /// of whole tiles or K slices (16-bit inputs, `rc` or `cr`, one batch; the
+    /// plan falls back to `Auto`'s where those do not hold). Every other GEMM runs as under
+    /// `Auto`. `Auto` never picks it yet: `bench gemm` times it on the weight gradients, so
+    /// that a GPU run can decide.
+    StreamK,
 }
 
 impl WgmmaTile {
@@ -71,6 +78,7 @@ impl WgmmaTile {
             WgmmaTile::N256 => wg::N256,
             WgmmaTile::PingPong => wg::PINGPONG,
             WgmmaTile::Deferred => wg::DEFERRED,
+            WgmmaTile::StreamK => wg::STREAM_K,
         }
     }
 }
@@ -159,6 +167,10 @@ pub struct GemmSpec {
     pub engine: GemmEngine,
     /// The Hopper kernel's block tile, when it runs ([`WgmmaTile::Auto`] unless set).
     pub wgmma_tile: WgmmaTile,
+    /// Under [`WgmmaTile::StreamK`], the blocks of the stream-K grid, set by
+    /// [`GemmSpec::with_split_k_for`] (one per SM, at most one per k-tile); 0 (the default): no
+    /// stream-K. The workspace depends on it ([`GemmSpec::workspace_len`]).
+    pub stream_k_blocks: usize,
 }
 
 impl GemmSpec {
@@ -194,6 +206,7 @@ impl GemmSpec {
             whole_tiles: 0,
             engine: GemmEngine::Auto,
             wgmma_tile: WgmmaTile::Auto,
+            stream_k_blocks: 0,
         }
     }
 
@@ -313,6 +326,9 @@ impl GemmSpec {
     /// The workspace of [`GemmSpec::split_plan_for`] `engine`: `batch · slices · M · N`, or
     /// with a tail split one 128 × 128 block per tail tile and slice.
     pub(super) fn workspace_len_for(&self, engine: GemmEngine) -> usize {
+        if let Some((grid, tiles)) = self.stream_k_grid(engine) {
+            return stream_k::workspace_len(grid, tiles, wg::STREAM_K.bn);
+        }
         let per_slice = if self.whole_tiles == 0 {
             self.m.saturating_mul(self.n)
         } else {
@@ -322,6 +338,24 @@ impl GemmSpec {
             (1, _) => 0,
             (slices, _) => [slices, per_slice].iter().fold(self.batch, |a, &b| a.saturating_mul(b)),
         }
+    }
+
+    /// The stream-K launch of this spec on `engine`, `(grid, tiles)`: on the Hopper kernel under
+    /// [`WgmmaTile::StreamK`] with `stream_k_blocks` set, the grid of `min(stream_k_blocks,
+    /// iterations)` blocks sharing the `tiles` 128 × 256 tiles' k-tiles; `None` otherwise (or
+    /// where the schedule's 32-bit arithmetic would not hold them: `stream_k::fits`).
+    pub(super) fn stream_k_grid(&self, engine: GemmEngine) -> Option<(u32, u32)> {
+        if engine != GemmEngine::Wgmma
+            || self.wgmma_tile != WgmmaTile::StreamK
+            || self.stream_k_blocks == 0
+        {
+            return None;
+        }
+        let tiles = self.m.div_ceil(wg::BM as usize) * self.n.div_ceil(wg::STREAM_K.bn as usize);
+        let iters = tiles.checked_mul(self.k.div_ceil(self.block_k_for(engine)))?;
+        let grid = u32::try_from(self.stream_k_blocks.min(iters)).ok()?;
+        let (tiles, iters) = (u32::try_from(tiles).ok()?, u32::try_from(iters).ok()?);
+        stream_k::fits(grid, iters).then_some((grid, tiles))
     }
 
     /// The 128 × 128 tiles of one batch that a tail split divides over K (all but
@@ -403,6 +437,10 @@ impl GemmSpec {
     /// tiles, K = B·T), whose last wave of tiles left most SMs idle (the 3072 × 768 gradient,
     /// 144 tiles on 132 SMs, ran at 59% of cuBLAS on an H200 unsplit, and at 61% on an H100 in
     /// four slices, 2026-11-26: the partial sums of every tile cost more than the model said).
+    ///
+    /// Under [`WgmmaTile::StreamK`] it plans stream-K instead (`stream_k_blocks` =
+    /// `multiprocessors`, no split) where the stream-K entries take the spec on the Hopper
+    /// kernel, and otherwise plans as under [`WgmmaTile::Auto`], to which it sets the tile.
     pub fn with_split_k_for(self, multiprocessors: usize, arch: PtxArch) -> Self {
         self.plan_split(multiprocessors, arch, true)
     }
@@ -417,6 +455,16 @@ impl GemmSpec {
     /// The split plans of [`GemmSpec::with_split_k_for`], tail splits only if `tail`.
     fn plan_split(mut self, multiprocessors: usize, arch: PtxArch, tail: bool) -> Self {
         let engine = self.likely_engine(arch);
+        self.stream_k_blocks = 0;
+        if self.wgmma_tile == WgmmaTile::StreamK {
+            let planned =
+                Self { split_k: 1, whole_tiles: 0, stream_k_blocks: multiprocessors, ..self };
+            let entry = self.batch == 1 && self.has_wgmma_entry(WgmmaTile::StreamK);
+            if entry && planned.stream_k_grid(engine).is_some() {
+                return planned;
+            }
+            self.wgmma_tile = WgmmaTile::Auto;
+        }
         // Blocks per SM, and roughly the engine's FLOPs per byte of DRAM traffic on an H100 /
         // H200 (dense peak over bandwidth): what a slice's workspace costs against its math.
         // A split Hopper GEMM runs 128 × 128 tiles under `Auto`; a forced 128 × 256 tile keeps
@@ -469,7 +517,8 @@ impl GemmSpec {
     /// Whether the Hopper kernel has an entry of `tile` for this precision and these layouts
     /// (`Auto` stands for 128 × 128): 128 × 128 for BF16 and FP16 in every layout and TF32
     /// with A row-major and B column-major; 128 × 256 and ping-pong for A row-major (the
-    /// forward and `dX` GEMMs) in BF16 and FP16, and TF32's one layout.
+    /// forward and `dX` GEMMs) in BF16 and FP16, and TF32's one layout; stream-K for BF16 and
+    /// FP16 `rc` and `cr`.
     pub fn has_wgmma_entry(&self, tile: WgmmaTile) -> bool {
         let (a, b) = (self.a_layout, self.b_layout);
         let tile = tile.geometry();

@@ -612,6 +612,81 @@ mod engines {
     }
 
     #[test]
+    fn stream_k_is_planned_for_the_weight_gradients_and_launched_with_its_grid() {
+        let sms = 132;
+        let dev = MockDevice::new(PtxArch::Sm90a, 4);
+        let stream_k = |spec: GemmSpec| {
+            GemmSpec { wgmma_tile: WgmmaTile::StreamK, ..spec }
+                .with_split_k_for(sms, PtxArch::Sm90a)
+        };
+        // fc's weight gradient: 3072 × 768 in 24 × 3 tiles of 128 × 256, 256 k-tiles each.
+        let fc = stream_k(GemmSpec::linear_backward_weight(16384, 768, 3072, Precision::Bf16));
+        assert_eq!((fc.stream_k_blocks, fc.split_k, fc.whole_tiles), (sms, 1, 0));
+        assert_eq!(fc.stream_k_grid(GemmEngine::Wgmma), Some((132, 72)));
+        let slots = 2 * 132 * 128 * 256;
+        assert_eq!(fc.workspace_len(), slots + 72 * 8);
+        assert_eq!(fc.stream_k_grid(GemmEngine::MmaSync), None);
+        // Where the stream-K entries do not apply (TF32; a batch): `Auto`'s plan.
+        let tf32 = GemmSpec::linear_forward(16384, 768, 3072, Precision::Tf32);
+        let plain = tf32.with_split_k_for(sms, PtxArch::Sm90a);
+        assert_eq!(stream_k(tf32), plain);
+        assert_eq!(stream_k(tf32).wgmma_tile, WgmmaTile::Auto);
+        let batched = GemmSpec { batch: 2, stride_a: 1 << 24, stride_b: 1 << 24, ..fc };
+        assert_eq!(stream_k(batched).stream_k_blocks, 0);
+
+        // On the mock's 4 SMs, planned for 4 blocks: 304 × 520 → 3 × 3 tiles, K = 600 → 10
+        // k-tiles; the launch zeroes the 72 counters, then runs the 4 blocks over the 9 tiles.
+        let spec = GemmSpec {
+            wgmma_tile: WgmmaTile::StreamK,
+            ..GemmSpec::linear_backward_weight(600, 520, 304, Precision::Bf16)
+        }
+        .with_split_k_for(4, PtxArch::Sm90a);
+        let len = spec.workspace_len();
+        assert_eq!(len, 2 * 4 * 128 * 256 + 9 * 8);
+        let run = |workspace: usize| -> Result<Vec<Launched>> {
+            let a = dev.alloc::<bf16>(spec.a_len())?;
+            let b = dev.alloc::<bf16>(spec.b_len())?;
+            let mut c = dev.alloc::<f32>(spec.c_len())?;
+            let mut w = dev.alloc::<f32>(workspace)?;
+            let epilogue = Epilogue::default();
+            gemm_split_k(&dev, &spec, a.view(), b.view(), c.view_mut(), epilogue, w.view_mut())?;
+            Ok(dev.take_launches())
+        };
+        let launches = run(len).unwrap();
+        assert_eq!(launches.len(), 2);
+        let fill = launches[0].params::<kernel_abi::elementwise::FillParams<f32>>();
+        assert_eq!(fill.n, 9 * 8);
+        assert_eq!(launches[1].name, "gemm_wgmma_sk_bf16_cr_f32");
+        assert_eq!(launches[1].config.grid, (4, 1, 1));
+        let p = launches[1].params::<WgmmaGemmParams<Bf16, f32>>();
+        assert_eq!((p.units, p.gemm.tiles_m, p.gemm.tiles_n, p.gemm.split_k), (9, 3, 3, 1));
+        assert_eq!(p.gemm.workspace.addr() + 4 * (len as u64 - 72), fill.out.addr());
+        let short = run(len - 1).unwrap_err();
+        assert!(short.to_string().contains("`workspace`"), "{short}");
+        // Without a workspace (`gemm`), or split as well: an InvalidArgument saying why.
+        let a = dev.alloc::<bf16>(spec.a_len()).unwrap();
+        let b = dev.alloc::<bf16>(spec.b_len()).unwrap();
+        let mut c = dev.alloc::<f32>(spec.c_len()).unwrap();
+        let err =
+            gemm(&dev, &spec, a.view(), b.view(), c.view_mut(), Epilogue::default()).unwrap_err();
+        assert!(matches!(&err, GpuError::InvalidArgument { arg: "stream_k_blocks", .. }), "{err}");
+        let split = GemmSpec { split_k: 2, ..spec };
+        let err = super::super::wgmma::tile_for(&split, 4).unwrap_err();
+        assert!(matches!(&err, GpuError::InvalidArgument { arg: "stream_k_blocks", .. }), "{err}");
+        let launches = run_bf16(&dev, &spec, 0, len).unwrap();
+        assert_eq!(launches[1].name, "gemm_wgmma_sk_bf16_cr_bf16");
+        // `rr` has no stream-K entry.
+        let rr = GemmSpec { a_layout: Layout::RowMajor, lda: 600, ..spec };
+        let err = super::super::wgmma::tile_for(&rr, 4).unwrap_err();
+        assert!(err.to_string().contains("stream-K"), "{err}");
+        // Not planned (no `with_split_k_for`): the tile `Auto` picks.
+        let unplanned = GemmSpec { stream_k_blocks: 0, ..spec };
+        let auto = GemmSpec { wgmma_tile: WgmmaTile::Auto, ..unplanned };
+        let tile_for = |spec| super::super::wgmma::tile_for(spec, 4).unwrap();
+        assert_eq!(tile_for(&unplanned), tile_for(&auto));
+    }
+
+    #[test]
     fn gemm_rejects_a_split_on_any_candidate_engine() {
         let dev = MockDevice::new(PtxArch::Sm90a, 132);
         let a = dev.alloc::<bf16>(64 * 64).unwrap();

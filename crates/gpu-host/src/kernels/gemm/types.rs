@@ -14,8 +14,8 @@ use kernel_abi::gemm_wgmma::{
     WGMMA_BF16_BF16, WGMMA_BF16_F32, WGMMA_DE_BF16_BF16, WGMMA_DE_BF16_F32, WGMMA_DE_F16_F16,
     WGMMA_DE_F16_F32, WGMMA_F16_F16, WGMMA_F16_F32, WGMMA_N256_BF16_BF16, WGMMA_N256_BF16_F32,
     WGMMA_N256_F16_F16, WGMMA_N256_F16_F32, WGMMA_N256_TF32_F32, WGMMA_PP_BF16_BF16,
-    WGMMA_PP_BF16_F32, WGMMA_PP_F16_F16, WGMMA_PP_F16_F32, WGMMA_PP_TF32_F32, WGMMA_TF32_F32,
-    WgmmaKernels, wg,
+    WGMMA_PP_BF16_F32, WGMMA_PP_F16_F16, WGMMA_PP_F16_F32, WGMMA_PP_TF32_F32, WGMMA_SK_BF16_BF16,
+    WGMMA_SK_BF16_F32, WGMMA_SK_F16_F16, WGMMA_SK_F16_F32, WGMMA_TF32_F32, WgmmaKernels, wg,
 };
 
 /// The activation of the epilogue, with its pre-activation matrix (same `ldc` and
@@ -90,15 +90,27 @@ pub trait GemmTypes<O: GemmOutput>: DeviceElement {
     ) -> Option<WgmmaKernels<Self::Abi, O::Abi>>;
 }
 
-/// The wgmma family of `tile`: `narrow` for `wg::N128`, `wide` for `wg::N256`, `pingpong`
-/// for `wg::PINGPONG`, `deferred` (where there is one) for `wg::DEFERRED`.
-fn by_tile<K>(tile: wg::Tile, narrow: K, wide: K, pingpong: K, deferred: Option<K>) -> Option<K> {
-    match tile {
-        t if t == wg::N128 => Some(narrow),
-        t if t == wg::N256 => Some(wide),
-        t if t == wg::PINGPONG => Some(pingpong),
-        t if t == wg::DEFERRED => deferred,
-        _ => None,
+/// The wgmma families of one input/output pair, by tile (`None` where there is none).
+struct ByTile<K> {
+    narrow: K,
+    wide: K,
+    pingpong: K,
+    deferred: Option<K>,
+    stream_k: Option<K>,
+}
+
+impl<K> ByTile<K> {
+    /// The family of `tile`: `narrow` for `wg::N128`, `wide` for `wg::N256`, `pingpong` for
+    /// `wg::PINGPONG`, `deferred` for `wg::DEFERRED`, `stream_k` for `wg::STREAM_K`.
+    fn get(self, tile: wg::Tile) -> Option<K> {
+        match tile {
+            t if t == wg::N128 => Some(self.narrow),
+            t if t == wg::N256 => Some(self.wide),
+            t if t == wg::PINGPONG => Some(self.pingpong),
+            t if t == wg::DEFERRED => self.deferred,
+            t if t == wg::STREAM_K => self.stream_k,
+            _ => None,
+        }
     }
 }
 
@@ -113,14 +125,21 @@ impl GemmTypes<f32> for f32 {
         }
     }
     fn wgmma_kernels(precision: Precision, tile: wg::Tile) -> Option<WgmmaKernels<f32, f32>> {
-        by_tile(tile, WGMMA_TF32_F32, WGMMA_N256_TF32_F32, WGMMA_PP_TF32_F32, None)
-            .filter(|_| precision == Precision::Tf32)
+        let families = ByTile {
+            narrow: WGMMA_TF32_F32,
+            wide: WGMMA_N256_TF32_F32,
+            pingpong: WGMMA_PP_TF32_F32,
+            deferred: None,
+            stream_k: None,
+        };
+        families.get(tile).filter(|_| precision == Precision::Tf32)
     }
 }
 
 macro_rules! half_gemm_types {
-    ($in:ty, $precision:ident, $same:ident, $wide:ident, [$($wg_same:ident)*] $wg_same_de:ident,
-     [$($wg_wide:ident)*] $wg_wide_de:ident) => {
+    ($in:ty, $precision:ident, $same:ident, $wide:ident,
+     [$wg_same:ident $wg_same_n256:ident $wg_same_pp:ident $wg_same_de:ident $wg_same_sk:ident],
+     [$wg_wide:ident $wg_wide_n256:ident $wg_wide_pp:ident $wg_wide_de:ident $wg_wide_sk:ident]) => {
         impl GemmTypes<$in> for $in {
             const PRECISIONS: &'static [Precision] = &[Precision::$precision];
             fn kernels(
@@ -134,8 +153,14 @@ macro_rules! half_gemm_types {
                 tile: wg::Tile,
             ) -> Option<WgmmaKernels<<$in as DeviceElement>::Abi, <$in as DeviceElement>::Abi>>
             {
-                by_tile(tile, $($wg_same,)* Some($wg_same_de))
-                    .filter(|_| precision == Precision::$precision)
+                let families = ByTile {
+                    narrow: $wg_same,
+                    wide: $wg_same_n256,
+                    pingpong: $wg_same_pp,
+                    deferred: Some($wg_same_de),
+                    stream_k: Some($wg_same_sk),
+                };
+                families.get(tile).filter(|_| precision == Precision::$precision)
             }
         }
 
@@ -151,16 +176,22 @@ macro_rules! half_gemm_types {
                 precision: Precision,
                 tile: wg::Tile,
             ) -> Option<WgmmaKernels<<$in as DeviceElement>::Abi, f32>> {
-                by_tile(tile, $($wg_wide,)* Some($wg_wide_de))
-                    .filter(|_| precision == Precision::$precision)
+                let families = ByTile {
+                    narrow: $wg_wide,
+                    wide: $wg_wide_n256,
+                    pingpong: $wg_wide_pp,
+                    deferred: Some($wg_wide_de),
+                    stream_k: Some($wg_wide_sk),
+                };
+                families.get(tile).filter(|_| precision == Precision::$precision)
             }
         }
     };
 }
 
 half_gemm_types!(bf16, Bf16, BF16_BF16, BF16_F32,
-    [WGMMA_BF16_BF16 WGMMA_N256_BF16_BF16 WGMMA_PP_BF16_BF16] WGMMA_DE_BF16_BF16,
-    [WGMMA_BF16_F32 WGMMA_N256_BF16_F32 WGMMA_PP_BF16_F32] WGMMA_DE_BF16_F32);
+    [WGMMA_BF16_BF16 WGMMA_N256_BF16_BF16 WGMMA_PP_BF16_BF16 WGMMA_DE_BF16_BF16 WGMMA_SK_BF16_BF16],
+    [WGMMA_BF16_F32 WGMMA_N256_BF16_F32 WGMMA_PP_BF16_F32 WGMMA_DE_BF16_F32 WGMMA_SK_BF16_F32]);
 half_gemm_types!(f16, Fp16, F16_F16, F16_F32,
-    [WGMMA_F16_F16 WGMMA_N256_F16_F16 WGMMA_PP_F16_F16] WGMMA_DE_F16_F16,
-    [WGMMA_F16_F32 WGMMA_N256_F16_F32 WGMMA_PP_F16_F32] WGMMA_DE_F16_F32);
+    [WGMMA_F16_F16 WGMMA_N256_F16_F16 WGMMA_PP_F16_F16 WGMMA_DE_F16_F16 WGMMA_SK_F16_F16],
+    [WGMMA_F16_F32 WGMMA_N256_F16_F32 WGMMA_PP_F16_F32 WGMMA_DE_F16_F32 WGMMA_SK_F16_F32]);

@@ -111,7 +111,8 @@ pub(super) fn unsupported_reason(
 
 /// The block tile of the wgmma kernel for `spec` on a GPU with `sms` SMs: `spec.wgmma_tile` when
 /// set (an [`GpuError::InvalidArgument`](crate::GpuError::InvalidArgument) for `N256` or
-/// `PingPong` without such an entry, [`GemmSpec::has_wgmma_entry`]); under `Auto`:
+/// `PingPong` without such an entry, [`GemmSpec::has_wgmma_entry`]; `StreamK` where
+/// [`GemmSpec::with_split_k_for`] planned stream-K, else as `Auto`); under `Auto`:
 /// - the ping-pong schedule for an unbatched, unsplit 16-bit `rc` GEMM (a linear layer's
 ///   forward) with at least two 128×128 tiles per SM: on an H100 (2026-11-26) it ran GPT-2's
 ///   forward GEMMs 0.5–9.5% faster than the cooperative tiles (its consumers take turns, one's
@@ -132,8 +133,8 @@ pub(super) fn tile_for(spec: &GemmSpec, sms: u32) -> Result<wg::Tile> {
             "wgmma_tile",
             format!(
                 "{:?} has no {what} wgmma entry for A {:?}, B {:?} (ping-pong: A row-major \
-                 only; deferred: 16-bit, A row-major only; TF32: A row-major, B column-major \
-                 only)",
+                 only; deferred: 16-bit, A row-major only; stream-K: 16-bit, rc and cr only; TF32: \
+                 A row-major, B column-major only)",
                 spec.precision, spec.a_layout, spec.b_layout
             ),
         )
@@ -152,6 +153,16 @@ pub(super) fn tile_for(spec: &GemmSpec, sms: u32) -> Result<wg::Tile> {
              128 × 256 ones",
         )),
         WgmmaTile::N128 => Ok(wg::N128),
+        WgmmaTile::StreamK if spec.stream_k_grid(GemmEngine::Wgmma).is_none() => {
+            tile_for(&GemmSpec { wgmma_tile: WgmmaTile::Auto, ..*spec }, sms)
+        }
+        WgmmaTile::StreamK if split || spec.batch > 1 => Err(invalid(
+            "stream_k_blocks",
+            "stream-K shares the k-tiles of one batch's whole tiles: not with split_k > 1 or \
+             batch > 1",
+        )),
+        WgmmaTile::StreamK if spec.has_wgmma_entry(WgmmaTile::StreamK) => Ok(wg::STREAM_K),
+        WgmmaTile::StreamK => Err(missing("stream-K")),
         forced @ (WgmmaTile::N256 | WgmmaTile::PingPong | WgmmaTile::Deferred)
             if spec.has_wgmma_entry(forced) =>
         {
@@ -229,7 +240,8 @@ fn operand_maps(
 /// engine, and the tail split's `whole_tiles`), with the two tensor maps
 /// ([`Device::with_tensor_maps_in_memory`]: uploaded once per operand buffers and shape, then
 /// reused) and a persistent grid of `min(units, SMs)` blocks over the work units
-/// (`units_per_batch · batch`, see `kernel_abi::gemm::work_unit`).
+/// (`units_per_batch · batch`, see `kernel_abi::gemm::work_unit`), or for the stream-K tile
+/// the planned grid ([`GemmSpec::stream_k_grid`]) over the tiles' k-tiles.
 ///
 /// # Safety
 /// `params` must be valid for `kernel` as the checks of `super::launch` establish
@@ -244,11 +256,20 @@ pub(super) unsafe fn launch<D: Device, I: Copy + 'static, O: Copy + 'static>(
 ) -> Result<()> {
     let descs = operand_maps(spec, tile, params.a.addr(), params.b.addr())?;
     let tiles = to_u32("m", params.tiles_m as usize * params.tiles_n as usize)?;
-    let (split_k, whole_tiles) = (params.split_k, params.whole_tiles);
-    let per_batch = units_per_batch(tiles, split_k, whole_tiles) as u64;
-    let units = to_u32("m", (per_batch * spec.batch as u64) as usize)?;
+    let (units, grid) = match spec.stream_k_grid(GemmEngine::Wgmma) {
+        Some((grid, stream_tiles)) if tile.stream_k && stream_tiles == tiles => (tiles, grid),
+        _ if tile.stream_k => {
+            return Err(invalid("stream_k_blocks", "a stream-K launch without a stream-K plan"));
+        }
+        _ => {
+            let (split_k, whole_tiles) = (params.split_k, params.whole_tiles);
+            let per_batch = units_per_batch(tiles, split_k, whole_tiles) as u64;
+            let units = to_u32("m", (per_batch * spec.batch as u64) as usize)?;
+            (units, units.min(dev.multiprocessors().max(1)))
+        }
+    };
     let config = LaunchConfig {
-        grid: (units.min(dev.multiprocessors().max(1)), 1, 1),
+        grid: (grid, 1, 1),
         block: (wg::THREADS, 1, 1),
         shared_mem_bytes: tile.smem_bytes(),
     };
