@@ -198,6 +198,11 @@ pub enum WgmmaTileArg {
     /// the GEMMs whose GELU or GELU-backward epilogue outlasts their mainloop.
     #[value(name = "deferred")]
     Deferred,
+    /// Stream-K for the weight gradients (16-bit): 128 × 256 tiles whose k-tiles the SMs share
+    /// evenly, instead of whole tiles and K slices; every other GEMM as under `auto`.
+    /// Unmeasured on a GPU so far: made for the weight gradients' few tiles over 132 SMs.
+    #[value(name = "stream-k")]
+    StreamK,
 }
 
 impl From<WgmmaTileArg> for WgmmaTile {
@@ -208,6 +213,7 @@ impl From<WgmmaTileArg> for WgmmaTile {
             WgmmaTileArg::N256 => WgmmaTile::N256,
             WgmmaTileArg::PingPong => WgmmaTile::PingPong,
             WgmmaTileArg::Deferred => WgmmaTile::Deferred,
+            WgmmaTileArg::StreamK => WgmmaTile::StreamK,
         }
     }
 }

@@ -189,9 +189,10 @@ const EVERY_TILE_SPLIT: &str = "BF16 wgmma, every tile split";
 /// The benchmarked variants. The wgmma rows appear on Hopper, for the problems that kernel
 /// takes (BF16/FP16: every layout; TF32: K-major operands, i.e. the forward GEMMs): with the
 /// tile `Auto` picks (what the trainer runs), and for BF16 also each tile forced (ping-pong and
-/// deferred only where they have entries: A row-major), to check that choice, and the
-/// split plan without the tail split ([`EVERY_TILE_SPLIT`]), to check that one.
-const VARIANTS: [Variant; 12] = [
+/// deferred only where they have entries: A row-major; stream-K where it has entries, `rc` and
+/// `cr`, planned by `with_split_k_for` as the trainer plans its weight gradients), to check that
+/// choice, and the split plan without the tail split ([`EVERY_TILE_SPLIT`]), to check that one.
+const VARIANTS: [Variant; 13] = [
     (Precision::Fp32, GemmEngine::MmaSync, WgmmaTile::Auto, Mode::Fp32, "FP32 SIMT"),
     (Precision::Tf32, GemmEngine::MmaSync, WgmmaTile::Auto, Mode::Tf32, "TF32 mma.sync"),
     (Precision::Tf32, GemmEngine::Wgmma, WgmmaTile::Auto, Mode::Tf32, "TF32 wgmma"),
@@ -201,6 +202,7 @@ const VARIANTS: [Variant; 12] = [
     (Precision::Bf16, GemmEngine::Wgmma, WgmmaTile::N256, Mode::Bf16, "BF16 wgmma 128×256"),
     (Precision::Bf16, GemmEngine::Wgmma, WgmmaTile::PingPong, Mode::Bf16, "BF16 wgmma ping-pong"),
     (Precision::Bf16, GemmEngine::Wgmma, WgmmaTile::Deferred, Mode::Bf16, "BF16 wgmma deferred"),
+    (Precision::Bf16, GemmEngine::Wgmma, WgmmaTile::StreamK, Mode::Bf16, "BF16 wgmma stream-K"),
     (Precision::Bf16, GemmEngine::Wgmma, WgmmaTile::N128, Mode::Bf16, EVERY_TILE_SPLIT),
     (Precision::Fp16, GemmEngine::MmaSync, WgmmaTile::Auto, Mode::Fp16, "FP16 mma.sync"),
     (Precision::Fp16, GemmEngine::Wgmma, WgmmaTile::Auto, Mode::Fp16, "FP16 wgmma"),
@@ -252,8 +254,9 @@ pub fn run(args: &Args) -> Result<()> {
                 } else {
                     planned
                 };
-                let forced_missing =
-                    *wgmma_tile != WgmmaTile::Auto && !spec.has_wgmma_entry(*wgmma_tile);
+                // Stream-K where its plan did not apply fell back to `Auto`'s: not its row.
+                let forced_missing = *wgmma_tile != WgmmaTile::Auto
+                    && (!spec.has_wgmma_entry(*wgmma_tile) || spec.wgmma_tile != *wgmma_tile);
                 // Fresh allocations are 256-byte aligned: address 0 stands for them.
                 if spec.engine_on(&gpu, 0, 0).is_ok() && !forced_missing {
                     variants.push((spec, *label));

@@ -76,6 +76,9 @@ fn layouts(spec: &GemmSpec) -> String {
     let l = |x| if x == Layout::RowMajor { "r" } else { "c" };
     let beta = if spec.beta != 0.0 { ", β=1" } else { "" };
     let split = match (spec.split_plan().0, spec.whole_tiles) {
+        (1, _) if spec.stream_k_blocks > 0 => {
+            format!(", stream-K over {} blocks", spec.stream_k_blocks)
+        }
         (1, _) => String::new(),
         (slices, 0) => format!(", split-K {slices}"),
         (slices, whole) => format!(", tail split-K {slices} ({whole} tiles whole)"),
@@ -266,7 +269,9 @@ pub fn markdown(meta: &Meta, cublas_version: &str, rows: &[Row]) -> String {
          `dYᵀ·X` (β=1 accumulates into dW); \"split-K n\": our kernel ran as n K slices plus \
          the reduction pass (both timed); \"tail split-K n (w tiles whole)\": the first w \
          tiles (whole waves of the persistent grid) over the whole K, only the others in n \
-         slices, and the reduction of those. GPT-2 124M at B·T = 16384 tokens; the attention's \
+         slices, and the reduction of those; \"stream-K over g blocks\": 128 × 256 tiles whose \
+         k-tiles g blocks share evenly, the partial tiles added by the last block to finish \
+         each (and the zeroing of their counters, timed). GPT-2 124M at B·T = 16384 tokens; the attention's \
          products batched over its 192 heads (B·NH), in full, not in the trainer's causal \
          blocks, and outside the summary.\n- Fused (`… + …`, outside the summary): the GEMM \
          with the epilogue the trainer fuses into it, against cuBLASLt's fused epilogue of the \

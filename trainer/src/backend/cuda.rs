@@ -498,6 +498,7 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
             (.., WgmmaTile::N256) => ", 128×256 wgmma tiles where they exist",
             (.., WgmmaTile::PingPong) => ", ping-pong wgmma tiles where they exist",
             (.., WgmmaTile::Deferred) => ", deferred-epilogue wgmma tiles where they exist",
+            (.., WgmmaTile::StreamK) => ", stream-K wgmma weight gradients where they apply",
         };
         format!(
             "{}, {} ({} activations, {matmuls}{engine}{tile})",

@@ -193,6 +193,10 @@ mod tests {
             report_for(&["--wgmma-tile", "pingpong"]),
             "bench/trainer-nvidia-h200-pingpong.md"
         );
+        assert_eq!(
+            report_for(&["--wgmma-tile", "stream-k"]),
+            "bench/trainer-nvidia-h200-stream-k.md"
+        );
         let both = ["--gemm-engine", "mma-sync", "--wgmma-tile", "128"];
         assert_eq!(report_for(&both), "bench/trainer-nvidia-h200-mma-sync-128.md");
     }

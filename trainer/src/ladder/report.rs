@@ -122,6 +122,7 @@ pub fn markdown(ladder: &Ladder, meta: &ReportMeta<'_>) -> String {
             WgmmaTile::N256 => "256",
             WgmmaTile::PingPong => "pingpong",
             WgmmaTile::Deferred => "deferred",
+            WgmmaTile::StreamK => "stream-k",
         };
         let _ = writeln!(s, "- Hopper GEMM tile forced: `--wgmma-tile {tile}`.");
     }

@@ -407,7 +407,8 @@ fn every_precision_and_attention_trains_like_the_cpu() {
 /// 16-bit GEMM of the step on the wgmma kernel (forward, `dX`, `dW`, the naive attention's
 /// batched head GEMMs, flash attention's products; the simulator's launch counts show it).
 /// TF32 (its weight gradients on `mma.sync`), BF16 and FP16 train like the CPU's fp32 run, and
-/// so does BF16 on the ping-pong kernels (`--wgmma-tile pingpong`).
+/// so does BF16 on the ping-pong, deferred-epilogue and stream-K kernels (`--wgmma-tile
+/// pingpong`, `deferred`, `stream-k`).
 #[test]
 fn the_hopper_module_trains_like_the_cpu() {
     let want = ResolvedDevice::Cpu
@@ -480,6 +481,15 @@ fn the_hopper_module_trains_like_the_cpu() {
         assert!(deferred_counts.contains_key(name), "{name} never ran: {deferred_counts:?}");
     }
     assert!(deferred_counts[dw] > last[dw], "{deferred_counts:?}");
+    // `--wgmma-tile stream-k`: the weight gradients on the stream-K kernels (here one k-tile
+    // a tile, so whole segments: the GEMM suite runs the partial ones), training like the CPU.
+    let stream_k =
+        Compute { wgmma_tile: WgmmaTile::StreamK, ..on(Precision::Bf16, GemmEngine::Auto) };
+    let got = hopper.run(stream_k, TrainJob { options: naive, steps: 3 }).unwrap();
+    assert_trains_like("bf16 stream-K", &got, &want, 4e-2);
+    let stream_k_counts = sim.launch_counts();
+    let sk = "gemm_wgmma_sk_bf16_cr_f32";
+    assert!(stream_k_counts.contains_key(sk), "{sk} never ran: {stream_k_counts:?}");
 }
 
 /// Four steps in one session, or two, then the parameters, moments (and loss scaler) moved to

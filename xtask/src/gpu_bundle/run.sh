@@ -39,9 +39,10 @@
 # flash attention's wgmma kernels out of the trainer (to measure it without them, or to go on
 # when they fail on hardware); wgmma forces them on every GEMM, so tf32 runs and
 # unpadded-vocabulary rungs fail by design. Likewise
-# $WGMMA_TILE (auto, 128, 256, pingpong or deferred; default auto) as --wgmma-tile: 128 keeps
-# the Hopper GEMMs but not their 128 x 256 tiles; pingpong and deferred measure the trainer on
-# the ping-pong or the deferred-epilogue kernels.
+# $WGMMA_TILE (auto, 128, 256, pingpong, deferred or stream-k; default auto) as --wgmma-tile:
+# 128 keeps the Hopper GEMMs but not their 128 x 256 tiles; pingpong and deferred measure the
+# trainer on the ping-pong or the deferred-epilogue kernels, stream-k its weight gradients on
+# the stream-K kernels.
 # And $CLASSIFIER (auto, staged or two-reads; default auto) as --classifier: two-reads takes
 # the classifier that stages each row of logits in shared memory out of the trainer (to
 # measure what staging brings, or to go on when it fails on hardware).

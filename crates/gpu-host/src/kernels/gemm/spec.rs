@@ -105,7 +105,8 @@ impl From<Precision> for GemmConfig {
 impl GemmConfig {
     /// `spec` in this precision, engine and tile, where a 128 × 256 or ping-pong tile asked
     /// for a GEMM without such an entry (the weight gradients) falls back to 128 × 128 instead
-    /// of failing.
+    /// of failing. `StreamK` stays: the GEMMs [`GemmSpec::with_split_k_for`] does not plan run
+    /// as under `Auto`.
     pub fn apply(&self, spec: GemmSpec) -> GemmSpec {
         let spec = GemmSpec { precision: self.precision, engine: self.engine, ..spec };
         let wgmma_tile = match self.wgmma_tile {
