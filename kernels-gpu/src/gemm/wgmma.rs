@@ -30,7 +30,9 @@
 //! fit in 232 without spilling, and the producer, which only walks coordinates, needs few.
 //!
 //! # Work units
-//! The grid is persistent: block `b` takes units `b, b + gridDim.x, … < p.units`; unit `u` is batch
+//! The grid is persistent ([`Work`]): block `b` takes units `b, b + gridDim.x, … < p.units` (the
+//! stream-K entries instead an even share of the tiles' k-tiles: [`super::wgmma_stream_k`]);
+//! unit `u` is batch
 //! `u / (tiles · split_k)`, K slice `(u / tiles) % split_k` of block tile `raster(u % tiles)`
 //! (`tiles = tiles_m · tiles_n`, [`raster`] bands of `RASTER_GROUP` tile rows), over k-tiles `[kt0,
 //! min(ceil(K / BK), kt0 + k_tiles_per_split))` with `kt0 = slice · k_tiles_per_split` and `BK =
@@ -469,7 +471,10 @@ pub(super) const fn bk<T: WgmmaOp>() -> u32 {
 /// The work of this block, in order, for the producer and the cooperative consumers alike:
 /// units `b, b + gridDim.x, … < p.units` ([`work_unit`]), or under stream-K the segments of its
 /// iterations `stream_k::start(b) .. stream_k::start(b + 1)` ([`kernel_abi::gemm_wgmma::
-/// stream_k`]).
+/// stream_k`]). Walked as `while work.more() { let unit = work.take(…); … }`, not as an
+/// iterator: with an `Option`-returning `next`, ptxas no longer proved the consumer warps
+/// converged at the epilogue's warp-synchronous instructions (80 `WARPSYNC.COLLECTIVE`
+/// regions, 368 more instructions, and a spill in the 128 × 256 `rr` kernel).
 pub(super) struct Work<const STREAM: bool> {
     next: u32,
     end: u32,
