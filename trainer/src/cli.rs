@@ -2,7 +2,7 @@
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use gpu_host::kernels::classifier::ClassifierPath;
-use gpu_host::kernels::gemm::{GemmEngine, WgmmaTile};
+use gpu_host::kernels::gemm::{GemmEngine, WeightGrads, WgmmaTile};
 use std::path::PathBuf;
 use trainer::backend::ops::AttentionKind;
 use trainer::backend::{DeviceChoice, Precision};
@@ -198,11 +198,6 @@ pub enum WgmmaTileArg {
     /// the GEMMs whose GELU or GELU-backward epilogue outlasts their mainloop.
     #[value(name = "deferred")]
     Deferred,
-    /// Stream-K for the weight gradients (16-bit): 128 × 256 tiles whose k-tiles the SMs share
-    /// evenly, instead of whole tiles and K slices; every other GEMM as under `auto`.
-    /// Unmeasured on a GPU so far: made for the weight gradients' few tiles over 132 SMs.
-    #[value(name = "stream-k")]
-    StreamK,
 }
 
 impl From<WgmmaTileArg> for WgmmaTile {
@@ -213,7 +208,29 @@ impl From<WgmmaTileArg> for WgmmaTile {
             WgmmaTileArg::N256 => WgmmaTile::N256,
             WgmmaTileArg::PingPong => WgmmaTile::PingPong,
             WgmmaTileArg::Deferred => WgmmaTile::Deferred,
-            WgmmaTileArg::StreamK => WgmmaTile::StreamK,
+        }
+    }
+}
+
+/// `--weight-grads`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum WeightGradsArg {
+    /// On the tile `--wgmma-tile` gives them (under `auto`: split over K where the tiles leave
+    /// SMs idle, only the last partial wave for fc's and the fc projection's).
+    #[default]
+    Auto,
+    /// Stream-K (16-bit): 128 × 256 tiles whose k-tiles the SMs share evenly, instead of whole
+    /// tiles and K slices, whatever `--wgmma-tile` is. Unmeasured on a GPU so far: made for the
+    /// weight gradients' few tiles over 132 SMs.
+    #[value(name = "stream-k")]
+    StreamK,
+}
+
+impl From<WeightGradsArg> for WeightGrads {
+    fn from(w: WeightGradsArg) -> Self {
+        match w {
+            WeightGradsArg::Auto => WeightGrads::Auto,
+            WeightGradsArg::StreamK => WeightGrads::StreamK,
         }
     }
 }
@@ -243,6 +260,9 @@ pub struct KernelArgs {
     /// Block tile of the Hopper GEMM kernels, where they run.
     #[arg(long, value_enum, default_value_t = WgmmaTileArg::Auto)]
     pub wgmma_tile: WgmmaTileArg,
+    /// Schedule of the weight gradients on the Hopper GEMM kernels.
+    #[arg(long, value_enum, default_value_t = WeightGradsArg::Auto)]
+    pub weight_grads: WeightGradsArg,
     /// Kernel of the fused softmax + cross-entropy classifier.
     #[arg(long, value_enum, default_value_t = ClassifierArg::Auto)]
     pub classifier: ClassifierArg,
@@ -627,6 +647,9 @@ pub struct LadderArgs {
     /// Block tile of the Hopper GEMM kernels, where they run.
     #[arg(long, value_enum, default_value_t = WgmmaTileArg::Auto)]
     pub wgmma_tile: WgmmaTileArg,
+    /// Schedule of the weight gradients on the Hopper GEMM kernels.
+    #[arg(long, value_enum, default_value_t = WeightGradsArg::Auto)]
+    pub weight_grads: WeightGradsArg,
     /// Kernel of the fused softmax + cross-entropy classifier of our rungs.
     #[arg(long, value_enum, default_value_t = ClassifierArg::Auto)]
     pub classifier: ClassifierArg,

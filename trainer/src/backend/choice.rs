@@ -3,7 +3,7 @@
 use super::{Backend, CpuBackend, CudaAct, CudaBackend, CudaOptions};
 use crate::error::{Error, Result};
 use gpu_host::kernels::classifier::ClassifierPath;
-use gpu_host::kernels::gemm::{GemmEngine, WgmmaTile};
+use gpu_host::kernels::gemm::{GemmEngine, WeightGrads, WgmmaTile};
 use gpu_host::{Device, Gpu, GpuError, PtxArch};
 use half::{bf16, f16};
 use ptx_sim::Simulator;
@@ -53,6 +53,9 @@ pub struct Compute {
     /// The Hopper kernel's block tile (`--wgmma-tile`; `Auto`: 128 × 256 where it fills the
     /// GPU, else 128 × 128).
     pub wgmma_tile: WgmmaTile,
+    /// The weight gradients' schedule on the Hopper kernel (`--weight-grads`; `Auto`: as
+    /// `wgmma_tile` says).
+    pub weight_grads: WeightGrads,
     /// The fused classifier's kernel (`--classifier`; `Auto`: the row staged in shared memory
     /// where it fits and the gradient is written); the CPU ignores it.
     pub classifier: ClassifierPath,
@@ -65,6 +68,7 @@ impl From<Precision> for Compute {
             precision,
             gemm_engine: GemmEngine::Auto,
             wgmma_tile: WgmmaTile::Auto,
+            weight_grads: WeightGrads::Auto,
             classifier: ClassifierPath::Auto,
         }
     }

@@ -28,7 +28,7 @@ use gpu_host::kernels::encoder::{self, Tokens};
 use gpu_host::kernels::flash::{self, FlashBackward, FlashForward};
 use gpu_host::kernels::gemm::{
     self, BiasGradElement, Epilogue, GemmConfig, GemmEngine, GemmOutput, GemmSpec, GemmTypes,
-    Precision as GemmPrecision, WgmmaTile,
+    Precision as GemmPrecision, WeightGrads, WgmmaTile,
 };
 use gpu_host::kernels::layernorm::{self, LayerNormStats};
 use gpu_host::kernels::{gelu, grad_norm};
@@ -252,7 +252,7 @@ impl<'d, D: Device, A: CudaAct> CudaBackend<'d, D, A> {
     /// A backend on `dev` set up by `options`.
     pub fn new(dev: &'d D, options: CudaOptions) -> Result<Self> {
         let CudaOptions {
-            compute: Compute { precision, gemm_engine, wgmma_tile, classifier },
+            compute: Compute { precision, gemm_engine, wgmma_tile, weight_grads, classifier },
             multiprocessors,
             gpu_name,
         } = options;
@@ -294,7 +294,12 @@ impl<'d, D: Device, A: CudaAct> CudaBackend<'d, D, A> {
         Ok(Self {
             dev,
             precision,
-            gemm: GemmConfig { precision: precision.gemm(), engine: gemm_engine, wgmma_tile },
+            gemm: GemmConfig {
+                precision: precision.gemm(),
+                engine: gemm_engine,
+                wgmma_tile,
+                weight_grads,
+            },
             classifier,
             multiprocessors: multiprocessors.max(1),
             gpu_name,
@@ -498,10 +503,14 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
             (.., WgmmaTile::N256) => ", 128×256 wgmma tiles where they exist",
             (.., WgmmaTile::PingPong) => ", ping-pong wgmma tiles where they exist",
             (.., WgmmaTile::Deferred) => ", deferred-epilogue wgmma tiles where they exist",
-            (.., WgmmaTile::StreamK) => ", stream-K wgmma weight gradients where they apply",
+            (.., WgmmaTile::StreamK) => ", stream-K wgmma tiles where they apply",
+        };
+        let weight_grads = match (self.precision, self.gemm.engine, self.gemm.weight_grads) {
+            (Precision::Fp32, ..) | (_, GemmEngine::MmaSync, _) | (.., WeightGrads::Auto) => "",
+            (.., WeightGrads::StreamK) => ", stream-K weight gradients where they apply",
         };
         format!(
-            "{}, {} ({} activations, {matmuls}{engine}{tile})",
+            "{}, {} ({} activations, {matmuls}{engine}{tile}{weight_grads})",
             self.dev.describe(),
             self.precision.name(),
             <A as DeviceElement>::NAME
@@ -853,7 +862,8 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
                 let spec =
                     GemmSpec::linear_backward_weight(rows, in_features, out_features, precision);
                 let spec = self
-                    .on_engine(GemmSpec { lda: out_ld, beta, ..spec })
+                    .gemm
+                    .apply_weight_grad(GemmSpec { lda: out_ld, beta, ..spec })
                     .with_split_k_for(self.multiprocessors, self.dev.ptx_arch());
                 self.with_scratch(0, spec.workspace_len(), "split-K workspace", |_, workspace| {
                     self.gemm_result(gemm::gemm_split_k::<D, A, f32>(

@@ -166,7 +166,8 @@ fn bench_line(row: &BenchRow) -> String {
 /// the name (`…-mma-sync.md`, `…-pingpong.md`, `…-classifier-two-reads.md`), so that a run of
 /// each sits beside the default one.
 fn default_report(slug: &str, kernels: &KernelArgs) -> std::path::PathBuf {
-    let suffix = forced_kernels_suffix(kernels.gemm_engine, kernels.wgmma_tile, kernels.classifier);
+    let tiles = (kernels.wgmma_tile, kernels.weight_grads);
+    let suffix = forced_kernels_suffix(kernels.gemm_engine, tiles, kernels.classifier);
     format!("bench/trainer-{slug}{suffix}.md").into()
 }
 
@@ -194,9 +195,11 @@ mod tests {
             "bench/trainer-nvidia-h200-pingpong.md"
         );
         assert_eq!(
-            report_for(&["--wgmma-tile", "stream-k"]),
+            report_for(&["--weight-grads", "stream-k"]),
             "bench/trainer-nvidia-h200-stream-k.md"
         );
+        let combined = ["--wgmma-tile", "deferred", "--weight-grads", "stream-k"];
+        assert_eq!(report_for(&combined), "bench/trainer-nvidia-h200-deferred-stream-k.md");
         let both = ["--gemm-engine", "mma-sync", "--wgmma-tile", "128"];
         assert_eq!(report_for(&both), "bench/trainer-nvidia-h200-mma-sync-128.md");
     }

@@ -92,6 +92,7 @@ fn ladder_options(args: &LadderArgs, gpu: bool) -> Result<trainer::ladder::Ladde
         torch_vocab_loss: args.torch_vocab_loss.into(),
         gemm_engine: args.gemm_engine.into(),
         wgmma_tile: args.wgmma_tile.into(),
+        weight_grads: args.weight_grads.into(),
         classifier: args.classifier.into(),
         op_times: args.op_times,
     })
@@ -106,7 +107,8 @@ fn report_path(args: &LadderArgs, slug: &str, rungs: &[&trainer::ladder::Rung]) 
     } else {
         rungs.iter().map(|r| format!("-{}", r.id)).collect()
     };
-    let forced = forced_kernels_suffix(args.gemm_engine, args.wgmma_tile, args.classifier);
+    let tiles = (args.wgmma_tile, args.weight_grads);
+    let forced = forced_kernels_suffix(args.gemm_engine, tiles, args.classifier);
     args.out.clone().unwrap_or_else(|| format!("bench/ladder-{slug}{part}{forced}.md").into())
 }
 

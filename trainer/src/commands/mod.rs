@@ -13,7 +13,7 @@ pub(crate) use ladder::ladder;
 pub(crate) use sample::sample;
 pub(crate) use train::train;
 
-use crate::cli::{ClassifierArg, GemmEngineArg, KernelArgs, WgmmaTileArg};
+use crate::cli::{ClassifierArg, GemmEngineArg, KernelArgs, WeightGradsArg, WgmmaTileArg};
 use anyhow::{Context, Result};
 use trainer::backend::ops::AttentionKind;
 use trainer::backend::{Compute, DeviceChoice, Precision, ResolvedDevice};
@@ -35,11 +35,12 @@ fn resolve_computes(args: &KernelArgs) -> Result<(ResolvedDevice, Vec<Compute>)>
     let device = DeviceChoice::from(args.device).resolve()?;
     let kernel_choice = args.gemm_engine != GemmEngineArg::Auto
         || args.wgmma_tile != WgmmaTileArg::Auto
+        || args.weight_grads != WeightGradsArg::Auto
         || args.classifier != ClassifierArg::Auto;
     if device.is_cpu() && kernel_choice {
         anyhow::bail!(
-            "--gemm-engine, --wgmma-tile and --classifier choose the CUDA backend's kernels; \
-             the CPU backend has none (use --device cuda, sim or sim-hopper)"
+            "--gemm-engine, --wgmma-tile, --weight-grads and --classifier choose the CUDA \
+             backend's kernels; the CPU backend has none (use --device cuda, sim or sim-hopper)"
         );
     }
     let fastest = if device.is_cpu() { Precision::Fp32 } else { Precision::Bf16 };
@@ -54,6 +55,7 @@ fn resolve_computes(args: &KernelArgs) -> Result<(ResolvedDevice, Vec<Compute>)>
             precision,
             gemm_engine: args.gemm_engine.into(),
             wgmma_tile: args.wgmma_tile.into(),
+            weight_grads: args.weight_grads.into(),
             classifier: args.classifier.into(),
         })
         .collect();
@@ -107,18 +109,19 @@ impl Provenance {
     }
 }
 
-/// `-mma-sync`, `-pingpong`, `-classifier-two-reads`, …: the forced GEMM engine, Hopper tile
-/// and classifier kernel, for a report's default name, so that a run forcing them sits beside
-/// the default one (empty for `auto`).
+/// `-mma-sync`, `-pingpong`, `-stream-k`, `-classifier-two-reads`, …: the forced GEMM engine,
+/// Hopper tile, weight-gradient schedule and classifier kernel, for a report's default name, so
+/// that a run forcing them sits beside the default one (empty for `auto`).
 fn forced_kernels_suffix(
     engine: GemmEngineArg,
-    tile: WgmmaTileArg,
+    (tile, weight_grads): (WgmmaTileArg, WeightGradsArg),
     classifier: ClassifierArg,
 ) -> String {
     use clap::ValueEnum;
     let forced = [
         (engine != GemmEngineArg::Auto).then(|| engine.to_possible_value()),
         (tile != WgmmaTileArg::Auto).then(|| tile.to_possible_value()),
+        (weight_grads != WeightGradsArg::Auto).then(|| weight_grads.to_possible_value()),
     ];
     let mut suffix: String =
         forced.into_iter().flatten().flatten().map(|v| format!("-{}", v.get_name())).collect();

@@ -29,7 +29,7 @@ use crate::optim::AdamWConfig;
 use crate::rng;
 use crate::train::{BatchShape, Session};
 use gpu_host::kernels::classifier::ClassifierPath;
-use gpu_host::kernels::gemm::{GemmEngine, WgmmaTile};
+use gpu_host::kernels::gemm::{GemmEngine, WeightGrads, WgmmaTile};
 use rand::RngExt;
 use std::path::{Path, PathBuf};
 
@@ -67,6 +67,8 @@ pub struct LadderOptions {
     pub gemm_engine: GemmEngine,
     /// The Hopper kernel's block tile (`--wgmma-tile`).
     pub wgmma_tile: WgmmaTile,
+    /// The weight gradients' schedule on the Hopper kernel (`--weight-grads`).
+    pub weight_grads: WeightGrads,
     /// Our fused classifier's kernel (`--classifier`).
     pub classifier: ClassifierPath,
     /// After each rung's timed steps, one more with every op timed (ours), and one under
@@ -252,6 +254,7 @@ pub fn run(
             precision: rung.precision,
             gemm_engine: options.gemm_engine,
             wgmma_tile: options.wgmma_tile,
+            weight_grads: options.weight_grads,
             classifier: options.classifier,
         };
         let ours = device.run(compute, job).map_err(|e| e.to_string());

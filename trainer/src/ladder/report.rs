@@ -8,7 +8,7 @@ use crate::bench::{clock_name, kernel_section, op_table, roofline_note};
 use crate::error::Result;
 use crate::report::{ReportMeta, thousands};
 use gpu_host::kernels::classifier::ClassifierPath;
-use gpu_host::kernels::gemm::{GemmEngine, WgmmaTile};
+use gpu_host::kernels::gemm::{GemmEngine, WeightGrads, WgmmaTile};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use std::fmt::Write;
@@ -125,6 +125,10 @@ pub fn markdown(ladder: &Ladder, meta: &ReportMeta<'_>) -> String {
             WgmmaTile::StreamK => "stream-k",
         };
         let _ = writeln!(s, "- Hopper GEMM tile forced: `--wgmma-tile {tile}`.");
+    }
+    if ladder.kernels && o.gemm_engine != GemmEngine::MmaSync && o.weight_grads != WeightGrads::Auto
+    {
+        let _ = writeln!(s, "- Weight gradients on stream-K: `--weight-grads stream-k`.");
     }
     if ladder.kernels && o.classifier != ClassifierPath::Auto {
         let path = match o.classifier {

@@ -4,7 +4,7 @@
 
 use crate::common::{Files, arg, tiny, trainer, trainer_ok};
 use gpu_host::kernels::classifier::ClassifierPath;
-use gpu_host::kernels::gemm::{GemmEngine, WgmmaTile};
+use gpu_host::kernels::gemm::{GemmEngine, WeightGrads, WgmmaTile};
 use ptx_sim::Simulator;
 use std::path::Path;
 use trainer::backend::ResolvedDevice;
@@ -45,6 +45,7 @@ fn options(work_dir: std::path::PathBuf) -> LadderOptions {
         torch_vocab_loss: TorchVocabLoss::Real,
         gemm_engine: GemmEngine::Auto,
         wgmma_tile: WgmmaTile::Auto,
+        weight_grads: WeightGrads::Auto,
         classifier: ClassifierPath::Auto,
         op_times: false,
     }

@@ -9,8 +9,9 @@ use crate::common::{
 };
 use crate::common::{random_params, trainer_ok};
 use gpu_host::kernels::classifier::ClassifierPath;
-use gpu_host::kernels::gemm::{GemmEngine, WgmmaTile};
+use gpu_host::kernels::gemm::{GemmEngine, WeightGrads, WgmmaTile};
 use ptx_sim::Simulator;
+use std::collections::BTreeMap;
 use trainer::backend::op_times::{OpClock, OpTimes};
 use trainer::backend::op_work::Work;
 use trainer::backend::ops::AttentionKind;
@@ -407,8 +408,8 @@ fn every_precision_and_attention_trains_like_the_cpu() {
 /// 16-bit GEMM of the step on the wgmma kernel (forward, `dX`, `dW`, the naive attention's
 /// batched head GEMMs, flash attention's products; the simulator's launch counts show it).
 /// TF32 (its weight gradients on `mma.sync`), BF16 and FP16 train like the CPU's fp32 run, and
-/// so does BF16 on the ping-pong, deferred-epilogue and stream-K kernels (`--wgmma-tile
-/// pingpong`, `deferred`, `stream-k`).
+/// so does BF16 on the ping-pong and deferred-epilogue kernels (`--wgmma-tile pingpong`,
+/// `deferred`), the latter with the weight gradients on stream-K (`--weight-grads stream-k`).
 #[test]
 fn the_hopper_module_trains_like_the_cpu() {
     let want = ResolvedDevice::Cpu
@@ -481,15 +482,21 @@ fn the_hopper_module_trains_like_the_cpu() {
         assert!(deferred_counts.contains_key(name), "{name} never ran: {deferred_counts:?}");
     }
     assert!(deferred_counts[dw] > last[dw], "{deferred_counts:?}");
-    // `--wgmma-tile stream-k`: the weight gradients on the stream-K kernels (here one k-tile
-    // a tile, so whole segments: the GEMM suite runs the partial ones), training like the CPU.
-    let stream_k =
-        Compute { wgmma_tile: WgmmaTile::StreamK, ..on(Precision::Bf16, GemmEngine::Auto) };
+    // `--wgmma-tile deferred --weight-grads stream-k`: the weight gradients on the stream-K
+    // kernels (here one k-tile a tile, so whole segments: the GEMM suite runs the partial
+    // ones), the rest deferred, training like the CPU.
+    let stream_k = Compute { weight_grads: WeightGrads::StreamK, ..deferred };
     let got = hopper.run(stream_k, TrainJob { options: naive, steps: 3 }).unwrap();
-    assert_trains_like("bf16 stream-K", &got, &want, 4e-2);
+    assert_trains_like("bf16 deferred, stream-K weight gradients", &got, &want, 4e-2);
     let stream_k_counts = sim.launch_counts();
-    let sk = "gemm_wgmma_sk_bf16_cr_f32";
-    assert!(stream_k_counts.contains_key(sk), "{sk} never ran: {stream_k_counts:?}");
+    for name in ["gemm_wgmma_sk_bf16_cr_f32", "gemm_wgmma_de_bf16_rc_bf16"] {
+        let count = |counts: &BTreeMap<&str, u64>| counts.get(name).copied().unwrap_or(0);
+        let ran = count(&stream_k_counts) > count(&deferred_counts);
+        assert!(ran, "{name} did not run: {stream_k_counts:?}");
+    }
+    // Every weight gradient (f32 output) went to stream-K: none to the 128 × 128 tiles.
+    let narrow_dw = "gemm_wgmma_bf16_cr_f32";
+    assert_eq!(stream_k_counts[narrow_dw], deferred_counts[narrow_dw], "{stream_k_counts:?}");
 }
 
 /// Four steps in one session, or two, then the parameters, moments (and loss scaler) moved to

@@ -39,10 +39,11 @@
 # flash attention's wgmma kernels out of the trainer (to measure it without them, or to go on
 # when they fail on hardware); wgmma forces them on every GEMM, so tf32 runs and
 # unpadded-vocabulary rungs fail by design. Likewise
-# $WGMMA_TILE (auto, 128, 256, pingpong, deferred or stream-k; default auto) as --wgmma-tile:
-# 128 keeps the Hopper GEMMs but not their 128 x 256 tiles; pingpong and deferred measure the
-# trainer on the ping-pong or the deferred-epilogue kernels, stream-k its weight gradients on
-# the stream-K kernels.
+# $WGMMA_TILE (auto, 128, 256, pingpong or deferred; default auto) as --wgmma-tile: 128 keeps
+# the Hopper GEMMs but not their 128 x 256 tiles; pingpong and deferred measure the trainer on
+# the ping-pong or the deferred-epilogue kernels. $WEIGHT_GRADS (auto or stream-k; default
+# auto) as --weight-grads: stream-k runs the weight gradients on the stream-K kernels, with
+# whatever $WGMMA_TILE gives the other GEMMs.
 # And $CLASSIFIER (auto, staged or two-reads; default auto) as --classifier: two-reads takes
 # the classifier that stages each row of logits in shared memory out of the trainer (to
 # measure what staging brings, or to go on when it fails on hardware).
@@ -458,7 +459,7 @@ stage_bench() {
                 "$out/logs/bench-trainer.log" headline_line \
                 "$work/bin/trainer" bench --device cuda --precision "${BENCH_PRECISIONS:-fp32,tf32,bf16,fp16}" \
                 --gemm-engine "${GEMM_ENGINE:-auto}" \
-                --wgmma-tile "${WGMMA_TILE:-auto}" --classifier "${CLASSIFIER:-auto}" \
+                --wgmma-tile "${WGMMA_TILE:-auto}" --weight-grads "${WEIGHT_GRADS:-auto}" --classifier "${CLASSIFIER:-auto}" \
                 --model ${BENCH_MODELS:-d12} --batch-size 16 --seq-len 1024 --warmup 3 --steps 10 \
                 --op-times --report
         elif [[ $name == attention ]]; then
@@ -507,7 +508,7 @@ resume_bit_exact() {
     local precision=$1 ckpt=$work/resume-$1 metrics=$out/train/resume-$1
     local args=(train --device cuda --precision "$precision" --batch-size 4 --seq-len 128
         --steps 4 --val-every 0 --data-dir "$data_dir"
-        --gemm-engine "${GEMM_ENGINE:-auto}" --wgmma-tile "${WGMMA_TILE:-auto}"
+        --gemm-engine "${GEMM_ENGINE:-auto}" --wgmma-tile "${WGMMA_TILE:-auto}" --weight-grads "${WEIGHT_GRADS:-auto}"
         --classifier "${CLASSIFIER:-auto}")
     rm -rf "$ckpt" "$metrics" && mkdir -p "$ckpt/full" "$ckpt/resumed" "$metrics" || return 1
     "$work/bin/trainer" "${args[@]}" --model d12 --checkpoint-dir "$ckpt/full" \
@@ -551,7 +552,7 @@ stage_train() {
             "$out/logs/train-$precision.log" headline_train \
             "$work/bin/trainer" train --device cuda --precision "$precision" --model d12 \
             --gemm-engine "${GEMM_ENGINE:-auto}" \
-            --wgmma-tile "${WGMMA_TILE:-auto}" --classifier "${CLASSIFIER:-auto}" \
+            --wgmma-tile "${WGMMA_TILE:-auto}" --weight-grads "${WEIGHT_GRADS:-auto}" --classifier "${CLASSIFIER:-auto}" \
             --batch-size 16 --seq-len 1024 --steps "${TRAIN_STEPS:-200}" --lr 6e-4 \
             --warmup-steps 20 --val-every 50 --val-batches 5 --data-dir "$data_dir" \
             --metrics-jsonl "$out/train/$precision.jsonl"
@@ -569,7 +570,7 @@ stage_ladder() {
         "$out/logs/ladder.log" headline_ladder \
         "$work/bin/trainer" ladder --device cuda --data "$data_dir/train_000000.bin" \
         --gemm-engine "${GEMM_ENGINE:-auto}" \
-        --wgmma-tile "${WGMMA_TILE:-auto}" --classifier "${CLASSIFIER:-auto}" \
+        --wgmma-tile "${WGMMA_TILE:-auto}" --weight-grads "${WEIGHT_GRADS:-auto}" --classifier "${CLASSIFIER:-auto}" \
         --op-times --torch-script "$here/bench/ladder_torch.py" ${LADDER_RUNGS:+--rungs "$LADDER_RUNGS"}
     popd >/dev/null || exit 2
 }
@@ -628,7 +629,7 @@ stage_profile() {
             headline_ncu "$ncu" "${ncu_args[@]}" \
             "$work/bin/trainer" bench --device cuda --precision bf16 --model d12 \
             --batch-size 16 --seq-len 1024 --warmup 0 --steps 1 \
-            --gemm-engine "${GEMM_ENGINE:-auto}" --wgmma-tile "${WGMMA_TILE:-auto}" \
+            --gemm-engine "${GEMM_ENGINE:-auto}" --wgmma-tile "${WGMMA_TILE:-auto}" --weight-grads "${WEIGHT_GRADS:-auto}" \
             --classifier "${CLASSIFIER:-auto}"
     done
     IFS=, read -ra problems <<<"${PROFILE_GEMMS:-$default_profile_gemms}"

@@ -35,7 +35,7 @@ pub use bias_grad::{
 };
 pub use kernel_abi::gemm::Layout;
 pub use launch::{gemm, gemm_split_k};
-pub use spec::{GemmConfig, GemmEngine, GemmSpec, Precision, WgmmaTile};
+pub use spec::{GemmConfig, GemmEngine, GemmSpec, Precision, WeightGrads, WgmmaTile};
 pub use types::{Activation, Epilogue, GemmOutput, GemmTypes};
 
 use crate::error::{GpuError, Result};

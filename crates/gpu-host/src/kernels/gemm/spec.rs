@@ -83,8 +83,20 @@ impl WgmmaTile {
     }
 }
 
+/// How a model's weight gradients (the GEMMs [`GemmSpec::with_split_k_for`] plans) run on
+/// the Hopper kernel (the trainer's `--weight-grads`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum WeightGrads {
+    /// On [`GemmConfig::wgmma_tile`], as every other GEMM.
+    #[default]
+    Auto,
+    /// On [`WgmmaTile::StreamK`] where it plans (16-bit), whatever `wgmma_tile` is: so that
+    /// `--wgmma-tile deferred` (the forward and input-gradient GEMMs) and stream-K combine.
+    StreamK,
+}
+
 /// How the GEMMs of a model or a composite op run: their precision, engine and Hopper tile
-/// (the trainer's `--precision`, `--gemm-engine`, `--wgmma-tile`).
+/// (the trainer's `--precision`, `--gemm-engine`, `--wgmma-tile`, `--weight-grads`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct GemmConfig {
     /// The arithmetic.
@@ -93,12 +105,19 @@ pub struct GemmConfig {
     pub engine: GemmEngine,
     /// The Hopper kernel's block tile, a preference: see [`GemmConfig::apply`].
     pub wgmma_tile: WgmmaTile,
+    /// The weight gradients' schedule: see [`GemmConfig::apply_weight_grad`].
+    pub weight_grads: WeightGrads,
 }
 
 impl From<Precision> for GemmConfig {
-    /// `precision` with the default engine and tile (`Auto`).
+    /// `precision` with the default engine, tile and weight gradients (`Auto`).
     fn from(precision: Precision) -> Self {
-        Self { precision, engine: GemmEngine::Auto, wgmma_tile: WgmmaTile::Auto }
+        Self {
+            precision,
+            engine: GemmEngine::Auto,
+            wgmma_tile: WgmmaTile::Auto,
+            weight_grads: WeightGrads::Auto,
+        }
     }
 }
 
@@ -118,6 +137,17 @@ impl GemmConfig {
             tile => tile,
         };
         GemmSpec { wgmma_tile, ..spec }
+    }
+
+    /// [`GemmConfig::apply`] for a weight gradient (a spec the caller then plans with
+    /// [`GemmSpec::with_split_k_for`]): under [`WeightGrads::StreamK`] on the stream-K tiles,
+    /// which that plan takes where they apply and otherwise replaces with `Auto`'s.
+    pub fn apply_weight_grad(&self, spec: GemmSpec) -> GemmSpec {
+        let spec = self.apply(spec);
+        match self.weight_grads {
+            WeightGrads::Auto => spec,
+            WeightGrads::StreamK => GemmSpec { wgmma_tile: WgmmaTile::StreamK, ..spec },
+        }
     }
 }
 

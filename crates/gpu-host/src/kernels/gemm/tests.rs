@@ -303,6 +303,7 @@ mod engines {
             precision: Precision::Fp16,
             engine: GemmEngine::Wgmma,
             wgmma_tile: WgmmaTile::N256,
+            weight_grads: WeightGrads::Auto,
         };
         let fwd = config.apply(GemmSpec::linear_forward(64, 64, 64, Precision::Bf16));
         assert_eq!((fwd.precision, fwd.engine), (Precision::Fp16, GemmEngine::Wgmma));
@@ -440,9 +441,16 @@ mod engines {
             precision: Precision::Bf16,
             engine: GemmEngine::Wgmma,
             wgmma_tile: WgmmaTile::Deferred,
+            weight_grads: WeightGrads::Auto,
         };
         assert_eq!(config.apply(dw).wgmma_tile, WgmmaTile::N128);
         assert_eq!(config.apply(dx).wgmma_tile, WgmmaTile::Deferred);
+        // With stream-K weight gradients: those on stream-K, the rest deferred where it has
+        // entries.
+        let both = GemmConfig { weight_grads: WeightGrads::StreamK, ..config };
+        assert_eq!(both.apply_weight_grad(dw).wgmma_tile, WgmmaTile::StreamK);
+        assert_eq!(both.apply(dx).wgmma_tile, WgmmaTile::Deferred);
+        assert_eq!(config.apply_weight_grad(dw).wgmma_tile, WgmmaTile::N128);
         // Whole tiles only: split over K, an InvalidArgument naming the tile.
         let long_k = GemmSpec::linear_forward(1024, 512, 1024, Precision::Bf16);
         let split = GemmSpec { split_k: 2, ..deferred(long_k) };
