@@ -36,9 +36,10 @@ const fn warp_part<W: Width>() -> usize {
 ///
 /// # Safety
 /// The 32 lanes of the warp call it together, with final accumulators, in a stream-K launch
-/// (`p.stream_k == 1`, `p.units` tiles, a grid of at most `p.units · k_tiles` blocks) whose
-/// workspace holds `stream_k::workspace_len(gridDim.x, p.units, W::TILE.bn)` words, the counters
-/// zero at the launch; the segment is this block's and not all of the tile.
+/// (a `gemm_wgmma_sk_*` entry: `p.units` tiles, a grid of `g` blocks with
+/// `stream_k::fits(g, p.units · k_tiles)`) whose workspace holds
+/// `stream_k::workspace_len(g, p.units, W::TILE.bn)` words, the counters zero at the launch;
+/// the segment is this block's and not all of the tile.
 #[inline(always)]
 pub(super) unsafe fn settle<W: Width, I: Copy, O: Copy>(
     p: &WgmmaGemmParams<I, O>,

@@ -101,8 +101,8 @@ fn run_sh_bench_runs_every_benchmark_and_the_trainer() {
     let summary = fake.read("r/summary.md");
     assert!(has_row(&summary, &["bench", "gemm", "pass"], &["gemm ok"]), "{summary}");
     let trainer = "bench --device cuda --precision fp32,tf32,bf16,fp16 --gemm-engine mma-sync \
-                   --wgmma-tile auto --classifier two-reads --model d12 --batch-size 16 \
-                   --seq-len 1024 --warmup 3 --steps 10 --op-times --report";
+                   --wgmma-tile auto --weight-grads auto --classifier two-reads --model d12 \
+                   --batch-size 16 --seq-len 1024 --warmup 3 --steps 10 --op-times --report";
     let step = ["bench", "trainer fp32,tf32,bf16,fp16", "pass"];
     assert!(has_row(&summary, &step, &[trainer]), "{summary}");
     assert_eq!(fake.read("r/bench/gemm-fake.md"), "# GEMM\n");
@@ -158,7 +158,8 @@ fn run_sh_profiles_a_training_step_and_gemms_with_ncu() {
     let log = fake.read("r/logs/profile-step-_gemm_wgmma.log");
     assert!(log.contains("==PROF== kernels regex:^gemm_wgmma, at most 4"), "{log}");
     let trainer = "bench --device cuda --precision bf16 --model d12 --batch-size 16 --seq-len 1024 \
-                   --warmup 0 --steps 1 --gemm-engine auto --wgmma-tile auto --classifier auto";
+                   --warmup 0 --steps 1 --gemm-engine auto --wgmma-tile auto --weight-grads auto \
+                   --classifier auto";
     assert!(log.contains(trainer), "{log}");
     let log = fake.read("r/logs/profile-gemm-fc_dW.log");
     assert!(log.contains("==PROF== kernels regex:^gemm_, at most 4"), "{log}");
