@@ -116,19 +116,23 @@ pub fn markdown(ladder: &Ladder, meta: &ReportMeta<'_>) -> String {
                 " Our tensor-core GEMMs: wgmma only (`--gemm-engine wgmma`).",
         },
     );
-    if ladder.kernels && o.gemm_engine != GemmEngine::MmaSync && o.wgmma_tile != WgmmaTile::Auto {
-        let tile = match o.wgmma_tile {
-            WgmmaTile::Auto | WgmmaTile::N128 => "128",
-            WgmmaTile::N256 => "256",
-            WgmmaTile::PingPong => "pingpong",
-            WgmmaTile::Deferred => "deferred",
-            WgmmaTile::StreamK => "stream-k",
-        };
-        let _ = writeln!(s, "- Hopper GEMM tile forced: `--wgmma-tile {tile}`.");
-    }
-    if ladder.kernels && o.gemm_engine != GemmEngine::MmaSync && o.weight_grads != WeightGrads::Auto
-    {
-        let _ = writeln!(s, "- Weight gradients on stream-K: `--weight-grads stream-k`.");
+    // `WgmmaTile::StreamK` on every GEMM plans stream-K for the weight gradients alone, as
+    // `--weight-grads stream-k` does: the CLI has no such tile.
+    let tile = match o.wgmma_tile {
+        WgmmaTile::Auto | WgmmaTile::StreamK => None,
+        WgmmaTile::N128 => Some("128"),
+        WgmmaTile::N256 => Some("256"),
+        WgmmaTile::PingPong => Some("pingpong"),
+        WgmmaTile::Deferred => Some("deferred"),
+    };
+    let stream_k = o.weight_grads == WeightGrads::StreamK || o.wgmma_tile == WgmmaTile::StreamK;
+    if ladder.kernels && o.gemm_engine != GemmEngine::MmaSync {
+        if let Some(tile) = tile {
+            let _ = writeln!(s, "- Hopper GEMM tile forced: `--wgmma-tile {tile}`.");
+        }
+        if stream_k {
+            let _ = writeln!(s, "- Weight gradients on stream-K: `--weight-grads stream-k`.");
+        }
     }
     if ladder.kernels && o.classifier != ClassifierPath::Auto {
         let path = match o.classifier {
