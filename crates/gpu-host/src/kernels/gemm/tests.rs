@@ -199,9 +199,22 @@ mod engines {
         offset: usize,
         workspace: usize,
     ) -> Result<Vec<Launched>> {
+        run_bf16_into::<bf16>(dev, spec, offset, workspace)
+    }
+
+    /// [`run_bf16`] with output type `O`.
+    fn run_bf16_into<O: GemmOutput>(
+        dev: &MockDevice,
+        spec: &GemmSpec,
+        offset: usize,
+        workspace: usize,
+    ) -> Result<Vec<Launched>>
+    where
+        bf16: GemmTypes<O>,
+    {
         let a = dev.alloc::<bf16>(spec.a_len() + offset)?;
         let b = dev.alloc::<bf16>(spec.b_len() + offset)?;
-        let mut c = dev.alloc::<bf16>(spec.c_len())?;
+        let mut c = dev.alloc::<O>(spec.c_len())?;
         let mut w = dev.alloc::<f32>(workspace)?;
         let (a, b) = (a.view().slice(offset..a.len())?, b.view().slice(offset..b.len())?);
         gemm_split_k(dev, spec, a, b, c.view_mut(), Epilogue::default(), w.view_mut())?;
@@ -651,15 +664,7 @@ mod engines {
         .with_split_k_for(4, PtxArch::Sm90a);
         let len = spec.workspace_len();
         assert_eq!(len, 2 * 4 * 128 * 256 + 9 * 8);
-        let run = |workspace: usize| -> Result<Vec<Launched>> {
-            let a = dev.alloc::<bf16>(spec.a_len())?;
-            let b = dev.alloc::<bf16>(spec.b_len())?;
-            let mut c = dev.alloc::<f32>(spec.c_len())?;
-            let mut w = dev.alloc::<f32>(workspace)?;
-            let epilogue = Epilogue::default();
-            gemm_split_k(&dev, &spec, a.view(), b.view(), c.view_mut(), epilogue, w.view_mut())?;
-            Ok(dev.take_launches())
-        };
+        let run = |workspace| run_bf16_into::<f32>(&dev, &spec, 0, workspace);
         let launches = run(len).unwrap();
         assert_eq!(launches.len(), 2);
         let fill = launches[0].params::<kernel_abi::elementwise::FillParams<f32>>();
