@@ -1004,7 +1004,8 @@ kernel_tests! {
 /// the same layouts, with the fused epilogue, split-K and, for 16-bit, GELU backward, with
 /// blocks of one, two and three units; for 16-bit, the deferred epilogue (forced), fused,
 /// bias-only, batched and GELU backward with column sums, the last bit for bit as the 128 ×
-/// 128 tiles, and stream-K ([`check_stream_k`]). On a GPU `Auto` already picks the kernel for these
+/// 128 tiles (as are the 128 × 256 and ping-pong tiles' fused forward and GELU-backward input
+/// gradient: the tiles `WgmmaTile::Tuned` chooses between), and stream-K ([`check_stream_k`]). On a GPU `Auto` already picks the kernel for these
 /// cases on Hopper; the simulator runs the sm_90a module. The GELU backward cases of every
 /// tile (and the batched one) write the column sums too.
 fn check_wgmma<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
@@ -1142,6 +1143,30 @@ fn check_wgmma<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
     let narrow = Case { spec: GemmSpec { wgmma_tile: WgmmaTile::N128, ..de_dx.spec }, ..de_dx };
     let want = run::<D, I, O>(dev, &mut second, &narrow);
     assert_bits_eq("deferred against 128 × 128 tiles", rng.seed(), &got, &want);
+    // The other tiles `WgmmaTile::Tuned` chooses between compute the same bits too (the trainer
+    // tunes while it trains): the forward with a bias and GELU, and the input gradient with the
+    // GELU backward and column sums, each against 128 × 128.
+    let forward = || {
+        let mut case = wgmma(Case::new(150, 300, 100, rc, precision));
+        (case.bias, case.act) = (true, Act::Gelu { store: true });
+        case
+    };
+    let input_gradient = || {
+        let mut case = wgmma(Case::new(150, 300, 100, (r, r), precision)).summed();
+        case.act = Act::DGelu;
+        case
+    };
+    for tile in [WgmmaTile::N256, WgmmaTile::PingPong] {
+        for case in [forward(), input_gradient()] {
+            let (mut first, mut second) = rng.twins();
+            let narrow =
+                Case { spec: GemmSpec { wgmma_tile: WgmmaTile::N128, ..case.spec }, ..case };
+            let want = run::<D, I, O>(dev, &mut first, &narrow);
+            let case = Case { spec: GemmSpec { wgmma_tile: tile, ..narrow.spec }, ..narrow };
+            let got = run::<D, I, O>(dev, &mut second, &case);
+            assert_bits_eq(&format!("{tile:?} against 128 × 128 tiles"), rng.seed(), &got, &want);
+        }
+    }
     check_stream_k::<D, I, O>(dev, &mut rng, precision);
 }
 

@@ -198,6 +198,11 @@ pub enum WgmmaTileArg {
     /// the GEMMs whose GELU or GELU-backward epilogue outlasts their mainloop.
     #[value(name = "deferred")]
     Deferred,
+    /// Each forward and input-gradient GEMM on the fastest of the tiles that can run it, timed
+    /// on its first call (a few launches of each; the weight gradients stay as `--weight-grads`
+    /// has them). Every tile computes the same bits, so the choice changes only the time.
+    #[value(name = "tuned")]
+    Tuned,
 }
 
 impl From<WgmmaTileArg> for WgmmaTile {
@@ -208,6 +213,7 @@ impl From<WgmmaTileArg> for WgmmaTile {
             WgmmaTileArg::N256 => WgmmaTile::N256,
             WgmmaTileArg::PingPong => WgmmaTile::PingPong,
             WgmmaTileArg::Deferred => WgmmaTile::Deferred,
+            WgmmaTileArg::Tuned => WgmmaTile::Tuned,
         }
     }
 }

@@ -17,7 +17,7 @@ use super::ops::{
 use super::view::cut_order;
 use super::{
     ActElement, ActMut, ActView, ArenaTensor, Backend, Compute, Element, F32View, GradNorm,
-    Precision, Storage, TokenShape, View, ViewMut,
+    Precision, Storage, TokenShape, TunedGemm, View, ViewMut,
 };
 use crate::error::{Error, Result};
 use gpu_host::kernels::adamw::{self, AdamWBuffers, AdamWTable, AdamWTensor};
@@ -221,13 +221,31 @@ pub struct CudaBackend<'d, D: Device, A: CudaAct> {
     multiprocessors: usize,
     gpu_name: Option<String>,
     scratch: RefCell<Scratch<D, A>>,
+    /// The GEMMs tuned so far under `--wgmma-tile tuned`, with their keys
+    /// ([`CudaBackend::tuned_gemm`]).
+    tuned: RefCell<Vec<(String, TunedGemm)>>,
     ops: OpRecorder,
     act: PhantomData<A>,
 }
 
+/// Timed launches of each tile when `--wgmma-tile tuned` chooses a GEMM's (after one untimed
+/// one); one on the simulator, whose times say nothing of a GPU's.
+const TUNING_RUNS: usize = 5;
+
 /// The widest output, in multiples of its input, of a linear layer whose TF32 input gradient
 /// runs on wgmma ([`CudaBackend::tf32_input_gradient_on_wgmma`]): GPT-2's fc layer (4×).
 const MAX_WGMMA_DX_WIDENING: usize = 4;
+
+/// The layouts of A and B, `rc` for A row-major and B column-major and so on.
+fn layouts(spec: &GemmSpec) -> &'static str {
+    use gemm::Layout::{ColMajor, RowMajor};
+    match (spec.a_layout, spec.b_layout) {
+        (RowMajor, RowMajor) => "rr",
+        (RowMajor, ColMajor) => "rc",
+        (ColMajor, RowMajor) => "cr",
+        (ColMajor, ColMajor) => "cc",
+    }
+}
 
 /// Maps a runtime error to the trainer's, naming the buffer of an out-of-memory error.
 fn alloc_error(what: &str, err: GpuError) -> Error {
@@ -304,6 +322,7 @@ impl<'d, D: Device, A: CudaAct> CudaBackend<'d, D, A> {
             multiprocessors: multiprocessors.max(1),
             gpu_name,
             scratch: RefCell::new(scratch),
+            tuned: RefCell::default(),
             ops: OpRecorder::default(),
             act: PhantomData,
         })
@@ -328,6 +347,53 @@ impl<'d, D: Device, A: CudaAct> CudaBackend<'d, D, A> {
     /// `spec` on the backend's GEMM engine and Hopper tile ([`GemmConfig::apply`]).
     fn on_engine(&self, spec: GemmSpec) -> GemmSpec {
         self.gemm.apply(spec)
+    }
+
+    /// Runs `launch` with `spec`, whose tile under `--wgmma-tile tuned` is chosen here: the
+    /// first call of each GEMM (its spec and `epilogue`) times every tile
+    /// [`gemm::tuned_candidates`] lists, each through `launch` ([`gemm::time_launches`]), and
+    /// keeps the fastest for the later calls. Every tile computes the same bits, and `launch`
+    /// writes its outputs over (its inputs are other buffers: Rust's borrows), so the output
+    /// is the GEMM's whichever ran. A GEMM without a choice, or one adding to its output
+    /// (β ≠ 0), runs as under `Auto`, untuned.
+    fn tuned_gemm(
+        &self,
+        spec: GemmSpec,
+        op: impl FnOnce() -> String,
+        epilogue: &str,
+        mut launch: impl FnMut(&GemmSpec) -> Result<()>,
+    ) -> Result<()> {
+        if spec.wgmma_tile != WgmmaTile::Tuned {
+            return launch(&spec);
+        }
+        let key = format!("{spec:?} {epilogue}");
+        let known = self.tuned.borrow().iter().find(|(k, _)| *k == key).map(|(_, t)| t.chosen);
+        if let Some(tile) = known {
+            return launch(&GemmSpec { wgmma_tile: tile, ..spec });
+        }
+        let sms = u32::try_from(self.multiprocessors).unwrap_or(u32::MAX);
+        let candidates = gemm::tuned_candidates(&spec, self.dev.ptx_arch(), sms);
+        if candidates.is_empty() || spec.beta != 0.0 {
+            return launch(&spec);
+        }
+        let runs = if self.dev.is_simulator() { 1 } else { TUNING_RUNS };
+        let mut timings = Vec::with_capacity(candidates.len());
+        for tile in candidates {
+            let spec = GemmSpec { wgmma_tile: tile, ..spec };
+            let ms = gemm::time_launches(self.dev, runs, || launch(&spec))?;
+            timings.push((tile, ms));
+        }
+        let chosen = timings.iter().min_by(|a, b| a.1.total_cmp(&b.1)).map(|t| t.0);
+        let chosen = chosen.expect("tuned_candidates lists two tiles or none");
+        let tuned = TunedGemm {
+            op: op(),
+            shape: format!("{}×{}×{} {}", spec.m, spec.n, spec.k, layouts(&spec)),
+            epilogue: epilogue.to_owned(),
+            timings,
+            chosen,
+        };
+        self.tuned.borrow_mut().push((key, tuned));
+        launch(&GemmSpec { wgmma_tile: chosen, ..spec })
     }
 
     /// Runs `op`, recorded as `label()` (its name and work) while the op recorder is on: on the
@@ -504,6 +570,7 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
             (.., WgmmaTile::PingPong) => ", ping-pong wgmma tiles where they exist",
             (.., WgmmaTile::Deferred) => ", deferred-epilogue wgmma tiles where they exist",
             (.., WgmmaTile::StreamK) => ", stream-K wgmma tiles where they apply",
+            (.., WgmmaTile::Tuned) => ", wgmma tiles tuned by timing",
         };
         let weight_grads = match (self.precision, self.gemm.engine, self.gemm.weight_grads) {
             (Precision::Fp32, ..) | (_, GemmEngine::MmaSync, _) | (.., WeightGrads::Auto) => "",
@@ -523,6 +590,10 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
 
     fn gpu_name(&self) -> Option<&str> {
         self.gpu_name.as_deref()
+    }
+
+    fn tuned_gemms(&self) -> Vec<TunedGemm> {
+        self.tuned.borrow().iter().map(|(_, tuned)| tuned.clone()).collect()
     }
 
     fn synchronize(&self) -> Result<()> {
@@ -740,16 +811,28 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
             self.timed(
                 || op_work::matmul_forward(shape, Self::ACT, bias, gelu),
                 || {
-                    let activation = match activation {
-                        super::ops::Activation::None => gemm::Activation::None,
-                        super::ops::Activation::Gelu { pre_act } => {
-                            gemm::Activation::Gelu { pre_act: Some(dvm(pre_act)) }
-                        }
+                    let (mut out, mut activation) = (out, activation);
+                    let epilogue = match (bias, gelu) {
+                        (true, true) => "bias, GELU",
+                        (true, false) => "bias",
+                        (false, true) => "GELU",
+                        (false, false) => "none",
                     };
-                    let epilogue = Epilogue { bias: bias_view.map(dv), activation, col_sums: None };
-                    let done =
-                        gemm::gemm::<D, A, A>(self.dev, &spec, inp, weight, dvm(out), epilogue);
-                    self.gemm_result(done)
+                    let op = || names::matmul("forward", shape);
+                    self.tuned_gemm(spec, op, epilogue, |spec| {
+                        let activation = match &mut activation {
+                            super::ops::Activation::None => gemm::Activation::None,
+                            super::ops::Activation::Gelu { pre_act } => {
+                                gemm::Activation::Gelu { pre_act: Some(dvm(pre_act.reborrow())) }
+                            }
+                        };
+                        let bias = bias_view.clone().map(dv);
+                        let epilogue = Epilogue { bias, activation, col_sums: None };
+                        let out = dvm(out.reborrow());
+                        self.gemm_result(gemm::gemm::<D, A, A>(
+                            self.dev, spec, inp, weight, out, epilogue,
+                        ))
+                    })
                 },
             )
         };
@@ -777,24 +860,39 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
         let dout = dv(dout);
         let gelu = gelu_pre_act.is_some();
         assert!(gelu || pre_act_bias.is_none(), "a pre-activation bias needs the GELU backward");
-        let activation = match gelu_pre_act {
-            Some(pre_act) => gemm::Activation::DGelu { pre_act: dv(pre_act) },
-            None => gemm::Activation::None,
-        };
+        let pre_act = gelu_pre_act.map(dv);
         let (weight, mut dinp) = (dv(weight), dvm(dinp));
         let input_gradient =
             |spec: GemmSpec,
              dout: DeviceView<'_, A>,
              weight: DeviceView<'_, A>,
-             dinp: DeviceViewMut<'_, A>,
-             col_sums: Option<DeviceViewMut<'_, f32>>| {
+             mut dinp: DeviceViewMut<'_, A>,
+             mut col_sums: Option<DeviceViewMut<'_, f32>>| {
                 self.timed(
                     || op_work::matmul_backward_input(shape, Self::ACT, gelu),
                     || {
-                        let epilogue = Epilogue { bias: None, activation, col_sums };
-                        self.gemm_result(gemm::gemm::<D, A, A>(
-                            self.dev, &spec, dout, weight, dinp, epilogue,
-                        ))
+                        let epilogue = match (gelu, col_sums.is_some()) {
+                            (true, true) => "GELU backward, column sums",
+                            (true, false) => "GELU backward",
+                            (false, _) => "none",
+                        };
+                        let op = || names::matmul_backward(shape, "dX");
+                        self.tuned_gemm(spec, op, epilogue, |spec| {
+                            let activation = match pre_act {
+                                Some(pre_act) => gemm::Activation::DGelu { pre_act },
+                                None => gemm::Activation::None,
+                            };
+                            let col_sums = col_sums.as_mut().map(|sums| sums.reborrow());
+                            let epilogue = Epilogue { bias: None, activation, col_sums };
+                            self.gemm_result(gemm::gemm::<D, A, A>(
+                                self.dev,
+                                spec,
+                                dout,
+                                weight,
+                                dinp.reborrow(),
+                                epilogue,
+                            ))
+                        })
                     },
                 )
             };

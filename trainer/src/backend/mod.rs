@@ -100,6 +100,21 @@ pub type F32View<'a, B> = View<'a, Buf<B, f32>>;
 /// A writable window of f32 values.
 pub type F32Mut<'a, B> = ViewMut<'a, Buf<B, f32>>;
 
+/// A GEMM whose Hopper tile `--wgmma-tile tuned` chose by timing every tile that runs it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TunedGemm {
+    /// The op of its first call (e.g. `matmul forward fc`).
+    pub op: String,
+    /// `M×N×K` and the layouts (`rc`: A row-major, B column-major; …).
+    pub shape: String,
+    /// The epilogue (`bias, GELU`, `GELU backward, column sums`, …).
+    pub epilogue: String,
+    /// Each tile timed and its median time in milliseconds, `Auto`'s first.
+    pub timings: Vec<(gpu_host::kernels::gemm::WgmmaTile, f64)>,
+    /// The fastest (the first of equals), which the later calls run.
+    pub chosen: gpu_host::kernels::gemm::WgmmaTile,
+}
+
 /// A compute backend: typed memory plus the GPT-2 ops, forward and backward.
 ///
 /// Views must have exactly the lengths the shapes imply; backends may panic otherwise (a bug
@@ -125,6 +140,11 @@ pub trait Backend {
     }
     /// Waits for all issued work (for timing).
     fn synchronize(&self) -> Result<()>;
+    /// The GEMMs whose Hopper tile was chosen by timing so far (`--wgmma-tile tuned`), in the
+    /// order of their first call; empty otherwise.
+    fn tuned_gemms(&self) -> Vec<TunedGemm> {
+        Vec::new()
+    }
     /// Records the time of every op while switched on (off by default): where a step's time
     /// goes.
     fn op_recorder(&self) -> &OpRecorder;

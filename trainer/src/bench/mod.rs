@@ -9,6 +9,7 @@ pub use report::{
 };
 
 use crate::backend::Backend;
+use crate::backend::TunedGemm;
 use crate::backend::check_training_fits;
 use crate::backend::op_times::OpTimes;
 use crate::error::Result;
@@ -48,6 +49,8 @@ pub struct BenchResult {
     /// Every kernel of one more step after that, timed launch by launch (with
     /// [`BenchRun::op_times`], on the device backends; else empty).
     pub kernels: OpTimes,
+    /// The GEMMs whose tile `--wgmma-tile tuned` chose by timing (during the first step).
+    pub tuned: Vec<TunedGemm>,
 }
 
 /// The shape of a benchmark run.
@@ -127,7 +130,8 @@ pub fn timed_steps<B: Backend>(
     sorted.sort_by(f64::total_cmp);
     let median_ms = sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN);
     let tokens_per_sec = (b * t) as f64 / (median_ms / 1e3);
-    let timing = BenchResult { step_ms, median_ms, tokens_per_sec, ops, kernels };
+    let tuned = backend.tuned_gemms();
+    let timing = BenchResult { step_ms, median_ms, tokens_per_sec, ops, kernels, tuned };
     Ok(TimedSteps { timing, losses, skipped })
 }
 

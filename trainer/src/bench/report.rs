@@ -2,11 +2,12 @@
 //! precision, with the device, date, commit and method.
 
 use super::{BenchResult, BenchRun};
-use crate::backend::Precision;
 use crate::backend::op_times::{OpClock, OpTime, OpTimes};
+use crate::backend::{Precision, TunedGemm};
 use crate::mfu::{self, Peak};
 use crate::model::Gpt2Config;
 use crate::report::{ReportMeta, thousands};
+use gpu_host::kernels::gemm::WgmmaTile;
 use std::fmt::Write;
 
 /// One configuration `trainer bench` timed (or tried to).
@@ -175,8 +176,65 @@ pub fn markdown(rows: &[BenchRow], meta: &ReportMeta<'_>) -> String {
     if let Some(peak) = rows.iter().find_map(BenchRow::peak) {
         let _ = writeln!(s, "\nPeaks used ({}, dense): {}.", peak.gpu, peaks.join(", "));
     }
+    s += &tuned_sections(rows);
     s += &op_sections(rows);
     s
+}
+
+/// Per configuration that tuned its GEMMs (`--wgmma-tile tuned`), each GEMM's tiles and times
+/// (empty when none did).
+fn tuned_sections(rows: &[BenchRow]) -> String {
+    let tuned: Vec<(&BenchRow, &[TunedGemm])> = rows
+        .iter()
+        .filter_map(|r| Some((r, r.outcome.as_ref().ok()?.result.tuned.as_slice())))
+        .filter(|(_, tuned)| !tuned.is_empty())
+        .collect();
+    if tuned.is_empty() {
+        return String::new();
+    }
+    let mut s = format!(
+        "\n## GEMM tiles tuned by timing\n\n`--wgmma-tile tuned`: on its first call, each \
+         forward and input-gradient GEMM ran on every Hopper tile that takes it ({TUNING_NOTE}); \
+         the fastest ran every later call. Every tile computes the same bits.\n"
+    );
+    for (row, tuned) in tuned {
+        let _ = writeln!(s, "\n### {} {}\n", row.model, row.precision.name());
+        s += "| GEMM | M×N×K | epilogue | chosen | every tile (ms) |\n|---|---|---|---|---|\n";
+        for t in tuned {
+            let times: Vec<String> = t
+                .timings
+                .iter()
+                .map(|(tile, ms)| format!("{} {ms:.3}", tile_name(*tile)))
+                .collect();
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} |",
+                t.op,
+                t.shape,
+                t.epilogue,
+                tile_name(t.chosen),
+                times.join(", ")
+            );
+        }
+    }
+    s
+}
+
+/// How a tuned GEMM's tiles were timed, for the reports.
+const TUNING_NOTE: &str = "CUDA events around each launch, one untimed launch, the median of \
+    five; on the simulator one host-timed launch";
+
+/// A Hopper tile as `--wgmma-tile` names it.
+pub fn tile_name(tile: WgmmaTile) -> &'static str {
+    match tile {
+        WgmmaTile::Auto => "auto",
+        WgmmaTile::N128 => "128",
+        WgmmaTile::N256 => "256",
+        WgmmaTile::PingPong => "pingpong",
+        WgmmaTile::Deferred => "deferred",
+        WgmmaTile::StreamK => "stream-k",
+        WgmmaTile::Tuned => "tuned",
+    }
 }
 
 /// The clock a recording was read from, in words.
@@ -428,6 +486,7 @@ mod tests {
                 tokens_per_sec,
                 ops: OpTimes::default(),
                 kernels: OpTimes::default(),
+                tuned: Vec::new(),
             },
         }
     }

@@ -124,11 +124,22 @@ pub fn markdown(ladder: &Ladder, meta: &ReportMeta<'_>) -> String {
         WgmmaTile::N256 => Some("256"),
         WgmmaTile::PingPong => Some("pingpong"),
         WgmmaTile::Deferred => Some("deferred"),
+        WgmmaTile::Tuned => Some("tuned"),
     };
     let stream_k = o.weight_grads == WeightGrads::StreamK || o.wgmma_tile == WgmmaTile::StreamK;
     if ladder.kernels && o.gemm_engine != GemmEngine::MmaSync {
-        if let Some(tile) = tile {
-            let _ = writeln!(s, "- Hopper GEMM tile forced: `--wgmma-tile {tile}`.");
+        match tile {
+            Some("tuned") => {
+                let _ = writeln!(
+                    s,
+                    "- Hopper GEMM tiles chosen by timing each on its first call: \
+                     `--wgmma-tile tuned`."
+                );
+            }
+            Some(tile) => {
+                let _ = writeln!(s, "- Hopper GEMM tile forced: `--wgmma-tile {tile}`.");
+            }
+            None => {}
         }
         if stream_k {
             let _ = writeln!(s, "- Weight gradients on stream-K: `--weight-grads stream-k`.");

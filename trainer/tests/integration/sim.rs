@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use trainer::backend::op_times::{OpClock, OpTimes};
 use trainer::backend::op_work::Work;
 use trainer::backend::ops::AttentionKind;
-use trainer::backend::{Backend, BackendJob, Compute, Precision, ResolvedDevice};
+use trainer::backend::{Backend, BackendJob, Compute, Precision, ResolvedDevice, TunedGemm};
 use trainer::loss_scale::{LossScaleConfig, LossScaler};
 use trainer::model::{Gpt2, Gpt2Config, ModelOptions, Params};
 use trainer::train::{BatchShape, Session, StepOutput};
@@ -81,6 +81,17 @@ impl BackendJob for TrainJob {
         let mut session = two_micro_batch_session(backend, self.options)?;
         let mut data = CyclingBatches { batches: vec![batch(6), batch(16)], next: 0 };
         (1..=self.steps).map(|t| session.train_step(&mut data, 1e-3, t)).collect()
+    }
+}
+
+/// [`TrainJob`], returning the GEMMs the backend tuned too.
+struct TunedTrainJob(TrainJob);
+
+impl BackendJob for TunedTrainJob {
+    type Output = (Vec<StepOutput>, Vec<TunedGemm>);
+    fn run<Bk: Backend>(self, backend: &Bk) -> trainer::Result<Self::Output> {
+        let steps = self.0.run(backend)?;
+        Ok((steps, backend.tuned_gemms()))
     }
 }
 
@@ -497,6 +508,39 @@ fn the_hopper_module_trains_like_the_cpu() {
     // Every weight gradient (f32 output) went to stream-K: none to the 128 × 128 tiles.
     let narrow_dw = "gemm_wgmma_bf16_cr_f32";
     assert_eq!(stream_k_counts[narrow_dw], deferred_counts[narrow_dw], "{stream_k_counts:?}");
+}
+
+/// `--wgmma-tile tuned` on the Hopper module: each forward and input-gradient GEMM times every
+/// tile that takes it on its first call, once per GEMM (every layer's fc forward is one), and
+/// the training has the bits of `Auto`'s (the tiles compute the same bits).
+#[test]
+fn tuned_tiles_train_with_the_bits_of_auto() {
+    let hopper = ResolvedDevice::Sim(Simulator::hopper().expect("cargo xtask build-ptx has run"));
+    let job = || {
+        let options = ModelOptions { attention: AttentionKind::Naive, fuse: true };
+        TunedTrainJob(TrainJob { options, steps: 2 })
+    };
+    let auto = Compute::from(Precision::Bf16);
+    let (want, untuned) = hopper.run(auto, job()).unwrap();
+    assert!(untuned.is_empty(), "{untuned:?}");
+    let tuned = Compute { wgmma_tile: WgmmaTile::Tuned, ..auto };
+    let (got, gemms) = hopper.run(tuned, job()).unwrap();
+    for (step, (g, w)) in got.iter().zip(&want).enumerate() {
+        let bits = |s: &StepOutput| (s.loss.to_bits(), s.grad_norm.to_bits());
+        assert_eq!(bits(g), bits(w), "step {step}: {g:?} against {w:?}");
+    }
+    let ops: Vec<&str> = gemms.iter().map(|g| g.op.as_str()).collect();
+    for op in ["matmul forward fc", "matmul forward lm head", "matmul backward fc projection dX"] {
+        assert!(ops.contains(&op), "{op} not tuned: {ops:?}");
+    }
+    for (i, g) in gemms.iter().enumerate() {
+        assert!(g.timings.len() >= 2, "{g:?}");
+        assert!(g.timings.iter().any(|&(tile, _)| tile == g.chosen), "{g:?}");
+        let again = gemms[..i].iter().any(|h| (&h.shape, &h.epilogue) == (&g.shape, &g.epilogue));
+        assert!(!again, "tuned twice: {g:?}");
+    }
+    let fc_dx = gemms.iter().find(|g| g.op == "matmul backward fc projection dX").unwrap();
+    assert_eq!(fc_dx.epilogue, "GELU backward, column sums");
 }
 
 /// Four steps in one session, or two, then the parameters, moments (and loss scaler) moved to

@@ -26,6 +26,7 @@ mod launch;
 mod spec;
 #[cfg(test)]
 mod tests;
+mod tune;
 mod types;
 mod wgmma;
 
@@ -36,6 +37,7 @@ pub use bias_grad::{
 pub use kernel_abi::gemm::Layout;
 pub use launch::{gemm, gemm_split_k};
 pub use spec::{GemmConfig, GemmEngine, GemmSpec, Precision, WeightGrads, WgmmaTile};
+pub use tune::{time_launches, tuned_candidates};
 pub use types::{Activation, Epilogue, GemmOutput, GemmTypes};
 
 use crate::error::{GpuError, Result};

@@ -67,6 +67,11 @@ pub enum WgmmaTile {
     /// `Auto`. `Auto` never picks it yet: `bench gemm` times it on the weight gradients, so
     /// that a GPU run can decide.
     StreamK,
+    /// Chosen by timing, by the caller: every tile [`tuned_candidates`](super::tuned_candidates)
+    /// lists for a GEMM, timed on its first launch ([`time_launches`](super::time_launches)),
+    /// the fastest kept for the later ones (the trainer's `--wgmma-tile tuned`). A spec that
+    /// reaches the launcher with it runs as under `Auto`.
+    Tuned,
 }
 
 impl WgmmaTile {
@@ -74,7 +79,7 @@ impl WgmmaTile {
     /// has; `wgmma::tile_for` decides what it runs).
     pub(super) fn geometry(self) -> wg::Tile {
         match self {
-            WgmmaTile::Auto | WgmmaTile::N128 => wg::N128,
+            WgmmaTile::Auto | WgmmaTile::Tuned | WgmmaTile::N128 => wg::N128,
             WgmmaTile::N256 => wg::N256,
             WgmmaTile::PingPong => wg::PINGPONG,
             WgmmaTile::Deferred => wg::DEFERRED,
@@ -571,7 +576,7 @@ impl GemmSpec {
 
     /// The engine [`GemmSpec::engine_on`] resolves to on a runtime with the `arch` module for
     /// aligned operands (a forced engine that cannot run stays itself; the launch reports it).
-    fn likely_engine(&self, arch: PtxArch) -> GemmEngine {
+    pub(super) fn likely_engine(&self, arch: PtxArch) -> GemmEngine {
         self.engine_for_arch(arch, 0, 0).unwrap_or(self.engine)
     }
 }

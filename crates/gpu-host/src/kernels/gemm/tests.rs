@@ -134,6 +134,56 @@ fn a_forced_wide_tile_gets_no_tail_split() {
     assert_eq!(super::wgmma::tile_for(&wide, 132).unwrap(), kernel_abi::gemm_wgmma::wg::N256);
 }
 
+/// `Tuned` times every tile that takes a GEMM, `Auto`'s first, and nothing where there is no
+/// choice or where the tiles would change the bits.
+#[test]
+fn tuning_times_every_tile_that_takes_the_gemm_autos_first() {
+    use WgmmaTile::{Deferred, N128, N256, PingPong};
+    let tuned = |s: GemmSpec| GemmSpec { wgmma_tile: WgmmaTile::Tuned, ..s };
+    let h100 = |s: GemmSpec| tuned_candidates(&tuned(s), PtxArch::Sm90a, 132);
+    let fc = GemmSpec::linear_forward(16384, 3072, 768, Precision::Bf16);
+    assert_eq!(h100(fc), [PingPong, N128, N256, Deferred], "Auto's ping-pong first");
+    let fc_dx = GemmSpec::linear_backward_input(16384, 3072, 768, Precision::Fp16);
+    assert_eq!(h100(fc_dx), [N256, N128, PingPong, Deferred], "Auto's wide tile first");
+    // TF32 (forward layout only): no deferred entry.
+    let tf32 = GemmSpec::linear_forward(16384, 768, 768, Precision::Tf32);
+    assert_eq!(h100(tf32), [N256, N128, PingPong]);
+    // The lm head's weight gradient, unsplit: the two tiles of the `cr` layout.
+    let lm_dw = GemmSpec::linear_backward_weight(16384, 768, 50304, Precision::Bf16);
+    assert_eq!(h100(lm_dw.with_split_k_for(132, PtxArch::Sm90a)), [N256, N128]);
+    // Nothing to choose: split over K, stream-K, the sm_80 module, FP32, one SM's N ≤ 128.
+    let fc_dw = GemmSpec::linear_backward_weight(16384, 768, 3072, Precision::Bf16);
+    assert!(h100(fc_dw.with_split_k_for(132, PtxArch::Sm90a)).is_empty(), "split");
+    let stream_k = GemmSpec { wgmma_tile: WgmmaTile::StreamK, ..fc_dw };
+    let stream_k = stream_k.with_split_k_for(132, PtxArch::Sm90a);
+    assert!(tuned_candidates(&stream_k, PtxArch::Sm90a, 132).is_empty(), "stream-K");
+    assert!(tuned_candidates(&tuned(fc), PtxArch::Sm80, 108).is_empty());
+    assert!(h100(GemmSpec::linear_forward(16384, 3072, 768, Precision::Fp32)).is_empty());
+    let cc = GemmSpec::new(320, 200, 96, Layout::ColMajor, Layout::ColMajor, Precision::Bf16);
+    assert_eq!(h100(cc), [N128, N256], "cc: no ping-pong or deferred entry");
+}
+
+/// The median of the timed calls, after one untimed call; on a runtime without a clock by the
+/// host's, after a synchronisation.
+#[test]
+fn timing_takes_the_median_after_a_warm_up() {
+    let dev = crate::mock::MockDevice::new(PtxArch::Sm90a, 4);
+    let mut calls = 0;
+    let ms = time_launches::<_, GpuError>(&dev, 3, || {
+        calls += 1;
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(calls, 4, "one warm-up and three timed calls");
+    assert!((0.0..1e3).contains(&ms), "{ms}");
+    let mut calls = 0;
+    let failed = time_launches(&dev, 3, || {
+        calls += 1;
+        Err(GpuError::invalid("gemm", "a", "planted"))
+    });
+    assert!(failed.is_err() && calls == 1, "the first error stops the timing");
+}
+
 #[test]
 fn precisions_map_to_families() {
     let wide = simt::N128;

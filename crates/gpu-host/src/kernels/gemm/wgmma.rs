@@ -112,7 +112,8 @@ pub(super) fn unsupported_reason(
 /// The block tile of the wgmma kernel for `spec` on a GPU with `sms` SMs: `spec.wgmma_tile` when
 /// set (an [`GpuError::InvalidArgument`](crate::GpuError::InvalidArgument) for `N256` or
 /// `PingPong` without such an entry, [`GemmSpec::has_wgmma_entry`]; `StreamK` where
-/// [`GemmSpec::with_split_k_for`] planned stream-K, else as `Auto`); under `Auto`:
+/// [`GemmSpec::with_split_k_for`] planned stream-K, else as `Auto`); under `Auto` (and `Tuned`,
+/// whose choice is its caller's):
 /// - the ping-pong schedule for an unbatched, unsplit 16-bit `rc` GEMM (a linear layer's
 ///   forward) with at least two 128×128 tiles per SM: on an H100 (2026-11-26) it ran GPT-2's
 ///   forward GEMMs 0.5–9.5% faster than the cooperative tiles (its consumers take turns, one's
@@ -171,7 +172,7 @@ pub(super) fn tile_for(spec: &GemmSpec, sms: u32) -> Result<wg::Tile> {
         WgmmaTile::N256 => Err(missing("128 × 256")),
         WgmmaTile::PingPong => Err(missing("ping-pong")),
         WgmmaTile::Deferred => Err(missing("deferred-epilogue")),
-        WgmmaTile::Auto => {
+        WgmmaTile::Auto | WgmmaTile::Tuned => {
             let tiles = |bn: u32| spec.m.div_ceil(wg::BM as usize) * spec.n.div_ceil(bn as usize);
             let unsplit = spec.split_plan_for(GemmEngine::Wgmma).0 == 1;
             let forward = (spec.a_layout, spec.b_layout) == (Layout::RowMajor, Layout::ColMajor)
