@@ -223,7 +223,7 @@ pub struct CudaBackend<'d, D: Device, A: CudaAct> {
     scratch: RefCell<Scratch<D, A>>,
     /// The GEMMs tuned so far under `--wgmma-tile tuned`, with their keys
     /// ([`CudaBackend::tuned_gemm`]).
-    tuned: RefCell<Vec<(String, TunedGemm)>>,
+    tuned: RefCell<Vec<(GemmSpec, &'static str, TunedGemm)>>,
     ops: OpRecorder,
     act: PhantomData<A>,
 }
@@ -360,14 +360,18 @@ impl<'d, D: Device, A: CudaAct> CudaBackend<'d, D, A> {
         &self,
         spec: GemmSpec,
         op: impl FnOnce() -> String,
-        epilogue: &str,
+        epilogue: &'static str,
         mut launch: impl FnMut(&GemmSpec) -> Result<()>,
     ) -> Result<()> {
         if spec.wgmma_tile != WgmmaTile::Tuned {
             return launch(&spec);
         }
-        let key = format!("{spec:?} {epilogue}");
-        let known = self.tuned.borrow().iter().find(|(k, _)| *k == key).map(|(_, t)| t.chosen);
+        let known = self
+            .tuned
+            .borrow()
+            .iter()
+            .find(|(s, e, _)| *s == spec && *e == epilogue)
+            .map(|(.., t)| t.chosen);
         if let Some(tile) = known {
             return launch(&GemmSpec { wgmma_tile: tile, ..spec });
         }
@@ -392,7 +396,7 @@ impl<'d, D: Device, A: CudaAct> CudaBackend<'d, D, A> {
             timings,
             chosen,
         };
-        self.tuned.borrow_mut().push((key, tuned));
+        self.tuned.borrow_mut().push((spec, epilogue, tuned));
         launch(&GemmSpec { wgmma_tile: chosen, ..spec })
     }
 
@@ -593,7 +597,7 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
     }
 
     fn tuned_gemms(&self) -> Vec<TunedGemm> {
-        self.tuned.borrow().iter().map(|(_, tuned)| tuned.clone()).collect()
+        self.tuned.borrow().iter().map(|(.., tuned)| tuned.clone()).collect()
     }
 
     fn synchronize(&self) -> Result<()> {

@@ -5,7 +5,8 @@ mod report;
 
 pub use memory::{memory_lines, memory_markdown};
 pub use report::{
-    BenchOutcome, BenchRow, clock_name, kernel_section, markdown, op_lines, op_table, roofline_note,
+    BenchOutcome, BenchRow, clock_name, kernel_section, markdown, op_lines, op_table,
+    roofline_note, tile_name,
 };
 
 use crate::backend::Backend;

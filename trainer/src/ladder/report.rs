@@ -4,7 +4,7 @@
 use super::{Ladder, Rung, RungResult, TorchOps, TorchVocabLoss, max_loss_diff};
 use crate::backend::Precision;
 use crate::backend::op_times::OpTime;
-use crate::bench::{clock_name, kernel_section, op_table, roofline_note};
+use crate::bench::{clock_name, kernel_section, op_table, roofline_note, tile_name};
 use crate::error::Result;
 use crate::report::{ReportMeta, thousands};
 use gpu_host::kernels::classifier::ClassifierPath;
@@ -120,16 +120,12 @@ pub fn markdown(ladder: &Ladder, meta: &ReportMeta<'_>) -> String {
     // `--weight-grads stream-k` does: the CLI has no such tile.
     let tile = match o.wgmma_tile {
         WgmmaTile::Auto | WgmmaTile::StreamK => None,
-        WgmmaTile::N128 => Some("128"),
-        WgmmaTile::N256 => Some("256"),
-        WgmmaTile::PingPong => Some("pingpong"),
-        WgmmaTile::Deferred => Some("deferred"),
-        WgmmaTile::Tuned => Some("tuned"),
+        tile => Some(tile),
     };
     let stream_k = o.weight_grads == WeightGrads::StreamK || o.wgmma_tile == WgmmaTile::StreamK;
     if ladder.kernels && o.gemm_engine != GemmEngine::MmaSync {
         match tile {
-            Some("tuned") => {
+            Some(WgmmaTile::Tuned) => {
                 let _ = writeln!(
                     s,
                     "- Hopper GEMM tiles chosen by timing each on its first call: \
@@ -137,7 +133,8 @@ pub fn markdown(ladder: &Ladder, meta: &ReportMeta<'_>) -> String {
                 );
             }
             Some(tile) => {
-                let _ = writeln!(s, "- Hopper GEMM tile forced: `--wgmma-tile {tile}`.");
+                let name = tile_name(tile);
+                let _ = writeln!(s, "- Hopper GEMM tile forced: `--wgmma-tile {name}`.");
             }
             None => {}
         }
