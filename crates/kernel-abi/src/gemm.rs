@@ -398,9 +398,11 @@ pub mod tc {
     pub const TILE_BYTES: u32 = BM * BK_BYTES;
     /// Bytes of one stage (A and B tiles).
     pub const STAGE_BYTES: u32 = 2 * TILE_BYTES;
-    /// Row stride (in f32 words) of a warp's epilogue staging buffer of 16 rows × 64 columns;
-    /// 8 words of padding make the fragment stores and the row reads conflict-free.
-    pub const EPI_ROW_WORDS: u32 = WN + 8;
+    /// Row stride (in f32 words) of a warp's epilogue staging buffer of 16 rows × 64 columns:
+    /// unpadded; the 8-word groups of a row are XOR-swizzled by the row instead, which makes
+    /// the fragment stores and the row reads conflict-free (`kernels-gpu`'s
+    /// `epilogue::stage_piece`).
+    pub const EPI_ROW_WORDS: u32 = WN;
     /// Bytes of one warp's epilogue staging buffer.
     pub const EPI_WARP_BYTES: u32 = 16 * EPI_ROW_WORDS * 4;
     /// Dynamic shared memory per block: the pipeline ring (the epilogue reuses it).

@@ -24,12 +24,12 @@
 //! (one matrix when `batch` is 1).
 //!
 //! # Tiles
-//! Blocks of 128 × 128 ([`wg::N128`], 4 stages; every entry) or 128 × 256 ([`wg::N256`], 3
+//! Blocks of 128 × 128 ([`wg::N128`], 6 stages; every entry) or 128 × 256 ([`wg::N256`], 4
 //! stages, wgmma m64n256; the `gemm_wgmma_n256_*` entries: every layout for 16-bit inputs,
 //! TF32's K-major one), both consumer
-//! warpgroups multiplying halves of each tile; or ping-pong ([`wg::PINGPONG`], 128 × 128, 5
+//! warpgroups multiplying halves of each tile; or ping-pong ([`wg::PINGPONG`], 128 × 128, 6
 //! stages; the `gemm_wgmma_pp_*` entries, A row-major only), each consumer warpgroup
-//! multiplying whole tiles in turns; or deferred ([`wg::DEFERRED`], 128 × 128, 4 stages,
+//! multiplying whole tiles in turns; or deferred ([`wg::DEFERRED`], 128 × 128, 5 stages,
 //! cooperative; the `gemm_wgmma_de_*` entries, A row-major only, whole tiles only: no
 //! split-K), each consumer warp moving its accumulators to shared memory after a tile's
 //! mainloop and running that tile's epilogue a run at a time between the k-tiles of the next
@@ -106,10 +106,10 @@ unsafe impl<I: Copy + 'static, O: Copy + 'static> KernelParams for WgmmaGemmPara
 ///                BN accumulators per thread) of the block's units g, g + 2, …, starting
 ///                its wgmmas when the other has issued its own (turn barriers).
 ///
-/// four tiles: N128 (BN = 128, 4 stages, cooperative; every entry), N256 (BN = 256, 3
+/// four tiles: N128 (BN = 128, 6 stages, cooperative; every entry), N256 (BN = 256, 4
 /// stages, cooperative; the `gemm_wgmma_n256_*` entries, every layout for 16-bit inputs),
-/// PINGPONG (BN = 128, 5 stages; the `gemm_wgmma_pp_*` entries, A row-major) and DEFERRED
-/// (BN = 128, 4 stages, cooperative, the epilogue of a tile run during the next tile's
+/// PINGPONG (BN = 128, 6 stages; the `gemm_wgmma_pp_*` entries, A row-major) and DEFERRED
+/// (BN = 128, 5 stages, cooperative, the epilogue of a tile run during the next tile's
 /// mainloop; the `gemm_wgmma_de_*` entries, 16-bit inputs, A row-major, whole tiles only)
 ///
 /// shared memory (1024-byte aligned base):
@@ -143,8 +143,10 @@ pub mod wg {
     /// Bytes of one A tile of one stage.
     pub const A_TILE_BYTES: u32 = BM * BK_BYTES;
     /// Row stride (f32 words) of a consumer warp's epilogue staging buffer (16 rows × 64
-    /// columns at a time), padded as the `mma.sync` kernel's.
-    pub const EPI_ROW_WORDS: u32 = 64 + 8;
+    /// columns at a time): unpadded, its 8-word groups XOR-swizzled by row instead, as the
+    /// `mma.sync` kernel's (`kernels-gpu`'s `epilogue::stage_piece`). Padding would cost the
+    /// pipeline a stage in every tile.
+    pub const EPI_ROW_WORDS: u32 = 64;
     /// Bytes of one consumer warp's staging buffer.
     pub const EPI_WARP_BYTES: u32 = 16 * EPI_ROW_WORDS * 4;
 
@@ -169,23 +171,28 @@ pub mod wg {
         pub stream_k: bool,
     }
 
-    /// 128 × 128 tiles, 4 stages, cooperative: every entry.
+    /// 128 × 128 tiles, 6 stages, cooperative: every entry.
+    ///
+    /// Every tile has the deepest ring that fits beside its epilogue staging in the 227 KiB a
+    /// block may have (asserted below): the producer runs `stages − 1` k-tiles ahead of the
+    /// one the tensor cores multiply, 0.28 µs of a 128 × 128 k-tile's wgmmas at an H100's peak
+    /// (0.56 µs for 128 × 256), against TMA latencies of about a microsecond from DRAM under
+    /// load. Until 2026-11-28 the staging rows were padded (72 words) and the rings one stage
+    /// shallower (4, 3, 5 and 4 stages; docs/GEMM.md, "Ring depth").
     pub const N128: Tile =
-        Tile { bn: 128, stages: 4, pingpong: false, deferred: false, stream_k: false };
-    /// 128 × 256 tiles, 3 stages (4 would not fit with the epilogue staging), cooperative:
-    /// the `gemm_wgmma_n256_*` entries.
+        Tile { bn: 128, stages: 6, pingpong: false, deferred: false, stream_k: false };
+    /// 128 × 256 tiles, 4 stages, cooperative: the `gemm_wgmma_n256_*` entries.
     pub const N256: Tile =
-        Tile { bn: 256, stages: 3, pingpong: false, deferred: false, stream_k: false };
-    /// 128 × 128 tiles, 5 stages (the most that fit), ping-pong: the `gemm_wgmma_pp_*`
-    /// entries.
+        Tile { bn: 256, stages: 4, pingpong: false, deferred: false, stream_k: false };
+    /// 128 × 128 tiles, 6 stages, ping-pong: the `gemm_wgmma_pp_*` entries.
     pub const PINGPONG: Tile =
-        Tile { bn: 128, stages: 5, pingpong: true, deferred: false, stream_k: false };
-    /// 128 × 256 tiles, 3 stages, cooperative, stream-K: the `gemm_wgmma_sk_*` entries.
+        Tile { bn: 128, stages: 6, pingpong: true, deferred: false, stream_k: false };
+    /// 128 × 256 tiles, 4 stages, cooperative, stream-K: the `gemm_wgmma_sk_*` entries.
     pub const STREAM_K: Tile = Tile { stream_k: true, ..N256 };
-    /// 128 × 128 tiles, 4 stages (with a whole tile's staging, 5 would not fit), cooperative,
+    /// 128 × 128 tiles, 5 stages (a whole tile's staging takes the sixth's room), cooperative,
     /// deferred epilogue: the `gemm_wgmma_de_*` entries.
     pub const DEFERRED: Tile =
-        Tile { bn: 128, stages: 4, pingpong: false, deferred: true, stream_k: false };
+        Tile { bn: 128, stages: 5, pingpong: false, deferred: true, stream_k: false };
 
     impl Tile {
         /// f32 accumulators per consumer thread: a BM × BN tile (ping-pong) or half of it
@@ -234,11 +241,20 @@ pub mod wg {
         }
     }
 
+    /// Dynamic shared memory a block may have on sm_90 (227 KiB).
+    pub const MAX_SMEM_BYTES: u32 = 227 * 1024;
+
+    /// Whether `tile` fits [`MAX_SMEM_BYTES`] and its ring is as deep as fits.
+    const fn deepest_that_fits(tile: Tile) -> bool {
+        let deeper = Tile { stages: tile.stages + 1, ..tile };
+        tile.smem_bytes() <= MAX_SMEM_BYTES && deeper.smem_bytes() > MAX_SMEM_BYTES
+    }
     const _: () = assert!(
-        N128.smem_bytes() <= 227 * 1024
-            && N256.smem_bytes() <= 227 * 1024
-            && PINGPONG.smem_bytes() <= 227 * 1024
-            && DEFERRED.smem_bytes() <= 227 * 1024
+        deepest_that_fits(N128)
+            && deepest_that_fits(N256)
+            && deepest_that_fits(PINGPONG)
+            && deepest_that_fits(DEFERRED)
+            && deepest_that_fits(STREAM_K)
     );
     const _: () = assert!(
         crate::gemm::TAIL_BM == BM

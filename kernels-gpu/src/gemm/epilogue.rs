@@ -750,15 +750,34 @@ pub unsafe fn write_piece<O: Elem>(
     }
 }
 
-/// Row stride (f32 words) of a warp's staging buffer in [`write_rows16`]: 64 columns padded by
-/// 8 words, so that the fragment stores of a quarter-warp hit distinct banks.
-pub const STAGE_ROW_WORDS: u32 = 64 + 8;
+/// Row stride (f32 words) of a warp's staging buffer in [`write_rows16`]: 64 columns, unpadded
+/// (the layout is [`staged_word`]'s swizzle).
+pub const STAGE_ROW_WORDS: u32 = 64;
 const _: () = assert!(STAGE_ROW_WORDS == tc::EPI_ROW_WORDS && STAGE_ROW_WORDS == wg::EPI_ROW_WORDS);
+
+/// Word offset of row `row`, column `col` in a warp's staging buffer ([`stage_piece`],
+/// [`read_run`]): rows of 64 words, each row's 8-word groups XOR-permuted by `row % 4` (group
+/// `col / 8` is stored at `col / 8 ^ row % 4`).
+///
+/// Padding the rows to 72 words did the same for the banks, but 16 rows × 8 words for each of
+/// 8 consumer warps were 4 KiB of a Hopper block's shared memory, and the rings are as deep as
+/// fits (`kernel_abi::gemm_wgmma::wg::N128`). The swizzle keeps both accesses conflict-free:
+/// - a half-warp's fragment stores (8 bytes, lanes `4g + t` for `g` in 0..4, rows `g` or
+///   `g + 8`, words `8j + 2t`) put the 4 rows' group `j` at groups `j ^ g`: 4 distinct octets
+///   of banks;
+/// - a quarter-warp's run loads (16 bytes, the 8 lanes `c` of one row `r`, half `c ≥ 4` of
+///   their 8 words first, as [`read_run`] takes them) land on group `c ^ r % 4`, a
+///   permutation of the 8 groups that keeps `c ≥ 4`, so on 8 distinct 4-bank quads.
+#[inline(always)]
+const fn staged_word(row: u32, col: u32) -> u32 {
+    row * STAGE_ROW_WORDS + (col ^ (8 * (row % 4)))
+}
 
 /// Row stride (words) of the packed staging of [`write_rows16_packed`], in the same buffer: 64
 /// 16-bit columns (32 words) padded by 4, so that a fragment store (word `4j + t` of row `g`
 /// for lane `4g + t`) and a quarter-warp's run loads (words `4c .. 4c + 4` of one row for
-/// lanes `c` = 0..8) each hit 32 distinct banks.
+/// lanes `c` = 0..8) each hit 32 distinct banks. 16 such rows take 2,304 of the buffer's 4,096
+/// bytes.
 const PACKED_ROW_WORDS: u32 = 32 + 4;
 const _: () = assert!(PACKED_ROW_WORDS <= STAGE_ROW_WORDS && PACKED_ROW_WORDS % 32 == 4);
 
@@ -862,8 +881,8 @@ unsafe fn write_rows16<O: Elem>(
 }
 
 /// Stages a warp's 16 × 64 piece of accumulators (`frag[j]`: the m16n8 C fragment of columns
-/// `8j ..`) in its staging buffer at `stage`, rows `STAGE_ROW_WORDS` words apart, for
-/// [`read_run`] (after a warp barrier).
+/// `8j ..`) in its staging buffer at `stage`, laid out by [`staged_word`], for [`read_run`]
+/// (after a warp barrier).
 ///
 /// # Safety
 /// The whole warp calls it together; `stage` is 16-byte aligned shared memory of `16 ·
@@ -871,15 +890,22 @@ unsafe fn write_rows16<O: Elem>(
 #[inline(always)]
 pub unsafe fn stage_piece(frag: &[[f32; 4]; 8], stage: u32, lane: u32) {
     let (group, tig) = (lane / 4, lane % 4);
-    // SAFETY: addresses stay in the buffer (rows < 16, columns < STAGE_ROW_WORDS, 8-byte
-    // aligned).
+    // `staged_word(row, 8j + 2·tig)` for the lane's rows `group` and `group + 8` (the same
+    // swizzle), from four addresses: groups j and j + 4 are 32 words apart in both rows, and
+    // row `group + 8` is 512 words on. Eight addresses, one per group, kept live across the
+    // ping-pong kernel's loop, made it spill.
+    let row_start = staged_word(group, 2 * tig) * 4;
+    // SAFETY: addresses stay in the buffer (rows < 16, swizzled columns < STAGE_ROW_WORDS,
+    // 8-byte aligned: `staged_word` moves whole 8-word groups).
     unsafe {
-        unroll!(j in 0..8 => {
-            let [d0, d1, d2, d3] = frag[j];
-            let col = 8 * j as u32 + 2 * tig;
-            let at = |row: u32| stage + (row * STAGE_ROW_WORDS + col) * 4;
-            smem::st_shared_v2_u32(at(group), [d0.to_bits(), d1.to_bits()]);
-            smem::st_shared_v2_u32(at(group + 8), [d2.to_bits(), d3.to_bits()]);
+        unroll!(l in 0..4 => {
+            let base = stage + (row_start ^ (32 * l as u32));
+            unroll!(h in 0..2 => {
+                let [d0, d1, d2, d3] = frag[l + 4 * h];
+                let at = base + 128 * h as u32;
+                smem::st_shared_v2_u32(at, [d0.to_bits(), d1.to_bits()]);
+                smem::st_shared_v2_u32(at + 2048, [d2.to_bits(), d3.to_bits()]);
+            });
         });
     }
 }
@@ -895,8 +921,8 @@ pub unsafe fn stage_piece(frag: &[[f32; 4]; 8], stage: u32, lane: u32) {
 pub unsafe fn read_run(stage: u32, lane: u32, q: u32) -> [f32; 8] {
     let c = lane % 8;
     let swap = c >= 4;
-    let base = stage + ((lane / 8 + 4 * q) * STAGE_ROW_WORDS + 8 * c) * 4;
-    // SAFETY: 16-byte aligned addresses inside the buffer (row < 16, columns < 64).
+    let base = stage + staged_word(lane / 8 + 4 * q, 8 * c) * 4;
+    // SAFETY: 16-byte aligned addresses inside the buffer (row < 16, swizzled columns < 64).
     let (first, second) = unsafe {
         (
             smem::ld_shared_v4_u32(base + if swap { 16 } else { 0 }),

@@ -11,7 +11,7 @@
 //! 2. issue the copies of k-tile `kt + STAGES - 1` into the slot of stage `kt - 1`, commit;
 //! 3. two k-steps of `ldmatrix` + `mma.sync` on stage `kt`.
 //!
-//! Epilogue: each warp stages its accumulators through its own padded shared buffer
+//! Epilogue: each warp stages its accumulators through its own swizzled shared buffer
 //! (`tc::EPI_ROW_WORDS`), 16 rows at a time, and reads them back as runs of 8 adjacent columns
 //! per lane ([`write_piece`]), which [`Epilogue::store8`] finishes and writes with 16-byte
 //! stores.

@@ -2,7 +2,7 @@
 //! or 256, f32 accumulators), warp specialisation and a persistent grid (sm_90a module only;
 //! contract and geometry in `kernel_abi::gemm_wgmma`).
 //!
-//! Block tile 128 × BN ([`Width`]: [`N128`], 4 stages, or [`N256`], 3 stages), K advancing
+//! Block tile 128 × BN ([`Width`]: [`N128`], 6 stages, or [`N256`], 4 stages), K advancing
 //! `wg::BK_BYTES` = 128 bytes per stage (64 16-bit or 32 f32 elements) through a ring of
 //! shared-memory stages, each an A tile (128 rows of M) and a B tile (BN rows of N) in the
 //! 128-byte swizzle that TMA writes and wgmma reads: K-major (rows of 128 bytes of K), or, for

@@ -9,7 +9,7 @@
 //! gridDim.x`, as in the cooperative kernel); per k-step it issues two m64n128 wgmmas, rows 0–63
 //! and 64–127 of the A tile against the one B tile, into 2 × 64 f32 accumulators per thread.
 //! The producer is unchanged: it loads every unit's k-tiles in unit order into the one ring
-//! (5 stages), and each consumer's ring position skips the k-tiles of the other's units.
+//! (6 stages), and each consumer's ring position skips the k-tiles of the other's units.
 //! `empty[s]` counts the 4 warps of the one consumer reading the stage.
 //!
 //! The consumers must issue their units' wgmmas in unit order, for two reasons: the ring is

@@ -520,9 +520,10 @@ mod engines {
         let err = super::super::wgmma::tile_for(&split, 16).unwrap_err();
         assert!(matches!(&err, GpuError::InvalidArgument { arg: "wgmma_tile", .. }), "{err}");
         assert!(err.to_string().contains("whole tiles"), "{err}");
-        // Its shared memory: the 4 stages and each consumer warp's two staged pieces.
+        // Its shared memory: the 5 stages and each consumer warp's two staged pieces.
         assert_eq!(wg::DEFERRED.warp_staging_bytes(), 2 * wg::EPI_WARP_BYTES);
-        assert!(wg::DEFERRED.smem_bytes() > wg::N128.smem_bytes() + 8 * wg::EPI_WARP_BYTES - 1);
+        let staged = 5 * wg::DEFERRED.stage_bytes() + 8 * 2 * wg::EPI_WARP_BYTES;
+        assert!(wg::DEFERRED.smem_bytes() > staged);
     }
 
     #[test]
