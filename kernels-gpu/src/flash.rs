@@ -145,18 +145,36 @@ impl<T> StreamPair<'_, T> {
     /// As [`Self::step`]; the caller synchronises the block before reading the tiles.
     #[inline(always)]
     unsafe fn issue_and_wait(&self, stage: u32, next_row: Option<u32>) -> (u32, u32) {
-        let ((a, a0), (b, b0)) = (self.first, self.second);
         // SAFETY: the caller's contract.
         unsafe {
             if let Some(row) = next_row {
-                let next = (1 - stage) * TILE_BYTES;
-                a.load(a0 + next, row);
-                b.load(b0 + next, row);
+                self.issue(1 - stage, row);
             }
             cp_async_commit_group();
             cp_async_wait_group::<1>();
         }
-        (a0 + stage * TILE_BYTES, b0 + stage * TILE_BYTES)
+        self.tiles(stage)
+    }
+
+    /// Issues (without committing) both streams' tiles starting at row `row` into `stage`.
+    ///
+    /// # Safety
+    /// Block-uniform call site; `stage` is not read until a covering wait and barrier, nor read
+    /// by anyone since the last barrier; the sources' buffers are as `Source::load` requires.
+    #[inline(always)]
+    unsafe fn issue(&self, stage: u32, row: u32) {
+        let ((a, a0), (b, b0)) = (self.first, self.second);
+        // SAFETY: the caller's contract.
+        unsafe {
+            a.load(a0 + stage * TILE_BYTES, row);
+            b.load(b0 + stage * TILE_BYTES, row);
+        }
+    }
+
+    /// The shared addresses of both streams' tiles in `stage`.
+    #[inline(always)]
+    fn tiles(&self, stage: u32) -> (u32, u32) {
+        (self.first.1 + stage * TILE_BYTES, self.second.1 + stage * TILE_BYTES)
     }
 }
 

@@ -7,16 +7,18 @@
 //! shared memory; `dV += Pᵀ·dO` and `dK += dSᵀ·Q` with `Pᵀ`, `dSᵀ` as register A operands and
 //! `dO`, `Q` M/N-major. The dQ kernel's: `S = Q·Kᵀ`, `dP = dO·Vᵀ`, `dQ += dS·K`.
 //!
-//! Per tile the dK/dV kernel issues `Sᵀ` and `dPᵀ` as two wgmma groups, turns `Sᵀ` into `Pᵀ`
-//! while `dPᵀ` runs, issues `dV += Pᵀ·dO`, forms `dSᵀ` once `dPᵀ` is done (while `dV`'s group
-//! runs), issues `dK += dSᵀ·Q` and waits for everything before the barrier that frees the
-//! stage. The dQ kernel does the same with `S`, `dP` and `dQ += dS·K`. `D` is folded into the
+//! Per tile the dK/dV kernel issues `Sᵀ` and `dPᵀ` as two wgmma groups (then the next tile's
+//! copies, [`issue_next`]), turns `Sᵀ` into `Pᵀ` while `dPᵀ` runs, issues `dV += Pᵀ·dO`,
+//! forms `dSᵀ` once `dPᵀ` is done (while `dV`'s group runs), issues `dK += dSᵀ·Q` and waits
+//! for everything before the barrier that frees the stage. The dQ kernel does the same with `S`, `dP` and `dQ += dS·K`. `D` is folded into the
 //! `dP` accumulators, which start at `−D` (the first k-step accumulates): `dS = P ∘ acc`, and
 //! `D`'s registers are free before the products run.
 
 use super::backward::{BackwardBlock, causal_mask, causal_mask_transposed, store_rows};
 use super::tile_count;
-use super::wgmma::{WgmmaFlashOp, aligned_smem_base, product_acc, product_t, step, tiles_of};
+use super::wgmma::{
+    WgmmaFlashOp, aligned_smem_base, issue_next, land, product_acc, product_t, tiles_of,
+};
 use crate::arch::cp_async::{cp_async_ca_4, cp_async_commit_group};
 use crate::arch::math::ex2_approx_f32;
 use crate::arch::smem::ld_shared_v2_u32_at;
@@ -110,17 +112,8 @@ unsafe fn dkdv<Op: WgmmaFlashOp>(p: FlashBackwardParams<Op::In>) {
     while j < tiles {
         let stage = (j - kv_tile) % 2;
         let next_row = (j + 1 < tiles).then(|| (j + 1) * BLOCK_Q);
-        // SAFETY: block-uniform; the previous step waited for all its wgmmas and ended with a
-        // barrier, after every read of the other stage; the next tile's statistics go there
-        // as a group of their own, which the next step's wait covers.
-        let (qs, dos) = unsafe {
-            let tiles = step(&q_do, stage, next_row);
-            if let Some(row) = next_row {
-                issue_stats(&p, stats_row, stats + (1 - stage) * DKDV_STATS_STAGE_BYTES, row);
-                cp_async_commit_group();
-            }
-            tiles
-        };
+        // SAFETY: block-uniform, every step.
+        let (qs, dos) = unsafe { land(&q_do, stage) };
         let lse_col = stats + stage * DKDV_STATS_STAGE_BYTES + 8 * quad;
         let d_col = lse_col + 4 * BLOCK_Q;
         // Sᵀ = K·Qᵀ, then dPᵀ − D = V·dOᵀ − D (the accumulators start at −D of their query
@@ -139,10 +132,16 @@ unsafe fn dkdv<Op: WgmmaFlashOp>(p: FlashBackwardParams<Op::In>) {
         });
         hold(&mut dp);
         // SAFETY: warpgroup-uniform; K and V arrived with the first group, this stage's Q, dO
-        // and statistics with the step.
+        // and statistics have landed. The previous step waited for all its wgmmas and ended
+        // with a barrier, after every read of the other stage: the next tile's Q, dO and
+        // statistics go there, one group, which the next step's `land` waits for.
         let lse2 = unsafe {
             product_t::<Op, false>(&mut s, sk, qs);
             product_t::<Op, true>(&mut dp, sv, dos);
+            if let Some(row) = next_row {
+                issue_stats(&p, stats_row, stats + (1 - stage) * DKDV_STATS_STAGE_BYTES, row);
+            }
+            issue_next(&q_do, stage, next_row);
             wgmma::wait_group::<1>();
             hold(&mut s);
             staged_columns(lse_col, LOG2_E)
@@ -211,10 +210,9 @@ unsafe fn dq<Op: WgmmaFlashOp>(p: FlashBackwardParams<Op::In>) {
     let mut dq = [0.0f32; 32];
     let mut j = 0;
     while j < kv_tiles {
-        let next_row = (j + 1 < kv_tiles).then(|| (j + 1) * BLOCK_KV);
-        // SAFETY: block-uniform; the previous step waited for all its wgmmas and ended with a
-        // barrier.
-        let (ks, vs) = unsafe { step(&kv, j % 2, next_row) };
+        let (stage, next_row) = (j % 2, (j + 1 < kv_tiles).then(|| (j + 1) * BLOCK_KV));
+        // SAFETY: block-uniform, every step.
+        let (ks, vs) = unsafe { land(&kv, stage) };
 
         // S = Q·Kᵀ and dP − D = dO·Vᵀ − D (from accumulators holding −D of their row), two
         // groups.
@@ -225,10 +223,12 @@ unsafe fn dq<Op: WgmmaFlashOp>(p: FlashBackwardParams<Op::In>) {
         });
         hold(&mut dp);
         // SAFETY: warpgroup-uniform; Q and dO arrived with the first group, this stage's K and
-        // V with the step.
+        // V have landed; the previous step waited for all its wgmmas and ended with a barrier,
+        // so the other stage is free for the next tile.
         unsafe {
             product_t::<Op, false>(&mut s, sq, ks);
             product_t::<Op, true>(&mut dp, sdo, vs);
+            issue_next(&kv, stage, next_row);
             wgmma::wait_group::<1>();
             hold(&mut s);
         }

@@ -10,7 +10,7 @@
 //! another's products.
 
 use super::wgmma::{
-    WgmmaFlashOp, aligned_smem_base, flat_of, product_acc, product_t, step, tiles_of,
+    WgmmaFlashOp, aligned_smem_base, flat_of, issue_next, land, product_acc, product_t, tiles_of,
 };
 use super::{ForwardBlock, RowState, online_softmax, store_output};
 use crate::arch::sync::bar_sync;
@@ -35,16 +35,17 @@ unsafe fn forward<Op: WgmmaFlashOp>(p: FlashForwardParams<Op::In>) {
     let mut state = RowState::new();
     let mut j = 0;
     while j < kv_tiles {
-        let next_row = (j + 1 < kv_tiles).then(|| (j + 1) * BLOCK_KV);
-        // SAFETY: block-uniform; the previous step waited for all its wgmmas and ended with a
-        // barrier.
-        let (ks, vs) = unsafe { step(&kv, j % 2, next_row) };
+        let (stage, next_row) = (j % 2, (j + 1 < kv_tiles).then(|| (j + 1) * BLOCK_KV));
+        // SAFETY: block-uniform, every step.
+        let (ks, vs) = unsafe { land(&kv, stage) };
 
         let mut s = [0.0f32; 32];
-        // SAFETY: warpgroup-uniform; Q arrived with the first group, this stage's K with the
-        // step.
+        // SAFETY: warpgroup-uniform; Q arrived with the first group, this stage's K has landed;
+        // the previous step waited for all its wgmmas and ended with a barrier, so the other
+        // stage is free for the next tile.
         unsafe {
             product_t::<Op, false>(&mut s, sq, ks);
+            issue_next(&kv, stage, next_row);
             wgmma::wait_group::<0>();
             hold(&mut s);
         }

@@ -18,10 +18,17 @@
 //!
 //! cp.async writes shared memory through the generic proxy and wgmma reads it through the async
 //! proxy, so each thread fences (`fence.proxy.async`) its landed copies before the barrier that
-//! publishes them ([`step`]).
+//! publishes them ([`land`]).
+//!
+//! A step of a kernel's tile loop starts with [`land`] and issues the next tile's copies with
+//! [`issue_next`] once its first products are issued, so that their address arithmetic (about
+//! 70 instructions a thread for two tiles) runs while the tensor cores multiply. Issued at the
+//! step's start, as the `mma.sync` kernels' `StreamPair::step` does, it stood between the
+//! barrier and the step's first wgmma.
 
 use super::backward::a_fragment;
 use super::{FlashOp, StreamPair, TILE_BYTES};
+use crate::arch::cp_async::{cp_async_commit_group, cp_async_wait_group};
 use crate::arch::smem::dynamic_smem_base;
 use crate::arch::sync::bar_sync;
 use crate::arch::tma::fence_proxy_async_shared_cta;
@@ -178,23 +185,39 @@ pub(super) fn flat_of(tiles: &[[f32; 4]; 8]) -> [f32; 32] {
     out
 }
 
-/// One step of a tile stream for wgmma readers: [`StreamPair::issue_and_wait`], then this
-/// thread's landed copies fenced for the async proxy, then the barrier that publishes them.
+/// The start of a tile step for wgmma readers: waits until every copy this thread issued has
+/// landed (this stage's tiles, issued by [`issue_next`] during the previous step or with the
+/// block's first tiles), fences them for the async proxy and publishes them with a barrier.
+/// Returns this stage's two tile addresses.
 ///
 /// # Safety
-/// As `StreamPair::step`; no wgmma reads the other stage any more (every thread waited for its
-/// groups before the barrier that ended the previous step).
+/// Block-uniform call site, in every step of the loop.
 #[inline(always)]
-pub(super) unsafe fn step<T>(
-    pair: &StreamPair<'_, T>,
-    stage: u32,
-    next_row: Option<u32>,
-) -> (u32, u32) {
+pub(super) unsafe fn land<T>(pair: &StreamPair<'_, T>, stage: u32) -> (u32, u32) {
     // SAFETY: the caller's contract.
     unsafe {
-        let tiles = pair.issue_and_wait(stage, next_row);
+        cp_async_wait_group::<0>();
         fence_proxy_async_shared_cta();
         bar_sync();
-        tiles
+    }
+    pair.tiles(stage)
+}
+
+/// Issues the next tile's copies (rows from `next_row`, when there is a next tile) into the
+/// stage after `stage`, and commits them, with any copy this thread issued since [`land`] (the
+/// dK/dV kernel's statistics), as one group, which the next step's [`land`] waits for.
+///
+/// # Safety
+/// Block-uniform call site, between this step's [`land`] and the barrier that ends it: the
+/// other stage was last read (by threads and wgmmas) before the barrier that ended the previous
+/// step; the sources' buffers are as `Source::load` requires.
+#[inline(always)]
+pub(super) unsafe fn issue_next<T>(pair: &StreamPair<'_, T>, stage: u32, next_row: Option<u32>) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        if let Some(row) = next_row {
+            pair.issue(1 - stage, row);
+        }
+        cp_async_commit_group();
     }
 }
