@@ -240,6 +240,22 @@ pub fn headline(rows: &[Row]) -> String {
     format!("geo-mean of cuBLAS on GPT-2 shapes: {}", parts.join(", "))
 }
 
+/// The pipeline depth of each Hopper tile, as the kernels of this build have it (reports of
+/// different commits compare tiles whose rings may differ).
+fn hopper_rings() -> String {
+    use kernel_abi::gemm_wgmma::wg;
+    let stages = |t: wg::Tile| t.stages;
+    format!(
+        "- Hopper (wgmma) tiles' TMA rings: 128×128 {} stages, 128×256 {}, ping-pong {}, \
+         deferred {}, stream-K {} (`kernel_abi::gemm_wgmma::wg`).",
+        stages(wg::N128),
+        stages(wg::N256),
+        stages(wg::PINGPONG),
+        stages(wg::DEFERRED),
+        stages(wg::STREAM_K)
+    )
+}
+
 /// The report: header, a summary per variant over the GPT-2 problems, then one table per
 /// variant.
 pub fn markdown(meta: &Meta, cublas_version: &str, rows: &[Row]) -> String {
@@ -281,6 +297,7 @@ pub fn markdown(meta: &Meta, cublas_version: &str, rows: &[Row]) -> String {
          column and the baseline; the cuBLAS column is the bare GEMM, for scale. Without a \
          cuBLASLt plan the baseline is the bare GEMM and there is no diff.\n"
     );
+    let _ = writeln!(s, "{}\n", hopper_rings());
     let _ = writeln!(s, "## Summary (GPT-2 linear layers)\n");
     let _ = writeln!(s, "| variant | problems | geo-mean % of cuBLAS | min % | max % |");
     let _ = writeln!(s, "|---|---:|---:|---:|---:|");
@@ -378,6 +395,7 @@ mod tests {
         assert!(!md.contains("NaN"), "{md}");
         assert!(md.contains("## TF32 mma.sync"));
         assert!(md.contains("commit: `abc1234`"));
+        assert!(md.contains("TMA rings: 128×128 6 stages, 128×256 4, ping-pong 6"), "{md}");
         // BF16 ran in two variants: side by side; TF32 in one: no such table.
         assert!(md.contains("## BF16 side by side (% of cuBLAS)\n\n| problem | layout | BF16 mma.sync | BF16 wgmma | fastest |\n|---|---|---:|---:|---|\n| attproj fwd | rc | 80.0 | 90.0 | BF16 wgmma |\n| fc fwd + bias, GELU | rc | 20.0 | – | BF16 mma.sync |\n| square | rc | 20.0 | – | BF16 mma.sync |\n| square 8192 K-major | rc | 20.0 | – | BF16 mma.sync |\n| attention PV | rc | 10.0 | – | BF16 mma.sync |\n"), "{md}");
         assert!(!md.contains("TF32 side by side"), "{md}");
