@@ -896,27 +896,41 @@ impl BackendJob for ProfiledStep<'_> {
 
 /// No kernel of a training step has a shared-memory bank conflict, as the simulator's memory
 /// profile counts wavefronts (Nsight Compute's way; `ldmatrix` and `cp.async` included): on
-/// both modules, in every precision, both attention paths, fused and not. At C = 128 the
-/// layernorm backward's channel sums once took 3.84 wavefronts per ideal one.
+/// both modules, in every precision, both attention paths, fused and not, and on every Hopper
+/// GEMM tile (`--wgmma-tile tuned` runs each tile that takes a GEMM, stream-K the weight
+/// gradients). At C = 128 the layernorm backward's channel sums once took 3.84 wavefronts per
+/// ideal one.
 #[test]
 fn training_steps_have_no_shared_memory_bank_conflicts() {
     let naive = ModelOptions { attention: AttentionKind::Naive, fuse: true };
     let flash = ModelOptions { attention: AttentionKind::Flash, fuse: true };
+    let every_tile = Compute {
+        wgmma_tile: WgmmaTile::Tuned,
+        weight_grads: WeightGrads::StreamK,
+        ..Compute::from(Precision::Bf16)
+    };
     let runs = [
-        (Simulator::new(), Precision::Fp32, ModelOptions { fuse: false, ..naive }),
-        (Simulator::new(), Precision::Tf32, naive),
-        (Simulator::new(), Precision::Bf16, flash),
-        (Simulator::new(), Precision::Fp16, ModelOptions { fuse: false, ..flash }),
-        (Simulator::hopper(), Precision::Bf16, flash),
-        (Simulator::hopper(), Precision::Tf32, naive),
+        (Simulator::new(), Precision::Fp32.into(), ModelOptions { fuse: false, ..naive }),
+        (Simulator::new(), Precision::Tf32.into(), naive),
+        (Simulator::new(), Precision::Bf16.into(), flash),
+        (Simulator::new(), Precision::Fp16.into(), ModelOptions { fuse: false, ..flash }),
+        (Simulator::hopper(), Precision::Bf16.into(), flash),
+        (Simulator::hopper(), Precision::Tf32.into(), naive),
+        (Simulator::hopper(), every_tile, naive),
     ];
-    for (sim, precision, options) in runs {
+    for (sim, compute, options) in runs {
         let device = ResolvedDevice::Sim(sim.expect("cargo xtask build-ptx has run"));
         let ResolvedDevice::Sim(sim) = &device else { unreachable!("a simulator") };
-        let kernels = device.run(precision, ProfiledStep { sim, options }).unwrap();
-        let what =
-            format!("{} {options:?} on {:?}", precision.name(), gpu_host::Device::ptx_arch(sim));
+        let kernels: Vec<ptx_sim::profile::KernelProfile> =
+            device.run(compute, ProfiledStep { sim, options }).unwrap();
+        let arch = gpu_host::Device::ptx_arch(sim);
+        let what = format!("{compute:?} {options:?} on {arch:?}");
         assert!(kernels.iter().any(|k| k.kernel.starts_with("layernorm_backward_")), "{what}");
+        if compute.wgmma_tile == WgmmaTile::Tuned {
+            for tile in ["gemm_wgmma_bf16_", "_n256_", "_pp_", "_de_", "_sk_"] {
+                assert!(kernels.iter().any(|k| k.kernel.contains(tile)), "{tile}: {what}");
+            }
+        }
         let conflicts: Vec<String> = kernels
             .iter()
             .flat_map(|k| k.instrs.iter().map(move |i| (k, i)))
