@@ -1022,6 +1022,14 @@ fn check_wgmma<D: Device, I: GemmTypes<O> + Element, O: GemmOutput + Element>(
     let mut plain = wgmma(Case::new(m, n, k, rc, precision));
     plain.spec.alpha = rng.scalar(0.5, 2.0);
     run::<D, I, O>(dev, &mut rng, &plain);
+    // A long K (27 k-tiles in 16 bits, 54 in TF32) on each cooperative and ping-pong tile: its
+    // ring (6, 4 and 6 stages) wraps several times inside a unit, so the producer waits on
+    // every stage's empty barrier in both parities, whatever the other shapes give a block.
+    for tile in [WgmmaTile::N128, WgmmaTile::N256, WgmmaTile::PingPong] {
+        let mut long_k = wgmma(Case::new(70, 136, 1700, rc, precision));
+        (long_k.spec.wgmma_tile, long_k.bias) = (tile, true);
+        run::<D, I, O>(dev, &mut rng, &long_k);
+    }
     let mut fused = wgmma(Case::new(m, n, k, rc, precision));
     (fused.bias, fused.act, fused.spec.beta) = (true, Act::Gelu { store: true }, 0.5);
     run::<D, I, O>(dev, &mut rng, &fused);
