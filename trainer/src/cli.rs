@@ -198,9 +198,10 @@ pub enum WgmmaTileArg {
     /// the GEMMs whose GELU or GELU-backward epilogue outlasts their mainloop.
     #[value(name = "deferred")]
     Deferred,
-    /// Each forward and input-gradient GEMM on the fastest of the tiles that can run it, timed
-    /// on its first call (a few launches of each; the weight gradients stay as `--weight-grads`
-    /// has them). Every tile computes the same bits, so the choice changes only the time.
+    /// Each GEMM on the fastest of the tiles that can run it, timed on its first call (a few
+    /// launches of each): the forward and input-gradient GEMMs, and the weight gradients that
+    /// run unsplit (split ones stay as `--weight-grads` plans them). Every tile computes the
+    /// same bits, so the choice changes only the time.
     #[value(name = "tuned")]
     Tuned,
 }

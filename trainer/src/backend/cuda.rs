@@ -967,16 +967,22 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
                     .gemm
                     .apply_weight_grad(GemmSpec { lda: out_ld, beta, ..spec })
                     .with_split_k_for(self.multiprocessors, self.dev.ptx_arch());
-                self.with_scratch(0, spec.workspace_len(), "split-K workspace", |_, workspace| {
-                    self.gemm_result(gemm::gemm_split_k::<D, A, f32>(
-                        self.dev,
-                        &spec,
-                        dout,
-                        dv(inp),
-                        dweight,
-                        Epilogue::default(),
-                        workspace,
-                    ))
+                // Tuned only where unsplit (`tuned_candidates`): split, tail-split and stream-K
+                // plans add partial sums, which change the bits.
+                let op = || names::matmul_backward(shape, "dW");
+                let (inp, mut dweight) = (dv(inp), dweight);
+                self.with_scratch(0, spec.workspace_len(), "split-K workspace", |_, mut ws| {
+                    self.tuned_gemm(spec, op, "none", |spec| {
+                        self.gemm_result(gemm::gemm_split_k::<D, A, f32>(
+                            self.dev,
+                            spec,
+                            dout,
+                            inp,
+                            dweight.reborrow(),
+                            Epilogue::default(),
+                            ws.reborrow(),
+                        ))
+                    })
                 })
             },
         )?;

@@ -194,8 +194,9 @@ fn tuned_sections(rows: &[BenchRow]) -> String {
     }
     let mut s = format!(
         "\n## GEMM tiles tuned by timing\n\n`--wgmma-tile tuned`: on its first call, each \
-         forward and input-gradient GEMM ran on every Hopper tile that takes it ({TUNING_NOTE}); \
-         the fastest ran every later call. Every tile computes the same bits.\n"
+         forward and input-gradient GEMM, and each weight gradient that runs unsplit, ran on \
+         every Hopper tile that takes it ({TUNING_NOTE}); the fastest ran every later call. \
+         Every tile computes the same bits.\n"
     );
     for (row, tuned) in tuned {
         let _ = writeln!(s, "\n### {} {}\n", row.model, row.precision.name());

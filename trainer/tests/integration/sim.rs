@@ -510,9 +510,10 @@ fn the_hopper_module_trains_like_the_cpu() {
     assert_eq!(stream_k_counts[narrow_dw], deferred_counts[narrow_dw], "{stream_k_counts:?}");
 }
 
-/// `--wgmma-tile tuned` on the Hopper module: each forward and input-gradient GEMM times every
-/// tile that takes it on its first call, once per GEMM (every layer's fc forward is one), and
-/// the training has the bits of `Auto`'s (the tiles compute the same bits).
+/// `--wgmma-tile tuned` on the Hopper module: each forward and input-gradient GEMM, and each
+/// unsplit weight gradient, times every tile that takes it on its first call, once per GEMM
+/// (every layer's fc forward is one), and the training has the bits of `Auto`'s (the tiles
+/// compute the same bits).
 #[test]
 fn tuned_tiles_train_with_the_bits_of_auto() {
     let hopper = ResolvedDevice::Sim(Simulator::hopper().expect("cargo xtask build-ptx has run"));
@@ -533,6 +534,8 @@ fn tuned_tiles_train_with_the_bits_of_auto() {
     for op in ["matmul forward fc", "matmul forward lm head", "matmul backward fc projection dX"] {
         assert!(ops.contains(&op), "{op} not tuned: {ops:?}");
     }
+    // The unsplit weight gradients too (here the lm head's); split ones never.
+    assert!(ops.contains(&"matmul backward lm head dW"), "{ops:?}");
     for (i, g) in gemms.iter().enumerate() {
         assert!(g.timings.len() >= 2, "{g:?}");
         assert!(g.timings.iter().any(|&(tile, _)| tile == g.chosen), "{g:?}");
