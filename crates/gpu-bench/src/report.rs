@@ -1,6 +1,6 @@
 //! The benchmark report: rows, the markdown table, and small formatting helpers.
 
-use gpu_host::kernels::gemm::{GemmSpec, Layout, Precision};
+use gpu_host::kernels::gemm::{GemmSpec, Precision};
 use std::fmt::Write;
 
 /// Facts about the run, printed above the tables.
@@ -73,7 +73,6 @@ pub fn median(values: &mut [f64]) -> f64 {
 }
 
 fn layouts(spec: &GemmSpec) -> String {
-    let l = |x| if x == Layout::RowMajor { "r" } else { "c" };
     let beta = if spec.beta != 0.0 { ", β=1" } else { "" };
     let split = match (spec.split_plan().0, spec.whole_tiles) {
         (1, _) if spec.stream_k_blocks > 0 => {
@@ -83,7 +82,7 @@ fn layouts(spec: &GemmSpec) -> String {
         (slices, 0) => format!(", split-K {slices}"),
         (slices, whole) => format!(", tail split-K {slices} ({whole} tiles whole)"),
     };
-    format!("{}{}{beta}{split}", l(spec.a_layout), l(spec.b_layout))
+    format!("{}{beta}{split}", spec.layout_name())
 }
 
 /// `M×N×K`, preceded by `batch ×` when batched.

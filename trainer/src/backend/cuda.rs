@@ -17,7 +17,7 @@ use super::ops::{
 use super::view::cut_order;
 use super::{
     ActElement, ActMut, ActView, ArenaTensor, Backend, Compute, Element, F32View, GradNorm,
-    Precision, Storage, TokenShape, TunedGemm, View, ViewMut,
+    Precision, Storage, TUNING_RUNS, TokenShape, TunedGemm, View, ViewMut,
 };
 use crate::error::{Error, Result};
 use gpu_host::kernels::adamw::{self, AdamWBuffers, AdamWTable, AdamWTensor};
@@ -228,24 +228,9 @@ pub struct CudaBackend<'d, D: Device, A: CudaAct> {
     act: PhantomData<A>,
 }
 
-/// Timed launches of each tile when `--wgmma-tile tuned` chooses a GEMM's (after one untimed
-/// one); one on the simulator, whose times say nothing of a GPU's.
-const TUNING_RUNS: usize = 5;
-
 /// The widest output, in multiples of its input, of a linear layer whose TF32 input gradient
 /// runs on wgmma ([`CudaBackend::tf32_input_gradient_on_wgmma`]): GPT-2's fc layer (4×).
 const MAX_WGMMA_DX_WIDENING: usize = 4;
-
-/// The layouts of A and B, `rc` for A row-major and B column-major and so on.
-fn layouts(spec: &GemmSpec) -> &'static str {
-    use gemm::Layout::{ColMajor, RowMajor};
-    match (spec.a_layout, spec.b_layout) {
-        (RowMajor, RowMajor) => "rr",
-        (RowMajor, ColMajor) => "rc",
-        (ColMajor, RowMajor) => "cr",
-        (ColMajor, ColMajor) => "cc",
-    }
-}
 
 /// Maps a runtime error to the trainer's, naming the buffer of an out-of-memory error.
 fn alloc_error(what: &str, err: GpuError) -> Error {
@@ -391,7 +376,7 @@ impl<'d, D: Device, A: CudaAct> CudaBackend<'d, D, A> {
         let chosen = chosen.expect("tuned_candidates lists two tiles or none");
         let tuned = TunedGemm {
             op: op(),
-            shape: format!("{}×{}×{} {}", spec.m, spec.n, spec.k, layouts(&spec)),
+            shape: format!("{}×{}×{} {}", spec.m, spec.n, spec.k, spec.layout_name()),
             epilogue: epilogue.to_owned(),
             timings,
             chosen,

@@ -100,6 +100,10 @@ pub type F32View<'a, B> = View<'a, Buf<B, f32>>;
 /// A writable window of f32 values.
 pub type F32Mut<'a, B> = ViewMut<'a, Buf<B, f32>>;
 
+/// Timed launches of each tile when `--wgmma-tile tuned` chooses a GEMM's (after one untimed
+/// one) on a GPU; one on the simulator, whose times say nothing of a GPU's.
+pub const TUNING_RUNS: usize = 5;
+
 /// A GEMM whose Hopper tile `--wgmma-tile tuned` chose by timing every tile that runs it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TunedGemm {

@@ -3,7 +3,7 @@
 
 use super::{BenchResult, BenchRun};
 use crate::backend::op_times::{OpClock, OpTime, OpTimes};
-use crate::backend::{Precision, TunedGemm};
+use crate::backend::{Precision, TUNING_RUNS, TunedGemm};
 use crate::mfu::{self, Peak};
 use crate::model::Gpt2Config;
 use crate::report::{ReportMeta, thousands};
@@ -195,8 +195,9 @@ fn tuned_sections(rows: &[BenchRow]) -> String {
     let mut s = format!(
         "\n## GEMM tiles tuned by timing\n\n`--wgmma-tile tuned`: on its first call, each \
          forward and input-gradient GEMM, and each weight gradient that runs unsplit, ran on \
-         every Hopper tile that takes it ({TUNING_NOTE}); the fastest ran every later call. \
-         Every tile computes the same bits.\n"
+         every Hopper tile that takes it (CUDA events around each launch, one untimed launch, \
+         the median of {TUNING_RUNS}; on the simulator one host-timed launch); the fastest ran \
+         every later call. Every tile computes the same bits.\n"
     );
     for (row, tuned) in tuned {
         let _ = writeln!(s, "\n### {} {}\n", row.model, row.precision.name());
@@ -220,10 +221,6 @@ fn tuned_sections(rows: &[BenchRow]) -> String {
     }
     s
 }
-
-/// How a tuned GEMM's tiles were timed, for the reports.
-const TUNING_NOTE: &str = "CUDA events around each launch, one untimed launch, the median of \
-    five; on the simulator one host-timed launch";
 
 /// A Hopper tile as `--wgmma-tile` names it.
 pub fn tile_name(tile: WgmmaTile) -> &'static str {

@@ -282,6 +282,18 @@ impl GemmSpec {
         spec
     }
 
+    /// The layouts of A and B as the kernel entries name them: `rc` for A row-major and B
+    /// column-major, and so on.
+    pub fn layout_name(&self) -> &'static str {
+        use Layout::{ColMajor, RowMajor};
+        match (self.a_layout, self.b_layout) {
+            (RowMajor, RowMajor) => "rr",
+            (RowMajor, ColMajor) => "rc",
+            (ColMajor, RowMajor) => "cr",
+            (ColMajor, ColMajor) => "cc",
+        }
+    }
+
     /// Multiply-adds × 2 of the whole batch.
     pub fn flops(&self) -> f64 {
         2.0 * self.m as f64 * self.n as f64 * self.k as f64 * self.batch as f64
