@@ -15,8 +15,9 @@ use crate::entry::entries;
 use crate::unroll::unroll;
 use crate::warp::{LANE_CHUNK, for_lane_chunks, warp_sum};
 use kernel_abi::layernorm::{
-    BACKWARD_ROWS_PER_WARP, EPS, LayerNormBackwardParams, LayerNormBackwardReduceParams,
-    LayerNormForwardParams, REDUCE_CHANNELS, REDUCE_GROUPS, backward_sum_word, backward_sums_len,
+    BACKWARD_CACHED_MAX_C, BACKWARD_ROWS_PER_WARP, EPS, LayerNormBackwardParams,
+    LayerNormBackwardReduceParams, LayerNormForwardParams, REDUCE_CHANNELS, REDUCE_GROUPS,
+    backward_sum_word, backward_sums_len,
 };
 use kernel_abi::{Bf16, F16};
 
@@ -228,9 +229,20 @@ unsafe fn forward_cached<T: Elem, const FUSED: bool>(
     (mean, rstd)
 }
 
-/// The kernel body: each warp's rows in turn, chunk by chunk, a first pass adding to the
-/// channel sums and summing `g = dout·weight` and `g·norm` over the row, a second re-reading
-/// the row and updating `dinp`.
+/// The rows of one backward warp: `(first, end, step)`, the warp taking rows `first, first +
+/// step, …` below `end` (`kernel_abi::layernorm`'s partition: `R = 4·W` rows a block).
+#[inline(always)]
+fn backward_warp_rows(rows: u32) -> (u32, u32, u32) {
+    let warps = block_dim_x() / 32;
+    let rows_per_block = warps * BACKWARD_ROWS_PER_WARP;
+    let first = block_idx_x() * rows_per_block;
+    let end = if rows - first < rows_per_block { rows } else { first + rows_per_block };
+    (first + warp_idx_x(), end, warps)
+}
+
+/// The chunked kernel body (any `c`, vectorized or not): each warp's rows in turn, chunk by
+/// chunk, a first pass adding to the channel sums in shared memory and summing `g =
+/// dout·weight` and `g·norm` over the row, a second re-reading the row and updating `dinp`.
 ///
 /// Each pass waits for a chunk's loads before the next chunk's (the shared-memory updates
 /// between them keep the compiler from hoisting loads), and four blocks' 48 KiB of channel
@@ -238,7 +250,8 @@ unsafe fn forward_cached<T: Elem, const FUSED: bool>(
 /// backward at 48% of its DRAM bandwidth with 55% of the issue slots busy (Nsight Compute,
 /// 2026-11-27). So each row's lines of `dout`, `inp` and `dinp` are first requested into L2
 /// all at once (prefetches: no registers held, no value changed), and the passes' loads wait
-/// for L2 rather than DRAM: about one DRAM round trip a row instead of several.
+/// for L2 rather than DRAM: about one DRAM round trip a row instead of several. The 16-bit
+/// rows of GPT-2 small take [`backward_cached`] instead.
 ///
 /// # Safety
 /// Launched by `gpu-host`'s `layernorm_backward` with `backward_warps(c)` warps per block,
@@ -248,11 +261,7 @@ unsafe fn forward_cached<T: Elem, const FUSED: bool>(
 #[inline(always)]
 unsafe fn backward<T: Elem>(p: LayerNormBackwardParams<T>) {
     let c = p.c as usize;
-    let warps = block_dim_x() / 32;
-    let warp = warp_idx_x();
-    let rows_per_block = warps * BACKWARD_ROWS_PER_WARP;
-    let first = block_idx_x() * rows_per_block;
-    let end = if p.rows - first < rows_per_block { p.rows } else { first + rows_per_block };
+    let (mut row, end, warps) = backward_warp_rows(p.rows);
     let vector = p.c.is_multiple_of(8)
         && p.dout.is_aligned_to(16)
         && p.inp.is_aligned_to(16)
@@ -261,7 +270,7 @@ unsafe fn backward<T: Elem>(p: LayerNormBackwardParams<T>) {
     // This warp's channel sums in shared memory, two arrays of `len` words, channels permuted
     // against bank conflicts (`backward_sum_word`): Σ dout·norm, then Σ dout.
     let len = backward_sums_len(p.c);
-    let sums = dynamic_smem_base() + warp * 2 * len * 4;
+    let sums = dynamic_smem_base() + warp_idx_x() * 2 * len * 4;
     let dw_at = |ch: usize| sums + backward_sum_word(ch as u32) * 4;
     let db_at = |ch: usize| sums + (len + backward_sum_word(ch as u32)) * 4;
     for_lane_chunks(c, |ch, count| {
@@ -276,7 +285,6 @@ unsafe fn backward<T: Elem>(p: LayerNormBackwardParams<T>) {
         });
     });
 
-    let mut row = first + warp;
     while row < end {
         let offset = row as usize * c;
         // SAFETY: (here and in the "see above" blocks below) the launcher checked every buffer
@@ -343,6 +351,142 @@ unsafe fn backward<T: Elem>(p: LayerNormBackwardParams<T>) {
         row += warps;
     }
 
+    // SAFETY: forwarded launch contract; every warp's sums are in shared memory.
+    unsafe { backward_block_sums(&p, warps) };
+}
+
+/// Chunks of 8 channels per lane in a row of [`BACKWARD_CACHED_MAX_C`] channels.
+const BACKWARD_CACHED_CHUNKS: usize = BACKWARD_CACHED_MAX_C as usize / (32 * LANE_CHUNK);
+const _: () = assert!(BACKWARD_CACHED_CHUNKS == 3, "backward_cached's loops are unrolled 3 times");
+
+/// [`backward`] for 16-bit rows of at most [`BACKWARD_CACHED_MAX_C`] channels on the 16-byte
+/// path (GPT-2 small): a warp keeps its channel sums in registers until its rows are done, and
+/// loads each row's `dout`, `inp` and `dinp` at once, as raw words (12 registers each), while
+/// the next row's lines are requested into L2. A row is one round trip to memory, and an
+/// element costs no shared-memory access: [`backward`] spends four on it, with a permuted
+/// address, and waits for its loads chunk by chunk. The sums are then stored where
+/// [`backward`] keeps them, and the block adds them up the same way: the same additions in
+/// the same order, so the same bits (tested).
+///
+/// # Safety
+/// As [`backward`], with `c % 8 == 0`, `c <= BACKWARD_CACHED_MAX_C` and `dout`, `inp`,
+/// `weight` and `dinp` 16-byte aligned.
+#[inline(always)]
+unsafe fn backward_cached<T: Elem>(p: LayerNormBackwardParams<T>) {
+    let c = p.c as usize;
+    let (mut row, end, warps) = backward_warp_rows(p.rows);
+    let first = lane_id() as usize * LANE_CHUNK;
+    let at = |k: usize| first + 32 * LANE_CHUNK * k;
+    let mut dw = [[0.0f32; 8]; BACKWARD_CACHED_CHUNKS];
+    let mut db = [[0.0f32; 8]; BACKWARD_CACHED_CHUNKS];
+    while row < end {
+        let offset = row as usize * c;
+        // SAFETY: (here and below) the launcher checked every buffer covers `rows × c`, `c` or
+        // `rows` elements; `row < rows`, and chunk `k` is whole and inside the row when
+        // `at(k) < c` (`c % 8 == 0`), 16-byte aligned since every row is (`c % 8 == 0`).
+        let (mean, rstd, dout, inp, dinp) = unsafe {
+            let r = row as usize;
+            (
+                *p.mean.as_ptr().add(r),
+                *p.rstd.as_ptr().add(r),
+                p.dout.as_ptr().add(offset),
+                p.inp.as_ptr().add(offset),
+                p.dinp.as_mut_ptr().add(offset),
+            )
+        };
+        let mut words = [[[0u32; 8]; BACKWARD_CACHED_CHUNKS]; 3];
+        unroll!(k in 0..3 => {
+            if at(k) < c {
+                // SAFETY: see above.
+                unsafe {
+                    words[0][k] = T::load8_words(dout.add(at(k)));
+                    words[1][k] = T::load8_words(inp.add(at(k)));
+                    words[2][k] = T::load8_words(dinp.add(at(k)).cast_const());
+                }
+            }
+        });
+        let next = row + warps;
+        if next < end {
+            let offset = next as usize * c;
+            unroll!(k in 0..3 => {
+                if at(k) < c {
+                    // SAFETY: addresses inside the next row (above), which a prefetch does not
+                    // read into the program.
+                    unsafe {
+                        global::prefetch_l2(p.dout.as_ptr().add(offset + at(k)).cast());
+                        global::prefetch_l2(p.inp.as_ptr().add(offset + at(k)).cast());
+                        let d = p.dinp.as_mut_ptr().add(offset + at(k)).cast_const();
+                        global::prefetch_l2(d.cast());
+                    }
+                }
+            });
+        }
+        let (mut g_sum, mut g_norm_sum) = (0.0, 0.0);
+        unroll!(k in 0..3 => {
+            if at(k) < c {
+                let (g, x) = (T::widen8(words[0][k]), T::widen8(words[1][k]));
+                // SAFETY: see above.
+                let w = unsafe { T::load8(p.weight.as_ptr().add(at(k))) };
+                unroll!(e in 0..8 => {
+                    let norm = (x[e] - mean) * rstd;
+                    let wg = w[e] * g[e];
+                    g_sum += wg;
+                    g_norm_sum += wg * norm;
+                    dw[k][e] += g[e] * norm;
+                    db[k][e] += g[e];
+                });
+            }
+        });
+        // SAFETY: the loop bounds are warp-uniform, so all 32 lanes are here.
+        let (g_mean, g_norm_mean) =
+            unsafe { (warp_sum(g_sum) / c as f32, warp_sum(g_norm_sum) / c as f32) };
+        unroll!(k in 0..3 => {
+            if at(k) < c {
+                let (g, x) = (T::widen8(words[0][k]), T::widen8(words[1][k]));
+                let d = T::widen8(words[2][k]);
+                // SAFETY: see above; each lane rewrites only its own chunks of `dinp`.
+                unsafe {
+                    let w = T::load8(p.weight.as_ptr().add(at(k)));
+                    let updated = core::array::from_fn(|e| {
+                        let norm = (x[e] - mean) * rstd;
+                        d[e] + rstd * (w[e] * g[e] - g_mean - norm * g_norm_mean)
+                    });
+                    T::store8(dinp.add(at(k)), updated);
+                }
+            }
+        });
+        row += warps;
+    }
+    // This warp's sums into shared memory, where [`backward`] keeps them.
+    let len = backward_sums_len(p.c);
+    let sums = dynamic_smem_base() + warp_idx_x() * 2 * len * 4;
+    let dw_at = |ch: usize| sums + backward_sum_word(ch as u32) * 4;
+    let db_at = |ch: usize| sums + (len + backward_sum_word(ch as u32)) * 4;
+    unroll!(k in 0..3 => {
+        if at(k) < c {
+            unroll!(e in 0..8 => {
+                // SAFETY: the launcher sized shared memory for `warps × 2c` f32; this lane's
+                // own channels of this warp's sums.
+                unsafe {
+                    st_shared_f32(dw_at(at(k) + e), dw[k][e]);
+                    st_shared_f32(db_at(at(k) + e), db[k][e]);
+                }
+            });
+        }
+    });
+    // SAFETY: forwarded launch contract; every warp's sums are in shared memory.
+    unsafe { backward_block_sums(&p, warps) };
+}
+
+/// The end of both backward bodies: once every warp's sums are in shared memory, the block
+/// writes them, added in warp order, to its slot of `partials`.
+///
+/// # Safety
+/// As [`backward`]; every thread of the block calls it (it synchronises the block).
+#[inline(always)]
+unsafe fn backward_block_sums<T: Copy>(p: &LayerNormBackwardParams<T>, warps: u32) {
+    let c = p.c as usize;
+    let len = backward_sums_len(p.c);
     // SAFETY: block-uniform call site.
     unsafe { bar_sync() };
     // SAFETY: the launcher sized `partials` for `blocks × 2c` values.
@@ -452,5 +596,7 @@ entries! { "layernorm";
     layernorm_backward_f32(LayerNormBackwardParams<f32>) => backward::<f32>;
     layernorm_backward_bf16(LayerNormBackwardParams<Bf16>) => backward::<Bf16>;
     layernorm_backward_f16(LayerNormBackwardParams<F16>) => backward::<F16>;
+    layernorm_backward_cached_bf16(LayerNormBackwardParams<Bf16>) => backward_cached::<Bf16>;
+    layernorm_backward_cached_f16(LayerNormBackwardParams<F16>) => backward_cached::<F16>;
     layernorm_backward_reduce(LayerNormBackwardReduceParams) => backward_reduce;
 }

@@ -5,7 +5,7 @@
 //! local memory (a stack frame, which `cargo xtask check-ptx` rejects). `unroll!` pastes the
 //! body once per index, so the indices are constants by construction.
 
-/// `unroll!(i in 0..N => { body })` for N = 2, 4, 8 or 16: repeats `body` with `i` bound to each
+/// `unroll!(i in 0..N => { body })` for N = 2, 3, 4, 8 or 16: repeats `body` with `i` bound to each
 /// index (a `usize`), in order. `unroll!(const I in 0..N => { body })` (N = 4 or 8) binds `I` as
 /// a `const` item instead, for const generic arguments (`f::<{ I as u32 * 2048 }>()`).
 macro_rules! unroll {
@@ -19,6 +19,7 @@ macro_rules! unroll {
         $( { const $i: usize = $n; $body } )*
     };
     ($i:ident in 0..2 => $body:block) => { $crate::unroll::unroll!(@ $i [0 1] $body) };
+    ($i:ident in 0..3 => $body:block) => { $crate::unroll::unroll!(@ $i [0 1 2] $body) };
     ($i:ident in 0..4 => $body:block) => { $crate::unroll::unroll!(@ $i [0 1 2 3] $body) };
     ($i:ident in 0..8 => $body:block) => {
         $crate::unroll::unroll!(@ $i [0 1 2 3 4 5 6 7] $body)

@@ -17,6 +17,7 @@ use integration_tests::{
     assert_floats_eq, kernel_tests, poisoned, small_sizes, upload_at,
 };
 use kernel_abi::layernorm::backward_rows_per_block;
+use ptx_sim::Simulator;
 
 /// The f32 reference sums each row sequentially (relative error up to ~c·2⁻²⁴ in its mean and
 /// variance; the kernel's 32-way tree is more accurate), so the outputs (up to ~5) differ by a
@@ -242,6 +243,7 @@ fn residual_forward_case<T: FloatElement + Element>(
 }
 
 /// Host copies of one backward problem.
+#[derive(Clone)]
 struct BackwardCase<T> {
     rows: usize,
     c: usize,
@@ -414,6 +416,57 @@ fn backward_case<T: FloatElement + Element>(
     assert_bits_eq(&format!("{what} dbias, second run"), rng.seed(), &db2, &db);
 }
 
+/// The backward's two kernels for 16-bit rows: `layernorm_backward_cached_<ty>` (aligned
+/// buffers, c <= 768, c % 8 == 0) and the chunked `layernorm_backward_<ty>` (here: every buffer
+/// one element off alignment) add in the same order: the same `dinp`, per-block sums and
+/// parameter gradients, bit for bit. Several blocks, a last one with fewer rows than warps, a
+/// row narrower than a warp's span (c = 264: lanes past it hold no chunk) and one of a single
+/// chunk. Which kernel runs is tested by `layernorm_backward_picks_its_kernel`.
+fn check_backward_paths_agree<T: FloatElement + Element>(dev: &impl Device) {
+    let mut rng = TestRng::new();
+    for (r, c) in [(70, 768), (37, 264), (9, 8)] {
+        let case = BackwardCase::<T>::new(&mut rng, (r, c), [0; 4], 1.0);
+        let cached = case.run(dev);
+        let chunked = BackwardCase { offsets: [1; 4], ..case }.run(dev);
+        let what = format!("layernorm_backward paths, {} rows={r} c={c}", <T as Element>::NAME);
+        assert_bits_eq(&format!("{what} dinp"), rng.seed(), &cached.0, &chunked.0);
+        assert_bits_eq(&format!("{what} dweight"), rng.seed(), &cached.1, &chunked.1);
+        assert_bits_eq(&format!("{what} dbias"), rng.seed(), &cached.2, &chunked.2);
+        assert_bits_eq(&format!("{what} block sums"), rng.seed(), &cached.3, &chunked.3);
+    }
+}
+
+/// The backward launches `layernorm_backward_cached_<ty>` exactly for 16-bit rows of at most
+/// 768 channels, `c % 8 == 0`, with `dout`, `inp`, `weight` and `dinp` 16-byte aligned. On a
+/// simulator of its own: the shared one's kernel times would mix in concurrent tests' launches.
+#[test]
+fn layernorm_backward_picks_its_kernel() {
+    fn kernels<T: FloatElement + Element>(
+        sim: &Simulator,
+        shape: (usize, usize),
+        offsets: [usize; 4],
+    ) -> Vec<&'static str> {
+        let case = BackwardCase::<T>::new(&mut TestRng::new(), shape, offsets, 1.0);
+        sim.start_kernel_times();
+        case.run(sim);
+        sim.take_kernel_times().unwrap().iter().map(|t| t.name).collect()
+    }
+    let sim = Simulator::new().unwrap();
+    let cached = |ty: &str| vec![format!("layernorm_backward_cached_{ty}")];
+    let chunked = |ty: &str| vec![format!("layernorm_backward_{ty}")];
+    let first = |names: Vec<&str>| vec![names[0].to_string()];
+    assert_eq!(first(kernels::<bf16>(&sim, (5, 768), [0; 4])), cached("bf16"));
+    assert_eq!(first(kernels::<f16>(&sim, (5, 8), [0; 4])), cached("f16"));
+    assert_eq!(first(kernels::<bf16>(&sim, (5, 776), [0; 4])), chunked("bf16"));
+    assert_eq!(first(kernels::<bf16>(&sim, (5, 764), [0; 4])), chunked("bf16"));
+    assert_eq!(first(kernels::<f32>(&sim, (5, 768), [0; 4])), chunked("f32"));
+    for i in 0..4 {
+        let mut offsets = [0; 4];
+        offsets[i] = 1;
+        assert_eq!(first(kernels::<f16>(&sim, (5, 768), offsets)), chunked("f16"), "{offsets:?}");
+    }
+}
+
 /// Bad shapes are rejected before launch, naming the argument.
 fn check_argument_errors(dev: &impl Device) {
     let x = dev.upload(&[1.0f32; 24]).unwrap();
@@ -503,5 +556,7 @@ kernel_tests! {
     layernorm_backward_f32 => check_backward::<f32>;
     layernorm_backward_bf16 => check_backward::<bf16>;
     layernorm_backward_f16 => check_backward::<f16>;
+    layernorm_backward_paths_agree_bf16 => check_backward_paths_agree::<bf16>;
+    layernorm_backward_paths_agree_f16 => check_backward_paths_agree::<f16>;
     layernorm_argument_errors => check_argument_errors;
 }

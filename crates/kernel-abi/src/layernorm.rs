@@ -24,7 +24,9 @@
 //!   slots `g, g + REDUCE_GROUPS, …` in order, then group 0 adding the groups' sums in group
 //!   order to `dweight` / `dbias`. The
 //!   result depends only on the inputs and `(rows, c)`: the same bits on every run and every
-//!   GPU.
+//!   GPU. For 16-bit rows of at most [`BACKWARD_CACHED_MAX_C`] channels on the 16-byte path,
+//!   `layernorm_backward_cached_<ty>` does the same with each warp's sums in registers until
+//!   its rows are done: the same partition, additions and bits.
 
 use crate::kernel::{Kernel, KernelParams, KernelSig, LaunchBounds};
 use crate::ptr::{Bf16, DevicePtr, DevicePtrMut, F16};
@@ -48,6 +50,13 @@ pub const BACKWARD_MAX_WARPS: u32 = 8;
 
 /// Rows each warp of the backward handles per block.
 pub const BACKWARD_ROWS_PER_WARP: u32 = 4;
+
+/// Largest row `layernorm_backward_cached_<ty>` takes (GPT-2 small's 768): three chunks of 8
+/// channels per lane, whose `Σ dout·norm` and `Σ dout` a warp keeps in 48 registers, and whose
+/// `dout`, `inp` and `dinp` it loads at the start of each row, all at once. The launcher picks
+/// it for bf16 and f16 when `c % 8 == 0`, `c` is at most this, and `dout`, `inp`, `weight` and
+/// `dinp` are 16-byte aligned.
+pub const BACKWARD_CACHED_MAX_C: u32 = 768;
 
 /// Channels per block of the backward's reduction kernel (one per thread of each group): 8,
 /// so that 768 channels make 96 blocks. With 32 until 2026-11-27 they made 24, and a call
@@ -204,11 +213,13 @@ pub trait LayerNormKernels: Copy + 'static {
     const RESIDUAL_FORWARD: Kernel<LayerNormForwardParams<Self>>;
     /// `layernorm_backward_<ty>`.
     const BACKWARD: Kernel<LayerNormBackwardParams<Self>>;
+    /// `layernorm_backward_cached_<ty>` ([`BACKWARD_CACHED_MAX_C`]), for the 16-bit types.
+    const BACKWARD_CACHED: Option<Kernel<LayerNormBackwardParams<Self>>>;
 }
 
 macro_rules! layernorm_kernels {
     ($ty:ty, $fwd:ident = $fwd_name:literal, $res:ident = $res_name:literal,
-     $bwd:ident = $bwd_name:literal) => {
+     $bwd:ident = $bwd_name:literal, $cached:expr) => {
         #[doc = concat!("`", $fwd_name, "`")]
         pub const $fwd: Kernel<LayerNormForwardParams<$ty>> = Kernel::new($fwd_name);
         #[doc = concat!("`", $res_name, "`")]
@@ -220,6 +231,7 @@ macro_rules! layernorm_kernels {
             const FORWARD: Kernel<LayerNormForwardParams<Self>> = $fwd;
             const RESIDUAL_FORWARD: Kernel<LayerNormForwardParams<Self>> = $res;
             const BACKWARD: Kernel<LayerNormBackwardParams<Self>> = $bwd;
+            const BACKWARD_CACHED: Option<Kernel<LayerNormBackwardParams<Self>>> = $cached;
         }
     };
 }
@@ -228,20 +240,30 @@ layernorm_kernels!(
     f32,
     LAYERNORM_FORWARD_F32 = "layernorm_forward_f32",
     RESIDUAL_LAYERNORM_FORWARD_F32 = "residual_layernorm_forward_f32",
-    LAYERNORM_BACKWARD_F32 = "layernorm_backward_f32"
+    LAYERNORM_BACKWARD_F32 = "layernorm_backward_f32",
+    None
 );
 layernorm_kernels!(
     Bf16,
     LAYERNORM_FORWARD_BF16 = "layernorm_forward_bf16",
     RESIDUAL_LAYERNORM_FORWARD_BF16 = "residual_layernorm_forward_bf16",
-    LAYERNORM_BACKWARD_BF16 = "layernorm_backward_bf16"
+    LAYERNORM_BACKWARD_BF16 = "layernorm_backward_bf16",
+    Some(LAYERNORM_BACKWARD_CACHED_BF16)
 );
 layernorm_kernels!(
     F16,
     LAYERNORM_FORWARD_F16 = "layernorm_forward_f16",
     RESIDUAL_LAYERNORM_FORWARD_F16 = "residual_layernorm_forward_f16",
-    LAYERNORM_BACKWARD_F16 = "layernorm_backward_f16"
+    LAYERNORM_BACKWARD_F16 = "layernorm_backward_f16",
+    Some(LAYERNORM_BACKWARD_CACHED_F16)
 );
+
+/// `layernorm_backward_cached_bf16` ([`BACKWARD_CACHED_MAX_C`]).
+pub const LAYERNORM_BACKWARD_CACHED_BF16: Kernel<LayerNormBackwardParams<Bf16>> =
+    Kernel::new("layernorm_backward_cached_bf16");
+/// `layernorm_backward_cached_f16` ([`BACKWARD_CACHED_MAX_C`]).
+pub const LAYERNORM_BACKWARD_CACHED_F16: Kernel<LayerNormBackwardParams<F16>> =
+    Kernel::new("layernorm_backward_cached_f16");
 
 /// `layernorm_backward_reduce`: the backward's second kernel (all storage types).
 pub const LAYERNORM_BACKWARD_REDUCE: Kernel<LayerNormBackwardReduceParams> =
@@ -258,6 +280,8 @@ pub const KERNELS: &[KernelSig] = &[
     LAYERNORM_BACKWARD_F32.sig(),
     LAYERNORM_BACKWARD_BF16.sig(),
     LAYERNORM_BACKWARD_F16.sig(),
+    LAYERNORM_BACKWARD_CACHED_BF16.sig(),
+    LAYERNORM_BACKWARD_CACHED_F16.sig(),
     LAYERNORM_BACKWARD_REDUCE.sig(),
 ];
 
@@ -270,13 +294,23 @@ pub const KERNELS: &[KernelSig] = &[
 /// blocks anyway, and 64 registers made the sm_80 build spill.
 pub const BACKWARD_BLOCKS_PER_SM: u32 = 4;
 
-/// Launch bounds of the backward kernels in the sm_90a module ([`BACKWARD_BLOCKS_PER_SM`]).
+/// Blocks of `layernorm_backward_cached_<ty>` that must share a Hopper SM: two of 8 warps (128
+/// registers a thread: 48 channel sums and three chunks each of `dout`, `inp` and `dinp`). GPT-2
+/// 124M's 512 blocks make 1.94 waves of 264, 16 warps an SM, each with a whole row's loads in
+/// flight at once and the next row's requested into L2.
+pub const BACKWARD_CACHED_BLOCKS_PER_SM: u32 = 2;
+
+/// Launch bounds of the backward kernels in the sm_90a module ([`BACKWARD_BLOCKS_PER_SM`],
+/// [`BACKWARD_CACHED_BLOCKS_PER_SM`]).
 pub const LAUNCH_BOUNDS: &[LaunchBounds] = &{
-    let (threads, blocks) = (BACKWARD_MAX_WARPS * 32, BACKWARD_BLOCKS_PER_SM);
+    let threads = BACKWARD_MAX_WARPS * 32;
+    let (blocks, cached) = (BACKWARD_BLOCKS_PER_SM, BACKWARD_CACHED_BLOCKS_PER_SM);
     [
         LaunchBounds::new(LAYERNORM_BACKWARD_F32.sig(), threads, blocks),
         LaunchBounds::new(LAYERNORM_BACKWARD_BF16.sig(), threads, blocks),
         LaunchBounds::new(LAYERNORM_BACKWARD_F16.sig(), threads, blocks),
+        LaunchBounds::new(LAYERNORM_BACKWARD_CACHED_BF16.sig(), threads, cached),
+        LaunchBounds::new(LAYERNORM_BACKWARD_CACHED_F16.sig(), threads, cached),
     ]
 };
 

@@ -6,7 +6,7 @@ use crate::device::{Device, LaunchConfig};
 use crate::error::{GpuError, Result};
 use crate::view::{DeviceView, DeviceViewMut};
 use kernel_abi::layernorm::{
-    FORWARD_THREADS, LAYERNORM_BACKWARD_REDUCE, LayerNormBackwardParams,
+    BACKWARD_CACHED_MAX_C, FORWARD_THREADS, LAYERNORM_BACKWARD_REDUCE, LayerNormBackwardParams,
     LayerNormBackwardReduceParams, LayerNormForwardParams, LayerNormKernels, REDUCE_CHANNELS,
     REDUCE_SHARED_BYTES, REDUCE_THREADS, backward_rows_per_block, backward_shared_bytes,
     backward_warps,
@@ -204,6 +204,9 @@ pub fn layernorm_backward_scratch_len(rows: usize, c: usize) -> usize {
 
 /// The layernorm backward: `dinp += …`, `dweight = beta · dweight + …`, `dbias = beta · dbias +
 /// …` (see `kernel_abi::layernorm`), deterministic: the same bits on every run and every GPU.
+/// 16-bit rows of at most `BACKWARD_CACHED_MAX_C` channels with `c % 8 == 0` and 16-byte
+/// aligned `dout`, `inp`, `weight` and `dinp` run `layernorm_backward_cached_<ty>` (the same
+/// bits as the chunked kernel).
 pub fn layernorm_backward<D: Device, T: FloatElement>(
     dev: &D,
     c: usize,
@@ -258,10 +261,18 @@ pub fn layernorm_backward<D: Device, T: FloatElement>(
         block: (warps * 32, 1, 1),
         shared_mem_bytes: backward_shared_bytes(c as u32),
     };
+    let cached = T::Abi::BACKWARD_CACHED.filter(|_| {
+        c.is_multiple_of(8)
+            && c <= BACKWARD_CACHED_MAX_C as usize
+            && [params.dout.addr(), params.inp.addr(), params.weight.addr(), params.dinp.addr()]
+                .iter()
+                .all(|addr| addr.is_multiple_of(16))
+    });
     if rows > 0 {
         // SAFETY: every view was checked against (rows, c); `partials` holds `blocks × 2c`
-        // values; shared memory holds each warp's two arrays of channel sums.
-        unsafe { dev.launch(T::Abi::BACKWARD, config, params)? };
+        // values; shared memory holds each warp's two arrays of channel sums; the cached
+        // kernel's row width and alignment were checked just above.
+        unsafe { dev.launch(cached.unwrap_or(T::Abi::BACKWARD), config, params)? };
     }
     let reduce = LayerNormBackwardReduceParams {
         partials: partials.as_const(),
