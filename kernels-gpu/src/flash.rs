@@ -113,8 +113,10 @@ impl<T> Source<T> {
 
 const _: () = assert!(CHUNKS_PER_THREAD == 4, "Source::load copies 4 chunks per thread");
 
-/// Two tile streams double-buffered in shared memory (K and V, or Q and dO): each stream's
-/// stage 0 at its address, stage 1 [`TILE_BYTES`] after it.
+/// Two tile streams in shared memory (K and V, or Q and dO): each stream's stages
+/// [`TILE_BYTES`] apart from its address on. [`Self::step`] double-buffers two stages (the
+/// `mma.sync` kernels); the wgmma kernels walk theirs with `wgmma::StageRing` (two for the
+/// forward, three for the backward).
 struct StreamPair<'a, T> {
     first: (&'a Source<T>, u32),
     second: (&'a Source<T>, u32),

@@ -18,9 +18,10 @@ use integration_tests::{
     small_sizes,
 };
 
-/// Shapes: one row, rows that are not a multiple of the 64-row tile, batches, heads, and 3
+/// Shapes: one row, rows that are not a multiple of the 64-row tile, batches, heads, 3
 /// sequences of 4 heads of 3 tiles (every grid dimension past 1: the kernels map x to the head,
-/// y to the tile by its work, z to the sequence); on a GPU, GPT-2's at B = 4.
+/// y to the tile by its work, z to the sequence), and 5 tiles, whose heaviest blocks wrap the
+/// backward wgmma kernels' three-stage rings; on a GPU, GPT-2's at B = 4.
 fn shapes(dev: &impl Device) -> Vec<AttentionShape> {
     let mut shapes = vec![
         AttentionShape { b: 1, t: 1, c: 128, nh: 2 },
@@ -29,6 +30,7 @@ fn shapes(dev: &impl Device) -> Vec<AttentionShape> {
         AttentionShape { b: 1, t: 130, c: 64, nh: 1 },
         AttentionShape { b: 2, t: 70, c: 192, nh: 3 },
         AttentionShape { b: 3, t: 130, c: 256, nh: 4 },
+        AttentionShape { b: 1, t: 260, c: 64, nh: 1 },
     ];
     if !small_sizes(dev) {
         shapes.push(AttentionShape { b: 4, t: 1024, c: 768, nh: 12 });

@@ -62,18 +62,31 @@ pub const WGMMA_TILE_ALIGN: u32 = 1024;
 /// Dynamic shared memory of the sm_90a forward on wgmma: the tiles of [`FORWARD_SHARED_BYTES`]
 /// and room to align the dynamic base up to [`WGMMA_TILE_ALIGN`].
 pub const FORWARD_WGMMA_SHARED_BYTES: u32 = FORWARD_SHARED_BYTES + WGMMA_TILE_ALIGN;
-/// Dynamic shared memory of the backward's dQ kernel on wgmma: the tiles of
-/// [`BACKWARD_SHARED_BYTES`] and room to align the dynamic base up to [`WGMMA_TILE_ALIGN`]
-/// (49 KiB: the launch opts in above the 48 KiB default).
-pub const BACKWARD_WGMMA_SHARED_BYTES: u32 = BACKWARD_SHARED_BYTES + WGMMA_TILE_ALIGN;
+/// Stages of each streamed tile (Q and dO, or K and V) in the backward's kernels on wgmma:
+/// three, so that a tile's copies are issued two steps before the step that reads it. With the
+/// `mma.sync` kernels' two stages (until 2026-11-28) they had the rest of one step to land, and
+/// an H100 ran the dK/dV kernel at 36% of its SM throughput and 39% of its memory's, its L2
+/// hit rate 76% (Nsight Compute, 2026-11-27): a step is about a microsecond of work, a copy from
+/// DRAM under load about as long.
+pub const BACKWARD_WGMMA_STAGES: u32 = 3;
+/// Dynamic shared memory of the backward's dQ kernel on wgmma: two resident tiles, the two
+/// streamed ones in [`BACKWARD_WGMMA_STAGES`] stages each (64 KiB), and room to align the
+/// dynamic base up to [`WGMMA_TILE_ALIGN`]: 65 KiB, three blocks per SM.
+pub const BACKWARD_WGMMA_SHARED_BYTES: u32 =
+    (2 + 2 * BACKWARD_WGMMA_STAGES) * BLOCK_KV * HD * 2 + WGMMA_TILE_ALIGN;
 /// One stage of a query tile's statistics in the dK/dV kernel on wgmma: the tile's
 /// `BLOCK_Q` log-sum-exps, then its `BLOCK_Q` values of `D` (f32), copied with the tile's Q
 /// and dO.
 pub const DKDV_STATS_STAGE_BYTES: u32 = 2 * BLOCK_Q * 4;
 /// Dynamic shared memory of the backward's dK/dV kernel on wgmma: [`BACKWARD_WGMMA_SHARED_BYTES`]
-/// and two stages of statistics ([`DKDV_STATS_STAGE_BYTES`]) after the tiles (50 KiB).
+/// and [`BACKWARD_WGMMA_STAGES`] stages of statistics ([`DKDV_STATS_STAGE_BYTES`]) after the
+/// tiles: 66.5 KiB, three blocks per SM.
 pub const BACKWARD_DKDV_WGMMA_SHARED_BYTES: u32 =
-    BACKWARD_WGMMA_SHARED_BYTES + 2 * DKDV_STATS_STAGE_BYTES;
+    BACKWARD_WGMMA_SHARED_BYTES + BACKWARD_WGMMA_STAGES * DKDV_STATS_STAGE_BYTES;
+const _: () = assert!(
+    3 * (BACKWARD_DKDV_WGMMA_SHARED_BYTES + 1024) <= 227 * 1024,
+    "three dK/dV blocks (and the 1 KiB the driver reserves each) fit a Hopper SM"
+);
 /// Byte offset of 16-byte chunk `chunk` (0..8) of row `row` in a shared-memory tile of 64
 /// 16-bit columns (128-byte rows), XOR-swizzled so that the 8 rows one `ldmatrix` matrix reads,
 /// and the 8 chunks of one row, fall in 8 different bank groups.

@@ -302,7 +302,7 @@ unsafe fn mma_acc_tile<Op: FlashOp>(x: &[[f32; 4]; 8], tile: u32, acc: &mut [[f3
 }
 
 /// What a dK/dV or dQ block sets up before its tile loop, the same in the `mma.sync` and wgmma
-/// kernels (whose tiles differ only in their base): the tile it owns, heaviest first (key tile
+/// kernels (whose tiles differ in their base and their streams' stages): the tile it owns, heaviest first (key tile
 /// [`tile_rank`] for dK/dV, query tile `tiles − 1 −` it for dQ), the shared addresses of its
 /// two resident tiles (K, V for dK/dV; Q, dO for dQ) and its two streamed tiles' stage 0 with
 /// their sources (Q, dO; K, V), this lane's rows `g`, `g + 8` of its warp's 16, and the (b, h)
@@ -317,12 +317,13 @@ pub(super) struct BackwardBlock<T> {
 }
 
 impl<T: Copy> BackwardBlock<T> {
-    /// The layout shared by both kernels: two resident tiles at `smem`, then two stages of each
-    /// streamed tile; the sources of qkv's three parts and of dout.
+    /// The layout shared by both kernels: two resident tiles at `smem`, then `stages` stages of
+    /// each streamed tile (two for the `mma.sync` kernels, `BACKWARD_WGMMA_STAGES` on wgmma);
+    /// the sources of qkv's three parts and of dout.
     #[inline(always)]
     fn new(
         p: &FlashBackwardParams<T>,
-        smem: u32,
+        (smem, stages): (u32, u32),
         tile: u32,
         resident: [Source<T>; 2],
         streamed: [Source<T>; 2],
@@ -333,7 +334,7 @@ impl<T: Copy> BackwardBlock<T> {
         let block = Self {
             tile,
             resident: [smem, smem + TILE_BYTES],
-            streamed: [(first, smem + 2 * TILE_BYTES), (second, smem + 4 * TILE_BYTES)],
+            streamed: [(first, smem + 2 * TILE_BYTES), (second, smem + (2 + stages) * TILE_BYTES)],
             rows: [row0, row0 + 8],
             stats_base: ((b * p.nh + h) * p.t) as usize,
         };
@@ -348,14 +349,14 @@ impl<T: Copy> BackwardBlock<T> {
         [part(0), part(1), part(2), Source::new(p.dout.as_ptr(), p.t, channels, b, 0, h)]
     }
 
-    /// A dK/dV block with its tiles at `smem`: K and V resident, Q and dO streamed from the
-    /// diagonal query tile on.
+    /// A dK/dV block with its tiles at `smem`: K and V resident, Q and dO streamed in `stages`
+    /// stages from the diagonal query tile on (the first tile issued into stage 0).
     ///
     /// # Safety
-    /// Every thread of the block calls it; `smem` starts the launch's tiles (6 of
+    /// Every thread of the block calls it; `smem` starts the launch's tiles (`2 + 2·stages` of
     /// `TILE_BYTES`); the buffers have the shapes the launcher checked.
     #[inline(always)]
-    pub(super) unsafe fn dkdv(p: &FlashBackwardParams<T>, smem: u32) -> Self {
+    pub(super) unsafe fn dkdv(p: &FlashBackwardParams<T>, smem: (u32, u32)) -> Self {
         let [q, k, v, dout] = Self::sources(p);
         let (block, [k, v]) = Self::new(p, smem, tile_rank(), [k, v], [q, dout]);
         let row0 = block.tile * BLOCK_KV;
@@ -423,12 +424,13 @@ impl<T: Copy> BackwardBlock<T> {
         stats
     }
 
-    /// A dQ block with its tiles at `smem`: Q and dO resident, K and V streamed from tile 0.
+    /// A dQ block with its tiles at `smem`: Q and dO resident, K and V streamed in `stages`
+    /// stages from tile 0 (issued into stage 0).
     ///
     /// # Safety
     /// As [`Self::dkdv`].
     #[inline(always)]
-    pub(super) unsafe fn dq(p: &FlashBackwardParams<T>, smem: u32) -> Self {
+    pub(super) unsafe fn dq(p: &FlashBackwardParams<T>, smem: (u32, u32)) -> Self {
         let [q, k, v, dout] = Self::sources(p);
         let tile = tile_count() - 1 - tile_rank();
         let (block, [q, dout]) = Self::new(p, smem, tile, [q, dout], [k, v]);
@@ -461,14 +463,15 @@ impl<T: Copy> BackwardBlock<T> {
         }
     }
 
-    /// The first shared address past the block's six tiles.
+    /// The first shared address past the block's tiles: the second stream's last stage ends
+    /// there.
     #[cfg(target_feature = "sm_90a")]
     #[inline(always)]
-    pub(super) fn tiles_end(&self) -> u32 {
-        self.resident[0] + 6 * TILE_BYTES
+    pub(super) fn tiles_end(&self, stages: u32) -> u32 {
+        self.streamed[1].1 + stages * TILE_BYTES
     }
 
-    /// The streamed tiles' double buffer.
+    /// The streamed tiles' stages.
     #[inline(always)]
     pub(super) fn stream(&self) -> StreamPair<'_, T> {
         let [(first, s0), (second, s1)] = &self.streamed;
@@ -486,7 +489,7 @@ impl<T: Copy> BackwardBlock<T> {
 #[inline(always)]
 unsafe fn dkdv<Op: FlashOp>(p: FlashBackwardParams<Op::In>) {
     // SAFETY: every thread is here; the launch's tiles start at the dynamic shared base.
-    let block = unsafe { BackwardBlock::dkdv(&p, dynamic_smem_base()) };
+    let block = unsafe { BackwardBlock::dkdv(&p, (dynamic_smem_base(), 2)) };
     let (kv_tile, tiles) = (block.tile, tile_count());
     let [sk, sv] = block.resident;
     let (rows, stats_base) = (block.rows, block.stats_base);
@@ -569,7 +572,7 @@ unsafe fn dkdv<Op: FlashOp>(p: FlashBackwardParams<Op::In>) {
 #[inline(always)]
 unsafe fn dq<Op: FlashOp>(p: FlashBackwardParams<Op::In>) {
     // SAFETY: every thread is here; the launch's tiles start at the dynamic shared base.
-    let block = unsafe { BackwardBlock::dq(&p, dynamic_smem_base()) };
+    let block = unsafe { BackwardBlock::dq(&p, (dynamic_smem_base(), 2)) };
     let (q_tile, [sq, sdo], rows) = (block.tile, block.resident, block.rows);
     let quad = lane_id() % 4;
     // SAFETY: the launch's parameters.

@@ -7,8 +7,11 @@
 //! shared memory; `dV += Pᵀ·dO` and `dK += dSᵀ·Q` with `Pᵀ`, `dSᵀ` as register A operands and
 //! `dO`, `Q` M/N-major. The dQ kernel's: `S = Q·Kᵀ`, `dP = dO·Vᵀ`, `dQ += dS·K`.
 //!
-//! Per tile the dK/dV kernel issues `Sᵀ` and `dPᵀ` as two wgmma groups (then the next tile's
-//! copies, [`issue_next`]), turns `Sᵀ` into `Pᵀ` while `dPᵀ` runs, issues `dV += Pᵀ·dO`,
+//! Both kernels stream their tiles in three stages (`BACKWARD_WGMMA_STAGES`): before the loop a
+//! block issues its first two tiles, and each step the tile after next.
+//!
+//! Per tile the dK/dV kernel issues `Sᵀ` and `dPᵀ` as two wgmma groups (then the copies of the
+//! tile after next, [`issue_ahead`]), turns `Sᵀ` into `Pᵀ` while `dPᵀ` runs, issues `dV += Pᵀ·dO`,
 //! forms `dSᵀ` once `dPᵀ` is done (while `dV`'s group runs), issues `dK += dSᵀ·Q` and waits
 //! for everything before the barrier that frees the stage. The dQ kernel does the same with
 //! `S`, `dP` and `dQ += dS·K`. `D` is folded into the `dP` accumulators, which start at `−D`
@@ -18,7 +21,7 @@
 use super::backward::{BackwardBlock, causal_mask, causal_mask_transposed, store_rows};
 use super::tile_count;
 use super::wgmma::{
-    WgmmaFlashOp, aligned_smem_base, issue_next, land, product_acc, product_t, tiles_of,
+    StageRing, WgmmaFlashOp, aligned_smem_base, issue_ahead, land, product_acc, product_t, tiles_of,
 };
 use crate::arch::cp_async::{cp_async_ca_4, cp_async_commit_group};
 use crate::arch::math::ex2_approx_f32;
@@ -31,7 +34,13 @@ use crate::gemm::tensor_op::{Bf16Op, F16Op};
 use crate::unroll::unroll;
 use core::f32::consts::LOG2_E;
 use core::f32::math::mul_add;
-use kernel_abi::flash::{BLOCK_KV, BLOCK_Q, DKDV_STATS_STAGE_BYTES, FlashBackwardParams};
+use kernel_abi::flash::{
+    BACKWARD_WGMMA_STAGES, BLOCK_KV, BLOCK_Q, DKDV_STATS_STAGE_BYTES, FlashBackwardParams,
+};
+
+/// The streamed tiles' stages (`BACKWARD_WGMMA_STAGES`): a step issues the tile after next.
+type Ring = StageRing<BACKWARD_WGMMA_STAGES>;
+const _: () = assert!(BACKWARD_WGMMA_STAGES == 3, "land waits for all but the newest group");
 
 /// Issues the copies of query tile `tile0 .. tile0 + 64`'s statistics from the (B, NH, T)
 /// row starting at index `row_base` into the stats stage at `stage`
@@ -92,29 +101,37 @@ unsafe fn staged_columns(lane_base: u32, scale: f32) -> [[f32; 2]; 8] {
 #[inline(always)]
 unsafe fn dkdv<Op: WgmmaFlashOp>(p: FlashBackwardParams<Op::In>) {
     // SAFETY: every thread is here; the launch's tiles start at the aligned base.
-    let block = unsafe { BackwardBlock::dkdv(&p, aligned_smem_base()) };
+    let block = unsafe { BackwardBlock::dkdv(&p, (aligned_smem_base(), BACKWARD_WGMMA_STAGES)) };
     let (kv_tile, tiles) = (block.tile, tile_count());
     let [sk, sv] = block.resident;
     let (rows, stats_base) = (block.rows, block.stats_base);
     let (warp, lane) = (warp_idx_x(), lane_id());
     let quad = lane % 4;
     let q_do = block.stream();
-    let stats = block.tiles_end();
+    let stats = block.tiles_end(BACKWARD_WGMMA_STAGES);
     // The launcher checked B·NH·T < 2³².
     let stats_row = stats_base as u32;
-    // SAFETY: every thread is here; stage 0 of the stats follows the tiles.
+    // SAFETY: every thread is here; the stats' stages follow the tiles. The first tile's
+    // statistics are a group of their own, after its Q and dO; the second tile's Q, dO and
+    // statistics go into stage 1 as one group (an empty one without a second tile).
     unsafe {
         issue_stats(&p, stats_row, stats, kv_tile * BLOCK_Q);
         cp_async_commit_group();
+        let second = (kv_tile + 1 < tiles).then(|| (kv_tile + 1) * BLOCK_Q);
+        if let Some(row) = second {
+            issue_stats(&p, stats_row, stats + DKDV_STATS_STAGE_BYTES, row);
+        }
+        issue_ahead(&q_do, 1, second);
     }
     let mut dk = [0.0f32; 32];
     let mut dv = [0.0f32; 32];
+    let mut ring = Ring::new();
     let mut j = kv_tile;
     while j < tiles {
-        let stage = (j - kv_tile) % 2;
-        let next_row = (j + 1 < tiles).then(|| (j + 1) * BLOCK_Q);
-        // SAFETY: block-uniform, every step.
-        let (qs, dos) = unsafe { land(&q_do, stage) };
+        let stage = ring.stage;
+        let ahead_row = (j + 2 < tiles).then(|| (j + 2) * BLOCK_Q);
+        // SAFETY: block-uniform, every step; one group per tile since this one's.
+        let (qs, dos) = unsafe { land::<_, 1>(&q_do, stage) };
         let lse_col = stats + stage * DKDV_STATS_STAGE_BYTES + 8 * quad;
         let d_col = lse_col + 4 * BLOCK_Q;
         // Sᵀ = K·Qᵀ, then dPᵀ − D = V·dOᵀ − D (the accumulators start at −D of their query
@@ -134,15 +151,16 @@ unsafe fn dkdv<Op: WgmmaFlashOp>(p: FlashBackwardParams<Op::In>) {
         hold(&mut dp);
         // SAFETY: warpgroup-uniform; K and V arrived with the first group, this stage's Q, dO
         // and statistics have landed. The previous step waited for all its wgmmas and ended
-        // with a barrier, after every read of the other stage: the next tile's Q, dO and
-        // statistics go there, one group, which the next step's `land` waits for.
+        // with a barrier, after every read of its stage: the Q, dO and statistics of the tile
+        // after next go there, one group, which that tile's `land` waits for.
         let lse2 = unsafe {
             product_t::<Op, false>(&mut s, sk, qs);
             product_t::<Op, true>(&mut dp, sv, dos);
-            if let Some(row) = next_row {
-                issue_stats(&p, stats_row, stats + (1 - stage) * DKDV_STATS_STAGE_BYTES, row);
+            let ahead = ring.ahead();
+            if let Some(row) = ahead_row {
+                issue_stats(&p, stats_row, stats + ahead * DKDV_STATS_STAGE_BYTES, row);
             }
-            issue_next(&q_do, stage, next_row);
+            issue_ahead(&q_do, ahead, ahead_row);
             wgmma::wait_group::<1>();
             hold(&mut s);
             staged_columns(lse_col, LOG2_E)
@@ -183,6 +201,7 @@ unsafe fn dkdv<Op: WgmmaFlashOp>(p: FlashBackwardParams<Op::In>) {
             hold(&mut dv);
             bar_sync();
         }
+        ring = ring.next();
         j += 1;
     }
 
@@ -201,19 +220,24 @@ unsafe fn dkdv<Op: WgmmaFlashOp>(p: FlashBackwardParams<Op::In>) {
 #[inline(always)]
 unsafe fn dq<Op: WgmmaFlashOp>(p: FlashBackwardParams<Op::In>) {
     // SAFETY: every thread is here; the launch's tiles start at the aligned base.
-    let block = unsafe { BackwardBlock::dq(&p, aligned_smem_base()) };
+    let block = unsafe { BackwardBlock::dq(&p, (aligned_smem_base(), BACKWARD_WGMMA_STAGES)) };
     let (q_tile, [sq, sdo], rows) = (block.tile, block.resident, block.rows);
     let quad = lane_id() % 4;
-    // SAFETY: the launch's parameters.
-    let stats = unsafe { block.rows_stats(&p) };
     let kv = block.stream();
     let kv_tiles = q_tile + 1;
+    // SAFETY: block-uniform; stage 1 is not read before the loop's second step. The second
+    // tile's K and V, as one group (an empty one without a second tile), in flight while `D`
+    // is computed.
+    unsafe { issue_ahead(&kv, 1, (kv_tiles > 1).then_some(BLOCK_KV)) };
+    // SAFETY: the launch's parameters.
+    let stats = unsafe { block.rows_stats(&p) };
     let mut dq = [0.0f32; 32];
+    let mut ring = Ring::new();
     let mut j = 0;
     while j < kv_tiles {
-        let (stage, next_row) = (j % 2, (j + 1 < kv_tiles).then(|| (j + 1) * BLOCK_KV));
-        // SAFETY: block-uniform, every step.
-        let (ks, vs) = unsafe { land(&kv, stage) };
+        let ahead_row = (j + 2 < kv_tiles).then(|| (j + 2) * BLOCK_KV);
+        // SAFETY: block-uniform, every step; one group per tile since this one's.
+        let (ks, vs) = unsafe { land::<_, 1>(&kv, ring.stage) };
 
         // S = Q·Kᵀ and dP − D = dO·Vᵀ − D (from accumulators holding −D of their row), two
         // groups.
@@ -225,11 +249,11 @@ unsafe fn dq<Op: WgmmaFlashOp>(p: FlashBackwardParams<Op::In>) {
         hold(&mut dp);
         // SAFETY: warpgroup-uniform; Q and dO arrived with the first group, this stage's K and
         // V have landed; the previous step waited for all its wgmmas and ended with a barrier,
-        // so the other stage is free for the next tile.
+        // so its stage is free for the tile after next.
         unsafe {
             product_t::<Op, false>(&mut s, sq, ks);
             product_t::<Op, true>(&mut dp, sdo, vs);
-            issue_next(&kv, stage, next_row);
+            issue_ahead(&kv, ring.ahead(), ahead_row);
             wgmma::wait_group::<1>();
             hold(&mut s);
         }
@@ -262,6 +286,7 @@ unsafe fn dq<Op: WgmmaFlashOp>(p: FlashBackwardParams<Op::In>) {
             hold(&mut dq);
             bar_sync();
         }
+        ring = ring.next();
         j += 1;
     }
 

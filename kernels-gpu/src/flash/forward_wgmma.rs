@@ -10,7 +10,8 @@
 //! another's products.
 
 use super::wgmma::{
-    WgmmaFlashOp, aligned_smem_base, flat_of, issue_next, land, product_acc, product_t, tiles_of,
+    StageRing, WgmmaFlashOp, aligned_smem_base, flat_of, issue_ahead, land, product_acc, product_t,
+    tiles_of,
 };
 use super::{ForwardBlock, RowState, online_softmax, store_output};
 use crate::arch::sync::bar_sync;
@@ -33,11 +34,12 @@ unsafe fn forward<Op: WgmmaFlashOp>(p: FlashForwardParams<Op::In>) {
     let kv_tiles = q_tile + 1;
     let mut o = [0.0f32; 32];
     let mut state = RowState::new();
+    let mut ring = StageRing::<2>::new();
     let mut j = 0;
     while j < kv_tiles {
-        let (stage, next_row) = (j % 2, (j + 1 < kv_tiles).then(|| (j + 1) * BLOCK_KV));
-        // SAFETY: block-uniform, every step.
-        let (ks, vs) = unsafe { land(&kv, stage) };
+        let next_row = (j + 1 < kv_tiles).then(|| (j + 1) * BLOCK_KV);
+        // SAFETY: block-uniform, every step; one group per tile (the first with Q).
+        let (ks, vs) = unsafe { land::<_, 0>(&kv, ring.stage) };
 
         let mut s = [0.0f32; 32];
         // SAFETY: warpgroup-uniform; Q arrived with the first group, this stage's K has landed;
@@ -45,7 +47,7 @@ unsafe fn forward<Op: WgmmaFlashOp>(p: FlashForwardParams<Op::In>) {
         // stage is free for the next tile.
         unsafe {
             product_t::<Op, false>(&mut s, sq, ks);
-            issue_next(&kv, stage, next_row);
+            issue_ahead(&kv, ring.ahead(), next_row);
             wgmma::wait_group::<0>();
             hold(&mut s);
         }
@@ -65,6 +67,7 @@ unsafe fn forward<Op: WgmmaFlashOp>(p: FlashForwardParams<Op::In>) {
             hold(&mut o);
             bar_sync();
         }
+        ring = ring.next();
         j += 1;
     }
 

@@ -20,12 +20,15 @@
 //! proxy, so each thread fences (`fence.proxy.async`) its landed copies before the barrier that
 //! publishes them ([`land`]).
 //!
-//! A step of a kernel's tile loop starts with [`land`] and issues the next tile's copies with
-//! [`issue_next`] once its first products are issued, so that their address arithmetic (about
+//! A step of a kernel's tile loop starts with [`land`] and issues a later tile's copies with
+//! [`issue_ahead`] once its first products are issued, so that their address arithmetic (about
 //! 70 SASS instructions a thread for two tiles, 90 with dK/dV's statistics) runs while the
 //! tensor cores multiply. Issued at the
 //! step's start, as the `mma.sync` kernels' `StreamPair::step` does, it stood between the
-//! barrier and the step's first wgmma.
+//! barrier and the step's first wgmma. The forward streams K and V in two stages (a step
+//! issues the next tile); the backward kernels stream theirs in
+//! `kernel_abi::flash::BACKWARD_WGMMA_STAGES` = 3, so a step issues the tile after next and a
+//! copy has two steps to land ([`StageRing`]).
 
 use super::backward::a_fragment;
 use super::{FlashOp, StreamPair, TILE_BYTES};
@@ -186,39 +189,68 @@ pub(super) fn flat_of(tiles: &[[f32; 4]; 8]) -> [f32; 32] {
     out
 }
 
-/// The start of a tile step for wgmma readers: waits until every copy this thread issued has
-/// landed (this stage's tiles, issued by [`issue_next`] during the previous step or with the
-/// block's first tiles), fences them for the async proxy and publishes them with a barrier.
-/// Returns this stage's two tile addresses.
+/// The start of a tile step for wgmma readers: waits until every copy this thread issued but
+/// the newest `AHEAD` groups has landed (this stage's tiles, issued by [`issue_ahead`] during an
+/// earlier step or before the loop; `AHEAD` is the stages less two: the groups of the tiles
+/// after this one), fences them for the async proxy and publishes them with a barrier. Returns
+/// this stage's two tile addresses.
 ///
 /// # Safety
-/// Block-uniform call site, in every step of the loop.
+/// Block-uniform call site, in every step of the loop; exactly one group committed per tile
+/// since this stage's (an empty one where there was no tile to issue).
 #[inline(always)]
-pub(super) unsafe fn land<T>(pair: &StreamPair<'_, T>, stage: u32) -> (u32, u32) {
+pub(super) unsafe fn land<T, const AHEAD: u32>(pair: &StreamPair<'_, T>, stage: u32) -> (u32, u32) {
     // SAFETY: the caller's contract.
     unsafe {
-        cp_async_wait_group::<0>();
+        cp_async_wait_group::<AHEAD>();
         fence_proxy_async_shared_cta();
         bar_sync();
     }
     pair.tiles(stage)
 }
 
-/// Issues the next tile's copies (rows from `next_row`, when there is a next tile) into the
-/// stage after `stage`, and commits them, with any copy this thread issued since [`land`] (the
-/// dK/dV kernel's statistics), as one group, which the next step's [`land`] waits for.
+/// Issues the copies of a later tile (rows from `row`, when there is one) into `stage`, and
+/// commits them, with any copy this thread issued since [`land`] (the dK/dV kernel's
+/// statistics), as one group, which the [`land`] of that tile's step waits for.
 ///
 /// # Safety
-/// Block-uniform call site, between this step's [`land`] and the barrier that ends it: the
-/// other stage was last read (by threads and wgmmas) before the barrier that ended the previous
-/// step; the sources' buffers are as `Source::load` requires.
+/// Block-uniform call site, between a step's [`land`] and the barrier that ends it; `stage` is
+/// not this step's, and was last read (by threads and wgmmas) before the barrier that ended the
+/// previous step; the sources' buffers are as `Source::load` requires.
 #[inline(always)]
-pub(super) unsafe fn issue_next<T>(pair: &StreamPair<'_, T>, stage: u32, next_row: Option<u32>) {
+pub(super) unsafe fn issue_ahead<T>(pair: &StreamPair<'_, T>, stage: u32, row: Option<u32>) {
     // SAFETY: the caller's contract.
     unsafe {
-        if let Some(row) = next_row {
-            pair.issue(1 - stage, row);
+        if let Some(row) = row {
+            pair.issue(stage, row);
         }
         cp_async_commit_group();
+    }
+}
+
+/// A ring of `STAGES` stages walked one step at a time: this step's stage and the stage of the
+/// tile `STAGES − 1` steps ahead, which the step issues (the stage the previous step read).
+#[derive(Clone, Copy)]
+pub(super) struct StageRing<const STAGES: u32> {
+    pub stage: u32,
+}
+
+impl<const STAGES: u32> StageRing<STAGES> {
+    /// The ring at the first step (stage 0).
+    #[inline(always)]
+    pub(super) fn new() -> Self {
+        Self { stage: 0 }
+    }
+
+    /// The stage of the tile `STAGES − 1` steps ahead.
+    #[inline(always)]
+    pub(super) fn ahead(self) -> u32 {
+        if self.stage == 0 { STAGES - 1 } else { self.stage - 1 }
+    }
+
+    /// The next step's ring.
+    #[inline(always)]
+    pub(super) fn next(self) -> Self {
+        Self { stage: if self.stage == STAGES - 1 { 0 } else { self.stage + 1 } }
     }
 }
