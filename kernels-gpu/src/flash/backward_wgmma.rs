@@ -26,7 +26,6 @@ use super::wgmma::{
 use crate::arch::cp_async::{cp_async_ca_4, cp_async_commit_group};
 use crate::arch::math::ex2_approx_f32;
 use crate::arch::smem::ld_shared_v2_u32_at;
-use crate::arch::sync::bar_sync;
 use crate::arch::wgmma::{self, hold, hold_words};
 use crate::arch::{lane_id, thread_idx_x, warp_idx_x};
 use crate::entry::entries;
@@ -150,9 +149,10 @@ unsafe fn dkdv<Op: WgmmaFlashOp>(p: FlashBackwardParams<Op::In>) {
         });
         hold(&mut dp);
         // SAFETY: warpgroup-uniform; K and V arrived with the first group, this stage's Q, dO
-        // and statistics have landed. The previous step waited for all its wgmmas and ended
-        // with a barrier, after every read of its stage: the Q, dO and statistics of the tile
-        // after next go there, one group, which that tile's `land` waits for.
+        // and statistics have landed. Every thread waited for the previous step's wgmmas
+        // before this step's `land` barrier, after every read of that step's stage: the Q, dO
+        // and statistics of the tile after next go there, one group, which that tile's `land`
+        // waits for.
         let lse2 = unsafe {
             product_t::<Op, false>(&mut s, sk, qs);
             product_t::<Op, true>(&mut dp, sv, dos);
@@ -188,8 +188,9 @@ unsafe fn dkdv<Op: WgmmaFlashOp>(p: FlashBackwardParams<Op::In>) {
             s[i] *= dp[i];
             s[i + 16] *= dp[i + 16];
         });
-        // dK += dSᵀ·Q; every group done, and the block past it, before the next step refills
-        // this stage.
+        // dK += dSᵀ·Q; every group done before the next step's `land`, whose barrier frees
+        // this stage for the step after it to refill (no barrier of its own: `land`'s orders
+        // every thread's reads of this stage before any copy into it).
         // SAFETY: warpgroup-uniform; this stage's Q is visible; the fragments of both products
         // stay alive until the wait.
         unsafe {
@@ -199,7 +200,6 @@ unsafe fn dkdv<Op: WgmmaFlashOp>(p: FlashBackwardParams<Op::In>) {
             hold_words(&ds_frags);
             hold(&mut dk);
             hold(&mut dv);
-            bar_sync();
         }
         ring = ring.next();
         j += 1;
@@ -248,8 +248,8 @@ unsafe fn dq<Op: WgmmaFlashOp>(p: FlashBackwardParams<Op::In>) {
         });
         hold(&mut dp);
         // SAFETY: warpgroup-uniform; Q and dO arrived with the first group, this stage's K and
-        // V have landed; the previous step waited for all its wgmmas and ended with a barrier,
-        // so its stage is free for the tile after next.
+        // V have landed; every thread waited for the previous step's wgmmas before this step's
+        // `land` barrier, so that step's stage is free for the tile after next.
         unsafe {
             product_t::<Op, false>(&mut s, sq, ks);
             product_t::<Op, true>(&mut dp, sdo, vs);
@@ -267,8 +267,8 @@ unsafe fn dq<Op: WgmmaFlashOp>(p: FlashBackwardParams<Op::In>) {
         if j == q_tile {
             causal_mask(q_tile, quad, rows, |n, e| s[4 * n + e] = 0.0);
         }
-        // dS = P ∘ (dP − D), then dQ += dS·K; every group done, and the block past it, before
-        // the next step refills this stage.
+        // dS = P ∘ (dP − D), then dQ += dS·K; every group done before the next step's `land`,
+        // whose barrier frees this stage for the step after it to refill.
         // SAFETY: warpgroup-uniform; this stage's K is visible; the fragments stay alive until
         // the wait.
         unsafe {
@@ -284,7 +284,6 @@ unsafe fn dq<Op: WgmmaFlashOp>(p: FlashBackwardParams<Op::In>) {
             wgmma::wait_group::<0>();
             hold_words(&ds_frags);
             hold(&mut dq);
-            bar_sync();
         }
         ring = ring.next();
         j += 1;

@@ -14,7 +14,6 @@ use super::wgmma::{
     tiles_of,
 };
 use super::{ForwardBlock, RowState, online_softmax, store_output};
-use crate::arch::sync::bar_sync;
 use crate::arch::wgmma::{self, hold, hold_words};
 use crate::entry::entries;
 use crate::gemm::tensor_op::{Bf16Op, F16Op};
@@ -43,8 +42,8 @@ unsafe fn forward<Op: WgmmaFlashOp>(p: FlashForwardParams<Op::In>) {
 
         let mut s = [0.0f32; 32];
         // SAFETY: warpgroup-uniform; Q arrived with the first group, this stage's K has landed;
-        // the previous step waited for all its wgmmas and ended with a barrier, so the other
-        // stage is free for the next tile.
+        // every thread waited for the previous step's wgmmas before this step's `land`
+        // barrier, so the other stage is free for the next tile.
         unsafe {
             product_t::<Op, false>(&mut s, sq, ks);
             issue_ahead(&kv, ring.ahead(), next_row);
@@ -56,8 +55,8 @@ unsafe fn forward<Op: WgmmaFlashOp>(p: FlashForwardParams<Op::In>) {
         unsafe { online_softmax(&mut s8, &mut o8, &mut state, j == q_tile, p.scale_log2) };
         (s, o) = (flat_of(&s8), flat_of(&o8));
 
-        // O += P·V; the group done, and the block past it, before the next step refills this
-        // stage.
+        // O += P·V; the group done before the next step's `land`, whose barrier frees this
+        // stage for the step after it to refill.
         // SAFETY: warpgroup-uniform; this stage's V is visible; the fragments stay alive until
         // the wait.
         unsafe {
@@ -65,7 +64,6 @@ unsafe fn forward<Op: WgmmaFlashOp>(p: FlashForwardParams<Op::In>) {
             wgmma::wait_group::<0>();
             hold_words(&p_frags);
             hold(&mut o);
-            bar_sync();
         }
         ring = ring.next();
         j += 1;

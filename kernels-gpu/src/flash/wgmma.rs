@@ -214,9 +214,10 @@ pub(super) unsafe fn land<T, const AHEAD: u32>(pair: &StreamPair<'_, T>, stage: 
 /// statistics), as one group, which the [`land`] of that tile's step waits for.
 ///
 /// # Safety
-/// Block-uniform call site, between a step's [`land`] and the barrier that ends it; `stage` is
-/// not this step's, and was last read (by threads and wgmmas) before the barrier that ended the
-/// previous step; the sources' buffers are as `Source::load` requires.
+/// Block-uniform call site, after a step's [`land`]; `stage` is not this step's, nor a later
+/// step's that was issued already, and was last read (by threads and wgmmas) in an earlier step,
+/// each thread waiting for its wgmmas before this step's [`land`], whose barrier orders those
+/// reads before these copies; the sources' buffers are as `Source::load` requires.
 #[inline(always)]
 pub(super) unsafe fn issue_ahead<T>(pair: &StreamPair<'_, T>, stage: u32, row: Option<u32>) {
     // SAFETY: the caller's contract.
