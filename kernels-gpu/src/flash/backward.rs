@@ -302,12 +302,12 @@ unsafe fn mma_acc_tile<Op: FlashOp>(x: &[[f32; 4]; 8], tile: u32, acc: &mut [[f3
 }
 
 /// What a dK/dV or dQ block sets up before its tile loop, the same in the `mma.sync` and wgmma
-/// kernels (whose tiles differ in their base and their streams' stages): the tile it owns, heaviest first (key tile
-/// [`tile_rank`] for dK/dV, query tile `tiles − 1 −` it for dQ), the shared addresses of its
-/// two resident tiles (K, V for dK/dV; Q, dO for dQ) and its two streamed tiles' stage 0 with
-/// their sources (Q, dO; K, V), this lane's rows `g`, `g + 8` of its warp's 16, and the (b, h)
-/// row of the (B, NH, T) statistics. [`Self::dkdv`] and [`Self::dq`] issue the resident tiles and the streamed ones'
-/// first tiles as one cp.async group.
+/// kernels (whose tiles differ in their base and their streams' stages): the tile it owns, heaviest
+/// first (key tile [`tile_rank`] for dK/dV, query tile `tiles − 1 −` it for dQ), the shared
+/// addresses of its two resident tiles (K, V for dK/dV; Q, dO for dQ) and its two streamed tiles'
+/// stage 0 with their sources (Q, dO; K, V), this lane's rows `g`, `g + 8` of its warp's 16, and
+/// the (b, h) row of the (B, NH, T) statistics. [`Self::dkdv`] and [`Self::dq`] issue the resident
+/// tiles and the streamed ones' first tiles as one cp.async group.
 pub(super) struct BackwardBlock<T> {
     pub tile: u32,
     pub resident: [u32; 2],

@@ -10,13 +10,13 @@
 //! Both kernels stream their tiles in three stages (`BACKWARD_WGMMA_STAGES`): before the loop a
 //! block issues its first two tiles, and each step the tile after next.
 //!
-//! Per tile the dK/dV kernel issues `Sᵀ` and `dPᵀ` as two wgmma groups (then the copies of the
-//! tile after next, [`issue_ahead`]), turns `Sᵀ` into `Pᵀ` while `dPᵀ` runs, issues `dV += Pᵀ·dO`,
-//! forms `dSᵀ` once `dPᵀ` is done (while `dV`'s group runs), issues `dK += dSᵀ·Q` and waits
-//! for everything; the next step's `land` barrier then frees the stage. The dQ kernel does the same with
-//! `S`, `dP` and `dQ += dS·K`. `D` is folded into the `dP` accumulators, which start at `−D`
-//! (the first k-step accumulates): `dS = P ∘ acc`, and `D`'s registers are free before the
-//! products run.
+//! Per tile the dK/dV kernel issues `Sᵀ` and `dPᵀ` as two wgmma groups (then the copies of the tile
+//! after next, [`issue_ahead`]), turns `Sᵀ` into `Pᵀ` while `dPᵀ` runs, issues `dV += Pᵀ·dO`, forms
+//! `dSᵀ` once `dPᵀ` is done (while `dV`'s group runs), issues `dK += dSᵀ·Q` and waits for
+//! everything; the next step's `land` barrier then frees the stage. The dQ kernel does the same
+//! with `S`, `dP` and `dQ += dS·K`. `D` is folded into the `dP` accumulators, which start at `−D`
+//! (the first k-step accumulates): `dS = P ∘ acc`, and `D`'s registers are free before the products
+//! run.
 
 use super::backward::{BackwardBlock, causal_mask, causal_mask_transposed, store_rows};
 use super::tile_count;
