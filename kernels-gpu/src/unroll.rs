@@ -6,8 +6,8 @@
 //! body once per index, so the indices are constants by construction.
 
 /// `unroll!(i in 0..N => { body })` for N = 2, 3, 4, 8 or 16: repeats `body` with `i` bound to each
-/// index (a `usize`), in order. `unroll!(const I in 0..N => { body })` (N = 4 or 8) binds `I` as
-/// a `const` item instead, for const generic arguments (`f::<{ I as u32 * 2048 }>()`).
+/// index (a `usize`), in order. `unroll!(const I in 0..N => { body })` (N = 4 or 8) binds `I` as a
+/// `const` item instead, for const generic arguments (`f::<{ I as u32 * 2048 }>()`).
 macro_rules! unroll {
     (const $i:ident in 0..4 => $body:block) => {
         $crate::unroll::unroll!(@const $i [0 1 2 3] $body)

@@ -21,7 +21,7 @@
 use super::backward::{BackwardBlock, causal_mask, causal_mask_transposed, store_rows};
 use super::tile_count;
 use super::wgmma::{
-    StageRing, WgmmaFlashOp, aligned_smem_base, issue_ahead, land, product_acc, product_t, tiles_of,
+    StageRing, WgmmaFlashOp, aligned_smem_base, issue_ahead, product_acc, product_t, tiles_of,
 };
 use crate::arch::cp_async::{cp_async_ca_4, cp_async_commit_group};
 use crate::arch::math::ex2_approx_f32;
@@ -39,7 +39,6 @@ use kernel_abi::flash::{
 
 /// The streamed tiles' stages (`BACKWARD_WGMMA_STAGES`): a step issues the tile after next.
 type Ring = StageRing<BACKWARD_WGMMA_STAGES>;
-const _: () = assert!(BACKWARD_WGMMA_STAGES == 3, "land waits for all but the newest group");
 
 /// Issues the copies of query tile `tile0 .. tile0 + 64`'s statistics from the (B, NH, T)
 /// row starting at index `row_base` into the stats stage at `stage`
@@ -130,7 +129,7 @@ unsafe fn dkdv<Op: WgmmaFlashOp>(p: FlashBackwardParams<Op::In>) {
         let stage = ring.stage;
         let ahead_row = (j + 2 < tiles).then(|| (j + 2) * BLOCK_Q);
         // SAFETY: block-uniform, every step; one group per tile since this one's.
-        let (qs, dos) = unsafe { land::<_, 1>(&q_do, stage) };
+        let (qs, dos) = unsafe { ring.land(&q_do) };
         let lse_col = stats + stage * DKDV_STATS_STAGE_BYTES + 8 * quad;
         let d_col = lse_col + 4 * BLOCK_Q;
         // Sᵀ = K·Qᵀ, then dPᵀ − D = V·dOᵀ − D (the accumulators start at −D of their query
@@ -237,7 +236,7 @@ unsafe fn dq<Op: WgmmaFlashOp>(p: FlashBackwardParams<Op::In>) {
     while j < kv_tiles {
         let ahead_row = (j + 2 < kv_tiles).then(|| (j + 2) * BLOCK_KV);
         // SAFETY: block-uniform, every step; one group per tile since this one's.
-        let (ks, vs) = unsafe { land::<_, 1>(&kv, ring.stage) };
+        let (ks, vs) = unsafe { ring.land(&kv) };
 
         // S = Q·Kᵀ and dP − D = dO·Vᵀ − D (from accumulators holding −D of their row), two
         // groups.

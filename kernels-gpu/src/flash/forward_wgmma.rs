@@ -10,7 +10,7 @@
 //! another's products.
 
 use super::wgmma::{
-    StageRing, WgmmaFlashOp, aligned_smem_base, flat_of, issue_ahead, land, product_acc, product_t,
+    StageRing, WgmmaFlashOp, aligned_smem_base, flat_of, issue_ahead, product_acc, product_t,
     tiles_of,
 };
 use super::{ForwardBlock, RowState, online_softmax, store_output};
@@ -38,7 +38,7 @@ unsafe fn forward<Op: WgmmaFlashOp>(p: FlashForwardParams<Op::In>) {
     while j < kv_tiles {
         let next_row = (j + 1 < kv_tiles).then(|| (j + 1) * BLOCK_KV);
         // SAFETY: block-uniform, every step; one group per tile (the first with Q).
-        let (ks, vs) = unsafe { land::<_, 0>(&kv, ring.stage) };
+        let (ks, vs) = unsafe { ring.land(&kv) };
 
         let mut s = [0.0f32; 32];
         // SAFETY: warpgroup-uniform; Q arrived with the first group, this stage's K has landed;

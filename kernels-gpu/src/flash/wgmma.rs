@@ -18,17 +18,16 @@
 //!
 //! cp.async writes shared memory through the generic proxy and wgmma reads it through the async
 //! proxy, so each thread fences (`fence.proxy.async`) its landed copies before the barrier that
-//! publishes them ([`land`]).
+//! publishes them ([`StageRing::land`]).
 //!
-//! A step of a kernel's tile loop starts with [`land`] and issues a later tile's copies with
-//! [`issue_ahead`] once its first products are issued, so that their address arithmetic (about
-//! 70 SASS instructions a thread for two tiles, 90 with dK/dV's statistics) runs while the
-//! tensor cores multiply. Issued at the
-//! step's start, as the `mma.sync` kernels' `StreamPair::step` does, it stood between the
-//! barrier and the step's first wgmma. The forward streams K and V in two stages (a step
-//! issues the next tile); the backward kernels stream theirs in
-//! `kernel_abi::flash::BACKWARD_WGMMA_STAGES` = 3, so a step issues the tile after next and a
-//! copy has two steps to land ([`StageRing`]).
+//! A step of a kernel's tile loop starts with [`StageRing::land`] and issues a later tile's copies
+//! with [`issue_ahead`] once its first products are issued, so that their address arithmetic (about
+//! 70 SASS instructions a thread for two tiles, 90 with dK/dV's statistics) runs while the tensor
+//! cores multiply. Issued at the step's start, as the `mma.sync` kernels' `StreamPair::step` does,
+//! it stood between the barrier and the step's first wgmma. The forward streams K and V in two
+//! stages (a step issues the next tile); the backward kernels stream theirs in
+//! `kernel_abi::flash::BACKWARD_WGMMA_STAGES` = 3, so a step issues the tile after next and a copy
+//! has two steps to land ([`StageRing`]).
 
 use super::backward::a_fragment;
 use super::{FlashOp, StreamPair, TILE_BYTES};
@@ -189,35 +188,15 @@ pub(super) fn flat_of(tiles: &[[f32; 4]; 8]) -> [f32; 32] {
     out
 }
 
-/// The start of a tile step for wgmma readers: waits until every copy this thread issued but
-/// the newest `AHEAD` groups has landed (this stage's tiles, issued by [`issue_ahead`] during an
-/// earlier step or before the loop; `AHEAD` is the stages less two: the groups of the tiles
-/// after this one), fences them for the async proxy and publishes them with a barrier. Returns
-/// this stage's two tile addresses.
+/// Issues the copies of a later tile (rows from `row`, when there is one) into `stage`, and commits
+/// them, with any copy this thread issued since [`StageRing::land`] (the dK/dV kernel's
+/// statistics), as one group, which the [`StageRing::land`] of that tile's step waits for.
 ///
 /// # Safety
-/// Block-uniform call site, in every step of the loop; exactly one group committed per tile
-/// since this stage's (an empty one where there was no tile to issue).
-#[inline(always)]
-pub(super) unsafe fn land<T, const AHEAD: u32>(pair: &StreamPair<'_, T>, stage: u32) -> (u32, u32) {
-    // SAFETY: the caller's contract.
-    unsafe {
-        cp_async_wait_group::<AHEAD>();
-        fence_proxy_async_shared_cta();
-        bar_sync();
-    }
-    pair.tiles(stage)
-}
-
-/// Issues the copies of a later tile (rows from `row`, when there is one) into `stage`, and
-/// commits them, with any copy this thread issued since [`land`] (the dK/dV kernel's
-/// statistics), as one group, which the [`land`] of that tile's step waits for.
-///
-/// # Safety
-/// Block-uniform call site, after a step's [`land`]; `stage` is not this step's, nor a later
-/// step's that was issued already, and was last read (by threads and wgmmas) in an earlier step,
-/// each thread waiting for its wgmmas before this step's [`land`], whose barrier orders those
-/// reads before these copies; the sources' buffers are as `Source::load` requires.
+/// Block-uniform call site, after a step's [`StageRing::land`]; `stage` is not this step's, nor a
+/// later step's that was issued already, and was last read (by threads and wgmmas) in an earlier
+/// step, each thread waiting for its wgmmas before this step's [`StageRing::land`], whose barrier
+/// orders those reads before these copies; the sources' buffers are as `Source::load` requires.
 #[inline(always)]
 pub(super) unsafe fn issue_ahead<T>(pair: &StreamPair<'_, T>, stage: u32, row: Option<u32>) {
     // SAFETY: the caller's contract.
@@ -240,7 +219,32 @@ impl<const STAGES: u32> StageRing<STAGES> {
     /// The ring at the first step (stage 0).
     #[inline(always)]
     pub(super) fn new() -> Self {
+        const { assert!(STAGES == 2 || STAGES == 3, "land's waits cover two or three stages") };
         Self { stage: 0 }
+    }
+
+    /// The start of a tile step for wgmma readers: waits until every copy this thread issued
+    /// but the newest `STAGES − 2` groups (those of the tiles after this one) has landed, which
+    /// leaves this stage's tiles (issued by [`issue_ahead`] during an earlier step or before the
+    /// loop) landed, fences them for the async proxy and publishes them with a barrier. Returns
+    /// this stage's two tile addresses.
+    ///
+    /// # Safety
+    /// Block-uniform call site, in every step of the loop; exactly one group committed per tile
+    /// since this stage's (an empty one where there was no tile to issue).
+    #[inline(always)]
+    pub(super) unsafe fn land<T>(self, pair: &StreamPair<'_, T>) -> (u32, u32) {
+        // SAFETY: the caller's contract.
+        unsafe {
+            if STAGES == 2 {
+                cp_async_wait_group::<0>();
+            } else {
+                cp_async_wait_group::<1>();
+            }
+            fence_proxy_async_shared_cta();
+            bar_sync();
+        }
+        pair.tiles(self.stage)
     }
 
     /// The stage of the tile `STAGES − 1` steps ahead.
