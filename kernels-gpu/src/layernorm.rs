@@ -229,6 +229,27 @@ unsafe fn forward_cached<T: Elem, const FUSED: bool>(
     (mean, rstd)
 }
 
+/// `(x − mean)·rstd`: an input's normalised value, as both backward kernels form it in both
+/// their passes.
+#[inline(always)]
+fn normalised(x: f32, mean: f32, rstd: f32) -> f32 {
+    (x - mean) * rstd
+}
+
+/// One element's input gradient added to its old value `d`: `d + rstd·(w·g − mean(g) −
+/// norm·mean(g·norm))` for the input `x`, weight `w` and output gradient `g`, given the row's
+/// `(mean, rstd)` and the means of `g·w` and `g·w·norm` over the row. One expression for both
+/// backward kernels, so that they round alike.
+#[inline(always)]
+fn dinp_element(
+    d: f32,
+    (x, w, g): (f32, f32, f32),
+    (mean, rstd): (f32, f32),
+    (g_mean, g_norm_mean): (f32, f32),
+) -> f32 {
+    d + rstd * (w * g - g_mean - normalised(x, mean, rstd) * g_norm_mean)
+}
+
 /// The rows of one backward warp: `(first, end, step)`, the warp taking rows `first, first +
 /// step, …` below `end` (`kernel_abi::layernorm`'s partition: `R = 4·W` rows a block).
 #[inline(always)]
@@ -320,7 +341,7 @@ unsafe fn backward<T: Elem>(p: LayerNormBackwardParams<T>) {
             };
             unroll!(k in 0..8 => {
                 if k < count {
-                    let norm = (x[k] - mean) * rstd;
+                    let norm = normalised(x[k], mean, rstd);
                     let wg = w[k] * g[k];
                     g_sum += wg;
                     g_norm_sum += wg * norm;
@@ -343,8 +364,7 @@ unsafe fn backward<T: Elem>(p: LayerNormBackwardParams<T>) {
             let dinp = p.dinp.as_mut_ptr().add(offset + ch);
             let d = load_chunk(dinp.cast_const(), count, vector);
             let updated = core::array::from_fn(|k| {
-                let norm = (x[k] - mean) * rstd;
-                d[k] + rstd * (w[k] * g[k] - g_mean - norm * g_norm_mean)
+                dinp_element(d[k], (x[k], w[k], g[k]), (mean, rstd), (g_mean, g_norm_mean))
             });
             store_chunk(dinp, updated, count, vector);
         });
@@ -428,7 +448,7 @@ unsafe fn backward_cached<T: Elem>(p: LayerNormBackwardParams<T>) {
                 // SAFETY: see above.
                 let w = unsafe { T::load8(p.weight.as_ptr().add(at(k))) };
                 unroll!(e in 0..8 => {
-                    let norm = (x[e] - mean) * rstd;
+                    let norm = normalised(x[e], mean, rstd);
                     let wg = w[e] * g[e];
                     g_sum += wg;
                     g_norm_sum += wg * norm;
@@ -448,8 +468,7 @@ unsafe fn backward_cached<T: Elem>(p: LayerNormBackwardParams<T>) {
                 unsafe {
                     let w = T::load8(p.weight.as_ptr().add(at(k)));
                     let updated = core::array::from_fn(|e| {
-                        let norm = (x[e] - mean) * rstd;
-                        d[e] + rstd * (w[e] * g[e] - g_mean - norm * g_norm_mean)
+                        dinp_element(d[e], (x[e], w[e], g[e]), (mean, rstd), (g_mean, g_norm_mean))
                     });
                     T::store8(dinp.add(at(k)), updated);
                 }
@@ -457,7 +476,8 @@ unsafe fn backward_cached<T: Elem>(p: LayerNormBackwardParams<T>) {
         });
         row += warps;
     }
-    // This warp's sums into shared memory, where [`backward`] keeps them.
+    // This warp's sums into shared memory, where [`backward`] keeps them (its four lines,
+    // repeated: shared through a helper, they made ptxas spill that kernel at 64 registers).
     let len = backward_sums_len(p.c);
     let sums = dynamic_smem_base() + warp_idx_x() * 2 * len * 4;
     let dw_at = |ch: usize| sums + backward_sum_word(ch as u32) * 4;

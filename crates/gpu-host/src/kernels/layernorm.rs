@@ -264,9 +264,10 @@ pub fn layernorm_backward<D: Device, T: FloatElement>(
     let cached = T::Abi::BACKWARD_CACHED.filter(|_| {
         c.is_multiple_of(8)
             && c <= BACKWARD_CACHED_MAX_C as usize
-            && [params.dout.addr(), params.inp.addr(), params.weight.addr(), params.dinp.addr()]
-                .iter()
-                .all(|addr| addr.is_multiple_of(16))
+            && params.dout.is_aligned_to(16)
+            && params.inp.is_aligned_to(16)
+            && params.weight.is_aligned_to(16)
+            && params.dinp.is_aligned_to(16)
     });
     if rows > 0 {
         // SAFETY: every view was checked against (rows, c); `partials` holds `blocks × 2c`
