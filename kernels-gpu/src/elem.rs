@@ -33,7 +33,18 @@ pub trait Elem: Copy {
     ///
     /// # Safety
     /// `p` must be a 16-byte aligned global address of 8 writable elements.
-    unsafe fn store8(p: *mut Self, v: [f32; 8]);
+    unsafe fn store8(p: *mut Self, v: [f32; 8]) {
+        // SAFETY: forwarded contract.
+        unsafe { Self::store8_words(p, Self::narrow8(v)) }
+    }
+    /// 8 values rounded to this type, as the words [`Elem::store8`] writes (laid out as
+    /// [`Elem::load8_words`]'s, so that [`Elem::widen8`] gives back the stored values).
+    fn narrow8(v: [f32; 8]) -> [u32; 8];
+    /// Stores [`Elem::narrow8`]'s words at `p`, with 16-byte accesses.
+    ///
+    /// # Safety
+    /// `p` must be a 16-byte aligned global address of 8 writable elements.
+    unsafe fn store8_words(p: *mut Self, words: [u32; 8]);
     /// Whether the type is 16 bits wide: two elements to a 32-bit word ([`Elem::pack2`]).
     const HALF: bool;
     /// `lo` and `hi` rounded to this type and packed into one word, `lo` in the low half: the
@@ -74,9 +85,12 @@ impl Elem for f32 {
         words.map(f32::from_bits)
     }
     #[inline(always)]
-    unsafe fn store8(p: *mut Self, v: [f32; 8]) {
+    fn narrow8(v: [f32; 8]) -> [u32; 8] {
+        v.map(f32::to_bits)
+    }
+    #[inline(always)]
+    unsafe fn store8_words(p: *mut Self, bits: [u32; 8]) {
         let w = p.cast::<u32>();
-        let bits = v.map(f32::to_bits);
         // SAFETY: the caller guarantees 8 aligned writable f32 = two 16-byte vectors.
         unsafe {
             global::st_global_v4_u32(w, [bits[0], bits[1], bits[2], bits[3]]);
@@ -117,10 +131,13 @@ macro_rules! half_elem {
                 core::array::from_fn(|i| $widen((words[i / 2] >> (16 * (i % 2))) as u16))
             }
             #[inline(always)]
-            unsafe fn store8(p: *mut Self, v: [f32; 8]) {
-                let w = core::array::from_fn(|i| $pack(v[2 * i], v[2 * i + 1]));
+            fn narrow8(v: [f32; 8]) -> [u32; 8] {
+                core::array::from_fn(|i| if i < 4 { $pack(v[2 * i], v[2 * i + 1]) } else { 0 })
+            }
+            #[inline(always)]
+            unsafe fn store8_words(p: *mut Self, w: [u32; 8]) {
                 // SAFETY: the caller guarantees 8 aligned writable 16-bit elements.
-                unsafe { global::st_global_v4_u32(p.cast::<u32>(), w) }
+                unsafe { global::st_global_v4_u32(p.cast::<u32>(), [w[0], w[1], w[2], w[3]]) }
             }
             const HALF: bool = true;
             #[inline(always)]
@@ -156,22 +173,29 @@ pub unsafe fn load_chunk<T: Elem>(p: *const T, count: usize, vector: bool) -> [f
 }
 
 /// Rounds the first `count` (1..=8) values of `v` and stores them at `p`: 16-byte accesses when
-/// `vector && count == 8`, element stores otherwise.
+/// `vector && count == 8`, element stores otherwise. Returns the stored values, widened back
+/// (the rest 0).
 ///
 /// # Safety
 /// `p` must be a global address of `count` writable elements, 16-byte aligned when `vector`.
 #[inline(always)]
-pub unsafe fn store_chunk<T: Elem>(p: *mut T, v: [f32; 8], count: usize, vector: bool) {
+pub unsafe fn store_chunk<T: Elem>(p: *mut T, v: [f32; 8], count: usize, vector: bool) -> [f32; 8] {
     if vector && count == 8 {
+        let words = T::narrow8(v);
         // SAFETY: 8 aligned writable elements (the caller's contract).
-        return unsafe { T::store8(p, v) };
+        unsafe { T::store8_words(p, words) };
+        return T::widen8(words);
     }
+    let mut stored = [0.0; 8];
     unroll!(k in 0..8 => {
         if k < count {
+            let x = T::from_f32(v[k]);
             // SAFETY: k < count elements are writable.
-            unsafe { *p.add(k) = T::from_f32(v[k]) };
+            unsafe { *p.add(k) = x };
+            stored[k] = x.to_f32();
         }
     });
+    stored
 }
 
 /// `x` rounded to `T` and widened back: the value a `T` buffer holds after storing `x`.

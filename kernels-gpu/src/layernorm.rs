@@ -7,7 +7,9 @@
 //! row, so the passes after the first re-read what the same thread read (or wrote) before, and
 //! find it in L1.
 
-use crate::arch::smem::{dynamic_smem_base, ld_shared_f32, st_shared_f32};
+use crate::arch::smem::{
+    dynamic_smem_base, ld_shared_f32, ld_shared_v4_u32, st_shared_f32, st_shared_v4_u32,
+};
 use crate::arch::sync::bar_sync;
 use crate::arch::{block_dim_x, block_idx_x, global, lane_id, thread_idx_x, warp_idx_x};
 use crate::elem::{Elem, load_chunk, round_trip, store_chunk};
@@ -17,7 +19,7 @@ use crate::warp::{LANE_CHUNK, for_lane_chunks, warp_sum};
 use kernel_abi::layernorm::{
     BACKWARD_CACHED_MAX_C, BACKWARD_ROWS_PER_WARP, EPS, LayerNormBackwardParams,
     LayerNormBackwardReduceParams, LayerNormForwardParams, REDUCE_CHANNELS, REDUCE_GROUPS,
-    backward_sum_word, backward_sums_len,
+    backward_cached_dinp_word, backward_parts, backward_sum_word, backward_sums_len,
 };
 use kernel_abi::{Bf16, F16};
 
@@ -263,7 +265,8 @@ fn backward_warp_rows(rows: u32) -> (u32, u32, u32) {
 
 /// The chunked kernel body (any `c`, vectorized or not): each warp's rows in turn, chunk by
 /// chunk, a first pass adding to the channel sums in shared memory and summing `g =
-/// dout·weight` and `g·norm` over the row, a second re-reading the row and updating `dinp`.
+/// dout·weight` and `g·norm` over the row, a second re-reading the row, updating `dinp` and,
+/// when `COLSUM`, adding the values stored to a third array of channel sums.
 ///
 /// Each pass waits for a chunk's loads before the next chunk's (the shared-memory updates
 /// between them keep the compiler from hoisting loads), and four blocks' 48 KiB of channel
@@ -276,11 +279,12 @@ fn backward_warp_rows(rows: u32) -> (u32, u32, u32) {
 ///
 /// # Safety
 /// Launched by `gpu-host`'s `layernorm_backward` with `backward_warps(c)` warps per block,
-/// `⌈rows / backward_rows_per_block(c)⌉` blocks and `backward_shared_bytes(c)` of dynamic
-/// shared memory, after checking the `rows × c`, `c` and `rows` lengths, `c <= 6144` and
-/// `partials` for `blocks × 2c` values; every thread reaches the `bar_sync`.
+/// `⌈rows / backward_rows_per_block(c)⌉` blocks and `backward_shared_bytes(c, COLSUM)` of
+/// dynamic shared memory, after checking the `rows × c`, `c` and `rows` lengths, `c <= 6144`
+/// and `partials` for `blocks × backward_parts(COLSUM)·c` values; every thread reaches the
+/// `bar_sync`.
 #[inline(always)]
-unsafe fn backward<T: Elem>(p: LayerNormBackwardParams<T>) {
+unsafe fn backward<T: Elem, const COLSUM: bool>(p: LayerNormBackwardParams<T>) {
     let c = p.c as usize;
     let (mut row, end, warps) = backward_warp_rows(p.rows);
     let vector = p.c.is_multiple_of(8)
@@ -288,19 +292,23 @@ unsafe fn backward<T: Elem>(p: LayerNormBackwardParams<T>) {
         && p.inp.is_aligned_to(16)
         && p.weight.is_aligned_to(16)
         && p.dinp.is_aligned_to(16);
-    // This warp's channel sums in shared memory, two arrays of `len` words, channels permuted
-    // against bank conflicts (`backward_sum_word`): Σ dout·norm, then Σ dout.
+    // This warp's channel sums in shared memory, arrays of `len` words, channels permuted
+    // against bank conflicts (`backward_sum_word`): Σ dout·norm, Σ dout, then Σ dinp.
     let len = backward_sums_len(p.c);
-    let sums = dynamic_smem_base() + warp_idx_x() * 2 * len * 4;
+    let sums = dynamic_smem_base() + warp_idx_x() * backward_parts(COLSUM) * len * 4;
     let dw_at = |ch: usize| sums + backward_sum_word(ch as u32) * 4;
     let db_at = |ch: usize| sums + (len + backward_sum_word(ch as u32)) * 4;
+    let ds_at = |ch: usize| sums + (2 * len + backward_sum_word(ch as u32)) * 4;
     for_lane_chunks(c, |ch, count| {
         unroll!(k in 0..8 => {
             if k < count {
-                // SAFETY: the launcher sized shared memory for `warps × 2c` f32.
+                // SAFETY: the launcher sized shared memory for the warps' `parts × c` f32.
                 unsafe {
                     st_shared_f32(dw_at(ch + k), 0.0);
                     st_shared_f32(db_at(ch + k), 0.0);
+                    if COLSUM {
+                        st_shared_f32(ds_at(ch + k), 0.0);
+                    }
                 }
             }
         });
@@ -366,13 +374,21 @@ unsafe fn backward<T: Elem>(p: LayerNormBackwardParams<T>) {
             let updated = core::array::from_fn(|k| {
                 dinp_element(d[k], (x[k], w[k], g[k]), (mean, rstd), (g_mean, g_norm_mean))
             });
-            store_chunk(dinp, updated, count, vector);
+            let stored = store_chunk(dinp, updated, count, vector);
+            if COLSUM {
+                // This lane's own channels of this warp's Σ dinp (sized by the launcher).
+                unroll!(k in 0..8 => {
+                    if k < count {
+                        st_shared_f32(ds_at(ch + k), ld_shared_f32(ds_at(ch + k)) + stored[k]);
+                    }
+                });
+            }
         });
         row += warps;
     }
 
     // SAFETY: forwarded launch contract; every warp's sums are in shared memory.
-    unsafe { backward_block_sums(&p, warps) };
+    unsafe { backward_block_sums::<T, COLSUM>(&p, warps, backward_sum_word) };
 }
 
 /// Chunks of 8 channels per lane in a row of [`BACKWARD_CACHED_MAX_C`] channels.
@@ -386,19 +402,32 @@ const _: () = assert!(BACKWARD_CACHED_CHUNKS == 3, "backward_cached's loops are 
 /// element costs no shared-memory access: [`backward`] spends four on it, with a permuted
 /// address, and waits for its loads chunk by chunk. The sums are then stored where
 /// [`backward`] keeps them, and the block adds them up the same way: the same additions in
-/// the same order, so the same bits (tested).
+/// the same order, so the same bits (tested). With `COLSUM`, the sums of the `dinp` stored
+/// are added up in shared memory after each row (in registers they made ptxas spill at the
+/// launch bound's 128), laid out by `backward_cached_dinp_word` rather than [`backward`]'s
+/// permutation: a lane's 8 channels are two 16-byte accesses without bank conflicts instead of
+/// 16 element accesses on addresses in 8 registers, which spilled too.
 ///
 /// # Safety
 /// As [`backward`], with `c % 8 == 0`, `c <= BACKWARD_CACHED_MAX_C` and `dout`, `inp`,
 /// `weight` and `dinp` 16-byte aligned.
 #[inline(always)]
-unsafe fn backward_cached<T: Elem>(p: LayerNormBackwardParams<T>) {
+unsafe fn backward_cached<T: Elem, const COLSUM: bool>(p: LayerNormBackwardParams<T>) {
     let c = p.c as usize;
     let (mut row, end, warps) = backward_warp_rows(p.rows);
     let first = lane_id() as usize * LANE_CHUNK;
     let at = |k: usize| first + 32 * LANE_CHUNK * k;
     let mut dw = [[0.0f32; 8]; BACKWARD_CACHED_CHUNKS];
     let mut db = [[0.0f32; 8]; BACKWARD_CACHED_CHUNKS];
+    // This warp's sums in shared memory, where [`backward`] keeps them (its lines, repeated:
+    // shared through a helper, they made ptxas spill that kernel at 64 registers).
+    let len = backward_sums_len(p.c);
+    let sums = || dynamic_smem_base() + warp_idx_x() * backward_parts(COLSUM) * len * 4;
+    // Chunk `j`'s halves in `Σ dinp` (`backward_cached_dinp_word`): this lane's first half at
+    // byte `swap` of the chunk, its second at `16 − swap`.
+    let swap = lane_id() / 4 % 2 * 16;
+    let ds_at = |ch: usize, half: u32| sums() + (2 * len + ch as u32) * 4 + (swap ^ (16 * half));
+    let mut first_row = true;
     while row < end {
         let offset = row as usize * c;
         // SAFETY: (here and below) the launcher checked every buffer covers `rows × c`, `c` or
@@ -470,22 +499,49 @@ unsafe fn backward_cached<T: Elem>(p: LayerNormBackwardParams<T>) {
                     let updated = core::array::from_fn(|e| {
                         dinp_element(d[e], (x[e], w[e], g[e]), (mean, rstd), (g_mean, g_norm_mean))
                     });
-                    T::store8(dinp.add(at(k)), updated);
+                    let stored = T::narrow8(updated);
+                    T::store8_words(dinp.add(at(k)), stored);
+                    if COLSUM {
+                        // This lane's own 8 channels of this warp's Σ dinp, 16-byte aligned
+                        // (`len` and `at(k)` are multiples of 8; sized by the launcher).
+                        let stored = T::widen8(stored);
+                        let ds = [ds_at(at(k), 0), ds_at(at(k), 1)];
+                        let old = match first_row {
+                            true => [[0; 4]; 2],
+                            false => ds.map(|ds| ld_shared_v4_u32(ds)),
+                        };
+                        let sum = |i: usize| {
+                            let e = |j: usize| f32::from_bits(old[i][j]) + stored[4 * i + j];
+                            [e(0), e(1), e(2), e(3)].map(f32::to_bits)
+                        };
+                        st_shared_v4_u32(ds[0], sum(0));
+                        st_shared_v4_u32(ds[1], sum(1));
+                    }
                 }
             }
         });
         row += warps;
+        first_row = false;
     }
-    // This warp's sums into shared memory, where [`backward`] keeps them (its four lines,
-    // repeated: shared through a helper, they made ptxas spill that kernel at 64 registers).
-    let len = backward_sums_len(p.c);
-    let sums = dynamic_smem_base() + warp_idx_x() * 2 * len * 4;
+    if COLSUM && first_row {
+        // A warp of a last block short of rows: no row wrote its `Σ dinp`.
+        unroll!(k in 0..3 => {
+            if at(k) < c {
+                // SAFETY: this lane's own channels of this warp's sums (above).
+                unsafe {
+                    st_shared_v4_u32(ds_at(at(k), 0), [0; 4]);
+                    st_shared_v4_u32(ds_at(at(k), 1), [0; 4]);
+                }
+            }
+        });
+    }
+    let sums = sums();
     let dw_at = |ch: usize| sums + backward_sum_word(ch as u32) * 4;
     let db_at = |ch: usize| sums + (len + backward_sum_word(ch as u32)) * 4;
     unroll!(k in 0..3 => {
         if at(k) < c {
             unroll!(e in 0..8 => {
-                // SAFETY: the launcher sized shared memory for `warps × 2c` f32; this lane's
+                // SAFETY: the launcher sized shared memory for the warps' arrays; this lane's
                 // own channels of this warp's sums.
                 unsafe {
                     st_shared_f32(dw_at(at(k) + e), dw[k][e]);
@@ -495,37 +551,47 @@ unsafe fn backward_cached<T: Elem>(p: LayerNormBackwardParams<T>) {
         }
     });
     // SAFETY: forwarded launch contract; every warp's sums are in shared memory.
-    unsafe { backward_block_sums(&p, warps) };
+    unsafe { backward_block_sums::<T, COLSUM>(&p, warps, backward_cached_dinp_word) };
 }
 
 /// The end of both backward bodies: once every warp's sums are in shared memory, the block
-/// writes them, added in warp order, to its slot of `partials`.
+/// writes them, added in warp order, to its slot of `partials`. `dinp_word` places channel
+/// `ch` in a warp's `Σ dinp` array (the other two are permuted by [`backward_sum_word`]).
 ///
 /// # Safety
 /// As [`backward`]; every thread of the block calls it (it synchronises the block).
 #[inline(always)]
-unsafe fn backward_block_sums<T: Copy>(p: &LayerNormBackwardParams<T>, warps: u32) {
+unsafe fn backward_block_sums<T: Copy, const COLSUM: bool>(
+    p: &LayerNormBackwardParams<T>,
+    warps: u32,
+    dinp_word: impl Fn(u32) -> u32,
+) {
     let c = p.c as usize;
     let len = backward_sums_len(p.c);
+    let parts = backward_parts(COLSUM);
     // SAFETY: block-uniform call site.
     unsafe { bar_sync() };
-    // SAFETY: the launcher sized `partials` for `blocks × 2c` values.
-    let partials = unsafe { p.partials.as_mut_ptr().add(block_idx_x() as usize * 2 * c) };
+    // SAFETY: the launcher sized `partials` for `blocks × parts·c` values.
+    let partials =
+        unsafe { p.partials.as_mut_ptr().add(block_idx_x() as usize * parts as usize * c) };
     let base = dynamic_smem_base();
     let mut i = thread_idx_x() as usize;
-    while i < 2 * c {
-        // Output i is channel i of Σ dout·norm (i < c), else channel i − c of Σ dout.
+    while i < parts as usize * c {
+        // Output i is channel i of Σ dout·norm (i < c), else channel i − c of Σ dout, else
+        // (COLSUM) channel i − 2c of Σ dinp.
         let word = if i < c {
             backward_sum_word(i as u32)
-        } else {
+        } else if !COLSUM || i < 2 * c {
             len + backward_sum_word((i - c) as u32)
+        } else {
+            2 * len + dinp_word((i - 2 * c) as u32)
         };
         let mut total = 0.0;
         for w in 0..warps {
             // SAFETY: every warp's sums were written before the barrier.
-            total += unsafe { ld_shared_f32(base + (w * 2 * len + word) * 4) };
+            total += unsafe { ld_shared_f32(base + (w * parts * len + word) * 4) };
         }
-        // SAFETY: the launcher sized `partials` for `blocks × 2c` values.
+        // SAFETY: the launcher sized `partials` for `blocks × parts·c` values.
         unsafe { *partials.add(i) = total };
         i += block_dim_x() as usize;
     }
@@ -535,16 +601,19 @@ unsafe fn backward_block_sums<T: Copy>(p: &LayerNormBackwardParams<T>, warps: u3
 ///
 /// # Safety
 /// Launched by `gpu-host`'s `layernorm_backward` right after [`backward`] wrote `partials`
-/// (`blocks × 2c` values), with `⌈c / REDUCE_CHANNELS⌉` blocks of `REDUCE_THREADS` threads and
-/// `REDUCE_SHARED_BYTES` of dynamic shared memory; `dweight` and `dbias` hold `c` values.
-/// Every thread reaches the `bar_sync`.
+/// (`blocks × parts·c` values, `parts` 3 when `dinp_sum` is not null, else 2), with `⌈c /
+/// REDUCE_CHANNELS⌉` blocks of `REDUCE_THREADS` threads and `REDUCE_SHARED_BYTES` of dynamic
+/// shared memory; `dweight`, `dbias` and a non-null `dinp_sum` hold `c` values. Every thread
+/// reaches the `bar_sync`.
 #[inline(always)]
 unsafe fn backward_reduce(p: LayerNormBackwardReduceParams) {
     let tid = thread_idx_x();
     let (group, lane) = (tid / REDUCE_CHANNELS, tid % REDUCE_CHANNELS);
     let c = p.c as usize;
+    let dinp_sums = !p.dinp_sum.is_null();
+    let parts = backward_parts(dinp_sums) as usize;
     let ch = (block_idx_x() * REDUCE_CHANNELS + lane) as usize;
-    let (mut dw, mut db) = (0.0f32, 0.0f32);
+    let mut sums = [0.0f32; 3];
     if ch < c {
         // Slots group, group + 16, …, in order, eight of them loaded before their additions:
         // one load pair per slot in a loop waited out a round trip per slot.
@@ -554,55 +623,63 @@ unsafe fn backward_reduce(p: LayerNormBackwardReduceParams) {
         };
         let mut first = 0;
         while first < p.blocks.div_ceil(REDUCE_GROUPS) {
-            let mut parts = [(0.0f32, 0.0f32); 8];
+            let mut loaded = [[0.0f32; 3]; 8];
             unroll!(i in 0..8 => {
                 if let Some(s) = slot(first + i as u32) {
-                    // SAFETY: the launcher checked `partials` holds `blocks × 2c` values;
+                    // SAFETY: the launcher checked `partials` holds `blocks × parts·c` values;
                     // s < blocks, `ch < c`.
-                    parts[i] = unsafe {
-                        let at = p.partials.as_ptr().add(s * 2 * c + ch);
-                        (*at, *at.add(c))
-                    };
+                    unsafe {
+                        let at = p.partials.as_ptr().add(s * parts * c + ch);
+                        loaded[i][0] = *at;
+                        loaded[i][1] = *at.add(c);
+                        if dinp_sums {
+                            loaded[i][2] = *at.add(2 * c);
+                        }
+                    }
                 }
             });
             unroll!(i in 0..8 => {
                 if slot(first + i as u32).is_some() {
-                    dw += parts[i].0;
-                    db += parts[i].1;
+                    unroll!(part in 0..3 => {
+                        sums[part] += loaded[i][part];
+                    });
                 }
             });
             first += 8;
         }
     }
-    // Group `g`'s sums at words `8g + lane` (Σ dout·norm) and `128 + 8g + lane` (Σ dout):
-    // a warp's four groups store to 32 consecutive words, 32 banks.
+    // Group `g`'s sum of array `part` at word `(part·16 + g)·8 + lane`: a warp's four groups
+    // store to 32 consecutive words, 32 banks.
     let base = dynamic_smem_base();
     let at = |g: u32, part: u32| base + ((part * REDUCE_GROUPS + g) * REDUCE_CHANNELS + lane) * 4;
-    // SAFETY: the launcher gave `REDUCE_SHARED_BYTES`: two words per thread.
+    // SAFETY: the launcher gave `REDUCE_SHARED_BYTES`: three words per thread.
     unsafe {
-        st_shared_f32(at(group, 0), dw);
-        st_shared_f32(at(group, 1), db);
+        unroll!(part in 0..3 => {
+            st_shared_f32(at(group, part as u32), sums[part]);
+        });
         bar_sync();
     }
     if group == 0 && ch < c {
-        let (mut dw, mut db) = (0.0, 0.0);
+        let mut totals = [0.0f32; 3];
         for g in 0..REDUCE_GROUPS {
-            // SAFETY: every group stored its sums before the barrier.
-            unsafe {
-                dw += ld_shared_f32(at(g, 0));
-                db += ld_shared_f32(at(g, 1));
-            }
+            unroll!(part in 0..3 => {
+                // SAFETY: every group stored its sums before the barrier.
+                totals[part] += unsafe { ld_shared_f32(at(g, part as u32)) };
+            });
         }
-        // SAFETY: `ch < c` and both gradients hold `c` values.
-        unsafe {
-            let (dweight, dbias) = (p.dweight.as_mut_ptr().add(ch), p.dbias.as_mut_ptr().add(ch));
-            if p.beta != 0.0 {
-                dw += p.beta * *dweight;
-                db += p.beta * *dbias;
+        let outputs = [p.dweight, p.dbias, p.dinp_sum];
+        unroll!(part in 0..3 => {
+            if part < parts {
+                // SAFETY: `ch < c` and each gradient present holds `c` values.
+                unsafe {
+                    let out = outputs[part].as_mut_ptr().add(ch);
+                    if p.beta != 0.0 {
+                        totals[part] += p.beta * *out;
+                    }
+                    *out = totals[part];
+                }
             }
-            *dweight = dw;
-            *dbias = db;
-        }
+        });
     }
 }
 
@@ -613,10 +690,18 @@ entries! { "layernorm";
     residual_layernorm_forward_f32(LayerNormForwardParams<f32>) => forward::<f32, true>;
     residual_layernorm_forward_bf16(LayerNormForwardParams<Bf16>) => forward::<Bf16, true>;
     residual_layernorm_forward_f16(LayerNormForwardParams<F16>) => forward::<F16, true>;
-    layernorm_backward_f32(LayerNormBackwardParams<f32>) => backward::<f32>;
-    layernorm_backward_bf16(LayerNormBackwardParams<Bf16>) => backward::<Bf16>;
-    layernorm_backward_f16(LayerNormBackwardParams<F16>) => backward::<F16>;
-    layernorm_backward_cached_bf16(LayerNormBackwardParams<Bf16>) => backward_cached::<Bf16>;
-    layernorm_backward_cached_f16(LayerNormBackwardParams<F16>) => backward_cached::<F16>;
+    layernorm_backward_f32(LayerNormBackwardParams<f32>) => backward::<f32, false>;
+    layernorm_backward_bf16(LayerNormBackwardParams<Bf16>) => backward::<Bf16, false>;
+    layernorm_backward_f16(LayerNormBackwardParams<F16>) => backward::<F16, false>;
+    layernorm_backward_cached_bf16(LayerNormBackwardParams<Bf16>) =>
+        backward_cached::<Bf16, false>;
+    layernorm_backward_cached_f16(LayerNormBackwardParams<F16>) => backward_cached::<F16, false>;
+    layernorm_backward_colsum_f32(LayerNormBackwardParams<f32>) => backward::<f32, true>;
+    layernorm_backward_colsum_bf16(LayerNormBackwardParams<Bf16>) => backward::<Bf16, true>;
+    layernorm_backward_colsum_f16(LayerNormBackwardParams<F16>) => backward::<F16, true>;
+    layernorm_backward_cached_colsum_bf16(LayerNormBackwardParams<Bf16>) =>
+        backward_cached::<Bf16, true>;
+    layernorm_backward_cached_colsum_f16(LayerNormBackwardParams<F16>) =>
+        backward_cached::<F16, true>;
     layernorm_backward_reduce(LayerNormBackwardReduceParams) => backward_reduce;
 }

@@ -16,7 +16,7 @@ use integration_tests::{
     TestRng, Tolerance, alignment_cases, assert_bits_eq, assert_close, assert_close_in,
     assert_floats_eq, kernel_tests, poisoned, small_sizes, upload_at,
 };
-use kernel_abi::layernorm::backward_rows_per_block;
+use kernel_abi::layernorm::{backward_parts, backward_rows_per_block, backward_warps};
 use ptx_sim::Simulator;
 
 /// The f32 reference sums each row sequentially (relative error up to ~c·2⁻²⁴ in its mean and
@@ -259,11 +259,29 @@ struct BackwardCase<T> {
     /// (overwritten without being read).
     dweight: Vec<f32>,
     dbias: Vec<f32>,
+    /// `dinp`'s column sums before the launch, as the gradients, when the `colsum` kernels run.
+    dinp_sum: Option<Vec<f32>>,
     beta: f32,
 }
 
+/// What one backward run leaves.
+struct BackwardRun<T> {
+    dinp: Vec<T>,
+    dweight: Vec<f32>,
+    dbias: Vec<f32>,
+    dinp_sum: Option<Vec<f32>>,
+    /// The scratch: the first kernel's per-block sums first.
+    partials: Vec<f32>,
+}
+
 impl<T: FloatElement + Element> BackwardCase<T> {
-    fn new(rng: &mut TestRng, (r, c): (usize, usize), offsets: [usize; 4], beta: f32) -> Self {
+    fn new(
+        rng: &mut TestRng,
+        (r, c): (usize, usize),
+        offsets: [usize; 4],
+        beta: f32,
+        colsum: bool,
+    ) -> Self {
         let old_grads = |rng: &mut TestRng| {
             if beta == 0.0 { vec![f32::NAN; c] } else { rng.uniform(c, -1.0, 1.0) }
         };
@@ -282,6 +300,7 @@ impl<T: FloatElement + Element> BackwardCase<T> {
             dinp: values(rng, r * c, -1.0, 1.0),
             dweight: old_grads(rng),
             dbias: old_grads(rng),
+            dinp_sum: colsum.then(|| old_grads(rng)),
             beta,
         }
     }
@@ -311,9 +330,8 @@ impl<T: FloatElement + Element> BackwardCase<T> {
         (dinp, dw, db)
     }
 
-    /// Runs the kernels on fresh device copies (scratch poisoned): (dinp, dweight, dbias), and
-    /// the scratch after them (the first pass's per-block sums first).
-    fn run<D: Device>(&self, dev: &D) -> (Vec<T>, Vec<f32>, Vec<f32>, Vec<f32>) {
+    /// Runs the kernels on fresh device copies (scratch poisoned).
+    fn run<D: Device>(&self, dev: &D) -> BackwardRun<T> {
         let [o_dout, o_inp, o_w, o_dinp] = self.offsets;
         let (n, c) = (self.rows * self.c, self.c);
         let dout = upload_at(dev, &self.dout, o_dout).unwrap();
@@ -323,8 +341,10 @@ impl<T: FloatElement + Element> BackwardCase<T> {
         let mut dinp = upload_at(dev, &self.dinp, o_dinp).unwrap();
         let (mut dw, mut db) =
             (dev.upload(&self.dweight).unwrap(), dev.upload(&self.dbias).unwrap());
-        let mut scratch =
-            poisoned::<_, f32>(dev, layernorm_backward_scratch_len(self.rows, self.c)).unwrap();
+        let mut dinp_sum = self.dinp_sum.as_ref().map(|sum| dev.upload(sum).unwrap());
+        let colsum = dinp_sum.is_some();
+        let scratch_len = layernorm_backward_scratch_len(self.rows, self.c, colsum);
+        let mut scratch = poisoned::<_, f32>(dev, scratch_len).unwrap();
         let args = LayerNormBackward {
             dout: dout.view().slice(o_dout..o_dout + n).unwrap(),
             inp: inp.view().slice(o_inp..o_inp + n).unwrap(),
@@ -334,17 +354,38 @@ impl<T: FloatElement + Element> BackwardCase<T> {
             dinp: dinp.view_mut().slice_mut(o_dinp..o_dinp + n).unwrap(),
             dweight: dw.view_mut(),
             dbias: db.view_mut(),
+            dinp_sum: dinp_sum.as_mut().map(|sum| sum.view_mut()),
             beta: self.beta,
             scratch: scratch.view_mut(),
         };
         layernorm_backward(dev, self.c, args).unwrap();
-        (
-            dev.download(dinp.view().slice(o_dinp..o_dinp + n).unwrap()).unwrap(),
-            dev.download(dw.view()).unwrap(),
-            dev.download(db.view()).unwrap(),
-            dev.download(scratch.view()).unwrap(),
-        )
+        BackwardRun {
+            dinp: dev.download(dinp.view().slice(o_dinp..o_dinp + n).unwrap()).unwrap(),
+            dweight: dev.download(dw.view()).unwrap(),
+            dbias: dev.download(db.view()).unwrap(),
+            dinp_sum: dinp_sum.map(|sum| dev.download(sum.view()).unwrap()),
+            partials: dev.download(scratch.view()).unwrap(),
+        }
     }
+}
+
+/// The `colsum` kernels' per-block `Σ dinp` as `kernel_abi::layernorm` documents them, from the
+/// `dinp` they stored: block `b`'s warps `w` take rows `b·R + w, b·R + w + W, …`, each summing
+/// them from 0.0 in order, and the block adds its warps' sums from 0.0 in warp order.
+fn dinp_partials<T: Element>(dinp: &[T], rows: usize, c: usize) -> Vec<f32> {
+    let per_block = backward_rows_per_block(c as u32) as usize;
+    let warps = backward_warps(c as u32) as usize;
+    let mut partials = Vec::new();
+    for first in (0..rows).step_by(per_block) {
+        let block_rows = first..rows.min(first + per_block);
+        partials.extend((0..c).map(|ch| {
+            (0..warps)
+                .map(|w| block_rows.clone().skip(w).step_by(warps))
+                .map(|rows| rows.fold(0.0f32, |sum, row| sum + dinp[row * c + ch].to_f32()))
+                .fold(0.0f32, |total, warp| total + warp)
+        }));
+    }
+    partials
 }
 
 /// The backward's shapes: the forward's, and on every device some that run several blocks
@@ -360,7 +401,8 @@ fn backward_shapes(dev: &impl Device) -> Vec<(usize, usize)> {
 }
 
 /// Every shape, the parameter gradients accumulated (`beta = 1`) in every other one and
-/// overwritten (`beta = 0`, NaN before the launch) in the others.
+/// overwritten (`beta = 0`, NaN before the launch) in the others; `dinp` summed too (the
+/// `colsum` kernels) in every other pair of them, and on the shape of the alignment cases.
 fn check_backward<T: FloatElement + Element>(dev: &impl Device) {
     let mut rng = TestRng::new();
     for (i, (r, c)) in backward_shapes(dev).into_iter().enumerate() {
@@ -368,8 +410,16 @@ fn check_backward<T: FloatElement + Element>(dev: &impl Device) {
         let offsets =
             if (r, c) == ALIGNMENT_SHAPE { offset_cases::<4>((r, c)) } else { vec![[0; 4]] };
         let beta = if i % 2 == 0 { 1.0 } else { 0.0 };
+        let colsums: &[bool] = match (r, c) == ALIGNMENT_SHAPE {
+            true => &[false, true],
+            false if i % 4 >= 2 => &[true],
+            false => &[false],
+        };
         for offsets in offsets {
-            backward_case::<T>(dev, &mut rng, (r, c), offsets, beta);
+            for &colsum in colsums {
+                let case = BackwardCase::<T>::new(&mut rng, (r, c), offsets, beta, colsum);
+                backward_case(dev, &mut rng, &case);
+            }
         }
     }
 }
@@ -378,16 +428,16 @@ fn check_backward<T: FloatElement + Element>(dev: &impl Device) {
 fn backward_case<T: FloatElement + Element>(
     dev: &impl Device,
     rng: &mut TestRng,
-    (r, c): (usize, usize),
-    offsets: [usize; 4],
-    beta: f32,
+    case: &BackwardCase<T>,
 ) {
-    let case = BackwardCase::<T>::new(rng, (r, c), offsets, beta);
+    let (r, c, offsets, beta) = (case.rows, case.c, case.offsets, case.beta);
     let (want_dinp, want_dw, want_db) = case.reference();
-    let (dinp, dw, db, partials) = case.run(dev);
+    let run = case.run(dev);
+    let (dinp, dw, db, partials) = (&run.dinp, &run.dweight, &run.dbias, &run.partials);
     let what = format!(
-        "layernorm_backward_{} rows={r} c={c} offsets={offsets:?} beta={beta}",
-        <T as Element>::NAME
+        "layernorm_backward_{} rows={r} c={c} offsets={offsets:?} beta={beta} colsum={}",
+        <T as Element>::NAME,
+        case.dinp_sum.is_some(),
     );
     // dinp: rstd (up to EPS^-1/2 ≈ 316 in the small-scale rows) multiplies the row sums'
     // rounding, so each row's absolute allowance grows with its rstd past 100.
@@ -400,70 +450,138 @@ fn backward_case<T: FloatElement + Element>(
     }
     // Parameter gradients: sums over the rows in another order.
     let sum_tol = Tolerance { abs: 1e-5 * (r as f64).sqrt(), rel: 1e-5 };
-    assert_close(&format!("{what} dweight"), rng.seed(), &dw, &want_dw, sum_tol);
-    assert_close(&format!("{what} dbias"), rng.seed(), &db, &want_db, sum_tol);
+    assert_close(&format!("{what} dweight"), rng.seed(), dw, &want_dw, sum_tol);
+    assert_close(&format!("{what} dbias"), rng.seed(), db, &want_db, sum_tol);
 
     // The second pass's documented order over the first pass's sums, bit for bit.
     let blocks = r.div_ceil(backward_rows_per_block(c as u32) as usize);
     let (mut exact_dw, mut exact_db) = (case.dweight.clone(), case.dbias.clone());
-    cpu_ref::layernorm_backward_reduce(&partials, blocks, &mut exact_dw, &mut exact_db, beta);
-    assert_bits_eq(&format!("{what} dweight in the documented order"), rng.seed(), &dw, &exact_dw);
-    assert_bits_eq(&format!("{what} dbias in the documented order"), rng.seed(), &db, &exact_db);
+    let mut exact_sum = case.dinp_sum.clone();
+    let sum = exact_sum.as_deref_mut();
+    cpu_ref::layernorm_backward_reduce(partials, blocks, &mut exact_dw, &mut exact_db, sum, beta);
+    assert_bits_eq(&format!("{what} dweight in the documented order"), rng.seed(), dw, &exact_dw);
+    assert_bits_eq(&format!("{what} dbias in the documented order"), rng.seed(), db, &exact_db);
 
-    let (dinp2, dw2, db2, _) = case.run(dev);
-    assert_bits_eq(&format!("{what} dinp, second run"), rng.seed(), &dinp2, &dinp);
-    assert_bits_eq(&format!("{what} dweight, second run"), rng.seed(), &dw2, &dw);
-    assert_bits_eq(&format!("{what} dbias, second run"), rng.seed(), &db2, &db);
+    if let (Some(old), Some(got)) = (&case.dinp_sum, &run.dinp_sum) {
+        // Σ dinp: the column sums of the dinp stored (checked above), within the error bound
+        // of f32 sums of r + 1 terms in any order (r + 1 rounding units of Σ |term|: the small
+        // rows' rstd makes terms of several hundred), and its block partials exactly the
+        // documented order's.
+        for ch in 0..c {
+            let column = (0..r).map(|row| f64::from(dinp[row * c + ch].to_f32()));
+            let old = if beta == 0.0 { 0.0 } else { f64::from(old[ch]) };
+            let (sum, magnitude) =
+                column.fold((old, old.abs()), |(sum, mag), x| (sum + x, mag + x.abs()));
+            let bound = (r + 1) as f64 * f64::from(f32::EPSILON) * magnitude;
+            let error = (f64::from(got[ch]) - sum).abs();
+            assert!(
+                error <= bound,
+                "{what} dinp_sum[{ch}] = {} against {sum} (bound {bound:e})\n  \
+                 (TEST_SEED={} reproduces)",
+                got[ch],
+                rng.seed()
+            );
+        }
+        let exact = exact_sum.expect("summed");
+        let documented = format!("{what} dinp_sum in the documented order");
+        assert_bits_eq(&documented, rng.seed(), got, &exact);
+        let parts = backward_parts(true) as usize;
+        let block_sums: Vec<f32> = (0..blocks)
+            .flat_map(|b| partials[(b * parts + 2) * c..][..c].iter().copied())
+            .collect();
+        let want_block_sums = dinp_partials(dinp, r, c);
+        let what = format!("{what} Σ dinp per block");
+        assert_bits_eq(&what, rng.seed(), &block_sums, &want_block_sums);
+    }
+
+    let again = case.run(dev);
+    assert_bits_eq(&format!("{what} dinp, second run"), rng.seed(), &again.dinp, dinp);
+    assert_bits_eq(&format!("{what} dweight, second run"), rng.seed(), &again.dweight, dw);
+    assert_bits_eq(&format!("{what} dbias, second run"), rng.seed(), &again.dbias, db);
+    if let (Some(again), Some(sum)) = (&again.dinp_sum, &run.dinp_sum) {
+        assert_bits_eq(&format!("{what} dinp_sum, second run"), rng.seed(), again, sum);
+    }
 }
 
 /// The backward's two kernels for 16-bit rows: `layernorm_backward_cached_<ty>` (aligned
 /// buffers, c <= 768, c % 8 == 0) and the chunked `layernorm_backward_<ty>` (here: every buffer
 /// one element off alignment) add in the same order: the same `dinp`, per-block sums and
-/// parameter gradients, bit for bit. Several blocks, a last one with fewer rows than warps, a
-/// row narrower than a warp's span (c = 264: lanes past it hold no chunk) and one of a single
-/// chunk. Which kernel runs is tested by `layernorm_backward_picks_its_kernel`.
+/// parameter gradients, bit for bit; their `colsum` variants too, `Σ dinp` included, and with
+/// the same `dinp` and parameter gradients as without it. Several blocks, a last one with
+/// fewer rows than warps, a row narrower than a warp's span (c = 264: lanes past it hold no
+/// chunk) and one of a single chunk. Which kernel runs is tested by
+/// `layernorm_backward_picks_its_kernel`.
 fn check_backward_paths_agree<T: FloatElement + Element>(dev: &impl Device) {
     let mut rng = TestRng::new();
     for (r, c) in [(70, 768), (37, 264), (9, 8)] {
-        let case = BackwardCase::<T>::new(&mut rng, (r, c), [0; 4], 1.0);
-        let cached = case.run(dev);
-        let chunked = BackwardCase { offsets: [1; 4], ..case }.run(dev);
-        let what = format!("layernorm_backward paths, {} rows={r} c={c}", <T as Element>::NAME);
-        assert_bits_eq(&format!("{what} dinp"), rng.seed(), &cached.0, &chunked.0);
-        assert_bits_eq(&format!("{what} dweight"), rng.seed(), &cached.1, &chunked.1);
-        assert_bits_eq(&format!("{what} dbias"), rng.seed(), &cached.2, &chunked.2);
-        assert_bits_eq(&format!("{what} block sums"), rng.seed(), &cached.3, &chunked.3);
+        let case = BackwardCase::<T>::new(&mut rng, (r, c), [0; 4], 1.0, true);
+        let plain = BackwardCase { dinp_sum: None, ..case.clone() };
+        let misaligned = |case: &BackwardCase<T>| BackwardCase { offsets: [1; 4], ..case.clone() };
+        for (case, colsum) in [(&plain, "plain"), (&case, "colsum")] {
+            let cached = case.run(dev);
+            let chunked = misaligned(case).run(dev);
+            let what = format!(
+                "layernorm_backward {colsum} paths, {} rows={r} c={c}",
+                <T as Element>::NAME
+            );
+            assert_bits_eq(&format!("{what} dinp"), rng.seed(), &cached.dinp, &chunked.dinp);
+            assert_bits_eq(
+                &format!("{what} dweight"),
+                rng.seed(),
+                &cached.dweight,
+                &chunked.dweight,
+            );
+            assert_bits_eq(&format!("{what} dbias"), rng.seed(), &cached.dbias, &chunked.dbias);
+            let (cached_sum, chunked_sum) = (&cached.dinp_sum, &chunked.dinp_sum);
+            if let (Some(cached_sum), Some(chunked_sum)) = (cached_sum, chunked_sum) {
+                assert_bits_eq(&format!("{what} dinp_sum"), rng.seed(), cached_sum, chunked_sum);
+            }
+            let (cached, chunked) = (&cached.partials, &chunked.partials);
+            assert_bits_eq(&format!("{what} block sums"), rng.seed(), cached, chunked);
+        }
+        let (plain, summed) = (plain.run(dev), case.run(dev));
+        let what =
+            format!("layernorm_backward colsum or not, {} rows={r} c={c}", <T as Element>::NAME);
+        assert_bits_eq(&format!("{what} dinp"), rng.seed(), &plain.dinp, &summed.dinp);
+        assert_bits_eq(&format!("{what} dweight"), rng.seed(), &plain.dweight, &summed.dweight);
+        assert_bits_eq(&format!("{what} dbias"), rng.seed(), &plain.dbias, &summed.dbias);
     }
 }
 
 /// The backward launches `layernorm_backward_cached_<ty>` exactly for 16-bit rows of at most
-/// 768 channels, `c % 8 == 0`, with `dout`, `inp`, `weight` and `dinp` 16-byte aligned. On a
-/// simulator of its own: the shared one's kernel times would mix in concurrent tests' launches.
+/// 768 channels, `c % 8 == 0`, with `dout`, `inp`, `weight` and `dinp` 16-byte aligned, and
+/// the `colsum` variant of its kernel when `dinp` is summed. On a simulator of its own: the
+/// shared one's kernel times would mix in concurrent tests' launches.
 #[test]
 fn layernorm_backward_picks_its_kernel() {
-    fn kernels<T: FloatElement + Element>(
+    fn first_kernel<T: FloatElement + Element>(
         sim: &Simulator,
         shape: (usize, usize),
         offsets: [usize; 4],
-    ) -> Vec<&'static str> {
-        let case = BackwardCase::<T>::new(&mut TestRng::new(), shape, offsets, 1.0);
+        colsum: bool,
+    ) -> String {
+        let case = BackwardCase::<T>::new(&mut TestRng::new(), shape, offsets, 1.0, colsum);
         sim.start_kernel_times();
         case.run(sim);
-        sim.take_kernel_times().unwrap().iter().map(|t| t.name).collect()
+        sim.take_kernel_times().unwrap()[0].name.to_string()
     }
     let sim = Simulator::new().unwrap();
-    let cached = |ty: &str| vec![format!("layernorm_backward_cached_{ty}")];
-    let chunked = |ty: &str| vec![format!("layernorm_backward_{ty}")];
-    let first = |names: Vec<&str>| vec![names[0].to_string()];
-    assert_eq!(first(kernels::<bf16>(&sim, (5, 768), [0; 4])), cached("bf16"));
-    assert_eq!(first(kernels::<f16>(&sim, (5, 8), [0; 4])), cached("f16"));
-    assert_eq!(first(kernels::<bf16>(&sim, (5, 776), [0; 4])), chunked("bf16"));
-    assert_eq!(first(kernels::<bf16>(&sim, (5, 764), [0; 4])), chunked("bf16"));
-    assert_eq!(first(kernels::<f32>(&sim, (5, 768), [0; 4])), chunked("f32"));
-    for i in 0..4 {
-        let mut offsets = [0; 4];
-        offsets[i] = 1;
-        assert_eq!(first(kernels::<f16>(&sim, (5, 768), offsets)), chunked("f16"), "{offsets:?}");
+    for colsum in [false, true] {
+        let suffix = if colsum { "colsum_" } else { "" };
+        let cached = |ty: &str| format!("layernorm_backward_cached_{suffix}{ty}");
+        let chunked = |ty: &str| format!("layernorm_backward_{suffix}{ty}");
+        let kernel = |shape, offsets| first_kernel::<bf16>(&sim, shape, offsets, colsum);
+        assert_eq!(kernel((5, 768), [0; 4]), cached("bf16"));
+        assert_eq!(first_kernel::<f16>(&sim, (5, 8), [0; 4], colsum), cached("f16"));
+        assert_eq!(kernel((5, 776), [0; 4]), chunked("bf16"));
+        assert_eq!(kernel((5, 764), [0; 4]), chunked("bf16"));
+        assert_eq!(first_kernel::<f32>(&sim, (5, 768), [0; 4], colsum), chunked("f32"));
+        for i in 0..4 {
+            let mut offsets = [0; 4];
+            offsets[i] = 1;
+            let got = first_kernel::<f16>(&sim, (5, 768), offsets, colsum);
+            assert_eq!(got, chunked("f16"), "{offsets:?}");
+        }
     }
 }
 
@@ -502,24 +620,39 @@ fn check_argument_errors(dev: &impl Device) {
     let stats3 = dev.upload(&[1.0f32; 3]).unwrap();
     let (mut dinp, mut dw, mut db) =
         (dev.alloc::<f32>(24).unwrap(), dev.alloc::<f32>(8).unwrap(), dev.alloc::<f32>(8).unwrap());
-    let mut scratch = dev.alloc::<f32>(layernorm_backward_scratch_len(3, 8) - 1).unwrap();
-    let args = LayerNormBackward {
-        dout: x.view(),
-        inp: x.view(),
-        weight: w.view(),
-        mean: stats3.view(),
-        rstd: stats3.view(),
-        dinp: dinp.view_mut(),
-        dweight: dw.view_mut(),
-        dbias: db.view_mut(),
-        beta: 1.0,
-        scratch: scratch.view_mut(),
-    };
-    let err = layernorm_backward(dev, 8, args).unwrap_err();
-    assert!(
-        matches!(&err, GpuError::InvalidArgument { op: "layernorm_backward", arg: "scratch", .. }),
-        "{err}"
-    );
+    // Scratch one value short (the `colsum` kernels need a third more); a column sum of the
+    // wrong length.
+    let mut sum = dev.alloc::<f32>(8).unwrap();
+    let mut short_sum = dev.alloc::<f32>(7).unwrap();
+    for (colsum, short_scratch, arg) in
+        [(false, true, "scratch"), (true, true, "scratch"), (true, false, "dinp_sum")]
+    {
+        let len = layernorm_backward_scratch_len(3, 8, colsum) - usize::from(short_scratch);
+        let mut scratch = dev.alloc::<f32>(len).unwrap();
+        let dinp_sum = match (colsum, short_scratch) {
+            (false, _) => None,
+            (true, true) => Some(sum.view_mut()),
+            (true, false) => Some(short_sum.view_mut()),
+        };
+        let args = LayerNormBackward {
+            dout: x.view(),
+            inp: x.view(),
+            weight: w.view(),
+            mean: stats3.view(),
+            rstd: stats3.view(),
+            dinp: dinp.view_mut(),
+            dweight: dw.view_mut(),
+            dbias: db.view_mut(),
+            dinp_sum,
+            beta: 1.0,
+            scratch: scratch.view_mut(),
+        };
+        let err = layernorm_backward(dev, 8, args).unwrap_err();
+        assert!(
+            matches!(&err, GpuError::InvalidArgument { op: "layernorm_backward", arg: a, .. } if *a == arg),
+            "colsum {colsum}: {err}"
+        );
+    }
 
     // One warp's channel sums no longer fit in shared memory past 6144 channels.
     let c = 6145;
@@ -537,6 +670,7 @@ fn check_argument_errors(dev: &impl Device) {
         dinp: dinp.view_mut(),
         dweight: dw.view_mut(),
         dbias: db.view_mut(),
+        dinp_sum: None,
         beta: 1.0,
         scratch: scratch.view_mut(),
     };

@@ -256,8 +256,9 @@ pub struct KernelArgs {
     /// naive].
     #[arg(long, value_enum)]
     pub attention: Option<AttentionArg>,
-    /// Run GELU and the residual adds as separate kernels instead of fused into the matmuls
-    /// and layernorms (the unfused rung of the speed ladder).
+    /// Run GELU, the residual adds and the linear layers' bias gradients as separate kernels
+    /// instead of fused into the matmuls and layernorms (the unfused rung of the speed
+    /// ladder).
     #[arg(long)]
     pub no_fuse: bool,
     /// Tensor-core kernels of the GEMMs and of flash attention (the FP32 rung always runs the

@@ -123,30 +123,39 @@ pub fn layernorm_backward(
 
 /// The GPU backward's second pass bit for bit (`kernel_abi::layernorm`): from the first
 /// pass's `blocks` slots of `partials` (slot `b` holds its `Σ dout·norm` of the `c` channels,
-/// then its `Σ dout`), `dweight[ch] = S + beta·dweight[ch]` in f32 (the product rounded, then
-/// the sum; not read when `beta` is 0), `S` the f32 sum from 0.0 of the 16 groups' sums in
-/// order, group `g`'s the f32 sum from 0.0 of slots `g, g + 16, …` in order; `dbias` alike.
+/// then its `Σ dout`, then, with `dinp_sum`, its `Σ dinp`), `dweight[ch] = S + beta·dweight[ch]`
+/// in f32 (the product rounded, then the sum; not read when `beta` is 0), `S` the f32 sum from
+/// 0.0 of the 16 groups' sums in order, group `g`'s the f32 sum from 0.0 of slots `g, g + 16,
+/// …` in order; `dbias` and `dinp_sum` alike.
 ///
 /// # Panics
-/// If `partials` holds fewer than `blocks · 2c` values or a gradient fewer than `c`.
+/// If `partials` holds fewer than `blocks` slots or a gradient fewer than `c` values.
 pub fn layernorm_backward_reduce(
     partials: &[f32],
     blocks: usize,
     dweight: &mut [f32],
     dbias: &mut [f32],
+    mut dinp_sum: Option<&mut [f32]>,
     beta: f32,
 ) {
     let c = dweight.len();
+    let parts = if dinp_sum.is_some() { 3 } else { 2 };
     assert_eq!(dbias.len(), c, "layernorm_backward_reduce: dbias must hold c values");
-    assert!(partials.len() >= blocks * 2 * c, "layernorm_backward_reduce: short partials");
+    if let Some(sum) = &dinp_sum {
+        assert_eq!(sum.len(), c, "layernorm_backward_reduce: dinp_sum must hold c values");
+    }
+    assert!(partials.len() >= blocks * parts * c, "layernorm_backward_reduce: short partials");
     let groups = kernel_abi::layernorm::REDUCE_GROUPS as usize;
     let reduce = |part: usize, ch: usize, old: f32| {
-        let sum = grouped_sum(blocks, groups, |b| partials[b * 2 * c + part * c + ch]);
+        let sum = grouped_sum(blocks, groups, |b| partials[b * parts * c + part * c + ch]);
         if beta != 0.0 { sum + beta * old } else { sum }
     };
     for ch in 0..c {
         dweight[ch] = reduce(0, ch, dweight[ch]);
         dbias[ch] = reduce(1, ch, dbias[ch]);
+        if let Some(sum) = dinp_sum.as_deref_mut() {
+            sum[ch] = reduce(2, ch, sum[ch]);
+        }
     }
 }
 

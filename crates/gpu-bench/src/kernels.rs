@@ -272,36 +272,45 @@ impl Bench<'_> {
                 Ok(residual_layernorm_forward(gpu, C, args)?)
             },
         )?;
-        self.measure(
-            dtype,
-            Case { kernel: "layernorm_backward", shape: rows_c, bytes: 4 * n * s + stats_bytes },
-            |gpu, i| {
-                let more = uploads::<T>(gpu, n, 2, 10 * i + 7)?;
-                let grads = [C, C, layernorm_backward_scratch_len(ROWS, C)]
-                    .map(|len| upload::<f32>(gpu, len, 10 * i + 6))
-                    .into_iter()
-                    .collect::<Result<Vec<_>>>()?;
-                Ok((LnBuffers::<T>::new(gpu, i)?, more, grads))
-            },
-            |gpu, (b, more, grads)| {
-                let [dout, dinp] = more.as_mut_slice() else { unreachable!("two buffers") };
-                let [dw, db, scratch] = grads.as_mut_slice() else { unreachable!("three buffers") };
-                let args = LayerNormBackward {
-                    dout: dout.view(),
-                    inp: b.x.view(),
-                    weight: b.w.view(),
-                    mean: b.mean.view(),
-                    rstd: b.rstd.view(),
-                    dinp: dinp.view_mut(),
-                    dweight: dw.view_mut(),
-                    dbias: db.view_mut(),
-                    // A training step's first micro-batch: the gradients overwritten.
-                    beta: 0.0,
-                    scratch: scratch.view_mut(),
-                };
-                Ok(layernorm_backward(gpu, C, args)?)
-            },
-        )?;
+        // Plain, and summing `dinp` as the trainer's residual projections' bias gradients do.
+        for (colsum, kernel) in [(false, "layernorm_backward"), (true, "layernorm_backward_colsum")]
+        {
+            let sum_bytes = if colsum { 4 * C } else { 0 };
+            let bytes = 4 * n * s + stats_bytes + sum_bytes;
+            self.measure(
+                dtype,
+                Case { kernel, shape: rows_c.clone(), bytes },
+                |gpu, i| {
+                    let more = uploads::<T>(gpu, n, 2, 10 * i + 7)?;
+                    let grads = [C, C, C, layernorm_backward_scratch_len(ROWS, C, colsum)]
+                        .map(|len| upload::<f32>(gpu, len, 10 * i + 6))
+                        .into_iter()
+                        .collect::<Result<Vec<_>>>()?;
+                    Ok((LnBuffers::<T>::new(gpu, i)?, more, grads))
+                },
+                |gpu, (b, more, grads)| {
+                    let [dout, dinp] = more.as_mut_slice() else { unreachable!("two buffers") };
+                    let [dw, db, sum, scratch] = grads.as_mut_slice() else {
+                        unreachable!("four buffers")
+                    };
+                    let args = LayerNormBackward {
+                        dout: dout.view(),
+                        inp: b.x.view(),
+                        weight: b.w.view(),
+                        mean: b.mean.view(),
+                        rstd: b.rstd.view(),
+                        dinp: dinp.view_mut(),
+                        dweight: dw.view_mut(),
+                        dbias: db.view_mut(),
+                        dinp_sum: colsum.then(|| sum.view_mut()),
+                        // A training step's first micro-batch: the gradients overwritten.
+                        beta: 0.0,
+                        scratch: scratch.view_mut(),
+                    };
+                    Ok(layernorm_backward(gpu, C, args)?)
+                },
+            )?;
+        }
         let logits = ROWS * VOCAB.vp;
         // Both kernels, the staged one where a row fits in shared memory (f32 does not on an
         // A100): the report shows what staging the row saves over re-reading it from L2.

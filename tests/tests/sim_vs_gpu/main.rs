@@ -269,7 +269,8 @@ fn op_outputs<D: Device>(dev: &D, seed: u64) -> Outputs<u8> {
         dev.upload(&rng.uniform(c, -1.0, 1.0)).unwrap(),
         dev.upload(&rng.uniform(c, -1.0, 1.0)).unwrap(),
     );
-    let mut scratch = dev.alloc::<f32>(layernorm_backward_scratch_len(rows, c)).unwrap();
+    let mut dinp_sum = dev.upload(&rng.uniform(c, -1.0, 1.0)).unwrap();
+    let mut scratch = dev.alloc::<f32>(layernorm_backward_scratch_len(rows, c, true)).unwrap();
     let args = LayerNormBackward {
         dout: x2.view(),
         inp: x.view(),
@@ -279,6 +280,7 @@ fn op_outputs<D: Device>(dev: &D, seed: u64) -> Outputs<u8> {
         dinp: dinp.view_mut(),
         dweight: dw.view_mut(),
         dbias: db.view_mut(),
+        dinp_sum: Some(dinp_sum.view_mut()),
         beta: 1.0,
         scratch: scratch.view_mut(),
     };
@@ -286,6 +288,8 @@ fn op_outputs<D: Device>(dev: &D, seed: u64) -> Outputs<u8> {
     record("layernorm_backward dinp", bytemuck::cast_slice(&dev.download(dinp.view()).unwrap()));
     record("layernorm_backward dweight", bytemuck::cast_slice(&dev.download(dw.view()).unwrap()));
     record("layernorm_backward dbias", bytemuck::cast_slice(&dev.download(db.view()).unwrap()));
+    let dinp_sum = dev.download(dinp_sum.view()).unwrap();
+    record("layernorm_backward dinp_sum", bytemuck::cast_slice(&dinp_sum));
 
     let (b, t, vocab) = (3, 11, 50);
     let ids: Vec<u32> = rng.u16s(b * t).iter().map(|v| u32::from(*v) % vocab as u32).collect();
@@ -467,7 +471,7 @@ fn project_kernels_agree_bit_for_bit() {
 fn op_kernels_run_on_the_simulator() {
     let seed = TestRng::new().seed();
     let (a, b) = (op_outputs(sim(), seed), op_outputs(sim(), seed));
-    assert_eq!(a.len(), 18);
+    assert_eq!(a.len(), 19);
     for ((name, x), (_, y)) in a.iter().zip(&b) {
         assert!(x == y, "{name} differs between two simulator runs (TEST_SEED={seed})");
     }

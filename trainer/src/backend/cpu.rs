@@ -80,26 +80,33 @@ fn check_tokens(op: &'static str, ids: &[u32], shape: TokenShape) -> Result<()> 
     shape.check_ids(op, ids).map(drop).map_err(|e| Error::invalid(e.to_string()))
 }
 
-/// The weight, bias and pre-activation bias windows of `grads` (see [`ParamGrads`]).
-type GradWindows<'a> = (&'a mut [f32], Option<&'a mut [f32]>, Option<&'a mut [f32]>);
+/// The windows of one op's gradients (see [`ParamGrads`]).
+struct GradWindows<'a> {
+    weight: &'a mut [f32],
+    bias: Option<&'a mut [f32]>,
+    pre_act_bias: Option<&'a mut [f32]>,
+    residual_bias: Option<&'a mut [f32]>,
+}
 
 /// The windows of `grads`, zeroed under [`GradWrite::Replace`]: the `cpu_ref` ops accumulate,
 /// and `0 + x` keeps the bits llm.c's zeroed gradients give.
 fn grad_windows(grads: ParamGrads<'_, CpuBackend>) -> GradWindows<'_> {
-    let ParamGrads { arena, weight, bias, pre_act_bias, write } = grads;
-    let mut windows = disjoint_windows(arena.into_slice(), [Some(weight), bias, pre_act_bias]);
+    let ParamGrads { arena, weight, bias, pre_act_bias, residual_bias, write } = grads;
+    let ranges = [Some(weight), bias, pre_act_bias, residual_bias];
+    let mut windows = disjoint_windows(arena.into_slice(), ranges);
     if write == GradWrite::Replace {
         windows.iter_mut().flatten().for_each(|window| window.fill(0.0));
     }
-    let [w, b, p] = windows;
-    (w.expect("present"), b, p)
+    let [weight, bias, pre_act_bias, residual_bias] = windows;
+    GradWindows { weight: weight.expect("present"), bias, pre_act_bias, residual_bias }
 }
 
-/// The weight and bias windows of the gradients of an op without a fused GELU backward.
+/// The weight and bias windows of the gradients of an op that adds no other bias gradient.
 fn weight_and_bias(grads: ParamGrads<'_, CpuBackend>) -> (&mut [f32], Option<&mut [f32]>) {
     assert!(grads.pre_act_bias.is_none(), "only a matmul backward fuses the GELU backward");
-    let (w, b, _) = grad_windows(grads);
-    (w, b)
+    assert!(grads.residual_bias.is_none(), "only a layernorm backward sums its dinp");
+    let GradWindows { weight, bias, .. } = grad_windows(grads);
+    (weight, bias)
 }
 
 impl Backend for CpuBackend {
@@ -291,13 +298,17 @@ impl Backend for CpuBackend {
         rows: usize,
         c: usize,
     ) -> Result<()> {
+        let colsum = args.grads.residual_bias.is_some();
         self.timed(
-            || op_work::layernorm_backward(rows, c, ACT),
+            || op_work::layernorm_backward(rows, c, ACT, colsum),
             || {
                 let LayerNormBackward { dinp, grads, dout, inp, weight, mean, rstd } = args;
-                let (dweight, dbias) = weight_and_bias(grads);
+                assert!(grads.pre_act_bias.is_none(), "only a matmul backward fuses GELU's");
+                let GradWindows { weight: dweight, bias: dbias, residual_bias, .. } =
+                    grad_windows(grads);
+                let dinp = dinp.into_slice();
                 cpu_ref::layernorm_backward(
-                    dinp.into_slice(),
+                    dinp,
                     dweight,
                     dbias.expect("layernorm gradients have a bias"),
                     dout.as_slice(),
@@ -308,6 +319,10 @@ impl Backend for CpuBackend {
                     rows,
                     c,
                 );
+                // The same sums as the projection's own backward would take of `dinp`.
+                if let Some(residual_bias) = residual_bias {
+                    cpu_ref::matmul_backward_bias(residual_bias, dinp, rows, c);
+                }
                 Ok(())
             },
         )
@@ -343,7 +358,8 @@ impl Backend for CpuBackend {
         let MatmulBackward { dinp, grads, dout, inp, weight, gelu_pre_act } = args;
         let Linear { rows, inp: c, out: oc, out_ld, .. } = shape;
         assert_eq!(out_ld, oc, "the CPU backend stores outputs densely");
-        let (dweight, dbias, pre_act_bias) = grad_windows(grads);
+        assert!(grads.residual_bias.is_none(), "only a layernorm backward sums its dinp");
+        let GradWindows { weight: dweight, bias: dbias, pre_act_bias, .. } = grad_windows(grads);
         let dout = dout.as_slice();
         let gelu = gelu_pre_act.is_some();
         assert!(gelu || pre_act_bias.is_none(), "a pre-activation bias needs the GELU backward");

@@ -499,17 +499,21 @@ fn grow<D: Device, T: DeviceElement>(
     Ok(())
 }
 
-/// The weight, bias and pre-activation bias windows of a gradient arena (see [`ParamGrads`]).
-type GradWindows<'a> =
-    (DeviceViewMut<'a, f32>, Option<DeviceViewMut<'a, f32>>, Option<DeviceViewMut<'a, f32>>);
+/// The windows of one op's gradients in the arena (see [`ParamGrads`]).
+struct GradWindows<'a> {
+    weight: DeviceViewMut<'a, f32>,
+    bias: Option<DeviceViewMut<'a, f32>>,
+    pre_act_bias: Option<DeviceViewMut<'a, f32>>,
+    residual_bias: Option<DeviceViewMut<'a, f32>>,
+}
 
 /// The windows of `grads`, disjoint by the arena's layout.
 fn grad_windows<'a, D: Device, A: CudaAct>(
     grads: ParamGrads<'a, CudaBackend<'_, D, A>>,
 ) -> Result<GradWindows<'a>> {
-    let ParamGrads { arena, weight, bias, pre_act_bias, write: _ } = grads;
-    let ranges = [Some(weight), bias, pre_act_bias];
-    let mut windows: [Option<DeviceViewMut<'a, f32>>; 3] = [None, None, None];
+    let ParamGrads { arena, weight, bias, pre_act_bias, residual_bias, write: _ } = grads;
+    let ranges = [Some(weight), bias, pre_act_bias, residual_bias];
+    let mut windows: [Option<DeviceViewMut<'a, f32>>; 4] = [None, None, None, None];
     let (mut rest, mut offset) = (Some(dvm(arena)), 0);
     for i in cut_order(&ranges) {
         let range = ranges[i].clone().expect("present");
@@ -517,16 +521,17 @@ fn grad_windows<'a, D: Device, A: CudaAct>(
         let (window, tail) = tail.split_at_mut(range.len())?;
         (windows[i], rest, offset) = (Some(window), Some(tail), range.end);
     }
-    let [weight, bias, pre_act_bias] = windows;
-    Ok((weight.expect("present"), bias, pre_act_bias))
+    let [weight, bias, pre_act_bias, residual_bias] = windows;
+    Ok(GradWindows { weight: weight.expect("present"), bias, pre_act_bias, residual_bias })
 }
 
-/// The weight and bias windows of the gradients of an op without a fused GELU backward.
+/// The weight and bias windows of the gradients of an op that adds no other bias gradient.
 fn weight_and_bias<'a, D: Device, A: CudaAct>(
     grads: ParamGrads<'a, CudaBackend<'_, D, A>>,
 ) -> Result<(DeviceViewMut<'a, f32>, Option<DeviceViewMut<'a, f32>>)> {
     assert!(grads.pre_act_bias.is_none(), "only a matmul backward fuses the GELU backward");
-    let (weight, bias, _) = grad_windows(grads)?;
+    assert!(grads.residual_bias.is_none(), "only a layernorm backward sums its dinp");
+    let GradWindows { weight, bias, .. } = grad_windows(grads)?;
     Ok((weight, bias))
 }
 
@@ -759,14 +764,17 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
         rows: usize,
         c: usize,
     ) -> Result<()> {
+        let colsum = args.grads.residual_bias.is_some();
         self.timed(
-            || op_work::layernorm_backward(rows, c, Self::ACT),
+            || op_work::layernorm_backward(rows, c, Self::ACT, colsum),
             || {
                 let LayerNormBackward { dinp, grads, dout, inp, weight, mean, rstd } = args;
                 let beta = grads.write.beta();
-                let (dweight, dbias) = weight_and_bias(grads)?;
+                assert!(grads.pre_act_bias.is_none(), "only a matmul backward fuses GELU's");
+                let GradWindows { weight: dweight, bias: dbias, residual_bias, .. } =
+                    grad_windows(grads)?;
                 let dbias = dbias.expect("layernorm gradients have a bias");
-                let len = layernorm::layernorm_backward_scratch_len(rows, c);
+                let len = layernorm::layernorm_backward_scratch_len(rows, c, colsum);
                 self.with_scratch(0, len, "layernorm backward scratch", |_, scratch| {
                     let args = layernorm::LayerNormBackward {
                         dout: dv(dout),
@@ -777,6 +785,7 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
                         dinp: dvm(dinp),
                         dweight,
                         dbias,
+                        dinp_sum: residual_bias,
                         beta,
                         scratch,
                     };
@@ -843,7 +852,9 @@ impl<D: Device, A: CudaAct> Backend for CudaBackend<'_, D, A> {
     fn matmul_backward(&self, args: MatmulBackward<'_, Self>, shape: Linear) -> Result<()> {
         let MatmulBackward { dinp, grads, dout, inp, weight, gelu_pre_act } = args;
         let beta = grads.write.beta();
-        let (dweight, dbias, mut pre_act_bias) = grad_windows(grads)?;
+        assert!(grads.residual_bias.is_none(), "only a layernorm backward sums its dinp");
+        let GradWindows { weight: dweight, bias: dbias, mut pre_act_bias, .. } =
+            grad_windows(grads)?;
         let Linear { rows, inp: in_features, out: out_features, .. } = shape;
         let precision = self.gemm_precision();
         let dout = dv(dout);

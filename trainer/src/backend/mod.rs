@@ -222,7 +222,8 @@ pub trait Backend {
         c: usize,
     ) -> Result<()>;
     /// [`cpu_ref::layernorm_backward`] (accumulates into `dinp`; `dweight` and `dbias` as
-    /// `grads.write` says).
+    /// `grads.write` says), and with [`ParamGrads::residual_bias`] the column sums of the
+    /// updated `dinp` into that window.
     fn layernorm_backward(
         &self,
         args: LayerNormBackward<'_, Self>,

@@ -169,9 +169,12 @@ pub fn residual_layernorm_forward(rows: usize, c: usize, act: f64) -> OpLabel {
 }
 
 /// A layernorm's backward: reads the output gradient, the input, the scale and the
-/// statistics; accumulates the input gradient and the f32 scale and shift gradients.
-pub fn layernorm_backward(rows: usize, c: usize, act: f64) -> OpLabel {
-    let bytes = n(4 * rows * c + c, act) + n(2 * rows, F32) + 2.0 * n(2 * c, F32);
+/// statistics; accumulates the input gradient and the f32 scale and shift gradients, and with
+/// `residual_bias` the f32 column sums of the input gradient
+/// ([`crate::backend::ParamGrads::residual_bias`]).
+pub fn layernorm_backward(rows: usize, c: usize, act: f64, residual_bias: bool) -> OpLabel {
+    let grads = if residual_bias { 3 * c } else { 2 * c };
+    let bytes = n(4 * rows * c + c, act) + n(2 * rows, F32) + 2.0 * n(grads, F32);
     memory_op(names::LAYERNORM_BACKWARD, bytes)
 }
 

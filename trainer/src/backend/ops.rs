@@ -137,6 +137,11 @@ pub struct ParamGrads<'a, B: Backend + ?Sized> {
     /// from the input-gradient GEMM's epilogue instead of re-reading `dinp` (cuBLASLt's
     /// `DGELU_BGRAD`).
     pub pre_act_bias: Option<Range<usize>>,
+    /// Only for a layernorm backward whose `dinp` is the residual stream's gradient: the bias
+    /// gradient of the linear layer that added to the stream there (a residual block's
+    /// projection), the column sums of `dinp` once the layernorm's part is added. The GPU
+    /// backend sums the values its kernel stores instead of re-reading `dinp`.
+    pub residual_bias: Option<Range<usize>>,
     /// Whether the windows are overwritten or accumulated into.
     pub write: GradWrite,
 }

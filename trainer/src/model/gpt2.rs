@@ -167,6 +167,7 @@ impl<B: Backend> Gpt2<B> {
             weight: self.layout.layer(weight, l),
             bias: bias.map(|kind| self.layout.layer(kind, l)),
             pre_act_bias: None,
+            residual_bias: None,
             write,
         }
     }
@@ -383,6 +384,14 @@ impl<B: Backend> Gpt2<B> {
         let (a, s) = (acts, scratch);
         let linear = |layer, inp, out| Linear::new(layer, bt, inp, out);
         use ParamKind as K;
+        // Fused, the attention and fc projections' bias gradients are the column sums of the
+        // residual stream's gradient where they add to the stream, which the backward of the
+        // layernorm reading the stream there writes: it adds them up as it stores them (on the
+        // GPU). fcproj's backward also gives fc's bias gradient (from the column sums its dX
+        // GEMM writes). Unfused, each layer's backward takes its own.
+        let fused = s.dfch_gelu.is_none();
+        let residual_bias = |kind, l| fused.then(|| self.layout.layer(kind, l));
+        let projection_bias = |kind| (!fused).then_some(kind);
 
         backend.matmul_backward(
             MatmulBackward {
@@ -396,12 +405,16 @@ impl<B: Backend> Gpt2<B> {
             Linear::lm_head(bt, c, vp, a.logits_ld),
         )?;
         backend.zero(s.dres.at_mut(0, n))?;
+        let last = cfg.num_layers - 1;
         backend.layernorm_backward(
             LayerNormBackward {
                 dinp: s.dres.at_mut(0, n),
-                grads: self.grads(grads, 0, K::Lnfw, Some(K::Lnfb), write),
+                grads: ParamGrads {
+                    residual_bias: residual_bias(K::Fcprojb, last),
+                    ..self.grads(grads, 0, K::Lnfw, Some(K::Lnfb), write)
+                },
                 dout: s.dln.at(0, n),
-                inp: a.residual3.at(cfg.num_layers - 1, n),
+                inp: a.residual3.at(last, n),
                 weight: self.p(K::Lnfw, 0),
                 mean: a.lnf_mean.at(0, bt),
                 rstd: a.lnf_rstd.at(0, bt),
@@ -414,7 +427,8 @@ impl<B: Backend> Gpt2<B> {
         // once the attention's layernorm adds its part, of layer l's input.
         for l in (0..cfg.num_layers).rev() {
             let residual = if l == 0 { a.encoded.at(0, n) } else { a.residual3.at(l - 1, n) };
-            let fcproj_grads = self.grads(grads, l, K::Fcprojw, Some(K::Fcprojb), write);
+            let fcproj_bias = projection_bias(K::Fcprojb);
+            let fcproj_grads = self.grads(grads, l, K::Fcprojw, fcproj_bias, write);
             let fcproj = |dinp, grads, gelu_pre_act| MatmulBackward {
                 dinp,
                 grads,
@@ -423,9 +437,6 @@ impl<B: Backend> Gpt2<B> {
                 weight: self.p(K::Fcprojw, l),
                 gelu_pre_act,
             };
-            // Fused, fcproj's backward also gives fc's bias gradient (on the GPU, from the
-            // column sums its dX GEMM writes).
-            let fused = s.dfch_gelu.is_none();
             match &mut s.dfch_gelu {
                 None => {
                     let fc_bias = self.layout.layer(K::Fcb, l);
@@ -457,7 +468,10 @@ impl<B: Backend> Gpt2<B> {
             backend.layernorm_backward(
                 LayerNormBackward {
                     dinp: s.dres.at_mut(0, n),
-                    grads: self.grads(grads, l, K::Ln2w, Some(K::Ln2b), write),
+                    grads: ParamGrads {
+                        residual_bias: residual_bias(K::Attprojb, l),
+                        ..self.grads(grads, l, K::Ln2w, Some(K::Ln2b), write)
+                    },
                     dout: s.dln.at(0, n),
                     inp: a.residual2.at(l, n),
                     weight: self.p(K::Ln2w, l),
@@ -470,7 +484,7 @@ impl<B: Backend> Gpt2<B> {
             backend.matmul_backward(
                 MatmulBackward {
                     dinp: s.datty.at_mut(0, n),
-                    grads: self.grads(grads, l, K::Attprojw, Some(K::Attprojb), write),
+                    grads: self.grads(grads, l, K::Attprojw, projection_bias(K::Attprojb), write),
                     dout: s.dres.at(0, n),
                     inp: a.atty.at(l, n),
                     weight: self.p(K::Attprojw, l),
@@ -509,7 +523,11 @@ impl<B: Backend> Gpt2<B> {
             backend.layernorm_backward(
                 LayerNormBackward {
                     dinp: s.dres.at_mut(0, n),
-                    grads: self.grads(grads, l, K::Ln1w, Some(K::Ln1b), write),
+                    grads: ParamGrads {
+                        // Layer 0's input is the embeddings': no bias.
+                        residual_bias: l.checked_sub(1).and_then(|p| residual_bias(K::Fcprojb, p)),
+                        ..self.grads(grads, l, K::Ln1w, Some(K::Ln1b), write)
+                    },
                     dout: s.dln.at(0, n),
                     inp: residual,
                     weight: self.p(K::Ln1w, l),

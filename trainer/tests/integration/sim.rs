@@ -802,6 +802,10 @@ fn op_times_name_the_same_ops_on_every_backend() {
         assert_eq!(count("matmul backward fc dbias"), (!fuse).then_some(4));
         let pre_act_bias = count("matmul backward fc projection pre-activation dbias");
         assert_eq!(pre_act_bias, fuse.then_some(4));
+        // Fused, the projections' bias gradients come from the layernorm backwards.
+        assert_eq!(count("matmul backward attention projection dbias"), (!fuse).then_some(4));
+        assert_eq!(count("matmul backward fc projection dbias"), (!fuse).then_some(4));
+        assert_eq!(count("layernorm backward"), Some(10));
         assert_eq!(count("attention backward (materialised)"), Some(4));
         assert_eq!(count("AdamW"), Some(1));
         assert_eq!(count("GELU forward"), (!fuse).then_some(4));

@@ -581,7 +581,7 @@ stage_ladder() {
 # profiles `qkv fwd + bias`, the ping-pong kernel's bias epilogue beside its plain one). The
 # forward kernels first appear in the first layer; the backward ones after the classifier, in
 # the last layer's backward.
-default_profile_step='^(flash_attention_forward(_wgmma)?|residual_layernorm_forward)_bf16$@2 ^(fused_classifier(_staged)?_bf16|layernorm_backward(_cached)?_bf16|layernorm_backward_reduce|flash_attention_backward_(dq|dkdv)(_wgmma)?_bf16)$@7 ^gemm_wgmma@4'
+default_profile_step='^(flash_attention_forward(_wgmma)?|residual_layernorm_forward)_bf16$@2 ^(fused_classifier(_staged)?_bf16|layernorm_backward(_cached)?(_colsum)?_bf16|layernorm_backward_reduce|flash_attention_backward_(dq|dkdv)(_wgmma)?_bf16)$@7 ^gemm_wgmma@4'
 default_profile_gemms='qkv fwd,fcproj dX + dGELU,fc dW,attention PV'
 
 # One report per profiled kernel (the details page: speed of light, workloads, warp states,

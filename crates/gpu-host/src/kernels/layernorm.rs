@@ -8,8 +8,8 @@ use crate::view::{DeviceView, DeviceViewMut};
 use kernel_abi::layernorm::{
     BACKWARD_CACHED_MAX_C, FORWARD_THREADS, LAYERNORM_BACKWARD_REDUCE, LayerNormBackwardParams,
     LayerNormBackwardReduceParams, LayerNormForwardParams, LayerNormKernels, REDUCE_CHANNELS,
-    REDUCE_SHARED_BYTES, REDUCE_THREADS, backward_rows_per_block, backward_shared_bytes,
-    backward_warps,
+    REDUCE_SHARED_BYTES, REDUCE_THREADS, backward_parts, backward_rows_per_block,
+    backward_shared_bytes, backward_warps,
 };
 use kernel_abi::{DevicePtr, DevicePtrMut};
 
@@ -71,8 +71,12 @@ pub struct LayerNormBackward<'a, T> {
     pub dweight: DeviceViewMut<'a, f32>,
     /// Gradient of the shift, `c`: `beta ·` its values plus this batch's.
     pub dbias: DeviceViewMut<'a, f32>,
-    /// Scale of the previous `dweight` and `dbias`: 1 accumulates; 0 overwrites them without
-    /// reading them (they may hold NaN).
+    /// Optionally the column sums of the updated `dinp` as stored, `c`: `beta ·` its values
+    /// plus this batch's. In a residual block, the bias gradient of the projection whose output
+    /// gradient `dinp` is, without reading `dinp` again.
+    pub dinp_sum: Option<DeviceViewMut<'a, f32>>,
+    /// Scale of the previous `dweight`, `dbias` and `dinp_sum`: 1 accumulates; 0 overwrites
+    /// them without reading them (they may hold NaN).
     pub beta: f32,
     /// Workspace of at least [`layernorm_backward_scratch_len`] values (contents ignored).
     pub scratch: DeviceViewMut<'a, f32>,
@@ -197,16 +201,19 @@ fn backward_blocks(rows: usize, c: usize) -> usize {
     rows.div_ceil(backward_rows_per_block(c as u32).max(1) as usize)
 }
 
-/// f32 values of scratch [`layernorm_backward`] needs for `rows` rows of `c` channels.
-pub fn layernorm_backward_scratch_len(rows: usize, c: usize) -> usize {
-    backward_blocks(rows, c) * 2 * c
+/// f32 values of scratch [`layernorm_backward`] needs for `rows` rows of `c` channels, with
+/// or without [`LayerNormBackward::dinp_sum`] (`colsum`).
+pub fn layernorm_backward_scratch_len(rows: usize, c: usize, colsum: bool) -> usize {
+    backward_blocks(rows, c) * backward_parts(colsum) as usize * c
 }
 
 /// The layernorm backward: `dinp += …`, `dweight = beta · dweight + …`, `dbias = beta · dbias +
-/// …` (see `kernel_abi::layernorm`), deterministic: the same bits on every run and every GPU.
-/// 16-bit rows of at most `BACKWARD_CACHED_MAX_C` channels with `c % 8 == 0` and 16-byte
-/// aligned `dout`, `inp`, `weight` and `dinp` run `layernorm_backward_cached_<ty>` (the same
-/// bits as the chunked kernel).
+/// …` and optionally `dinp_sum = beta · dinp_sum + Σ_rows dinp` (see `kernel_abi::layernorm`),
+/// deterministic: the same bits on every run and every GPU. 16-bit rows of at most
+/// `BACKWARD_CACHED_MAX_C` channels with `c % 8 == 0` and 16-byte aligned `dout`, `inp`,
+/// `weight` and `dinp` run `layernorm_backward_cached_<ty>` (the same bits as the chunked
+/// kernel); with `dinp_sum`, their `colsum` variants (the same bits for the rest). `c` is at
+/// most 6144.
 pub fn layernorm_backward<D: Device, T: FloatElement>(
     dev: &D,
     c: usize,
@@ -219,8 +226,12 @@ pub fn layernorm_backward<D: Device, T: FloatElement>(
     check_len(OP, "weight", args.weight.len(), c, "c")?;
     check_len(OP, "dweight", args.dweight.len(), c, "c")?;
     check_len(OP, "dbias", args.dbias.len(), c, "c")?;
+    if let Some(dinp_sum) = &args.dinp_sum {
+        check_len(OP, "dinp_sum", dinp_sum.len(), c, "c")?;
+    }
     check_len(OP, "mean", args.mean.len(), rows, "one per row")?;
     check_len(OP, "rstd", args.rstd.len(), rows, "one per row")?;
+    let colsum = args.dinp_sum.is_some();
     let warps = backward_warps(c as u32);
     if warps == 0 {
         return Err(GpuError::invalid(
@@ -229,7 +240,7 @@ pub fn layernorm_backward<D: Device, T: FloatElement>(
             format!("{c} channels: the per-warp sums need c <= 6144"),
         ));
     }
-    let needed = layernorm_backward_scratch_len(rows, c);
+    let needed = layernorm_backward_scratch_len(rows, c, colsum);
     if args.scratch.len() < needed {
         return Err(GpuError::invalid(
             OP,
@@ -259,9 +270,13 @@ pub fn layernorm_backward<D: Device, T: FloatElement>(
     let config = LaunchConfig {
         grid: (blocks as u32, 1, 1),
         block: (warps * 32, 1, 1),
-        shared_mem_bytes: backward_shared_bytes(c as u32),
+        shared_mem_bytes: backward_shared_bytes(c as u32, colsum),
     };
-    let cached = T::Abi::BACKWARD_CACHED.filter(|_| {
+    let (chunked, cached) = match colsum {
+        false => (T::Abi::BACKWARD, T::Abi::BACKWARD_CACHED),
+        true => (T::Abi::BACKWARD_COLSUM, T::Abi::BACKWARD_CACHED_COLSUM),
+    };
+    let cached = cached.filter(|_| {
         c.is_multiple_of(8)
             && c <= BACKWARD_CACHED_MAX_C as usize
             && params.dout.is_aligned_to(16)
@@ -270,15 +285,16 @@ pub fn layernorm_backward<D: Device, T: FloatElement>(
             && params.dinp.is_aligned_to(16)
     });
     if rows > 0 {
-        // SAFETY: every view was checked against (rows, c); `partials` holds `blocks × 2c`
-        // values; shared memory holds each warp's two arrays of channel sums; the cached
+        // SAFETY: every view was checked against (rows, c); `partials` holds `blocks ×
+        // parts·c` values; shared memory holds each warp's arrays of channel sums; the cached
         // kernel's row width and alignment were checked just above.
-        unsafe { dev.launch(cached.unwrap_or(T::Abi::BACKWARD), config, params)? };
+        unsafe { dev.launch(cached.unwrap_or(chunked), config, params)? };
     }
     let reduce = LayerNormBackwardReduceParams {
         partials: partials.as_const(),
         dweight: args.dweight.ptr(),
         dbias: args.dbias.ptr(),
+        dinp_sum: args.dinp_sum.as_mut().map_or(DevicePtrMut::null(), |sum| sum.ptr()),
         blocks: blocks as u32,
         c: c as u32,
         beta: args.beta,
@@ -290,7 +306,7 @@ pub fn layernorm_backward<D: Device, T: FloatElement>(
         shared_mem_bytes: REDUCE_SHARED_BYTES,
     };
     // SAFETY: `partials` was just written for `blocks` blocks (none when there are no rows:
-    // the gradients become `beta ·` themselves); both gradients hold `c` values; shared memory
-    // holds the reduction's per-warp sums.
+    // the gradients become `beta ·` themselves); the gradients and `dinp_sum` hold `c` values;
+    // shared memory holds the reduction's per-group sums.
     unsafe { dev.launch(LAYERNORM_BACKWARD_REDUCE, config, reduce) }
 }
