@@ -11,6 +11,7 @@ macro_rules! entries {
         /// Launched by `gpu-host`, which validates the shapes, buffers and launch geometry.
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $name(p: $params) {
+            $crate::entry::prologue();
             // SAFETY: the host launcher validated the parameters and the launch.
             unsafe { $body(p) }
         }
@@ -18,3 +19,12 @@ macro_rules! entries {
 }
 
 pub(crate) use entries;
+
+/// The start of every kernel: under programmatic dependent launch the previous kernel in the
+/// stream may still be running, so nothing is read before it has completed, and the next one
+/// may then be scheduled ([`crate::arch::grid_dep`]).
+#[inline(always)]
+pub(crate) fn prologue() {
+    crate::arch::grid_dep::wait_for_prerequisites();
+    crate::arch::grid_dep::launch_dependents();
+}

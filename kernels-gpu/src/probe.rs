@@ -62,6 +62,7 @@ unsafe fn load_16bit_fragments(p: &MmaProbeParams, lane: u32) -> ([u32; 4], [u32
 /// One block of 32 threads; buffers as `kernel_abi::probe::MmaProbeParams` describes.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn probe_mma_bf16(p: MmaProbeParams) {
+    crate::entry::prologue();
     let lane = lane_id();
     // SAFETY: the launcher allocated the tiles; the whole warp executes the mma together.
     unsafe {
@@ -77,6 +78,7 @@ pub unsafe extern "ptx-kernel" fn probe_mma_bf16(p: MmaProbeParams) {
 /// One block of 32 threads; buffers as `kernel_abi::probe::MmaProbeParams` describes.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn probe_mma_f16(p: MmaProbeParams) {
+    crate::entry::prologue();
     let lane = lane_id();
     // SAFETY: the launcher allocated the tiles; the whole warp executes the mma together.
     unsafe {
@@ -92,6 +94,7 @@ pub unsafe extern "ptx-kernel" fn probe_mma_f16(p: MmaProbeParams) {
 /// One block of 32 threads; buffers as `kernel_abi::probe::MmaProbeParams` describes.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn probe_mma_tf32(p: MmaProbeParams) {
+    crate::entry::prologue();
     let lane = lane_id();
     let (a, b) = (p.a.as_ptr().cast::<f32>(), p.b.as_ptr().cast::<f32>());
     // SAFETY: fragment coordinates lie in the 16×8 A and 8×8 B tiles the launcher allocated;
@@ -117,6 +120,7 @@ pub unsafe extern "ptx-kernel" fn probe_mma_tf32(p: MmaProbeParams) {
 /// `kernel_abi::probe::LdmatrixProbeParams` describes.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn probe_ldmatrix(p: LdmatrixProbeParams) {
+    crate::entry::prologue();
     let lane = lane_id();
     let base = smem::dynamic_smem_base();
     // Row `lane % 8` of matrix `lane / 8` sits 16 bytes per row from the base.
@@ -151,6 +155,7 @@ pub unsafe extern "ptx-kernel" fn probe_ldmatrix(p: LdmatrixProbeParams) {
 /// `kernel_abi::probe::CpAsyncProbeParams` describes (both 16-byte aligned).
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn probe_cp_async(p: CpAsyncProbeParams) {
+    crate::entry::prologue();
     let lane = lane_id();
     let dst = smem::dynamic_smem_base() + 16 * lane;
     let offset = 16 * lane;
@@ -177,6 +182,7 @@ pub unsafe extern "ptx-kernel" fn probe_cp_async(p: CpAsyncProbeParams) {
 /// One block of 32 threads; buffers as `kernel_abi::probe::WarpProbeParams` describes.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn probe_warp(p: WarpProbeParams) {
+    crate::entry::prologue();
     let lane = lane_id();
     // SAFETY: 32 inputs and 128 outputs were allocated; all lanes run every shuffle together.
     unsafe {

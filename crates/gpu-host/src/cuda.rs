@@ -4,7 +4,7 @@ use crate::device::{Device, DeviceBuffer, LaunchConfig, alloc_bytes, check_copy_
 use crate::element::DeviceElement;
 use crate::error::{DriverContext, GpuError, Result};
 use crate::kernel_times::{KernelRecorder, KernelTime};
-use crate::ptx::{CUBIN_DIR_ENV, PtxArch, PtxModule, ptx_module};
+use crate::ptx::{CUBIN_DIR_ENV, PDL_ENV, PtxArch, PtxModule, ptx_module};
 use crate::tensor_map::{
     TensorMap, TensorMapCache, TensorMapDesc, TensorMapElem, TensorMapSwizzle, upload_tensor_maps,
 };
@@ -39,6 +39,9 @@ pub struct GpuInfo {
     pub total_memory: usize,
     /// Largest dynamic shared memory a block can opt into, in bytes.
     pub max_shared_per_block: u32,
+    /// Whether kernels are launched with programmatic dependent launch ([`PDL_ENV`] is `1` and
+    /// the module is sm_90a, whose kernels all start with `griddepcontrol.wait`).
+    pub programmatic_launch: bool,
 }
 
 /// Where the machine code of a [`Gpu`]'s kernels came from.
@@ -229,6 +232,9 @@ impl Gpu {
             max_shared_per_block: attribute(
                 CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
             )? as u32,
+            // The sm_80 module has no `griddepcontrol.wait`: its kernels must not start early.
+            programmatic_launch: ptx_arch == PtxArch::Sm90a
+                && std::env::var_os(PDL_ENV).is_some_and(|v| v == "1"),
         };
         let stream = ctx.default_stream();
         Ok(Self {
@@ -262,6 +268,53 @@ impl Gpu {
     /// The stream all work is issued on.
     pub fn stream(&self) -> &Arc<CudaStream> {
         &self.stream
+    }
+
+    /// Launches `function` with programmatic stream serialization allowed
+    /// ([`GpuInfo::programmatic_launch`]): it may be scheduled before the previous kernel in
+    /// the stream has completed, and its `griddepcontrol.wait` holds it until then.
+    ///
+    /// # Safety
+    /// As [`Device::launch`]; `function` is a kernel of the sm_90a module (all of which start
+    /// with that wait) and `params` its parameter struct.
+    unsafe fn launch_programmatic<P: KernelParams>(
+        &self,
+        function: &CudaFunction,
+        config: &LaunchConfig,
+        params: &mut ByValue<P>,
+    ) -> std::result::Result<(), DriverError> {
+        use cudarc::driver::sys;
+        self.ctx.bind_to_thread()?;
+        let mut attribute = sys::CUlaunchAttribute {
+            id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+            pad: [0; 4],
+            value: sys::CUlaunchAttributeValue { programmaticStreamSerializationAllowed: 1 },
+        };
+        let launch = sys::CUlaunchConfig {
+            gridDimX: config.grid.0,
+            gridDimY: config.grid.1,
+            gridDimZ: config.grid.2,
+            blockDimX: config.block.0,
+            blockDimY: config.block.1,
+            blockDimZ: config.block.2,
+            sharedMemBytes: config.shared_mem_bytes,
+            hStream: self.stream.cu_stream(),
+            attrs: &mut attribute,
+            numAttrs: 1,
+        };
+        let mut args = [(params as *mut ByValue<P>).cast::<std::ffi::c_void>()];
+        // SAFETY: the configuration and its one attribute live through the call; `args` holds
+        // the address of the single by-value parameter struct the kernel takes (the caller's
+        // contract), which the driver copies before returning.
+        unsafe {
+            sys::cuLaunchKernelEx(
+                &launch,
+                function.cu_function(),
+                args.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        }
+        .result()
     }
 
     /// The function `name`, checked to accept `config`'s block and allowed its dynamic shared
@@ -365,14 +418,15 @@ impl Device for Gpu {
     fn describe(&self) -> String {
         let i = &self.info;
         format!(
-            "{} (compute {}.{}, {} SMs, {:.1} GiB, PTX {}, {})",
+            "{} (compute {}.{}, {} SMs, {:.1} GiB, PTX {}, {}{})",
             i.name,
             i.compute_capability.0,
             i.compute_capability.1,
             i.multiprocessors,
             i.total_memory as f64 / (1u64 << 30) as f64,
             i.ptx_arch.name(),
-            i.kernel_code.label()
+            i.kernel_code.label(),
+            if i.programmatic_launch { ", programmatic dependent launch" } else { "" }
         )
     }
 
@@ -498,7 +552,14 @@ impl Device for Gpu {
         let name = kernel.name();
         config.check(name)?;
         let function = self.function(name, &config)?;
-        let params = ByValue(params);
+        let mut params = ByValue(params);
+        let stamp = || self.event();
+        if self.info.programmatic_launch {
+            // SAFETY: as below; `programmatic_launch` holds only for the sm_90a module.
+            let mut launch =
+                || unsafe { self.launch_programmatic(&function, &config, &mut params) };
+            return self.kernel_times.time(|| name, stamp, || launch().during(name));
+        }
         let mut launch = self.stream.launch_builder(&function);
         launch.arg(&params);
         let cfg = cudarc::driver::LaunchConfig {
@@ -506,7 +567,6 @@ impl Device for Gpu {
             block_dim: config.block,
             shared_mem_bytes: config.shared_mem_bytes,
         };
-        let stamp = || self.event();
         // SAFETY: the caller guarantees the pointers in `params` cover what the kernel
         // accesses; the parameter layout matches the kernel (checked by build-ptx).
         self.kernel_times.time(

@@ -30,7 +30,7 @@ pub use device::{Device, DeviceBuffer, LaunchConfig, alloc_bytes, check_copy_len
 pub use element::DeviceElement;
 pub use error::{GpuError, Result, SimErrorKind};
 pub use kernel_times::{KernelRecorder, KernelTime, Span, SpanRecorder};
-pub use ptx::{CUBIN_DIR_ENV, PTX_DIR_ENV, PtxArch, PtxModule, ptx_digest, ptx_module};
+pub use ptx::{CUBIN_DIR_ENV, PDL_ENV, PTX_DIR_ENV, PtxArch, PtxModule, ptx_digest, ptx_module};
 pub use tensor_map::{
     TensorMap, TensorMapCache, TensorMapDesc, TensorMapElem, TensorMapLayers, TensorMapSwizzle,
     upload_tensor_maps,

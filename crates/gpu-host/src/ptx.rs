@@ -51,6 +51,14 @@ impl PtxArch {
 /// or empty, the PTX is loaded.
 pub const CUBIN_DIR_ENV: &str = "GPU_HOST_CUBIN_DIR";
 
+/// The variable that, set to `1`, has [`Gpu::new`](crate::Gpu::new) launch every kernel with
+/// programmatic dependent launch on a GPU that runs the sm_90a module (the driver's
+/// programmatic stream serialization: a kernel may be scheduled while the one before it in the
+/// stream finishes, and waits in its first instruction, `griddepcontrol.wait`, until that one
+/// has completed). Opt-in and unmeasured: it hides the gap between kernels, 386 a bf16 training
+/// step of GPT-2 124M; a GPU run of the trainer's benchmark with and without it decides.
+pub const PDL_ENV: &str = "GPU_HOST_PDL";
+
 /// The variable naming the folder a build without embedded PTX text reads its modules from
 /// ([`PtxModule::ptx_file_name`]). Only the GPU bundle's builds (`GPU_HOST_EXTERNAL_PTX` at
 /// build time, see build.rs) need it: its fifteen executables would otherwise carry the same

@@ -361,7 +361,7 @@ pub const BACKWARD_BLOCKS_PER_SM: u32 = 4;
 pub const BACKWARD_CACHED_BLOCKS_PER_SM: u32 = 2;
 
 /// Blocks of `layernorm_backward_colsum_<ty>` that must share a Hopper SM: three of 8 warps (at
-/// most 85 registers a thread; ptxas takes 72 to 76), as many as their 72 KiB of shared memory
+/// most 85 registers a thread; ptxas takes 71 to 78), as many as their 72 KiB of shared memory
 /// allow at `c` = 768. At the plain kernel's 64 registers, the third array's updates spilled.
 pub const BACKWARD_COLSUM_BLOCKS_PER_SM: u32 = 3;
 

@@ -113,6 +113,8 @@
 //!   `wgmma.fence`, `commit_group`, `wait_group`.
 //! - `fence.proxy.async`, `elect.sync`, `setmaxnreg` (checked and otherwise a no-op: the
 //!   simulator has no register file limit).
+//! - `griddepcontrol.wait` and `.launch_dependents` (programmatic dependent launch): no-ops,
+//!   since the simulator runs a stream's launches one after another.
 //! - The four warps of a warpgroup (warps 4g .. 4g + 3) must issue the same `wgmma.*` and
 //!   `setmaxnreg` instructions in the same order, and all of them (kind `IllegalCollective`:
 //!   a warp at another instruction, one that skipped some, a block without the whole

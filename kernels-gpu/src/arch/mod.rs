@@ -20,6 +20,7 @@
 pub mod cp_async;
 pub mod cvt;
 pub mod global;
+pub mod grid_dep;
 pub mod ids;
 pub mod ldmatrix;
 pub mod math;

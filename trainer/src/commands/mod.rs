@@ -73,10 +73,15 @@ fn resolve_device(args: &KernelArgs) -> Result<(ResolvedDevice, Compute)> {
     Ok((device, computes[0]))
 }
 
-/// The name reports are filed under: the GPU's slug, or `sim` / `cpu`.
+/// The name reports are filed under: the GPU's slug (with `-pdl` under programmatic dependent
+/// launch, `gpu_host::PDL_ENV`, so that such a run sits beside the default one), or `sim` /
+/// `cpu`.
 fn device_slug(device: &ResolvedDevice) -> String {
     match device {
-        ResolvedDevice::Cuda(gpu) => gpu_host::provenance::device_slug(&gpu.info().name),
+        ResolvedDevice::Cuda(gpu) => {
+            let pdl = if gpu.info().programmatic_launch { "-pdl" } else { "" };
+            format!("{}{pdl}", gpu_host::provenance::device_slug(&gpu.info().name))
+        }
         ResolvedDevice::Sim(_) if device.is_hopper_sim() => "sim-hopper".into(),
         ResolvedDevice::Sim(_) => "sim".into(),
         ResolvedDevice::Cpu => "cpu".into(),

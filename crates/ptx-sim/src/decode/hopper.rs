@@ -1,5 +1,5 @@
 //! Decoding of the sm_90 asynchronous instructions: `mbarrier`, `cp.async.bulk.tensor` (TMA),
-//! `fence.proxy.async`, `elect.sync`, `setmaxnreg` and the `wgmma` family.
+//! `fence.proxy.async`, `elect.sync`, `setmaxnreg`, `griddepcontrol` and the `wgmma` family.
 
 use super::mods::Mods;
 use super::op::*;
@@ -42,6 +42,16 @@ pub(super) fn decode(d: &FnDecoder, m: &mut Mods, ops: &[Operand]) -> R<Op> {
             }
         }
         "wgmma" => wgmma(d, m, ops),
+        // Programmatic dependent launch: the simulator runs a stream's launches one after
+        // another, so every prerequisite grid has completed when a kernel starts (`wait` has
+        // nothing to wait for) and no kernel starts early (`launch_dependents` changes nothing).
+        "griddepcontrol" => {
+            if m.one_of(&["wait", "launch_dependents"]).is_none() {
+                return Err("griddepcontrol needs .wait or .launch_dependents".into());
+            }
+            arity(ops, 0, "griddepcontrol")?;
+            Ok(Op::Nop)
+        }
         other => Err(format!("unknown instruction `{other}`")),
     }
 }

@@ -308,7 +308,9 @@ impl FnDecoder<'_> {
             | "activemask" | "mma" | "ldmatrix" | "nanosleep" => {
                 control::decode(self, &mut m, ops)?
             }
-            "mbarrier" | "elect" | "setmaxnreg" | "wgmma" => hopper::decode(self, &mut m, ops)?,
+            "mbarrier" | "elect" | "setmaxnreg" | "wgmma" | "griddepcontrol" => {
+                hopper::decode(self, &mut m, ops)?
+            }
             _ => return Err(format!("unknown instruction `{}`", ast.opcode)),
         };
         m.finish()?;

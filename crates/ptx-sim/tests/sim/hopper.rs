@@ -446,6 +446,21 @@ fn tma_through_a_tensor_map_not_acquired_at_system_scope_is_reported() {
     );
 }
 
+/// `griddepcontrol.wait` and `.launch_dependents` (programmatic dependent launch, which every
+/// project kernel starts with on sm_90a) run as no-ops: the simulator runs launches one after
+/// another. The instruction without either form is refused.
+#[test]
+fn griddepcontrol_runs_as_a_no_op() {
+    let body = "\tgriddepcontrol.wait;\n\tgriddepcontrol.launch_dependents;\n\
+                \tmov.u32 %r1, 7;\n\tst.global.u32 [%rd0], %r1;\n";
+    assert_eq!(common::run1(body, 1), [7]);
+    expect_err(
+        common::run("\tgriddepcontrol;\n", LaunchConfig::linear(1, 1), &[], 1),
+        SimErrorKind::Unsupported,
+        &["griddepcontrol needs .wait or .launch_dependents"],
+    );
+}
+
 #[test]
 fn elect_sync_elects_the_lowest_member() {
     let body = "\tmov.u32 %r1, 0xfffffff0;\n\tsetp.ge.u32 %p2, %r60, 4;\n\t@!%p2 bra DONE;\n\
