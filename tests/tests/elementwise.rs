@@ -273,3 +273,33 @@ kernel_tests! {
     grid_stride_f32 => check_grid_stride::<f32>;
     grid_stride_bf16 => check_grid_stride::<bf16>;
 }
+
+/// Programmatic dependent launch (`gpu_host::PDL_ENV`, `Gpu::set_programmatic_launch`) on a
+/// GPU that runs the sm_90a module: a chain of 300 kernels over 4M f32, each reading what the
+/// one before it wrote (`y = 1.0001·x`, then `x = y + b`, 150 times), gives the f32 chain the
+/// CPU computes, bit for bit. A kernel that read before its `griddepcontrol.wait` could see its
+/// predecessor's output half written. Skipped without such a GPU (the simulator runs launches
+/// in order: nothing to test there).
+#[test]
+fn programmatic_dependent_launch_keeps_a_chain_in_order() {
+    let Some(shared) = integration_tests::gpu() else { return };
+    if shared.ptx_arch() != gpu_host::PtxArch::Sm90a {
+        return;
+    }
+    let mut gpu = gpu_host::Gpu::new().unwrap();
+    gpu.set_programmatic_launch(true).unwrap();
+    assert!(gpu.describe().contains("programmatic dependent launch"), "{}", gpu.describe());
+    let (n, rounds, alpha) = (1 << 22, 150, 1.0001f32);
+    let mut rng = TestRng::new();
+    let (x0, b) = (rng.uniform(n, -1.0, 1.0), rng.uniform(n, -1.0, 1.0));
+    let (mut x, mut y, b_dev) =
+        (gpu.upload(&x0).unwrap(), gpu.alloc::<f32>(n).unwrap(), gpu.upload(&b).unwrap());
+    for _ in 0..rounds {
+        scale(&gpu, x.view(), alpha, y.view_mut()).unwrap();
+        add(&gpu, y.view(), b_dev.view(), x.view_mut()).unwrap();
+    }
+    let got = gpu.download(x.view()).unwrap();
+    let want: Vec<f32> =
+        x0.iter().zip(&b).map(|(&x, &b)| (0..rounds).fold(x, |x, _| alpha * x + b)).collect();
+    assert_bits_eq("scale/add chain under PDL", rng.seed(), &got, &want);
+}

@@ -270,6 +270,22 @@ impl Gpu {
         &self.stream
     }
 
+    /// Turns programmatic dependent launch ([`GpuInfo::programmatic_launch`]) on or off for
+    /// this GPU's later launches; [`PDL_ENV`] sets it when the GPU is opened. An
+    /// `InvalidArgument` on a GPU that runs the sm_80 module, whose kernels do not wait for
+    /// the one before them.
+    pub fn set_programmatic_launch(&mut self, on: bool) -> Result<()> {
+        if on && self.info.ptx_arch != PtxArch::Sm90a {
+            return Err(GpuError::invalid(
+                "Gpu::set_programmatic_launch",
+                "on",
+                "the sm_80 module's kernels have no griddepcontrol.wait".to_string(),
+            ));
+        }
+        self.info.programmatic_launch = on;
+        Ok(())
+    }
+
     /// Launches `function` with programmatic stream serialization allowed
     /// ([`GpuInfo::programmatic_launch`]): it may be scheduled before the previous kernel in
     /// the stream has completed, and its `griddepcontrol.wait` holds it until then.

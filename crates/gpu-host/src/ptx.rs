@@ -57,6 +57,7 @@ pub const CUBIN_DIR_ENV: &str = "GPU_HOST_CUBIN_DIR";
 /// stream finishes, and waits in its first instruction, `griddepcontrol.wait`, until that one
 /// has completed). Opt-in and unmeasured: it hides the gap between kernels, 386 a bf16 training
 /// step of GPT-2 124M; a GPU run of the trainer's benchmark with and without it decides.
+/// [`Gpu::set_programmatic_launch`](crate::Gpu::set_programmatic_launch) sets it afterwards.
 pub const PDL_ENV: &str = "GPU_HOST_PDL";
 
 /// The variable naming the folder a build without embedded PTX text reads its modules from
